@@ -1,0 +1,173 @@
+"""The ``runner`` command: one short function per command over the library.
+
+Exit codes of ``runner run`` and ``runner demo``: 0 all completed, 3 ended
+with failed items, 4 stopped for a person, 1 bad input or configuration (one
+line on stderr, nothing lost), 2 usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import jobs, runs
+from .engine import Outcome
+from .errors import RunnerError
+from .jobs import Job
+from .sim import Simulator
+from .states import ItemState
+from .store import Store
+
+SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
+F = TypeVar("F", bound=Callable[..., Any])
+
+db_option = click.option(
+    "--db", default="runs.db", show_default=True, type=click.Path(dir_okay=False), help="The run store."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print data as JSON.")
+
+
+def plain_errors(command: F) -> F:
+    """Turn runner's errors into one line on stderr and exit code 1."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except RunnerError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group()
+@click.version_option(package_name="runner")
+def main() -> None:
+    """A recoverable job runner for costly calls, over one SQLite run store."""
+
+
+@main.command()
+@db_option
+@click.option("--latency", default=0.05, show_default=True, help="Simulated seconds per call.")
+@plain_errors
+def demo(db: str, latency: float) -> None:
+    """Run the sample job against the built-in simulator: no key, no network.
+
+    Example: runner demo
+    """
+    job = jobs.load(SAMPLE_JOB)
+    with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
+        provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
+        job = dataclasses.replace(job, name="demo", provider=provider)
+        outcome = _run_with_progress(Store(db), job)
+    click.echo(f"Run 'demo' is in {db}; see it with: runner status demo --db {db}")
+    sys.exit(outcome.exit_code)
+
+
+@main.command()
+@click.argument("job_or_name")
+@db_option
+@plain_errors
+def run(job_or_name: str, db: str) -> None:
+    """Run a job file, or continue a run by name; completed items are kept.
+
+    Example: runner run sample_data/job.toml
+    """
+    store = Store(db)
+    job = jobs.load(job_or_name) if job_or_name.endswith(".toml") else store.job(job_or_name)
+    sys.exit(_run_with_progress(store, job).exit_code)
+
+
+@main.command()
+@click.argument("name", required=False)
+@db_option
+@json_option
+@plain_errors
+def status(name: str | None, db: str, as_json: bool) -> None:
+    """Show where a run stands, counted from the store (all runs without NAME).
+
+    Example: runner status demo --json
+    """
+    store = Store(db)
+    names = [name] if name else store.run_names()
+    statuses = [store.status(n, now=time.time()) for n in names]
+    if as_json:
+        click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
+        return
+    console = Console()
+    for status in statuses:
+        console.print(_status_table(status))
+
+
+@main.command()
+@click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
+@click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
+@click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")
+@click.option("--seed", default=0, show_default=True, help="Seed for every random choice.")
+def sim(port: int, latency: float, jitter: float, seed: int) -> None:
+    """Serve the simulated upstream on 127.0.0.1 until Ctrl-C.
+
+    Example: runner sim --port 8765 --latency 0.5
+    """
+    simulator = Simulator(port=port, latency=latency, jitter=jitter, seed=seed)
+    click.echo(f"simulator on {simulator.base_url} (ledger: GET /_sim/ledger); Ctrl-C stops it")
+    try:
+        simulator.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+def _run_with_progress(store: Store, job: Job) -> Outcome:
+    """Prepare and run a job with a live progress bar, then print its summary."""
+    console = Console(stderr=True)
+    with console.status(f"reading {job.input.describe()} ..."):
+        runs.prepare(store, job, now=time.time())
+    outcome = asyncio.run(_run_watched(store, job, console))
+    Console().print(_status_table(outcome.status))
+    if outcome.stopped_for:
+        console.print(f"[yellow]stopped for a person:[/] {outcome.stopped_for}")
+    return outcome
+
+
+async def _run_watched(store: Store, job: Job, console: Console) -> Outcome:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task(f"run {job.name}", total=None)
+        engine = asyncio.create_task(runs.execute(store, job))
+        while not engine.done():
+            status = store.status(job.name, now=time.time())
+            counts = status["counts"]
+            done = counts[ItemState.COMPLETED] + counts[ItemState.FAILED]
+            progress.update(bar, total=status["total"], completed=done)
+            await asyncio.wait({engine}, timeout=0.2)
+        return engine.result()
+
+
+def _status_table(status: dict[str, Any]) -> Table:
+    states = [s.value for s in ItemState]
+    breaker = status["breaker"]
+    caption = f"breaker {breaker['state']}" + (f" ({breaker['reason']})" if breaker["reason"] else "")
+    caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
+    if status["needs_confirmation"]:
+        caption += f" · {status['needs_confirmation']} need confirmation"
+    table = Table(title=f"run {status['run']}: {status['total']} items", caption=caption)
+    table.add_column("group")
+    for state in states:
+        table.add_column(state, justify="right")
+    for group, counts in status["groups"].items():
+        table.add_row(group, *(str(counts[s] or "") for s in states))
+    table.add_row("total", *(str(status["counts"][s]) for s in states), style="bold")
+    return table

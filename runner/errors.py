@@ -1,0 +1,113 @@
+"""The one error tree of runner.
+
+    RunnerError                 root: everything runner raises on purpose
+    ├── JobError                a job file or job definition is wrong
+    │   └── InputError          the job's input cannot be read (file, line)
+    ├── RunError                a run cannot be found or started as asked
+    ├── StoreError              the run store cannot be opened, read or written
+    └── UpstreamError           a classified failure of an upstream call
+        ├── TransportError      connection error, timeout, 5xx: worth a request retry
+        ├── RateLimited         429 with a time to wait
+        ├── OutputInvalid       the answer cannot be used as a whole
+        ├── AuthError           the credentials were refused (401)
+        ├── BillingError        balance or quota exhausted (402, insufficient_quota)
+        ├── PermissionDenied    not allowed (403)
+        ├── BadRequest          the upstream refused the request as malformed (400)
+        └── NotFound            the model, resource or task is not known (404)
+
+Foreign exceptions (``httpx``, ``sqlite3``, ``tomllib``, ``json``) are
+translated where they enter, with ``raise ... from exc``. The CLI turns these
+errors into one-line messages and exit codes. User handlers raise the
+``UpstreamError`` subclasses to classify their own failures.
+"""
+
+from __future__ import annotations
+
+from .states import FailureKind
+
+
+class RunnerError(Exception):
+    """Root of every error runner raises on purpose."""
+
+
+class JobError(RunnerError):
+    """A job file or job definition is wrong; the message says what and where."""
+
+
+class InputError(JobError):
+    """The job's input cannot be read; the message names the file and line."""
+
+
+class RunError(RunnerError):
+    """A run cannot be found, or cannot be started as asked."""
+
+
+class StoreError(RunnerError):
+    """The run store cannot be opened, read or written."""
+
+
+class UpstreamError(RunnerError):
+    """A classified failure of an upstream call."""
+
+    kind: FailureKind = FailureKind.TRANSPORT
+    #: Whether a person may usefully retry the item later.
+    retryable: bool = True
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: Seconds the upstream asked us to wait, when it said so.
+        self.retry_after = retry_after
+
+
+class TransportError(UpstreamError):
+    """Connection error, timeout or 5xx: short network trouble, worth a request retry."""
+
+    kind = FailureKind.TRANSPORT
+
+
+class RateLimited(UpstreamError):
+    """429: the upstream asks us to wait, ``retry_after`` seconds when it says."""
+
+    kind = FailureKind.RATE_LIMITED
+
+
+class OutputInvalid(UpstreamError):
+    """The answer came back but cannot be used as a whole (not JSON, no results)."""
+
+    kind = FailureKind.BATCH_INVALID
+
+
+class AuthError(UpstreamError):
+    """The credentials were refused (401): every call would fail."""
+
+    kind = FailureKind.AUTH
+    retryable = False
+
+
+class BillingError(UpstreamError):
+    """Balance, quota or spend limit exhausted (402, 429 insufficient_quota)."""
+
+    kind = FailureKind.BILLING
+    retryable = False
+
+
+class PermissionDenied(UpstreamError):
+    """The key may not do this (403)."""
+
+    kind = FailureKind.PERMISSION
+    retryable = False
+
+
+class BadRequest(UpstreamError):
+    """The upstream refused the request as malformed (400)."""
+
+    kind = FailureKind.BAD_REQUEST
+    retryable = False
+
+
+class NotFound(UpstreamError):
+    """The model, resource or upstream task is not known (404)."""
+
+    kind = FailureKind.NOT_FOUND
+    retryable = False

@@ -1,0 +1,282 @@
+"""A job: what to run over which items, from a TOML file or from Python.
+
+A job file looks like this (every section but the top keys is optional)::
+
+    name = "posts"
+    input = "posts.jsonl"            # or { path = "posts.db", table = "posts" }
+    key = "id"
+    group = "month"
+    version = "1"
+
+    [batch]
+    max_items = 25
+    max_chars = 20000
+    concurrency = 2
+
+    [provider]
+    kind = "openai-chat"
+    base_url = "https://api.openai.com/v1"
+    model = "gpt-4o-mini"
+    api_key_env = "OPENAI_API_KEY"
+
+    [prompt]
+    instructions = "Classify each post."
+    fields = ["title", "body"]
+
+    [output]
+    schema = { type = "object", required = ["label"] }   # or a path to a JSON file
+
+    [retry]
+    max_attempts = 3
+
+Unknown keys are errors. Relative paths are relative to the job file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import protocol
+from .errors import InputError, JobError
+from .inputs import InputSpec, format_of, read_records
+from .validation import check_schema
+
+DEFAULT_GROUP = "all"
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """How items are grouped into upstream calls, and how many run at once."""
+
+    max_items: int = 25
+    max_chars: int = 20_000
+    concurrency: int = 2
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """Which upstream to call and how."""
+
+    kind: str = "openai-chat"
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    #: The environment variable holding the key; empty for servers that need none.
+    api_key_env: str = ""
+    timeout: float = 120.0
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What the model is told; ``fields`` picks the record fields sent (default all)."""
+
+    instructions: str = "Process each record."
+    system: str = protocol.DEFAULT_SYSTEM
+    template: str = protocol.DEFAULT_USER
+    fields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RetryLimits:
+    """Bounds on both retry layers: request retries inside an attempt, re-attempts of an item."""
+
+    request_retries: int = 2
+    max_attempts: int = 3
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job over a set of items; running it again continues the run of the same name."""
+
+    name: str
+    input: InputSpec
+    key: str = "id"
+    group: str | None = None
+    version: str = "1"
+    batch: BatchLimits = field(default_factory=BatchLimits)
+    provider: ProviderConfig = field(default_factory=ProviderConfig)
+    prompt: Prompt = field(default_factory=Prompt)
+    output_schema: dict[str, Any] | None = None
+    retry: RetryLimits = field(default_factory=RetryLimits)
+
+    def to_json(self) -> str:
+        """The resolved job as saved in the store (it holds no secret, only a variable name)."""
+        data = dataclasses.asdict(self)
+        data["input"]["path"] = str(self.input.path)
+        return json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        data = json.loads(text)
+        return cls(
+            name=data["name"],
+            input=InputSpec(Path(data["input"]["path"]), data["input"]["format"], data["input"]["table"]),
+            key=data["key"],
+            group=data["group"],
+            version=data["version"],
+            batch=BatchLimits(**data["batch"]),
+            provider=ProviderConfig(**data["provider"]),
+            prompt=Prompt(**{**data["prompt"], "fields": tuple(data["prompt"]["fields"])}),
+            output_schema=data["output_schema"],
+            retry=RetryLimits(**data["retry"]),
+        )
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    """One input record as the store keeps it."""
+
+    key: str
+    group: str
+    seq: int
+    input: str
+    chars: int
+    fingerprint: str
+
+
+def items(job: Job) -> Iterator[ItemRow]:
+    """Stream the job's items, checking keys and groups; raises InputError with file and line."""
+    context = protocol.encode(
+        [job.provider.model, job.prompt.system, job.prompt.template, job.prompt.instructions, job.version]
+    )
+    seen: set[str] = set()
+    for seq, (where, record) in enumerate(read_records(job.input)):
+        key = _field(record, job.key, where)
+        if key in seen:
+            raise InputError(f"{where}: duplicate key {key!r}")
+        seen.add(key)
+        group = _field(record, job.group, where) if job.group else DEFAULT_GROUP
+        fields = {f: record.get(f) for f in job.prompt.fields} if job.prompt.fields else record
+        payload = protocol.item_payload(key, fields)
+        text = protocol.encode(payload)
+        digest = hashlib.sha256(f"{context}\n{text}".encode()).hexdigest()
+        yield ItemRow(key, group, seq, text, len(text), digest)
+
+
+def _field(record: Mapping[str, Any], name: str, where: str) -> str:
+    value = record.get(name)
+    if value is None or value == "":
+        fields = ", ".join(map(str, record)) or "none"
+        raise InputError(f"{where}: no value for field {name!r} (fields: {fields})")
+    return str(value)
+
+
+def load(path: str | Path) -> Job:
+    """Read and check a TOML job file; every problem is one JobError saying what and where."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JobError(f"{path}: job file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise JobError(f"{path}: not valid TOML: {exc}") from exc
+    return from_dict(data, base=path.parent, where=str(path))
+
+
+SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
+TOP_KEYS = {"name", "input", "key", "group", "version", "output", *SECTIONS}
+
+
+def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
+    """Build a job from parsed TOML (or an equivalent dict), paths relative to ``base``."""
+    unknown = sorted(set(data) - TOP_KEYS)
+    if unknown:
+        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")
+    for required in ("name", "input"):
+        if required not in data:
+            raise JobError(f"{where}: missing key {required!r}")
+    sections = {name: _section(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in SECTIONS.items()}
+    job = Job(
+        name=_text(data, "name", where),
+        input=_input(data["input"], base, where),
+        key=_text(data, "key", where, "id"),
+        group=_text(data, "group", where) if "group" in data else None,
+        version=str(data.get("version", "1")),
+        output_schema=_output(data.get("output", {}), base, f"{where} [output]"),
+        **sections,
+    )
+    _check_limits(job, where)
+    return job
+
+
+def _text(data: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise JobError(f"{where}: {key!r} must be a non-empty string")
+    return value
+
+
+def _input(value: Any, base: Path, where: str) -> InputSpec:
+    if isinstance(value, str):
+        value = {"path": value}
+    if not isinstance(value, dict):
+        raise JobError(f"{where}: 'input' must be a path or a table {{ path, format, table }}")
+    unknown = sorted(set(value) - {"path", "format", "table"})
+    if unknown:
+        raise JobError(f"{where}: unknown key {unknown[0]!r} in 'input'")
+    path = (base / _text(value, "path", f"{where} input")).resolve()
+    fmt = value.get("format") or format_of(path)
+    if fmt not in ("jsonl", "csv", "sqlite"):
+        raise JobError(f"{where}: input format must be jsonl, csv or sqlite, not {fmt!r}")
+    return InputSpec(path, fmt, value.get("table"))
+
+
+def _section(cls: type[Any], value: Any, where: str) -> Any:
+    """A section dataclass from a TOML table: unknown keys and wrong types are errors."""
+    if not isinstance(value, dict):
+        raise JobError(f"{where}: must be a table")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    defaults = cls()
+    checked: dict[str, Any] = {}
+    for name, given in value.items():
+        expected = type(getattr(defaults, name))
+        if expected is tuple:
+            if not isinstance(given, list) or not all(isinstance(v, str) for v in given):
+                raise JobError(f"{where}: {name!r} must be a list of strings")
+            given = tuple(given)
+        elif expected is float and isinstance(given, int) and not isinstance(given, bool):
+            given = float(given)
+        elif not isinstance(given, expected) or isinstance(given, bool) is not (expected is bool):
+            raise JobError(f"{where}: {name!r} must be {expected.__name__}, not {given!r}")
+        checked[name] = given
+    return cls(**checked)
+
+
+def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:
+    if not isinstance(value, dict):
+        raise JobError(f"{where}: must be a table")
+    unknown = sorted(set(value) - {"schema"})
+    if unknown:
+        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: schema)")
+    schema = value.get("schema")
+    if isinstance(schema, str):
+        path = base / schema
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise JobError(f"{where}: cannot read schema {path}: {exc}") from exc
+    if schema is None:
+        return None
+    if not isinstance(schema, dict):
+        raise JobError(f"{where}: 'schema' must be a table or a path to a JSON file")
+    check_schema(schema, where)
+    return schema
+
+
+def _check_limits(job: Job, where: str) -> None:
+    for section, name in [("batch", "max_items"), ("batch", "max_chars"), ("batch", "concurrency"), ("retry", "max_attempts")]:
+        if getattr(getattr(job, section), name) < 1:
+            raise JobError(f"{where} [{section}]: {name!r} must be at least 1")
+    if job.provider.kind != "openai-chat":
+        raise JobError(f"{where} [provider]: unknown kind {job.provider.kind!r} (known: openai-chat)")

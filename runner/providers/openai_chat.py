@@ -1,0 +1,161 @@
+"""The ``openai-chat`` provider: ``POST {base_url}/chat/completions``.
+
+Works with OpenAI and the servers that copy its API (vLLM, Ollama, llama.cpp
+server, LiteLLM). One batch is one request under the batch protocol. Failures
+are translated here, at the boundary, into runner's error tree; short network
+trouble is retried inside the attempt, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+
+from .. import errors, protocol
+from ..jobs import Prompt, ProviderConfig, RetryLimits
+from . import Answer
+
+#: 429 codes that mean money, not speed: waiting will not help.
+BILLING_CODES = {
+    "insufficient_quota",
+    "credit_balance_exhausted",
+    "billing_hard_limit_reached",
+    "billing_not_active",
+    "spend_limit_reached",
+    "enforced_spend_limit_reached",
+}
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class OpenAIChat:
+    """Calls an OpenAI-compatible chat completions endpoint, one batch per request."""
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        prompt: Prompt,
+        output_schema: dict[str, Any] | None,
+        *,
+        client: httpx.AsyncClient,
+        api_key: str | None,
+        retry: RetryLimits,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._config = config
+        self._prompt = prompt
+        self._response_format = protocol.batch_response_format(output_schema)
+        self._client = client
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._retry = retry
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+
+    def request_body(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
+        """The chat completions request for one batch."""
+        user = protocol.user_message(self._prompt.template, self._prompt.instructions, payloads)
+        return {
+            "model": self._config.model,
+            "messages": [
+                {"role": "system", "content": self._prompt.system},
+                {"role": "user", "content": user},
+            ],
+            "response_format": self._response_format,
+        }
+
+    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
+        """Send one batch; transport failures are retried with back-off, then raised."""
+        body = self.request_body(payloads)
+        for retry in range(self._retry.request_retries + 1):
+            try:
+                return await self._send(body)
+            except errors.TransportError as exc:
+                if retry == self._retry.request_retries:
+                    raise
+                delay = min(self._retry.backoff * 2**retry, self._retry.max_backoff)
+                await self._sleep(exc.retry_after or delay * (0.5 + self._rng.random()))
+        raise AssertionError("unreachable")
+
+    async def _send(self, body: dict[str, Any]) -> Answer:
+        url = self._config.base_url.rstrip("/") + "/chat/completions"
+        try:
+            response = await self._client.post(
+                url, json=body, headers=self._headers, timeout=self._config.timeout
+            )
+        except httpx.TimeoutException as exc:
+            raise errors.TransportError(f"timed out after {self._config.timeout:g}s ({url})") from exc
+        except httpx.TransportError as exc:
+            raise errors.TransportError(f"{type(exc).__name__}: {exc or 'connection failed'} ({url})") from exc
+        if response.status_code != 200:
+            raise error_for(response)
+        return answer_from(response)
+
+
+def answer_from(response: httpx.Response) -> Answer:
+    """The model's text from a 200 response; an unusable envelope is an empty answer."""
+    try:
+        choice = response.json()["choices"][0]
+        return Answer(choice["message"]["content"], choice.get("finish_reason"))
+    except (ValueError, KeyError, IndexError, TypeError):
+        return Answer(None, None)
+
+
+def error_for(response: httpx.Response) -> errors.UpstreamError:
+    """Classify a non-200 response into runner's error tree."""
+    status = response.status_code
+    code, message = _error_fields(response)
+    text = f"{status} {code or response.reason_phrase}: {message}".rstrip(": ")
+    retry_after = retry_after_seconds(response.headers)
+    if status == 429:
+        if code in BILLING_CODES:
+            return errors.BillingError(text)
+        return errors.RateLimited(text, retry_after=retry_after)
+    if status in (408, 409) or status >= 500:
+        return errors.TransportError(text, retry_after=retry_after)
+    kinds: dict[int, type[errors.UpstreamError]] = {
+        401: errors.AuthError,
+        402: errors.BillingError,
+        403: errors.PermissionDenied,
+        404: errors.NotFound,
+    }
+    if status == 400 and "credit balance" in message.lower():
+        return errors.BillingError(text)
+    return kinds.get(status, errors.BadRequest)(text)
+
+
+def _error_fields(response: httpx.Response) -> tuple[str | None, str]:
+    try:
+        error = response.json()["error"]
+        code = error.get("code") or error.get("type")
+        return (str(code) if code else None), str(error.get("message") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, response.text[:200]
+
+
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """``retry-after-ms``, or ``Retry-After`` in seconds or as an HTTP date."""
+    if "retry-after-ms" in headers:
+        try:
+            return max(float(headers["retry-after-ms"]) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    date = email.utils.parsedate_to_datetime(headers["date"]) if "date" in headers else None
+    now = date.timestamp() if date else email.utils.localtime().timestamp()
+    return max(when.timestamp() - now, 0.0)

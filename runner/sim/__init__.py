@@ -1,0 +1,16 @@
+"""The simulator: an OpenAI-compatible upstream on loopback, for demos and tests.
+
+It answers chat completions that follow the batch protocol
+(:mod:`runner.protocol`), with optional latency, and keeps a charge ledger of
+billable requests per item key, so that tests can prove nothing was paid
+twice. Besides the OpenAI routes it serves ``GET /_sim/ledger`` and
+``POST /_sim/reset``.
+"""
+
+from __future__ import annotations
+
+from runner.sim.answers import answer
+from runner.sim.ledger import Call, Ledger
+from runner.sim.server import Simulator
+
+__all__ = ["Call", "Ledger", "Simulator", "answer"]

@@ -1,0 +1,84 @@
+"""The simulator's charge ledger: what was asked, and what would be paid for.
+
+Every chat completion request that carries a batch is recorded on arrival
+(its ids, its size in characters, its model); every item of a request that
+is answered with a 200 is billed once. Tests read the ledger to prove that
+nothing was paid twice and that batches kept their limits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypedDict
+
+
+class Call(TypedDict):
+    """One recorded request: the item ids it carried, their size, its model."""
+
+    ids: list[str]
+    chars: int
+    model: str
+
+
+class Ledger:
+    """Thread-safe counts of the requests a simulator received and billed.
+
+    The attributes are written under a lock by the request threads; read a
+    consistent view with :meth:`snapshot` while requests may be running.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget all history; requests in flight now stay counted as such."""
+        with self._lock:
+            self.requests = 0
+            self.billed: dict[str, int] = {}
+            self.max_in_flight = self.in_flight
+            self.max_items_per_request = 0
+            self.max_chars_per_request = 0
+            self.calls: list[Call] = []
+
+    def record(self, ids: Sequence[str], chars: int, model: str) -> None:
+        """Count one arriving request of ``ids`` totalling ``chars`` characters."""
+        with self._lock:
+            self.requests += 1
+            self.max_items_per_request = max(self.max_items_per_request, len(ids))
+            self.max_chars_per_request = max(self.max_chars_per_request, chars)
+            self.calls.append({"ids": list(ids), "chars": chars, "model": model})
+
+    @contextmanager
+    def flight(self) -> Iterator[None]:
+        """Count a request as in flight for the duration of the block."""
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def bill(self, ids: Iterable[str]) -> None:
+        """Charge one billable request to each of ``ids``."""
+        with self._lock:
+            for key in ids:
+                self.billed[key] = self.billed.get(key, 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """All counts as plain JSON-able data, copied under the lock."""
+        with self._lock:
+            return {
+                "requests": self.requests,
+                "billed": dict(self.billed),
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+                "max_items_per_request": self.max_items_per_request,
+                "max_chars_per_request": self.max_chars_per_request,
+                "calls": [{**call, "ids": list(call["ids"])} for call in self.calls],
+            }

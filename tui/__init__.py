@@ -1,0 +1,1 @@
+"""The Textual terminal UI over the run store (``runner tui``)."""
