@@ -86,7 +86,7 @@ class Engine:
         self.provider = provider
         self.clock = clock or SystemClock()
         self.run_id = store.run_id(job.name)
-        self.check = ResultCheck(job.output_schema)
+        self.check = ResultCheck(job.output_schema, job.check)
         self.token = secrets.token_hex(8)
         self.stopped_for: str | None = None
         self._last_beat = 0.0

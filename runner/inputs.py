@@ -71,7 +71,7 @@ def _jsonl(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+                raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.pos + 1})") from exc
             except UnicodeDecodeError as exc:
                 raise InputError(f"{where}: not UTF-8 ({exc.reason})") from exc
             if not isinstance(record, dict):

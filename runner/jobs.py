@@ -38,7 +38,7 @@ import dataclasses
 import hashlib
 import json
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,10 +106,14 @@ class Job:
     prompt: Prompt = field(default_factory=Prompt)
     output_schema: dict[str, Any] | None = None
     retry: RetryLimits = field(default_factory=RetryLimits)
+    #: A Python job's own check of one result: a message saying what is wrong, or None.
+    #: It is not saved in the store; give it again when continuing the run from Python.
+    check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
 
     def to_json(self) -> str:
-        """The resolved job as saved in the store (it holds no secret, only a variable name)."""
-        data = dataclasses.asdict(self)
+        """The resolved job as saved in the store (no secret, no Python check)."""
+        data = dataclasses.asdict(dataclasses.replace(self, check=None))
+        del data["check"]
         data["input"]["path"] = str(self.input.path)
         return json.dumps(data, ensure_ascii=False, sort_keys=True)
 

@@ -13,6 +13,8 @@ Time is passed in (``now``, seconds since the epoch), never read here.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -292,12 +294,16 @@ class Store:
     # The engine's lease ---------------------------------------------------
 
     def acquire_lease(self, run_id: int, *, token: str, pid: int, host: str, now: float) -> None:
-        """Hold the run for one engine; refuse while another engine's heartbeat is fresh."""
+        """Hold the run for one engine; refuse while another engine's heartbeat is fresh.
+
+        A holder on this host whose process is gone is dead at once, so that a
+        restart after a crash need not wait for its heartbeat to age.
+        """
         with self.write() as conn:
             row = conn.execute(
                 "SELECT token, pid, host, heartbeat_at FROM engines WHERE run_id = ?", (run_id,)
             ).fetchone()
-            if row and row[0] != token and now - row[3] < LEASE_SECONDS:
+            if row and row[0] != token and now - row[3] < LEASE_SECONDS and _alive(row[1], row[2]):
                 raise RunError(
                     f"this run is being run by another engine (pid {row[1]} on {row[2]}, "
                     f"heartbeat {now - row[3]:.0f}s ago)"
@@ -380,6 +386,19 @@ class Store:
                 [run_id],
             )
         ]
+
+
+def _alive(pid: int, host: str) -> bool:
+    """Whether a lease holder's process may still live: on this host we can look."""
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, list[int], int]:

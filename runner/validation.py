@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -18,19 +19,23 @@ def check_schema(schema: dict[str, Any], where: str) -> None:
 
 
 class ResultCheck:
-    """Validates results against the job's output schema (no schema: any object passes)."""
+    """Validates results against the job's output schema and its Python check, if any."""
 
-    def __init__(self, schema: dict[str, Any] | None) -> None:
+    def __init__(
+        self,
+        schema: dict[str, Any] | None,
+        check: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> None:
         self._validator = jsonschema.Draft202012Validator(schema) if schema else None
+        self._check = check
 
     def problem(self, result: Any) -> str | None:
         """What is wrong with one result, or None when it is valid."""
         if not isinstance(result, dict):
             return "result is not a JSON object"
-        if self._validator is None:
-            return None
-        error = jsonschema.exceptions.best_match(self._validator.iter_errors(result))
-        if error is None:
-            return None
-        path = "/".join(str(p) for p in error.absolute_path)
-        return f"result does not fit the output schema at /{path}: {error.message}"
+        if self._validator is not None:
+            error = jsonschema.exceptions.best_match(self._validator.iter_errors(result))
+            if error is not None:
+                path = "/".join(str(p) for p in error.absolute_path)
+                return f"result does not fit the output schema at /{path}: {error.message}"
+        return self._check(result) if self._check else None

@@ -1,0 +1,5 @@
+"""``python -m runner`` is the ``runner`` command."""
+
+from runner.cli import main
+
+main()

@@ -1,0 +1,86 @@
+"""Bad input gets one plain line saying what and where, exit code 1, and loses nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import make_job, posts, write_jsonl
+
+from runner import runs
+from runner.store import Store
+
+GOOD_JOB = """
+name = "test"
+input = "posts.jsonl"
+group = "month"
+[provider]
+base_url = "http://127.0.0.1:9/v1"
+"""
+
+
+def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def dump(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return list(conn.iterdump())
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A folder with a store that already holds a run named 'test' of five items."""
+    write_jsonl(tmp_path / "posts.jsonl", posts(5))
+    with Store(tmp_path / "runs.db") as store:
+        runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5), name="test"), now=1.0)
+    return tmp_path
+
+
+CASES = {
+    "unknown top key": ('colour = "red"\n' + GOOD_JOB, None, "job.toml: unknown key 'colour'"),
+    "unknown section key": (GOOD_JOB + "[batch]\nmax_item = 3\n", None, "job.toml [batch]: unknown key 'max_item'"),
+    "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be int"),
+    "not TOML": ("name = \n", None, "job.toml: not valid TOML: "),
+    "missing input": (GOOD_JOB.replace("posts.jsonl", "missing.jsonl"), None, "missing.jsonl: input file not found"),
+    "duplicate keys": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2", "month": "m"}\n{"id": "p1", "month": "m"}\n',
+                       "posts.jsonl line 3: duplicate key 'p1'"),
+    "malformed line": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2", "month": \n',
+                       "posts.jsonl line 2: not valid JSON (Expecting value, column 24)"),
+    "no group": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2"}\n',
+                 "posts.jsonl line 2: no value for field 'month' (fields: id)"),
+    "csv without the key column": (GOOD_JOB.replace("posts.jsonl", "posts.csv"), None,
+                                   "posts.csv line 2: no value for field 'id' (fields: month, title)"),
+    "bad schema": (GOOD_JOB + '[output.schema]\ntype = "thing"\n', None, "the output schema is not valid JSON Schema"),
+}
+
+
+@pytest.mark.parametrize("job_text, jsonl, message", CASES.values(), ids=CASES.keys())
+def test_bad_input_is_one_line_exit_1_and_the_store_unchanged(folder: Path, job_text: str, jsonl: str | None, message: str) -> None:
+    (folder / "job.toml").write_text(job_text, encoding="utf-8")
+    (folder / "posts.csv").write_text("month,title\n2026-01,hello\n", encoding="utf-8")
+    if jsonl is not None:
+        (folder / "posts.jsonl").write_text(jsonl, encoding="utf-8")
+    before = dump(folder / "runs.db")
+    result = runner_cli("run", "job.toml", cwd=folder)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+    assert message in result.stderr
+    assert dump(folder / "runs.db") == before
+
+
+def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "runs.db").write_text("these are my notes, not a database\n" * 200)
+    result = runner_cli("status", cwd=tmp_path)
+    assert (result.returncode, result.stderr.count("\n")) == (1, 1)
+    assert "cannot open as a run store" in result.stderr
+    assert (tmp_path / "runs.db").read_text() == "these are my notes, not a database\n" * 200
+
+
+def test_an_unknown_run_name_is_named(folder: Path) -> None:
+    result = runner_cli("status", "tset", cwd=folder)
+    assert result.returncode == 1
+    assert result.stderr == "error: no run named 'tset' in runs.db (runs: test)\n"

@@ -1,0 +1,167 @@
+"""The brief's five invariants, each over real HTTP against the simulator."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from support import ROOT, StepClock, make_job, posts
+
+from runner import runs
+from runner.sim import Simulator
+from runner.states import ItemState
+from runner.store import Settlement, Store
+
+ENGINE_SCRIPT = """
+import asyncio, json, os, signal, sys
+sys.path.insert(0, {tests!r})
+from support import make_job
+from runner import runs
+from runner.sim import Simulator
+from runner.store import Store
+from pathlib import Path
+
+def kill_self(result):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+job = make_job(Path({folder!r}), {base_url!r}, json.loads({records!r}), check={check})
+store = Store({db!r})
+runs.prepare(store, job, now=1.0)
+asyncio.run(runs.execute(store, job))
+"""
+
+
+def start_engine(tmp_path: Path, sim: Simulator, records: list[dict[str, object]], *, check: str) -> subprocess.Popen[bytes]:
+    """An engine in a process of its own, so that the test can really kill it."""
+    script = ENGINE_SCRIPT.format(
+        tests=str(ROOT / "tests"), base_url=sim.base_url, folder=str(tmp_path),
+        records=json.dumps(records), check=check, db=str(tmp_path / "runs.db"),
+    )
+    return subprocess.Popen([sys.executable, "-c", script])
+
+
+def item_rows(db: Path) -> dict[str, tuple[str, int, str | None]]:
+    with sqlite3.connect(db) as conn:
+        return {k: (s, a, o) for k, s, a, o in conn.execute("SELECT key, state, attempts, output FROM items")}
+
+
+async def test_running_is_committed_before_any_upstream_request(tmp_path: Path, store: Store) -> None:
+    seen: dict[str, tuple[str, int]] = {}
+
+    def look_in_the_store(ids: list[str]) -> None:
+        with sqlite3.connect(store.path) as conn:
+            for key in ids:
+                seen[key] = conn.execute("SELECT state, attempts FROM items WHERE key = ?", (key,)).fetchone()
+
+    with Simulator(on_request=look_in_the_store).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(60, groups=2), max_items=10)
+        runs.prepare(store, job, now=1.0)
+        await runs.execute(store, job)
+    assert len(seen) == 60
+    assert set(seen.values()) == {(ItemState.RUNNING, 1)}
+
+
+def test_a_killed_engine_leaves_every_sent_item_running(tmp_path: Path) -> None:
+    arrived = threading.Event()
+    hold = threading.Event()
+
+    def hold_the_request(ids: list[str]) -> None:
+        arrived.set()
+        hold.wait(timeout=30)
+
+    with Simulator(on_request=hold_the_request).start() as sim:
+        engine = start_engine(tmp_path, sim, posts(20), check="None")
+        assert arrived.wait(timeout=30)
+        engine.send_signal(signal.SIGKILL)
+        engine.wait()
+        hold.set()
+        sent = {key for call in sim.ledger.snapshot()["calls"] for key in call["ids"]}
+    rows = item_rows(tmp_path / "runs.db")
+    assert sent and {rows[key][:2] for key in sent} == {(ItemState.RUNNING, 1)}
+
+
+def test_output_is_committed_as_received_before_validation(tmp_path: Path, sim: Simulator) -> None:
+    engine = start_engine(tmp_path, sim, posts(3), check="kill_self")
+    assert engine.wait(timeout=60) == -signal.SIGKILL
+    rows = item_rows(tmp_path / "runs.db")
+    assert {state for state, _, _ in rows.values()} == {ItemState.RECEIVED}
+    assert all(json.loads(output)["id"] == key for key, (_, _, output) in rows.items())
+
+
+async def test_received_output_is_completed_locally_after_a_crash(tmp_path: Path, sim: Simulator) -> None:
+    engine = start_engine(tmp_path, sim, posts(3), check="kill_self")
+    engine.wait(timeout=60)
+    paid = sim.ledger.snapshot()["requests"]
+    with Store(tmp_path / "runs.db") as store:
+        job = store.job("test")
+        outcome = await runs.execute(store, job)
+    assert outcome.status["counts"][ItemState.COMPLETED] == 3
+    assert sim.ledger.snapshot()["requests"] == paid == 1
+
+
+async def test_completed_only_after_validation_passed(tmp_path: Path, sim: Simulator, store: Store, clock: StepClock) -> None:
+    def only_two_labels(result: dict[str, object]) -> str | None:
+        return None if result["label"] in ("question", "bug_report") else "label not allowed"
+
+    job = make_job(tmp_path, sim.base_url, posts(40), max_attempts=2, check=only_two_labels)
+    runs.prepare(store, job, now=clock.now())
+    outcome = await runs.execute(store, job, clock=clock)
+    rows = {r["key"]: r for r in store.db.query("SELECT key, state, result, output, paid_calls FROM items")}
+    completed = {k for k, r in rows.items() if r["state"] == ItemState.COMPLETED}
+    valid = {k for k, r in rows.items() if json.loads(r["output"])["label"] in ("question", "bug_report")}
+    assert completed == valid and 0 < len(completed) < 40
+    assert all(json.loads(rows[k]["result"])["label"] in ("question", "bug_report") for k in completed)
+    assert outcome.status["counts"][ItemState.FAILED] == 40 - len(completed)
+    assert {r["paid_calls"] for k, r in rows.items() if k not in completed} == {2}
+
+
+async def test_an_empty_queue_does_not_end_the_run(tmp_path: Path, sim: Simulator, store: Store, clock: StepClock) -> None:
+    """Re-attempts wait in the store, not in a queue: the run ends only when the store says so."""
+    job = make_job(tmp_path, sim.base_url, posts(30), check=lambda r: "no 'other'" if r["label"] == "other" else None)
+    runs.prepare(store, job, now=clock.now())
+    outcome = await runs.execute(store, job, clock=clock)
+    assert outcome.status["counts"][ItemState.WAITING] == 0
+    assert outcome.status["counts"][ItemState.COMPLETED] + outcome.status["counts"][ItemState.FAILED] == 30
+    failed_attempts = {r["attempts"] for r in store.db.query("SELECT attempts FROM items WHERE state = 'failed'")}
+    assert failed_attempts == {3}
+
+
+async def test_two_batches_of_one_group_finishing_at_once_lose_no_update(tmp_path: Path, store: Store) -> None:
+    both_in_flight = threading.Barrier(2, timeout=30)
+    with Simulator(on_request=lambda ids: both_in_flight.wait()).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(50), max_items=25, concurrency=2)
+        runs.prepare(store, job, now=1.0)
+        outcome = await runs.execute(store, job)
+        billed = sim.ledger.snapshot()["billed"]
+    assert outcome.status["counts"][ItemState.COMPLETED] == 50
+    assert billed == {f"p{i:03d}": 1 for i in range(50)}
+    (completions,) = store.db.execute("SELECT count(*) FROM events WHERE to_state = 'completed'").fetchone()
+    assert completions == 50
+
+
+def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Path, store: Store) -> None:
+    """The same at the store level: two connections commit two batches of one group at once."""
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(50))
+    run_id = runs.prepare(store, job, now=1.0)
+    batches = [store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0) for _ in range(2)]
+    started = {b.id: store.start_batch(b.id, now=2.0) for b in batches if b}
+    together = threading.Barrier(2, timeout=30)
+
+    def settle(batch_id: int) -> None:
+        with Store(store.path) as own:
+            together.wait()
+            done = Settlement(completed={item.id: "{}" for item in started[batch_id]})
+            own.settle_batch(batch_id, done, max_attempts=3, now=3.0)
+
+    threads = [threading.Thread(target=settle, args=(batch_id,)) for batch_id in started]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (recount,) = store.db.execute("SELECT count(*) FROM items WHERE state = 'completed'").fetchone()
+    assert store.counts(run_id)["2026-01"][ItemState.COMPLETED] == recount == 50

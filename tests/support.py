@@ -1,0 +1,68 @@
+"""Helpers for the tests: a controllable clock, small inputs, jobs against the simulator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from runner.inputs import InputSpec
+from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_data"
+
+
+class StepClock:
+    """A clock that tests control: sleeping moves time forward at once."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.time = start
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.time += seconds
+        await asyncio.sleep(0)
+
+
+def posts(count: int, *, groups: int = 1, body: str = "Something about the product") -> list[dict[str, Any]]:
+    """Small deterministic posts: ``p000``, ``p001``... spread over ``groups`` months."""
+    return [
+        {"id": f"p{i:03d}", "month": f"2026-{i % groups + 1:02d}", "body": f"{body} #{i}"}
+        for i in range(count)
+    ]
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def make_job(
+    tmp_path: Path,
+    base_url: str,
+    records: list[dict[str, Any]],
+    *,
+    name: str = "test",
+    max_items: int = 25,
+    max_chars: int = 20_000,
+    concurrency: int = 2,
+    max_attempts: int = 3,
+    schema: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Job:
+    """A job over ``records`` (written as JSONL) against the simulator."""
+    source = write_jsonl(tmp_path / f"{name}.jsonl", records)
+    return Job(
+        name=name,
+        input=InputSpec(source, "jsonl"),
+        group="month",
+        batch=BatchLimits(max_items=max_items, max_chars=max_chars, concurrency=concurrency),
+        provider=ProviderConfig(base_url=base_url, model="sim-model", timeout=30.0),
+        retry=RetryLimits(backoff=1.0, max_attempts=max_attempts),
+        output_schema=schema,
+        **fields,
+    )
