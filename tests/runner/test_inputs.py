@@ -1,0 +1,62 @@
+"""Inputs: JSONL, CSV and a SQLite table all give the same items, streamed in order."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import sqlite_utils
+
+from runner import jobs
+from runner.inputs import InputSpec
+from runner.jobs import Job, Prompt
+
+RECORDS = [
+    {"id": "a1", "month": "2026-01", "body": 'line one\nline "two" \\ café 日本'},
+    {"id": "a2", "month": "2026-02", "body": "Привет"},
+]
+
+
+def items_of(spec: InputSpec) -> list[tuple[str, str, str]]:
+    job = Job(name="t", input=spec, group="month", prompt=Prompt(fields=("body",)))
+    return [(row.key, row.group, row.input) for row in jobs.items(job)]
+
+
+def test_jsonl_csv_and_sqlite_inputs_give_the_same_items(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in RECORDS), encoding="utf-8")
+    with (tmp_path / "in.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["id", "month", "body"])
+        writer.writeheader()
+        writer.writerows(RECORDS)
+    sqlite_utils.Database(tmp_path / "in.db")["posts"].insert_all(RECORDS)
+    expected = [
+        ("a1", "2026-01", json.dumps({"id": "a1", "body": RECORDS[0]["body"]}, ensure_ascii=False, separators=(",", ":"))),
+        ("a2", "2026-02", '{"id":"a2","body":"Привет"}'),
+    ]
+    assert items_of(InputSpec(tmp_path / "in.jsonl", "jsonl")) == expected
+    assert items_of(InputSpec(tmp_path / "in.csv", "csv")) == expected
+    assert items_of(InputSpec(tmp_path / "in.db", "sqlite", "posts")) == expected
+
+
+def test_a_job_file_names_a_sqlite_table_input(tmp_path: Path) -> None:
+    sqlite_utils.Database(tmp_path / "in.db")["posts"].insert_all(RECORDS)
+    (tmp_path / "job.toml").write_text('name = "t"\ninput = { path = "in.db", table = "posts" }\ngroup = "month"\n')
+    job = jobs.load(tmp_path / "job.toml")
+    assert job.input == InputSpec(tmp_path / "in.db", "sqlite", "posts")
+    assert [row.key for row in jobs.items(job)] == ["a1", "a2"]
+
+
+def test_the_fingerprint_changes_with_content_model_prompt_and_version(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    base = Job(name="t", input=InputSpec(tmp_path / "in.jsonl", "jsonl"))
+    variants = [
+        base,
+        Job(name="t", input=base.input, version="2"),
+        Job(name="t", input=base.input, prompt=Prompt(instructions="Something else.")),
+        Job(name="t", input=base.input, provider=base.provider.__class__(model="other-model")),
+        Job(name="renamed", input=base.input),
+    ]
+    prints = [tuple(row.fingerprint for row in jobs.items(job)) for job in variants]
+    assert len(set(prints[:4])) == 4
+    assert prints[4] == prints[0]

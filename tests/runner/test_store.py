@@ -1,0 +1,39 @@
+"""The store: durable settings on every connection, one schema version, counts kept by triggers."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runner import schema
+from runner.errors import StoreError
+from runner.store import Store
+
+
+def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(store: Store) -> None:
+    pragmas = {name: store.conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "synchronous", "busy_timeout")}
+    assert pragmas == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 10_000}
+
+
+def test_a_new_store_is_at_the_current_schema_version(store: Store) -> None:
+    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    assert {"runs", "items", "counts", "batches", "events", "commands", "engines"} <= set(store.db.table_names())
+
+
+def test_a_store_from_a_newer_runner_is_refused_untouched(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="written by a newer runner"):
+        Store(tmp_path / "runs.db")
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def test_the_core_imports_no_ui_library() -> None:
+    code = "import sys, runner, runner.cli, runner.sim; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'ipywidgets', 'tui')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
