@@ -118,7 +118,7 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: store write failed ({exc})") from exc
 
-    def _rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[dict[str, Any]]:
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         try:
             return list(self.db.query(sql, params))
         except sqlite3.Error as exc:
@@ -353,7 +353,8 @@ class Store:
             "AND needs_confirmation = 0",
             [run_id],
         )
-        return rows[0]["t"]
+        due = rows[0]["t"]
+        return float(due) if due is not None else None
 
     def status(self, name: str, *, now: float) -> dict[str, Any]:
         """The status contract of the brief, for one run."""

@@ -37,3 +37,8 @@ def test_the_core_imports_no_ui_library() -> None:
     code = "import sys, runner, runner.cli, runner.sim; print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'ipywidgets', 'tui')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_the_core_passes_mypy_strict() -> None:
+    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=Path(__file__).parents[2], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
