@@ -18,16 +18,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import jobs, runs
+from . import control, jobs, runs
+from .breaker import Control
 from .engine import Outcome
 from .errors import RunnerError
 from .jobs import Job
 from .sim import Simulator
-from .states import ItemState
+from .states import FailureKind, ItemState
 from .store import Store
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
@@ -80,15 +82,19 @@ def demo(db: str, latency: float) -> None:
 @main.command()
 @click.argument("job_or_name")
 @db_option
+@click.option("--wait", is_flag=True, help="While paused or the breaker is open, wait for resume or step.")
 @plain_errors
-def run(job_or_name: str, db: str) -> None:
+def run(job_or_name: str, db: str, wait: bool) -> None:
     """Run a job file, or continue a run by name; completed items are kept.
+
+    Exits 0 when all completed, 3 with failed items, 4 when stopped for a
+    person (paused, breaker open, confirmations pending), 1 on bad input.
 
     Example: runner run sample_data/job.toml
     """
     store = Store(db)
     job = jobs.load(job_or_name) if job_or_name.endswith(".toml") else store.job(job_or_name)
-    sys.exit(_run_with_progress(store, job).exit_code)
+    sys.exit(_run_with_progress(store, job, wait_for_person=wait).exit_code)
 
 
 @main.command()
@@ -113,6 +119,76 @@ def status(name: str | None, db: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("name")
+@db_option
+@json_option
+@plain_errors
+def failures(name: str, db: str, as_json: bool) -> None:
+    """List failed items with their reason, grouped by kind.
+
+    Example: runner failures demo --json
+    """
+    failed = Store(db).failures(name)
+    if as_json:
+        click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
+        return
+    Console().print(_failures_table(name, failed))
+
+
+@main.command()
+@click.argument("name")
+@db_option
+@plain_errors
+def pause(name: str, db: str) -> None:
+    """Stop starting batches; those in flight finish.
+
+    Example: runner pause demo
+    """
+    _show_control(name, control.pause(Store(db), name, now=time.time()))
+
+
+@main.command()
+@click.argument("name")
+@db_option
+@plain_errors
+def resume(name: str, db: str) -> None:
+    """Lift a pause or an open breaker: one batch at a time until one succeeds.
+
+    Example: runner resume demo
+    """
+    _show_control(name, control.resume(Store(db), name, now=time.time()))
+
+
+@main.command()
+@click.argument("name")
+@db_option
+@plain_errors
+def step(name: str, db: str) -> None:
+    """Let exactly one batch run on a paused run; it stays paused.
+
+    Example: runner step demo
+    """
+    _show_control(name, control.step(Store(db), name, now=time.time()))
+
+
+@main.command()
+@click.argument("name")
+@click.argument("keys", nargs=-1)
+@click.option("--kind", type=click.Choice([k.value for k in FailureKind]), help="Only failures of this kind.")
+@db_option
+@plain_errors
+def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
+    """Send failed items again (all, one kind, or the KEYS given), each with a fresh attempt budget.
+
+    Each retry of an item the upstream already answered is a paid call.
+
+    Example: runner retry demo --kind transport
+    """
+    count = control.retry(Store(db), name, now=time.time(), kind=kind, keys=keys)
+    click.echo(f"{count} failed items of {name!r} are pending again; `runner run {name}` sends them")
+
+
+@main.command()
 @click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
 @click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
 @click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")
@@ -130,23 +206,26 @@ def sim(port: int, latency: float, jitter: float, seed: int) -> None:
         pass
 
 
-def _run_with_progress(store: Store, job: Job) -> Outcome:
+def _run_with_progress(store: Store, job: Job, *, wait_for_person: bool = False) -> Outcome:
     """Prepare and run a job with a live progress bar, then print its summary."""
     console = Console(stderr=True)
     with console.status(f"reading {job.input.describe()} ..."):
         runs.prepare(store, job, now=time.time())
-    outcome = asyncio.run(_run_watched(store, job, console))
+    outcome = asyncio.run(_run_watched(store, job, console, wait_for_person))
     Console().print(_status_table(outcome.status))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped for a person:[/] {outcome.stopped_for}")
+        console.print(f"then: runner resume {job.name}  (runner failures {job.name} says what failed)")
+    elif outcome.status["counts"][ItemState.FAILED]:
+        console.print(f"some items failed: runner failures {job.name}")
     return outcome
 
 
-async def _run_watched(store: Store, job: Job, console: Console) -> Outcome:
+async def _run_watched(store: Store, job: Job, console: Console, wait_for_person: bool) -> Outcome:
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task(f"run {job.name}", total=None)
-        engine = asyncio.create_task(runs.execute(store, job))
+        engine = asyncio.create_task(runs.execute(store, job, wait_for_person=wait_for_person))
         while not engine.done():
             status = store.status(job.name, now=time.time())
             counts = status["counts"]
@@ -156,6 +235,27 @@ async def _run_watched(store: Store, job: Job, console: Console) -> Outcome:
         return engine.result()
 
 
+def _show_control(name: str, now: Control) -> None:
+    state = f"breaker {now.breaker.value}" + (", paused" if now.paused else "")
+    steps = f", {now.steps} step(s) allowed" if now.steps else ""
+    click.echo(f"run {name!r}: {state}{steps}")
+
+
+def _failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for item in failed:
+        by_kind.setdefault(item["kind"], []).append(item)
+    table = Table(title=f"run {name}: {len(failed)} failed items", box=box.SIMPLE_HEAD)
+    for column in ("kind", "items", "retryable", "example"):
+        table.add_column(column)
+    for kind, items in by_kind.items():
+        retryable = sum(1 for item in items if item["retryable"])
+        first = items[0]
+        example = f"{first['key']} ({first['attempts']} attempts): {first['message']}"
+        table.add_row(kind, str(len(items)), str(retryable), example)
+    return table
+
+
 def _status_table(status: dict[str, Any]) -> Table:
     states = [s.value for s in ItemState]
     breaker = status["breaker"]
@@ -163,7 +263,7 @@ def _status_table(status: dict[str, Any]) -> Table:
     caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
     if status["needs_confirmation"]:
         caption += f" · {status['needs_confirmation']} need confirmation"
-    table = Table(title=f"run {status['run']}: {status['total']} items", caption=caption)
+    table = Table(title=f"run {status['run']}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD)
     table.add_column("group")
     for state in states:
         table.add_column(state, justify="right")

@@ -4,12 +4,16 @@ The order of one batch, each step one transaction in the store:
 
 1. ``claim_batch``: items of one group become ``queued`` in a new batch.
 2. ``start_batch``: ``running``, attempts + 1, committed *before* the call.
-3. the upstream call (the slot is held from here to the end).
+3. the upstream call, with bounded request retries for transport trouble
+   (the slot is held from here to the end).
 4. ``record_answer``: the output is committed as ``received``.
 5. validation, then ``settle_batch``: ``completed`` with the result, or
-   re-attempted later, or ``failed`` with its reason; the slot is released.
+   re-attempted later, split, or ``failed`` with its reason, together with
+   the breaker's new state; the slot is released.
 
-Progress and the end of the run are read from the store, never from the
+How many batches may start is the breaker's and a person's business
+(:mod:`runner.breaker`, :mod:`runner.control`), read from the store on every
+turn. Progress and the end of the run are read from the store, never from the
 in-memory queue. Time comes from an injected clock.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import secrets
 import socket
 import time
@@ -25,8 +30,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import protocol
-from .errors import UpstreamError
+from . import breaker, protocol
+from .breaker import Control
+from .errors import StoreError, TransportError, UpstreamError
 from .jobs import Job
 from .providers import Answer, Provider
 from .states import FailureKind, ItemState
@@ -35,6 +41,8 @@ from .validation import ResultCheck
 
 HEARTBEAT_SECONDS = 2.0
 POLL_SECONDS = 0.5
+#: Failures after which no call can succeed until a person acts.
+STOPPING = {FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION}
 
 
 class Clock(Protocol):
@@ -57,21 +65,28 @@ class SystemClock:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a run ended: ``done`` (nothing left to do) or ``stopped`` (a person is needed)."""
+    """How a run ended: done, or stopped because a person is needed (and why)."""
 
     status: dict[str, Any]
     stopped_for: str | None
+    stop_kind: FailureKind | None = None
 
     @property
     def exit_code(self) -> int:
-        """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person."""
+        """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
+        if self.stop_kind is FailureKind.AUTH:
+            return 1
         if self.stopped_for is not None:
             return 4
         return 3 if self.status["counts"][ItemState.FAILED] else 0
 
 
 class Engine:
-    """Runs one job's run over a store until nothing is left that it may do alone."""
+    """Runs one job's run over a store until nothing is left that it may do alone.
+
+    With ``wait_for_person`` it stays while the run is paused or its breaker
+    open, obeying resume and step; without, it returns (the CLI's exit 4).
+    """
 
     def __init__(
         self,
@@ -80,16 +95,22 @@ class Engine:
         provider: Provider,
         *,
         clock: Clock | None = None,
+        wait_for_person: bool = False,
+        rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.job = job
         self.provider = provider
         self.clock = clock or SystemClock()
+        self.wait_for_person = wait_for_person
+        self.rng = rng or random.Random()
         self.run_id = store.run_id(job.name)
         self.check = ResultCheck(job.output_schema, job.check)
         self.token = secrets.token_hex(8)
         self.stopped_for: str | None = None
+        self.stop_kind: FailureKind | None = None
         self._last_beat = 0.0
+        self._formed: deque[Batch] = deque()
 
     async def run(self) -> Outcome:
         """Take the run's lease, recover what a dead engine left, and work until done or stopped."""
@@ -103,22 +124,16 @@ class Engine:
             self._validate_received()
             await self._work()
         finally:
-            now = self.clock.now()
-            self.store.release_queued(self.run_id, now=now)
+            self.store.release_queued(self.run_id, now=self.clock.now())
             self.store.release_lease(self.run_id, token=self.token)
-        return Outcome(self.store.status(self.job.name, now=self.clock.now()), self.stopped_for)
+        status = self.store.status(self.job.name, now=self.clock.now())
+        return Outcome(status, self.stopped_for, self.stop_kind)
 
     async def _work(self) -> None:
-        slots = self.job.batch.concurrency
-        formed: deque[Batch] = deque()
         in_flight: set[asyncio.Task[None]] = set()
         try:
             while True:
-                self._beat()
-                if self.stopped_for is None:
-                    self._form(formed, lookahead=slots)
-                    while formed and len(in_flight) < slots:
-                        in_flight.add(asyncio.create_task(self._process(formed.popleft())))
+                control = self._turn(in_flight)
                 if in_flight:
                     done, in_flight = await asyncio.wait(
                         in_flight, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
@@ -126,28 +141,66 @@ class Engine:
                     for task in done:
                         task.result()
                     continue
-                if self.stopped_for is not None or self.store.unfinished(self.run_id) == 0:
+                if control is None or not await self._idle(control):
                     return
-                due = self.store.next_due(self.run_id)
-                if due is None:
-                    self.stopped_for = "items need a person's confirmation"
-                    return
-                await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
         finally:
             for task in in_flight:
                 task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
 
-    def _form(self, formed: deque[Batch], *, lookahead: int) -> None:
+    def _turn(self, in_flight: set[asyncio.Task[None]]) -> Control | None:
+        """Beat, read the controls, start what may start; None once the store failed."""
+        if self.stop_kind is FailureKind.STORE:
+            return None
+        try:
+            self._beat()
+            control = self.store.control(self.run_id)
+            if self.stopped_for is None:
+                self._start(control, in_flight)
+            return control
+        except StoreError as exc:
+            self._store_failed(exc)
+            return None
+
+    def _start(self, control: Control, in_flight: set[asyncio.Task[None]]) -> None:
+        """Start batches into the free slots the breaker and a person allow."""
+        slots = control.slots(self.job.batch.concurrency)
+        self._form(lookahead=slots)
+        while self._formed and len(in_flight) < slots:
+            step = control.held
+            in_flight.add(asyncio.create_task(self._process(self._formed.popleft(), step=step)))
+            if step:
+                return
+
+    async def _idle(self, control: Control) -> bool:
+        """Nothing in flight: wait for what the store says is still to come, or stop."""
+        if self.stopped_for is not None:
+            return False
+        if self.store.unfinished(self.run_id) == 0:
+            return False
+        if control.held:
+            if not self.wait_for_person:
+                self.stopped_for = _held_reason(control)
+                return False
+            await self.clock.sleep(POLL_SECONDS)
+            return True
+        due = self.store.next_due(self.run_id)
+        if due is None:
+            self.stopped_for = "items need a person's confirmation"
+            return False
+        await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
+        return True
+
+    def _form(self, *, lookahead: int) -> None:
         """Keep up to ``lookahead`` batches queued for the next free slots."""
         limits = self.job.batch
-        while len(formed) < lookahead:
+        while len(self._formed) < lookahead:
             batch = self.store.claim_batch(
                 self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
             )
             if batch is None:
                 return
-            formed.append(batch)
+            self._formed.append(batch)
 
     def _beat(self) -> None:
         now = self.clock.now()
@@ -155,42 +208,67 @@ class Engine:
             self.store.heartbeat(self.run_id, token=self.token, now=now)
             self._last_beat = now
 
-    async def _process(self, batch: Batch) -> None:
+    async def _process(self, batch: Batch, *, step: bool) -> None:
         """One batch from start to settle; it holds its slot for all of it."""
-        items = self.store.start_batch(batch.id, now=self.clock.now())
         try:
-            answer = await self.provider.call([json.loads(item.input) for item in items])
-        except UpstreamError as exc:
-            self._settle_failed_call(batch, items, exc)
-            return
-        parsed = protocol.parse_results(answer.content, (item.key for item in items))
-        outputs = {
-            item.id: protocol.encode(parsed.results[item.key]) for item in items if item.key in parsed.results
-        }
-        self.store.record_answer(batch.id, outputs, now=self.clock.now())
-        self._settle(batch.id, items, outputs, self._whole_answer_problem(parsed, answer))
+            items = self.store.start_batch(
+                batch.id, max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step
+            )
+            try:
+                answer = await self._call(batch, [json.loads(item.input) for item in items])
+            except UpstreamError as exc:
+                self._settle_failed_call(batch, items, exc)
+                return
+            parsed = protocol.parse_results(answer.content, (item.key for item in items))
+            outputs = {
+                item.id: protocol.encode(parsed.results[item.key]) for item in items if item.key in parsed.results
+            }
+            self.store.record_answer(batch.id, outputs, now=self.clock.now())
+            self._settle_answer(batch, items, outputs, _whole_answer_problem(parsed, answer))
+        except StoreError as exc:
+            self._store_failed(exc)
 
-    @staticmethod
-    def _whole_answer_problem(parsed: protocol.ParsedBatch, answer: Answer) -> str | None:
-        if parsed.problem is None or not answer.finish_reason or answer.finish_reason == "stop":
-            return parsed.problem
-        return f"{parsed.problem} (finish_reason: {answer.finish_reason})"
+    async def _call(self, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
+        """The upstream call, with bounded request retries (with jitter) for transport trouble."""
+        limits = self.job.retry
+        for retry in range(limits.request_retries + 1):
+            try:
+                return await self.provider.call(payloads)
+            except TransportError as exc:
+                if retry == limits.request_retries:
+                    raise
+                self.store.count_request_retry(batch.id)
+                delay = min(limits.backoff * 2**retry, limits.max_backoff) * (0.5 + self.rng.random())
+                await self.clock.sleep(exc.retry_after if exc.retry_after is not None else delay)
+        raise AssertionError("unreachable")
 
-    def _settle(
-        self, batch_id: int, items: list[StartedItem], outputs: dict[int, str], problem: str | None
+    def _settle_answer(
+        self, batch: Batch, items: list[StartedItem], outputs: dict[int, str], problem: str | None
     ) -> None:
-        """Validate the received outputs, then complete, re-attempt or fail each item."""
-        settlement = Settlement(not_before=self._retry_time(None))
+        """Validate the received outputs, then complete, re-attempt, split or fail each item."""
+        settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
+        if problem is not None:
+            self._split_or_retry(batch, items, problem, settlement)
         for item in items:
             if item.id in outputs:
                 self._judge(item.id, outputs[item.id], settlement)
-            elif problem is not None:
-                settlement.retry[item.id] = (FailureKind.BATCH_INVALID, problem)
-            else:
+            elif problem is None:
                 settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no result for this id")
-        self.store.settle_batch(
-            batch_id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
-        )
+        self._settle(batch, settlement)
+
+    def _split_or_retry(self, batch: Batch, items: list[StartedItem], problem: str, settlement: Settlement) -> None:
+        """A wholly invalid answer: split into halves once, then single items, then plain re-attempts."""
+        alive = [item.id for item in items if item.attempts_left > 0]
+        for item in items:
+            if item.attempts_left <= 0 or batch.round >= 2 or len(items) == 1:
+                settlement.retry[item.id] = (FailureKind.BATCH_INVALID, problem)
+        if batch.round >= 2 or len(items) == 1 or not alive:
+            return
+        if batch.round == 0:
+            half = (len(alive) + 1) // 2
+            settlement.split = [alive[:half], alive[half:]]
+        else:
+            settlement.split = [[item_id] for item_id in alive]
 
     def _judge(self, item_id: int, output: str, settlement: Settlement) -> None:
         problem = self.check.problem(json.loads(output))
@@ -200,17 +278,35 @@ class Engine:
             settlement.retry[item_id] = (FailureKind.ITEM_INVALID, problem)
 
     def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
+        """No usable answer: wait and re-attempt, or fail and stop the run, by the failure's kind."""
         settlement = Settlement(not_before=self._retry_time(exc.retry_after))
+        if exc.kind is FailureKind.TRANSPORT:
+            settlement.breaker = lambda control: breaker.after_transport_failure(control, exc.message)
+        elif exc.kind in STOPPING:
+            reason = f"{exc.kind.value}: {exc.message}"
+            settlement.breaker = lambda control: breaker.opened(control, reason)
+            self.stopped_for, self.stop_kind = reason, exc.kind
         for item in items:
-            if exc.retryable:
+            if exc.kind in (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED):
                 settlement.retry[item.id] = (exc.kind, exc.message)
             else:
-                settlement.failed[item.id] = (exc.kind, exc.message, True)
-        if not exc.retryable:
-            self.stopped_for = f"{exc.kind.value}: {exc.message}"
-        self.store.settle_batch(
+                settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.kind in STOPPING)
+        self._settle(batch, settlement)
+
+    def _settle(self, batch: Batch, settlement: Settlement) -> None:
+        split = self.store.settle_batch(
             batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
         )
+        self._formed.extendleft(reversed(split))
+
+    def _store_failed(self, exc: StoreError) -> None:
+        """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""
+        reason = f"store: {exc}"
+        self.stopped_for, self.stop_kind = reason, FailureKind.STORE
+        try:
+            self.store.set_control(self.run_id, breaker.opened(self.store.control(self.run_id), reason))
+        except StoreError as again:
+            self.stopped_for = f"{reason}; the open breaker could not be saved either: {again}"
 
     def _retry_time(self, retry_after: float | None) -> float:
         return self.clock.now() + (retry_after if retry_after is not None else self.job.retry.backoff)
@@ -225,3 +321,19 @@ class Engine:
             self.store.settle_batch(
                 batch_id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
             )
+
+
+def _whole_answer_problem(parsed: protocol.ParsedBatch, answer: Answer) -> str | None:
+    """Why the answer as a whole cannot be used, or None when some results belong to the batch."""
+    problem = parsed.problem
+    if problem is None and not parsed.results:
+        problem = "no result carries an id of this batch"
+    if problem is None or not answer.finish_reason or answer.finish_reason == "stop":
+        return problem
+    return f"{problem} (finish_reason: {answer.finish_reason})"
+
+
+def _held_reason(control: Control) -> str:
+    if control.paused:
+        return "paused by a person"
+    return f"breaker open ({control.reason})"

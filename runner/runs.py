@@ -40,8 +40,9 @@ async def execute(
     *,
     client: httpx.AsyncClient | None = None,
     clock: Clock | None = None,
+    wait_for_person: bool = False,
 ) -> Outcome:
-    """Run a prepared job's run until it is done or needs a person."""
+    """Run a prepared job's run until it is done or needs a person (or, waiting, until done)."""
     key = api_key(job)
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:
@@ -49,8 +50,7 @@ async def execute(
             limits = httpx.Limits(max_connections=job.batch.concurrency)
             client = await stack.enter_async_context(httpx.AsyncClient(limits=limits))
         provider = OpenAIChat(
-            job.provider, job.prompt, job.output_schema, client=client, api_key=key, retry=job.retry,
-            sleep=clock.sleep,
+            job.provider, job.prompt, job.output_schema, client=client, api_key=key
         )
-        engine = Engine(store, job, provider, clock=clock)
+        engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         return await engine.run()

@@ -166,9 +166,21 @@ TRIGGERS = [
     """,
 ]
 
+# Version 2: a person's controls. ``steps`` is how many batches may start while
+# the run is paused or its breaker open; ``retry_base`` is the attempt count at a
+# person's last retry, so a retried item gets a fresh budget; a batch's ``round``
+# counts how often it was split, ``retries`` its request retries.
+CONTROLS = [
+    "ALTER TABLE runs ADD COLUMN steps INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE items ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE batches ADD COLUMN round INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE batches ADD COLUMN retries INTEGER NOT NULL DEFAULT 0",
+]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
+    CONTROLS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

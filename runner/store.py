@@ -16,7 +16,7 @@ import json
 import os
 import socket
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ import sqlite_utils
 from . import schema
 from .errors import RunError, StoreError
 from .jobs import ItemRow, Job
+from .breaker import Control
 from .states import BatchState, BreakerState, FailureKind, ItemState
 
 #: A heartbeat older than this means the engine holding the run is dead.
@@ -42,6 +43,8 @@ class Batch:
     group: str
     size: int
     chars: int
+    #: How often the items were split: 0 as formed, 1 halves, 2 single items.
+    round: int = 0
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class StartedItem:
     id: int
     key: str
     input: str
+    #: Attempts left before this one counts against the bound (a person's retry resets it).
+    attempts_left: int
 
 
 @dataclass
@@ -62,7 +67,11 @@ class Settlement:
     retry: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)
     #: item id -> (kind, message, retryable by a person).
     failed: dict[int, tuple[FailureKind, str, bool]] = field(default_factory=dict)
+    #: Item ids to send again at once in new, smaller batches (a wholly invalid answer).
+    split: list[list[int]] = field(default_factory=list)
     not_before: float = 0.0
+    #: How this batch moves the breaker, applied to its state inside the same transaction.
+    breaker: Callable[[Control], Control] | None = None
 
 
 class Store:
@@ -200,19 +209,35 @@ class Store:
             )
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
 
-    def start_batch(self, batch_id: int, *, now: float) -> list[StartedItem]:
-        """Mark a queued batch's items running, attempts + 1, before any upstream call."""
+    def start_batch(
+        self, batch_id: int, *, max_attempts: int, now: float, step: bool = False
+    ) -> list[StartedItem]:
+        """Mark a queued batch's items running, attempts + 1, before any upstream call.
+
+        ``step`` spends one of the steps a person allowed while the run is held.
+        """
         with self.write() as conn:
             rows = conn.execute(
                 "UPDATE items SET state = 'running', attempts = attempts + 1, updated_at = ? "
-                "WHERE batch_id = ? AND state = 'queued' RETURNING id, key, input",
-                (now, batch_id),
+                "WHERE batch_id = ? AND state = 'queued' "
+                "RETURNING id, key, input, ? - (attempts - retry_base)",
+                (now, batch_id, max_attempts),
             ).fetchall()
             conn.execute(
                 "UPDATE batches SET state = ?, started_at = ? WHERE id = ?",
                 (BatchState.RUNNING, now, batch_id),
             )
+            if step:
+                conn.execute(
+                    "UPDATE runs SET steps = steps - 1 WHERE id = (SELECT run_id FROM batches WHERE id = ?)",
+                    (batch_id,),
+                )
         return [StartedItem(*row) for row in rows]
+
+    def count_request_retry(self, batch_id: int) -> None:
+        """One more request retry inside the batch's attempt."""
+        with self.write() as conn:
+            conn.execute("UPDATE batches SET retries = retries + 1 WHERE id = ?", (batch_id,))
 
     def record_answer(self, batch_id: int, outputs: Mapping[int, str], *, now: float) -> None:
         """Save a billed answer: every item of the batch paid one call; those answered become received."""
@@ -227,8 +252,13 @@ class Store:
                 [(output, now, item_id) for item_id, output in outputs.items()],
             )
 
-    def settle_batch(self, batch_id: int, settlement: Settlement, *, max_attempts: int, now: float) -> None:
-        """Apply a batch's outcome and release it: completed, re-attempted later, or failed."""
+    def settle_batch(
+        self, batch_id: int, settlement: Settlement, *, max_attempts: int, now: float
+    ) -> list[Batch]:
+        """Apply a batch's outcome and release it: completed, re-attempted, split or failed.
+
+        Returns the new batches a split formed, already queued.
+        """
         with self.write() as conn:
             conn.executemany(
                 "UPDATE items SET state = 'completed', result = ?, error_kind = NULL, error = NULL, "
@@ -252,6 +282,40 @@ class Store:
                 "UPDATE batches SET state = ?, finished_at = ? WHERE id = ?",
                 (BatchState.DONE, now, batch_id),
             )
+            if settlement.breaker is not None:
+                (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
+                control = settlement.breaker(self.control(run_id))
+                conn.execute(
+                    "UPDATE runs SET breaker = ?, breaker_reason = ?, transport_failures = ? WHERE id = ?",
+                    (control.breaker, control.reason, control.transport_failures, run_id),
+                )
+            return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
+
+    def control(self, run_id: int) -> Control:
+        """The run's breaker and a person's controls."""
+        (row,) = self._rows(
+            "SELECT breaker, breaker_reason, transport_failures, paused, steps FROM runs WHERE id = ?",
+            [run_id],
+        )
+        return Control(
+            BreakerState(row["breaker"]), row["breaker_reason"], row["transport_failures"],
+            bool(row["paused"]), row["steps"],
+        )
+
+    def set_control(self, run_id: int, control: Control) -> None:
+        """Write the breaker and controls in a transaction of their own."""
+        with self.write() as conn:
+            self.write_control(conn, run_id, control)
+
+    @staticmethod
+    def write_control(conn: sqlite3.Connection, run_id: int, control: Control) -> None:
+        """Write the breaker and controls inside the caller's transaction."""
+        conn.execute(
+            "UPDATE runs SET breaker = ?, breaker_reason = ?, transport_failures = ?, paused = ?, "
+            "steps = ? WHERE id = ?",
+            (control.breaker, control.reason, control.transport_failures, int(control.paused),
+             control.steps, run_id),
+        )
 
     def recover(self, run_id: int, *, now: float) -> None:
         """Take over what a dead engine left: unsent items go back to pending, sent ones are held.
@@ -389,6 +453,22 @@ class Store:
         ]
 
 
+def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
+    """A new queued batch of some of a batch's items, one round of splitting further."""
+    (batch_id, group, chars, round_) = conn.execute(
+        "INSERT INTO batches (run_id, grp, state, size, chars, round, created_at) "
+        "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
+        "round + 1, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
+        (BatchState.QUEUED, len(ids), json.dumps(ids), now, parent),
+    ).fetchone()
+    conn.execute(
+        "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? "
+        "WHERE id IN (SELECT value FROM json_each(?))",
+        (batch_id, now, json.dumps(ids)),
+    )
+    return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
+
+
 def _alive(pid: int, host: str) -> bool:
     """Whether a lease holder's process may still live: on this host we can look."""
     if host != socket.gethostname():
@@ -456,10 +536,11 @@ WHERE id = ?
 
 RETRY_ITEM = """
 UPDATE items SET
-    state = CASE WHEN attempts >= :max THEN 'failed' ELSE 'waiting' END,
+    state = CASE WHEN attempts - retry_base >= :max THEN 'failed' ELSE 'waiting' END,
     not_before = :not_before, error_kind = :kind, retryable = 1, updated_at = :now,
-    error = CASE WHEN attempts >= :max
-        THEN :message || ' (gave up after ' || attempts || ' attempts, ' || paid_calls || ' paid)'
+    error = CASE WHEN attempts - retry_base >= :max
+        THEN :message || ' (gave up after ' || (attempts - retry_base) || ' attempts, '
+            || paid_calls || ' paid calls)'
         ELSE :message END
 WHERE id = :id
 """

@@ -2,22 +2,19 @@
 
 Works with OpenAI and the servers that copy its API (vLLM, Ollama, llama.cpp
 server, LiteLLM). One batch is one request under the batch protocol. Failures
-are translated here, at the boundary, into runner's error tree; short network
-trouble is retried inside the attempt, a bounded number of times.
+are translated here, at the boundary, into runner's error tree; the engine
+decides what to retry, so no request is ever retried behind its back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
-import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 
 from .. import errors, protocol
-from ..jobs import Prompt, ProviderConfig, RetryLimits
+from ..jobs import Prompt, ProviderConfig
 from . import Answer
 
 #: 429 codes that mean money, not speed: waiting will not help.
@@ -30,9 +27,6 @@ BILLING_CODES = {
     "enforced_spend_limit_reached",
 }
 
-Sleep = Callable[[float], Awaitable[None]]
-
-
 class OpenAIChat:
     """Calls an OpenAI-compatible chat completions endpoint, one batch per request."""
 
@@ -44,18 +38,12 @@ class OpenAIChat:
         *,
         client: httpx.AsyncClient,
         api_key: str | None,
-        retry: RetryLimits,
-        sleep: Sleep = asyncio.sleep,
-        rng: random.Random | None = None,
     ) -> None:
         self._config = config
         self._prompt = prompt
         self._response_format = protocol.batch_response_format(output_schema)
         self._client = client
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._retry = retry
-        self._sleep = sleep
-        self._rng = rng or random.Random()
 
     def request_body(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
         """The chat completions request for one batch."""
@@ -70,19 +58,8 @@ class OpenAIChat:
         }
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-        """Send one batch; transport failures are retried with back-off, then raised."""
+        """Send one batch in one request; every failure is raised classified, never retried here."""
         body = self.request_body(payloads)
-        for retry in range(self._retry.request_retries + 1):
-            try:
-                return await self._send(body)
-            except errors.TransportError as exc:
-                if retry == self._retry.request_retries:
-                    raise
-                delay = min(self._retry.backoff * 2**retry, self._retry.max_backoff)
-                await self._sleep(exc.retry_after or delay * (0.5 + self._rng.random()))
-        raise AssertionError("unreachable")
-
-    async def _send(self, body: dict[str, Any]) -> Answer:
         url = self._config.base_url.rstrip("/") + "/chat/completions"
         try:
             response = await self._client.post(
@@ -91,7 +68,7 @@ class OpenAIChat:
         except httpx.TimeoutException as exc:
             raise errors.TransportError(f"timed out after {self._config.timeout:g}s ({url})") from exc
         except httpx.TransportError as exc:
-            raise errors.TransportError(f"{type(exc).__name__}: {exc or 'connection failed'} ({url})") from exc
+            raise errors.TransportError(f"{type(exc).__name__}: {str(exc) or 'connection failed'} ({url})") from exc
         if response.status_code != 200:
             raise error_for(response)
         return answer_from(response)

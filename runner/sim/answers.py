@@ -6,7 +6,8 @@ generator, so the same batch always gets the same answer, in any process.
 
 With a ``json_schema`` response format, each result is generated to satisfy
 the per-result schema; without one, each result gets a ``label`` and a
-``summary``.
+``summary``. :func:`content` encodes the results as the model's message,
+broken as a content fault of the fault plan says.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from runner import protocol
+from runner.sim.faults import Fault
 
 LABELS = ("question", "bug_report", "feature_request", "praise", "complaint", "other")
 SUMMARY_WORDS = 8
@@ -28,6 +32,21 @@ def answer(
     """One result per item, in the items' order, each with the item's id."""
     schema = result_schema(response_format)
     return [_result(item, schema) for item in items]
+
+
+def content(results: list[dict[str, Any]], fault: Fault | None = None) -> tuple[str, str]:
+    """The message content and finish reason for ``results``, as ``fault`` breaks them.
+
+    A fault that is not about content leaves the normal answer.
+    """
+    if fault is not None and fault.name in _BREAKERS:
+        results = _BREAKERS[fault.name](results, set(fault.targets))
+    text = protocol.encode({"results": results})
+    if fault is not None and fault.name == "malformed":
+        # Cut off half-way, as when max_tokens runs out; a strict prefix of
+        # a JSON object is never valid JSON.
+        return text[: len(text) // 2], "length"
+    return text, "stop"
 
 
 def result_schema(response_format: Mapping[str, Any] | None) -> Schema | None:
@@ -135,4 +154,27 @@ _GENERATORS: dict[str, Callable[[Schema, str, str], Any]] = {
     "number": _number,
     "boolean": _boolean,
     "null": _null,
+}
+
+
+# Content faults: each breaks the results of the target ids.
+
+
+def _renamed(results: list[dict[str, Any]], ids: set[str]) -> list[dict[str, Any]]:
+    return [{**r, "id": f"{r['id']}-x"} if r["id"] in ids else r for r in results]
+
+
+def _without(results: list[dict[str, Any]], ids: set[str]) -> list[dict[str, Any]]:
+    return [r for r in results if r["id"] not in ids]
+
+
+def _stripped(results: list[dict[str, Any]], ids: set[str]) -> list[dict[str, Any]]:
+    """Only the id is kept, so that every other required field is missing."""
+    return [{"id": r["id"]} if r["id"] in ids else r for r in results]
+
+
+_BREAKERS: dict[str, Callable[[list[dict[str, Any]], set[str]], list[dict[str, Any]]]] = {
+    "wrong_ids": _renamed,
+    "missing_ids": _without,
+    "invalid_items": _stripped,
 }

@@ -2,8 +2,9 @@
 
 Every chat completion request that carries a batch is recorded on arrival
 (its ids, its size in characters, its model); every item of a request that
-is answered with a 200 is billed once. Tests read the ledger to prove that
-nothing was paid twice and that batches kept their limits.
+is answered with a 200 is billed once; every fault injected by the fault
+plan is counted by name. Tests read the ledger to prove that nothing was
+paid twice and that batches kept their limits.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Ledger:
             self.max_items_per_request = 0
             self.max_chars_per_request = 0
             self.calls: list[Call] = []
+            self.faults: dict[str, int] = {}
 
     def record(self, ids: Sequence[str], chars: int, model: str) -> None:
         """Count one arriving request of ``ids`` totalling ``chars`` characters."""
@@ -70,6 +72,11 @@ class Ledger:
             for key in ids:
                 self.billed[key] = self.billed.get(key, 0) + 1
 
+    def count_fault(self, name: str) -> None:
+        """Count one request that the fault ``name`` was applied to."""
+        with self._lock:
+            self.faults[name] = self.faults.get(name, 0) + 1
+
     def snapshot(self) -> dict[str, Any]:
         """All counts as plain JSON-able data, copied under the lock."""
         with self._lock:
@@ -81,4 +88,5 @@ class Ledger:
                 "max_items_per_request": self.max_items_per_request,
                 "max_chars_per_request": self.max_chars_per_request,
                 "calls": [{**call, "ids": list(call["ids"])} for call in self.calls],
+                "faults": dict(self.faults),
             }

@@ -3,13 +3,13 @@
 Requests go through one small routing table, ``(method, path) -> route``.
 A route turns a :class:`Request` into a :class:`Reply` and does not write to
 the socket; the handler sends the reply and bills its items at that moment.
-Keeping "build the answer" apart from "send it" leaves room for faults that
-change what is sent (an error, a dropped connection after billing, a broken
-body) without touching how answers are made.
+Faults of the fault plan (:mod:`runner.sim.faults`) change what a route
+builds (an error, a broken body, a reply to drop), never how it is sent.
 """
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import itertools
 import json
@@ -18,8 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from email.message import Message
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -27,38 +26,14 @@ from urllib.parse import urlsplit
 
 from runner import protocol
 from runner.sim import answers
+from runner.sim.faults import DEFAULT_TIMEOUT, Fault, FaultPlan, parse_plan
 from runner.sim.ledger import Ledger
+from runner.sim.replies import DROPPED, ERRORS, Reply, Request, error_reply, fault_error
 
 OnRequest = Callable[[list[str]], None]
 
 # stop() waits up to one poll interval for the serving loop to notice.
 POLL_INTERVAL = 0.05
-
-
-@dataclass(frozen=True)
-class Request:
-    """One HTTP request as a route sees it."""
-
-    method: str
-    path: str
-    headers: Message
-    body: bytes
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What to send back: a status, a JSON payload, headers, the ids to bill."""
-
-    status: int
-    payload: Any
-    headers: Mapping[str, str] = field(default_factory=dict)
-    bill: tuple[str, ...] = ()
-
-
-def error_reply(status: int, message: str, *, code: str | None = None) -> Reply:
-    """An OpenAI-style error: ``{"error": {"message", "type", "param", "code"}}``."""
-    error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
-    return Reply(status, {"error": error})
 
 
 class Simulator:
@@ -69,7 +44,9 @@ class Simulator:
         with Simulator(latency=0.2).start() as sim:
             client = httpx.Client(base_url=sim.base_url)
 
-    or blocking, from a command line, with :meth:`serve_forever`.
+    or blocking, from a command line, with :meth:`serve_forever`. ``faults``
+    is a fault plan (:mod:`runner.sim.faults`); :meth:`set_faults` and
+    ``PUT /_sim/faults`` replace it while serving.
     """
 
     def __init__(
@@ -82,6 +59,7 @@ class Simulator:
         seed: int = 0,
         on_request: OnRequest | None = None,
         api_key: str | None = None,
+        faults: Mapping[str, Any] | None = None,
     ) -> None:
         _require_loopback(host)
         self.on_request = on_request
@@ -94,6 +72,9 @@ class Simulator:
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
         self._ledger = Ledger()
+        self._faults = FaultPlan(faults)
+        # Set by stop(), to cut short the waits of timeout faults.
+        self._closing = threading.Event()
         self._server = (_Server6 if ":" in host else _Server)((host, port), self)
         self._thread: threading.Thread | None = None
 
@@ -113,6 +94,19 @@ class Simulator:
         """What was requested and billed so far."""
         return self._ledger
 
+    @property
+    def faults(self) -> dict[str, Any]:
+        """A copy of the current fault plan, its seed filled in."""
+        return copy.deepcopy(self._faults.plan)
+
+    def set_faults(self, plan: Mapping[str, Any] | None) -> None:
+        """Replace the fault plan (None: no faults), its counters and its generator.
+
+        Safe while serving: a bad plan raises ValueError and changes nothing;
+        requests already past their choice keep the fault they got.
+        """
+        self._faults = FaultPlan(plan)
+
     def start(self) -> Simulator:
         """Serve in a daemon thread; returns the simulator for ``with``."""
         self._thread = threading.Thread(
@@ -126,7 +120,8 @@ class Simulator:
         self._server.serve_forever(poll_interval=POLL_INTERVAL)
 
     def stop(self) -> None:
-        """Stop serving and close the listening socket."""
+        """Stop serving, drop requests held by timeout faults, close the socket."""
+        self._closing.set()
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
@@ -189,8 +184,11 @@ def chat_completions(sim: Simulator, request: Request) -> Reply:
     with sim.ledger.flight():
         if sim.on_request is not None:
             sim.on_request(ids)
+        fault = sim._faults.choose(ids)
+        if fault is not None:
+            sim.ledger.count_fault(fault.name)
         time.sleep(sim._delay())
-        return _completion(sim._next_number(), body, items)
+        return _faulted(sim, fault, body, items)
 
 
 def ledger_snapshot(sim: Simulator, request: Request) -> Reply:
@@ -204,18 +202,51 @@ def ledger_reset(sim: Simulator, request: Request) -> Reply:
     return Reply(200, {"ok": True})
 
 
+def faults_get(sim: Simulator, request: Request) -> Reply:
+    """``GET /_sim/faults``: the current fault plan."""
+    return Reply(200, sim.faults)
+
+
+def faults_put(sim: Simulator, request: Request) -> Reply:
+    """``PUT /_sim/faults``: replace the fault plan; a bad one is a 400 and changes nothing."""
+    try:
+        sim.set_faults(parse_plan(request.body))
+    except ValueError as exc:
+        return error_reply(400, str(exc))
+    return Reply(200, sim.faults)
+
+
 _ROUTES: dict[tuple[str, str], Callable[[Simulator, Request], Reply]] = {
     ("POST", "/v1/chat/completions"): chat_completions,
     ("GET", "/_sim/ledger"): ledger_snapshot,
     ("POST", "/_sim/reset"): ledger_reset,
+    ("GET", "/_sim/faults"): faults_get,
+    ("PUT", "/_sim/faults"): faults_put,
 }
 
 
-def _completion(number: int, body: dict[str, Any], items: list[dict[str, Any]]) -> Reply:
+def _faulted(
+    sim: Simulator, fault: Fault | None, body: dict[str, Any], items: list[dict[str, Any]]
+) -> Reply:
+    """The reply to a well-formed batch request, as ``fault`` (if any) makes it."""
+    if fault is not None and fault.name in ERRORS:
+        return fault_error(fault, now=time.time())
+    if fault is not None and fault.name == "drop":
+        return DROPPED
+    if fault is not None and fault.name == "timeout":
+        if sim._closing.wait(fault.params.get("seconds", DEFAULT_TIMEOUT)):
+            return DROPPED  # stopped while waiting: the answer was never made
+    reply = _completion(sim._next_number(), body, items, fault)
+    return replace(reply, drop=fault is not None and fault.name == "billed_then_dropped")
+
+
+def _completion(
+    number: int, body: dict[str, Any], items: list[dict[str, Any]], fault: Fault | None
+) -> Reply:
     """The 200 answer to a well-formed batch request, billing all its items."""
     response_format = body.get("response_format")
     results = answers.answer(items, response_format if isinstance(response_format, dict) else None)
-    content = protocol.encode({"results": results})
+    content, finish_reason = answers.content(results, fault)
     prompt_tokens = _tokens(sum(len(_text(m.get("content"))) for m in body["messages"]))
     completion_tokens = _tokens(len(content))
     payload = {
@@ -228,7 +259,7 @@ def _completion(number: int, body: dict[str, Any], items: list[dict[str, Any]]) 
                 "index": 0,
                 "message": {"role": "assistant", "content": content, "refusal": None},
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {
@@ -303,8 +334,19 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._dispatch("POST")
 
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except ConnectionError:
+            # A client that gave up waiting (a timeout fault) resets the
+            # connection while its late answer is written: nothing to report.
+            self.close_connection = True
 
     def _dispatch(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -313,12 +355,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(self.server.sim.handle(request))
 
     def _send(self, reply: Reply) -> None:
-        data = json.dumps(reply.payload).encode()
         self.server.sim.ledger.bill(reply.bill)
-        self.send_response(reply.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in reply.headers.items():
+        if reply.drop:
+            # Nothing written, and a FIN both ways: the client sees the
+            # connection end instead of waiting for an answer.
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        data = json.dumps(reply.payload).encode()
+        headers = {
+            "Server": self.version_string(),
+            "Date": self.date_time_string(),
+            "Content-Type": "application/json",
+            "Content-Length": str(len(data)),
+            **reply.headers,  # may date the reply itself, with a Retry-After date
+        }
+        self.send_response_only(reply.status)
+        for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)

@@ -27,7 +27,7 @@ async def test_the_sample_job_respects_every_batch_limit(tmp_path: Path, sim: Si
     ledger = sim.ledger.snapshot()
     group_of = {r["key"]: r["grp"] for r in store.db.query("SELECT key, grp FROM items")}
     assert outcome.status["counts"][ItemState.COMPLETED] == outcome.status["total"] == 2400
-    assert ledger["max_in_flight"] == 2
+    assert ledger["max_in_flight"] <= 2
     assert ledger["max_items_per_request"] == 20
     assert 8_000 < ledger["max_chars_per_request"] <= 9_000
     assert all(len({group_of[key] for key in call["ids"]}) == 1 for call in ledger["calls"])

@@ -149,7 +149,7 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(50))
     run_id = runs.prepare(store, job, now=1.0)
     batches = [store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0) for _ in range(2)]
-    started = {b.id: store.start_batch(b.id, now=2.0) for b in batches if b}
+    started = {b.id: store.start_batch(b.id, max_attempts=3, now=2.0) for b in batches if b}
     together = threading.Barrier(2, timeout=30)
 
     def settle(batch_id: int) -> None:

@@ -1,0 +1,231 @@
+"""Fault plans: which chat-completion requests the simulator answers badly, and how.
+
+A plan is JSON-able data::
+
+    {"seed": 7, "rules": [
+        {"fault": "http_429", "times": 2, "retry_after": 1},
+        {"fault": "drop", "rate": 0.1},
+        {"fault": "invalid_items", "keys": ["p001"]}
+    ]}
+
+For each request the rules are tried in order; the first that matches decides
+the fault, and no match means the normal answer. A rule's selectors, all
+optional and combined with AND:
+
+- ``keys``: the request holds at least one of these item ids;
+- ``rate``: a draw from the plan's one random generator, seeded with
+  ``seed``, falls below it, so a seed and an order of requests give the same
+  faults every time;
+- ``times``: only the first N requests that pass the other selectors.
+
+The rule's other keys are the fault's parameters (:data:`FAULTS`):
+
+- errors, never billed: ``http_400``, ``http_401``, ``http_402``,
+  ``http_403``, ``http_500``, ``http_503`` (``retry_after`` seconds),
+  ``http_429`` (``retry_after`` seconds, ``retry_after_ms``, ``http_date``:
+  Retry-After as a date) and ``insufficient_quota`` (a 429 not worth retrying);
+- ``timeout``: wait ``seconds`` (default 30), then answer normally;
+- ``drop``: close the connection with nothing sent, not billed;
+- ``billed_then_dropped``: bill the answer, then close with nothing sent;
+- billed 200s with broken content: ``malformed`` (cut-off JSON, finish reason
+  ``length``), ``wrong_ids`` (every id gets a ``-x``), ``missing_ids`` (the
+  results of ``keys``, else of the batch's second half, are left out) and
+  ``invalid_items`` (the results of ``keys``, else of a ``share`` of the
+  batch, default a half, keep only their id).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_SHARE = 0.5
+
+# A parameter's check, and what it must be, for the error message.
+Param = tuple[Callable[[Any], bool], str]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+_SECONDS: Param = (lambda v: _is_number(v) and v >= 0, "a number of seconds, 0 or more")
+_WHOLE: Param = (lambda v: _is_whole(v) and v >= 0, "a whole number, 0 or more")
+_FLAG: Param = (lambda v: isinstance(v, bool), "true or false")
+
+SELECTORS: dict[str, Param] = {
+    "rate": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "times": (lambda v: _is_whole(v) and v >= 1, "a whole number, 1 or more"),
+    "keys": (
+        lambda v: isinstance(v, list) and bool(v) and all(isinstance(k, str) for k in v),
+        "a non-empty list of item ids",
+    ),
+}
+
+#: Every fault, with the parameters it takes besides the selectors.
+FAULTS: dict[str, dict[str, Param]] = {
+    "http_400": {},
+    "http_401": {},
+    "http_402": {},
+    "http_403": {},
+    "http_429": {"retry_after": _WHOLE, "retry_after_ms": _WHOLE, "http_date": _FLAG},
+    "insufficient_quota": {},
+    "http_500": {},
+    "http_503": {"retry_after": _WHOLE},
+    "timeout": {"seconds": _SECONDS},
+    "drop": {},
+    "billed_then_dropped": {},
+    "malformed": {},
+    "wrong_ids": {},
+    "missing_ids": {},
+    "invalid_items": {"share": (lambda v: _is_number(v) and 0 < v <= 1, "a number above 0, up to 1")},
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """The fault chosen for one request: its name, parameters and target ids.
+
+    ``targets`` are the ids whose results a content fault breaks, in batch order.
+    """
+
+    name: str
+    params: Mapping[str, Any]
+    targets: tuple[str, ...] = ()
+
+
+class FaultPlan:
+    """A checked plan with its own random generator and per-rule counters.
+
+    :meth:`choose` may be called from many request threads at once; the
+    generator and the counters are used under one lock.
+    """
+
+    def __init__(self, plan: object | None = None) -> None:
+        #: The plan as given, checked, with its seed filled in.
+        self.plan = validate_plan({} if plan is None else plan)
+        self._rng = random.Random(self.plan["seed"])
+        self._used = [0] * len(self.plan["rules"])
+        self._lock = threading.Lock()
+
+    def choose(self, ids: Sequence[str]) -> Fault | None:
+        """The fault of the first rule matching a request for ``ids``, if any."""
+        with self._lock:
+            for index, rule in enumerate(self.plan["rules"]):
+                if self._matches(index, rule, ids):
+                    params = {k: v for k, v in rule.items() if k != "fault" and k not in SELECTORS}
+                    return Fault(rule["fault"], params, self._targets(rule, ids))
+        return None
+
+    def _matches(self, index: int, rule: Mapping[str, Any], ids: Sequence[str]) -> bool:
+        if "keys" in rule and not set(rule["keys"]).intersection(ids):
+            return False
+        if "times" in rule and self._used[index] >= rule["times"]:
+            return False
+        if "rate" in rule and self._rng.random() >= rule["rate"]:
+            return False
+        self._used[index] += 1
+        return True
+
+    def _targets(self, rule: Mapping[str, Any], ids: Sequence[str]) -> tuple[str, ...]:
+        name = rule["fault"]
+        if name == "wrong_ids":
+            return tuple(ids)
+        if name not in ("missing_ids", "invalid_items"):
+            return ()
+        if "keys" in rule:
+            chosen = set(rule["keys"])
+        elif name == "missing_ids":
+            chosen = set(ids[len(ids) // 2 :])
+        else:
+            count = math.ceil(rule.get("share", DEFAULT_SHARE) * len(ids))
+            chosen = set(self._rng.sample(list(ids), count))
+        return tuple(key for key in ids if key in chosen)
+
+
+def validate_plan(plan: object) -> dict[str, Any]:
+    """A copy of ``plan`` with its seed filled in; ValueError says what is wrong."""
+    if not isinstance(plan, Mapping):
+        raise ValueError(f"a fault plan is a JSON object, not {_show(plan)}")
+    unknown = sorted(set(plan) - {"seed", "rules"})
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in the fault plan (allowed: rules, seed)")
+    seed = plan.get("seed", 0)
+    if not _is_whole(seed):
+        raise ValueError(f"the plan's 'seed' must be a whole number, not {_show(seed)}")
+    rules = plan.get("rules", [])
+    if not isinstance(rules, list):
+        raise ValueError(f"the plan's 'rules' must be a list, not {_show(rules)}")
+    return {"seed": seed, "rules": [_checked_rule(n, rule) for n, rule in enumerate(rules, 1)]}
+
+
+def _checked_rule(number: int, rule: object) -> dict[str, Any]:
+    if not isinstance(rule, Mapping):
+        raise ValueError(f"rule {number} must be a JSON object, not {_show(rule)}")
+    name = rule.get("fault")
+    if not isinstance(name, str) or name not in FAULTS:
+        raise ValueError(f"rule {number}: unknown fault {_show(name)} (known: {', '.join(FAULTS)})")
+    allowed = {**SELECTORS, **FAULTS[name]}
+    where = f"rule {number} ({name})"
+    for key, value in rule.items():
+        if key == "fault":
+            continue
+        if key not in allowed:
+            raise ValueError(f"{where}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+        check, wanted = allowed[key]
+        if not check(value):
+            raise ValueError(f"{where}: {key!r} must be {wanted}, not {_show(value)}")
+    if rule.get("http_date") and "retry_after" not in rule:
+        raise ValueError(f"{where}: 'http_date' needs 'retry_after'")
+    if "share" in rule and "keys" in rule:
+        raise ValueError(f"{where}: give 'keys' or 'share', not both")
+    return {key: copy.deepcopy(value) for key, value in rule.items()}
+
+
+def parse_plan(text: str | bytes) -> dict[str, Any]:
+    """A checked plan from its JSON text; ValueError says what is wrong."""
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"the fault plan is not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    return validate_plan(plan)
+
+
+def load_plan(text_or_path: str) -> dict[str, Any]:
+    """A checked plan from JSON text (starting with ``{``) or a JSON file's path.
+
+    For a command line option such as ``--faults plan.json`` or
+    ``--faults '{"rules": [{"fault": "drop", "rate": 0.1}]}'``.
+    """
+    if text_or_path.lstrip().startswith("{"):
+        return parse_plan(text_or_path)
+    try:
+        text = Path(text_or_path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read the fault plan {text_or_path}: {exc.strerror or exc}") from exc
+    try:
+        return parse_plan(text)
+    except ValueError as exc:
+        raise ValueError(f"{text_or_path}: {exc}") from exc
+
+
+def _show(value: Any) -> str:
+    """A value as it would be written in JSON, for error messages."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
