@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import functools
 import json
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -23,10 +24,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import control, jobs, runs
+from . import control, jobs, progress, runs
 from .breaker import Control
-from .engine import Outcome
-from .errors import RunnerError
+from .engine import Engine, Outcome
+from .errors import JobError, RunnerError
 from .jobs import Job
 from .sim import Simulator
 from .states import FailureKind, ItemState
@@ -70,11 +71,13 @@ def demo(db: str, latency: float) -> None:
 
     Example: runner demo
     """
+    if not SAMPLE_JOB.exists():
+        raise JobError(f"{SAMPLE_JOB}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
     job = jobs.load(SAMPLE_JOB)
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
-        outcome = _run_with_progress(Store(db), job)
+        outcome = _run_with_progress(Store(db), job, read_input=True)
     click.echo(f"Run 'demo' is in {db}; see it with: runner status demo --db {db}")
     sys.exit(outcome.exit_code)
 
@@ -92,9 +95,13 @@ def run(job_or_name: str, db: str, wait: bool) -> None:
 
     Example: runner run sample_data/job.toml
     """
-    store = Store(db)
-    job = jobs.load(job_or_name) if job_or_name.endswith(".toml") else store.job(job_or_name)
-    sys.exit(_run_with_progress(store, job, wait_for_person=wait).exit_code)
+    if job_or_name.endswith(".toml"):
+        job = jobs.load(job_or_name)
+        outcome = _run_with_progress(Store(db), job, wait_for_person=wait, read_input=True)
+    else:
+        store = Store(db, create=False)
+        outcome = _run_with_progress(store, store.job(job_or_name), wait_for_person=wait, read_input=False)
+    sys.exit(outcome.exit_code)
 
 
 @main.command()
@@ -107,9 +114,9 @@ def status(name: str | None, db: str, as_json: bool) -> None:
 
     Example: runner status demo --json
     """
-    store = Store(db)
+    store = Store(db, create=False)
     names = [name] if name else store.run_names()
-    statuses = [store.status(n, now=time.time()) for n in names]
+    statuses = [progress.status(store, n, now=time.time()) for n in names]
     if as_json:
         click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
         return
@@ -128,7 +135,7 @@ def failures(name: str, db: str, as_json: bool) -> None:
 
     Example: runner failures demo --json
     """
-    failed = Store(db).failures(name)
+    failed = progress.failures(Store(db, create=False), name)
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
@@ -144,7 +151,7 @@ def pause(name: str, db: str) -> None:
 
     Example: runner pause demo
     """
-    _show_control(name, control.pause(Store(db), name, now=time.time()))
+    _show_control(name, control.pause(Store(db, create=False), name, now=time.time()))
 
 
 @main.command()
@@ -156,7 +163,7 @@ def resume(name: str, db: str) -> None:
 
     Example: runner resume demo
     """
-    _show_control(name, control.resume(Store(db), name, now=time.time()))
+    _show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
 
 
 @main.command()
@@ -168,7 +175,7 @@ def step(name: str, db: str) -> None:
 
     Example: runner step demo
     """
-    _show_control(name, control.step(Store(db), name, now=time.time()))
+    _show_control(name, control.step(Store(db, create=False), name, now=time.time()))
 
 
 @main.command()
@@ -184,7 +191,7 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
 
     Example: runner retry demo --kind transport
     """
-    count = control.retry(Store(db), name, now=time.time(), kind=kind, keys=keys)
+    count = control.retry(Store(db, create=False), name, now=time.time(), kind=kind, keys=keys)
     click.echo(f"{count} failed items of {name!r} are pending again; `runner run {name}` sends them")
 
 
@@ -206,33 +213,47 @@ def sim(port: int, latency: float, jitter: float, seed: int) -> None:
         pass
 
 
-def _run_with_progress(store: Store, job: Job, *, wait_for_person: bool = False) -> Outcome:
-    """Prepare and run a job with a live progress bar, then print its summary."""
+def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
+    """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
-    with console.status(f"reading {job.input.describe()} ..."):
-        runs.prepare(store, job, now=time.time())
-    outcome = asyncio.run(_run_watched(store, job, console, wait_for_person))
+    outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
     Console().print(_status_table(outcome.status))
     if outcome.stopped_for:
-        console.print(f"[yellow]stopped for a person:[/] {outcome.stopped_for}")
-        console.print(f"then: runner resume {job.name}  (runner failures {job.name} says what failed)")
+        console.print(f"[yellow]stopped:[/] {outcome.stopped_for}")
+        console.print(f"to go on: runner resume {job.name} (if paused or the breaker is open), then runner run {job.name}")
     elif outcome.status["counts"][ItemState.FAILED]:
         console.print(f"some items failed: runner failures {job.name}")
     return outcome
 
 
-async def _run_watched(store: Store, job: Job, console: Console, wait_for_person: bool) -> Outcome:
+async def _run_watched(
+    store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
+) -> Outcome:
+    """The engine, with a progress bar polled from the store and Ctrl-C as a gentle stop."""
+    engines: list[Engine] = []
+    task = asyncio.create_task(
+        runs.execute(store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append)
+    )
+    loop = asyncio.get_running_loop()
+
+    def interrupted() -> None:
+        loop.remove_signal_handler(signal.SIGINT)
+        console.print("[yellow]stopping:[/] batches in flight finish first (Ctrl-C again to abort)")
+        for engine in engines:
+            engine.request_stop("interrupted by Ctrl-C")
+
+    loop.add_signal_handler(signal.SIGINT, interrupted)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(f"run {job.name}", total=None)
-        engine = asyncio.create_task(runs.execute(store, job, wait_for_person=wait_for_person))
-        while not engine.done():
-            status = store.status(job.name, now=time.time())
-            counts = status["counts"]
-            done = counts[ItemState.COMPLETED] + counts[ItemState.FAILED]
-            progress.update(bar, total=status["total"], completed=done)
-            await asyncio.wait({engine}, timeout=0.2)
-        return engine.result()
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        shown = bar.add_task(f"reading {job.input.describe()}" if read_input else f"run {job.name}", total=None)
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.2)
+            if job.name in store.run_names():
+                status = progress.status(store, job.name, now=time.time())
+                done = status["counts"][ItemState.COMPLETED] + status["counts"][ItemState.FAILED]
+                bar.update(shown, description=f"run {job.name}", total=status["total"], completed=done)
+    loop.remove_signal_handler(signal.SIGINT)
+    return task.result()
 
 
 def _show_control(name: str, now: Control) -> None:

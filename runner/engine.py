@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import secrets
-import socket
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import breaker, protocol
+from . import breaker, lease, progress, protocol
 from .breaker import Control
 from .errors import StoreError, TransportError, UpstreamError
-from .jobs import Job
+from .jobs import ItemRow, Job
 from .providers import Answer, Provider
 from .states import FailureKind, ItemState
 from .store import Batch, Settlement, StartedItem, Store
@@ -104,7 +103,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
-        self.run_id = store.run_id(job.name)
+        self.run_id = 0
         self.check = ResultCheck(job.output_schema, job.check)
         self.token = secrets.token_hex(8)
         self.stopped_for: str | None = None
@@ -112,22 +111,31 @@ class Engine:
         self._last_beat = 0.0
         self._formed: deque[Batch] = deque()
 
-    async def run(self) -> Outcome:
-        """Take the run's lease, recover what a dead engine left, and work until done or stopped."""
-        now = self.clock.now()
-        self.store.acquire_lease(
-            self.run_id, token=self.token, pid=os.getpid(), host=socket.gethostname(), now=now
-        )
-        self._last_beat = now
+    async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
+        """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
+
+        Returns when nothing is left that the engine may do alone; bad input
+        raises before any item changes.
+        """
+        name = self.job.name
+        lease.acquire(self.store, name, token=self.token, now=self.clock.now())
+        self._last_beat = self.clock.now()
         try:
-            self.store.recover(self.run_id, now=now)
+            if items is not None:
+                self.store.prepare_run(self.job, items, now=self.clock.now())
+            self.run_id = self.store.run_id(name)
+            self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
             await self._work()
-        finally:
             self.store.release_queued(self.run_id, now=self.clock.now())
-            self.store.release_lease(self.run_id, token=self.token)
-        status = self.store.status(self.job.name, now=self.clock.now())
-        return Outcome(status, self.stopped_for, self.stop_kind)
+        finally:
+            lease.release(self.store, name, token=self.token)
+        return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+
+    def request_stop(self, reason: str) -> None:
+        """Start no more batches; those in flight finish, then ``run`` returns."""
+        if self.stopped_for is None:
+            self.stopped_for = reason
 
     async def _work(self) -> None:
         in_flight: set[asyncio.Task[None]] = set()
@@ -176,7 +184,7 @@ class Engine:
         """Nothing in flight: wait for what the store says is still to come, or stop."""
         if self.stopped_for is not None:
             return False
-        if self.store.unfinished(self.run_id) == 0:
+        if progress.unfinished(self.store, self.run_id) == 0:
             return False
         if control.held:
             if not self.wait_for_person:
@@ -184,7 +192,7 @@ class Engine:
                 return False
             await self.clock.sleep(POLL_SECONDS)
             return True
-        due = self.store.next_due(self.run_id)
+        due = progress.next_due(self.store, self.run_id)
         if due is None:
             self.stopped_for = "items need a person's confirmation"
             return False
@@ -205,15 +213,21 @@ class Engine:
     def _beat(self) -> None:
         now = self.clock.now()
         if now - self._last_beat >= HEARTBEAT_SECONDS:
-            self.store.heartbeat(self.run_id, token=self.token, now=now)
+            if not lease.beat(self.store, self.job.name, token=self.token, now=now):
+                self.request_stop("another engine took this run over (this one's heartbeat was late)")
             self._last_beat = now
 
     async def _process(self, batch: Batch, *, step: bool) -> None:
         """One batch from start to settle; it holds its slot for all of it."""
         try:
             items = self.store.start_batch(
-                batch.id, max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step
+                batch.id, lease=(self.job.name, self.token), max_attempts=self.job.retry.max_attempts,
+                now=self.clock.now(), step=step,
             )
+            if not items:
+                self.request_stop("another engine took this run over (this one's heartbeat was late)")
+                self._settle(batch, Settlement())
+                return
             try:
                 answer = await self._call(batch, [json.loads(item.input) for item in items])
             except UpstreamError as exc:

@@ -63,24 +63,25 @@ def read_records(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _jsonl(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
-    with spec.path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+    with spec.path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
             where = f"{spec.path} line {number}"
-            if not line.strip():
-                continue
             try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                if not line.strip():
+                    continue
                 record = json.loads(line)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{where}: not UTF-8 (byte {exc.start + 1})") from exc
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.pos + 1})") from exc
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{where}: not UTF-8 ({exc.reason})") from exc
             if not isinstance(record, dict):
                 raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
             yield where, record
 
 
 def _csv(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
-    with spec.path.open(encoding="utf-8", newline="") as handle:
+    with spec.path.open(encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         try:
             for record in reader:

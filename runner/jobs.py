@@ -166,10 +166,17 @@ def items(job: Job) -> Iterator[ItemRow]:
 
 
 def _field(record: Mapping[str, Any], name: str, where: str) -> str:
+    """A key or group value as text: ``2026`` and ``2026.0`` are both ``"2026"``."""
     value = record.get(name)
     if value is None or value == "":
         fields = ", ".join(map(str, record)) or "none"
         raise InputError(f"{where}: no value for field {name!r} (fields: {fields})")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, dict, list)):
+        return protocol.encode(value)
     return str(value)
 
 

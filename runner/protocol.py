@@ -95,7 +95,8 @@ def parse_results(content: str | None, keys: Iterable[str]) -> ParsedBatch:
 
     ``problem`` is set when the answer as a whole cannot be used (not JSON,
     no ``results`` list); results whose id is not in the batch are dropped,
-    so that a missing key shows up as a missing result.
+    so that a missing key shows up as a missing result. A numeric id is
+    matched as text (models often write ``1`` for ``"1"``).
     """
     wanted = set(keys)
     if not content:
@@ -108,6 +109,11 @@ def parse_results(content: str | None, keys: Iterable[str]) -> ParsedBatch:
         return ParsedBatch({}, 'answer has no "results" list')
     results: dict[str, dict[str, Any]] = {}
     for result in body["results"]:
-        if isinstance(result, dict) and result.get("id") in wanted:
-            results.setdefault(result["id"], result)
+        if not isinstance(result, dict):
+            continue
+        key = result.get("id")
+        if isinstance(key, int) and not isinstance(key, bool):
+            key = str(key)
+        if isinstance(key, str) and key in wanted:
+            results.setdefault(key, {**result, "id": key})
     return ParsedBatch(results, None)

@@ -6,11 +6,13 @@ The CLI and the notebook API both go through here.
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 import httpx
 
-from . import jobs
+from . import jobs, lease
 from .engine import Clock, Engine, Outcome, SystemClock
 from .errors import JobError
 from .jobs import Job
@@ -19,8 +21,16 @@ from .store import Store
 
 
 def prepare(store: Store, job: Job, *, now: float) -> int:
-    """Create or continue the job's run and add its items; bad input leaves the store untouched."""
-    return store.prepare_run(job, jobs.items(job), now=now)
+    """Create or continue the job's run and add its items, under the run's lease.
+
+    Bad input leaves the store untouched; a live engine on the run refuses it.
+    """
+    token = secrets.token_hex(8)
+    lease.acquire(store, job.name, token=token, now=now)
+    try:
+        return store.prepare_run(job, jobs.items(job), now=now)
+    finally:
+        lease.release(store, job.name, token=token)
 
 
 def api_key(job: Job) -> str | None:
@@ -41,8 +51,15 @@ async def execute(
     client: httpx.AsyncClient | None = None,
     clock: Clock | None = None,
     wait_for_person: bool = False,
+    read_input: bool = True,
+    started: Callable[[Engine], None] | None = None,
 ) -> Outcome:
-    """Run a prepared job's run until it is done or needs a person (or, waiting, until done)."""
+    """Run a job until it is done or needs a person (or, waiting for one, until done).
+
+    With ``read_input`` the job's input is read first (new items added,
+    changed ones marked), under the engine's lease; without, the run goes on
+    with the items the store has. ``started`` receives the engine, to stop it.
+    """
     key = api_key(job)
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:
@@ -53,4 +70,6 @@ async def execute(
             job.provider, job.prompt, job.output_schema, client=client, api_key=key
         )
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
-        return await engine.run()
+        if started is not None:
+            started(engine)
+        return await engine.run(jobs.items(job) if read_input else None)

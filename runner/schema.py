@@ -166,11 +166,25 @@ TRIGGERS = [
     """,
 ]
 
-# Version 2: a person's controls. ``steps`` is how many batches may start while
+# Version 2: the lease is held by run name, taken before the run row exists;
+# a partial index counts the items held for confirmation; a person's controls:
+# ``steps`` is how many batches may start while
 # the run is paused or its breaker open; ``retry_base`` is the attempt count at a
 # person's last retry, so a retried item gets a fresh budget; a batch's ``round``
 # counts how often it was split, ``retries`` its request retries.
 CONTROLS = [
+    "DROP TABLE engines",
+    """
+    CREATE TABLE engines (
+        run TEXT PRIMARY KEY,
+        token TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        host TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL
+    )
+    """,
+    "CREATE INDEX items_held ON items (run_id) WHERE needs_confirmation = 1",
     "ALTER TABLE runs ADD COLUMN steps INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE items ADD COLUMN retry_base INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE batches ADD COLUMN round INTEGER NOT NULL DEFAULT 0",

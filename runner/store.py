@@ -13,8 +13,6 @@ Time is passed in (``now``, seconds since the epoch), never read here.
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,13 +23,11 @@ from typing import Any
 import sqlite_utils
 
 from . import schema
-from .errors import RunError, StoreError
+from .errors import InputError, RunError, StoreError
 from .jobs import ItemRow, Job
 from .breaker import Control
-from .states import BatchState, BreakerState, FailureKind, ItemState
+from .states import BatchState, BreakerState, FailureKind
 
-#: A heartbeat older than this means the engine holding the run is dead.
-LEASE_SECONDS = 15.0
 INSERT_CHUNK = 1_000
 
 
@@ -75,10 +71,12 @@ class Settlement:
 
 
 class Store:
-    """One run store file; open it with ``Store(path)``."""
+    """One run store file; ``Store(path)`` opens it, creating it unless ``create=False``."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True, busy_timeout: float = 10.0) -> None:
         self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.path}: no run store here (runner run or runner demo makes one)")
         try:
             conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None)
             conn.execute("PRAGMA journal_mode = WAL")
@@ -127,7 +125,7 @@ class Store:
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: store write failed ({exc})") from exc
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         try:
             return list(self.db.query(sql, params))
         except sqlite3.Error as exc:
@@ -139,10 +137,12 @@ class Store:
         """Create or continue the run ``job.name`` and add its items, in one transaction.
 
         New keys are added as pending; unchanged items are kept as they are.
-        An item whose input fingerprint changed takes the new input; if it had
+        An item whose input fingerprint changed takes the new input: if it had
         already been sent or answered it becomes ``failed`` (input_changed), so
         that an old result is never taken for the new input and no new call is
-        made without a person's retry. Any error leaves the store untouched.
+        made without a person's retry; if it had failed, the fix is tried, with
+        a fresh attempt budget. An input without records, or any error, leaves
+        the store untouched.
         """
         with self.write() as conn:
             (run_id,) = conn.execute(
@@ -152,28 +152,32 @@ class Store:
                 (job.name, job.to_json(), now, now),
             ).fetchone()
             chunk: list[tuple[Any, ...]] = []
+            seen = 0
             for row in items:
                 chunk.append((run_id, row.key, row.group, row.seq, row.input, row.chars, row.fingerprint, now))
                 if len(chunk) == INSERT_CHUNK:
                     conn.executemany(UPSERT_ITEM, chunk)
                     chunk.clear()
+                seen += 1
             conn.executemany(UPSERT_ITEM, chunk)
+            if not seen:
+                raise InputError(f"{job.input.describe()}: no records")
         return int(run_id)
 
     def run_id(self, name: str) -> int:
-        rows = self._rows("SELECT id FROM runs WHERE name = ?", [name])
+        rows = self.rows("SELECT id FROM runs WHERE name = ?", [name])
         if not rows:
             known = ", ".join(self.run_names()) or "none"
             raise RunError(f"no run named {name!r} in {self.path} (runs: {known})")
         return int(rows[0]["id"])
 
     def run_names(self) -> list[str]:
-        return [r["name"] for r in self._rows("SELECT name FROM runs ORDER BY name")]
+        return [r["name"] for r in self.rows("SELECT name FROM runs ORDER BY name")]
 
     def job(self, name: str) -> Job:
         """The resolved job saved for a run, to continue it by name."""
         self.run_id(name)
-        (row,) = self._rows("SELECT job FROM runs WHERE name = ?", [name])
+        (row,) = self.rows("SELECT job FROM runs WHERE name = ?", [name])
         return Job.from_json(row["job"])
 
     # The engine's transitions ---------------------------------------------
@@ -210,18 +214,21 @@ class Store:
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
 
     def start_batch(
-        self, batch_id: int, *, max_attempts: int, now: float, step: bool = False
+        self, batch_id: int, *, lease: tuple[str, str], max_attempts: int, now: float, step: bool = False
     ) -> list[StartedItem]:
         """Mark a queued batch's items running, attempts + 1, before any upstream call.
 
-        ``step`` spends one of the steps a person allowed while the run is held.
+        Nothing starts unless the engine still holds the run's ``lease`` (run
+        name, token). ``step`` spends one of the steps a person allowed while
+        the run is held.
         """
         with self.write() as conn:
             rows = conn.execute(
                 "UPDATE items SET state = 'running', attempts = attempts + 1, updated_at = ? "
                 "WHERE batch_id = ? AND state = 'queued' "
+                "AND EXISTS (SELECT 1 FROM engines WHERE run = ? AND token = ?) "
                 "RETURNING id, key, input, ? - (attempts - retry_base)",
-                (now, batch_id, max_attempts),
+                (now, batch_id, *lease, max_attempts),
             ).fetchall()
             conn.execute(
                 "UPDATE batches SET state = ?, started_at = ? WHERE id = ?",
@@ -248,8 +255,8 @@ class Store:
             )
             conn.executemany(
                 "UPDATE items SET state = 'received', output = ?, updated_at = ? "
-                "WHERE id = ? AND state = 'running'",
-                [(output, now, item_id) for item_id, output in outputs.items()],
+                "WHERE id = ? AND batch_id = ? AND state = 'running'",
+                [(output, now, item_id, batch_id) for item_id, output in outputs.items()],
             )
 
     def settle_batch(
@@ -260,23 +267,26 @@ class Store:
         Returns the new batches a split formed, already queued.
         """
         with self.write() as conn:
+            # Each update touches only items still in this batch's hands: an item
+            # whose input changed meanwhile keeps the failure that says so.
             conn.executemany(
                 "UPDATE items SET state = 'completed', result = ?, error_kind = NULL, error = NULL, "
-                "retryable = NULL, updated_at = ? WHERE id = ?",
-                [(result, now, item_id) for item_id, result in settlement.completed.items()],
+                f"retryable = NULL, updated_at = ? WHERE id = ? {IN_BATCH}",
+                [(result, now, i, batch_id) for i, result in settlement.completed.items()],
             )
             conn.executemany(
                 RETRY_ITEM,
                 [
-                    {"id": i, "kind": kind, "message": message, "max": max_attempts,
+                    {"id": i, "batch": batch_id, "kind": kind, "message": message, "max": max_attempts,
                      "not_before": settlement.not_before, "now": now}
                     for i, (kind, message) in settlement.retry.items()
                 ],
             )
             conn.executemany(
                 "UPDATE items SET state = 'failed', error_kind = ?, error = ?, retryable = ?, "
-                "updated_at = ? WHERE id = ?",
-                [(kind, message, retryable, now, i) for i, (kind, message, retryable) in settlement.failed.items()],
+                f"updated_at = ? WHERE id = ? {IN_BATCH}",
+                [(kind, message, retryable, now, i, batch_id)
+                 for i, (kind, message, retryable) in settlement.failed.items()],
             )
             conn.execute(
                 "UPDATE batches SET state = ?, finished_at = ? WHERE id = ?",
@@ -293,7 +303,7 @@ class Store:
 
     def control(self, run_id: int) -> Control:
         """The run's breaker and a person's controls."""
-        (row,) = self._rows(
+        (row,) = self.rows(
             "SELECT breaker, breaker_reason, transport_failures, paused, steps FROM runs WHERE id = ?",
             [run_id],
         )
@@ -350,107 +360,10 @@ class Store:
 
     def received_items(self, run_id: int) -> list[dict[str, Any]]:
         """Items whose output is saved but not yet validated."""
-        return self._rows(
+        return self.rows(
             "SELECT id, key, batch_id, output FROM items WHERE run_id = ? AND state = 'received'",
             [run_id],
         )
-
-    # The engine's lease ---------------------------------------------------
-
-    def acquire_lease(self, run_id: int, *, token: str, pid: int, host: str, now: float) -> None:
-        """Hold the run for one engine; refuse while another engine's heartbeat is fresh.
-
-        A holder on this host whose process is gone is dead at once, so that a
-        restart after a crash need not wait for its heartbeat to age.
-        """
-        with self.write() as conn:
-            row = conn.execute(
-                "SELECT token, pid, host, heartbeat_at FROM engines WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if row and row[0] != token and now - row[3] < LEASE_SECONDS and _alive(row[1], row[2]):
-                raise RunError(
-                    f"this run is being run by another engine (pid {row[1]} on {row[2]}, "
-                    f"heartbeat {now - row[3]:.0f}s ago)"
-                )
-            conn.execute(
-                "INSERT INTO engines (run_id, token, pid, host, started_at, heartbeat_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET token = excluded.token, "
-                "pid = excluded.pid, host = excluded.host, started_at = excluded.started_at, "
-                "heartbeat_at = excluded.heartbeat_at",
-                (run_id, token, pid, host, now, now),
-            )
-
-    def heartbeat(self, run_id: int, *, token: str, now: float) -> None:
-        with self.write() as conn:
-            conn.execute(
-                "UPDATE engines SET heartbeat_at = ? WHERE run_id = ? AND token = ?", (now, run_id, token)
-            )
-
-    def release_lease(self, run_id: int, *, token: str) -> None:
-        with self.write() as conn:
-            conn.execute("DELETE FROM engines WHERE run_id = ? AND token = ?", (run_id, token))
-
-    # Reading progress -----------------------------------------------------
-
-    def counts(self, run_id: int) -> dict[str, dict[str, int]]:
-        """Items by group and state, from the counts table (cheap at any size)."""
-        groups: dict[str, dict[str, int]] = {}
-        for row in self._rows(
-            "SELECT grp, state, n FROM counts WHERE run_id = ? AND n > 0 ORDER BY grp", [run_id]
-        ):
-            groups.setdefault(row["grp"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
-        return groups
-
-    def unfinished(self, run_id: int) -> int:
-        """Items that still need work, counted from the store, never from a queue."""
-        rows = self._rows(
-            "SELECT coalesce(sum(n), 0) AS n FROM counts WHERE run_id = ? AND state IN "
-            "('pending', 'queued', 'waiting', 'running', 'received')",
-            [run_id],
-        )
-        return int(rows[0]["n"])
-
-    def next_due(self, run_id: int) -> float | None:
-        """When the earliest waiting item may be tried again."""
-        rows = self._rows(
-            "SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' "
-            "AND needs_confirmation = 0",
-            [run_id],
-        )
-        due = rows[0]["t"]
-        return float(due) if due is not None else None
-
-    def status(self, name: str, *, now: float) -> dict[str, Any]:
-        """The status contract of the brief, for one run."""
-        run_id = self.run_id(name)
-        groups = self.counts(run_id)
-        totals = {s.value: sum(g[s.value] for g in groups.values()) for s in ItemState}
-        (run,) = self._rows("SELECT breaker, breaker_reason FROM runs WHERE id = ?", [run_id])
-        held = self._rows(
-            "SELECT count(*) AS n FROM items WHERE run_id = ? AND needs_confirmation = 1", [run_id]
-        )[0]["n"]
-        engine = self._rows("SELECT heartbeat_at FROM engines WHERE run_id = ?", [run_id])
-        return {
-            "run": name,
-            "total": sum(totals.values()),
-            "counts": totals,
-            "groups": groups,
-            "breaker": {"state": BreakerState(run["breaker"]).value, "reason": run["breaker_reason"]},
-            "needs_confirmation": held,
-            "engine": {"alive": bool(engine) and now - engine[0]["heartbeat_at"] < LEASE_SECONDS},
-        }
-
-    def failures(self, name: str) -> list[dict[str, Any]]:
-        """Failed items with their reason, as the failures contract lists them."""
-        run_id = self.run_id(name)
-        return [
-            {**row, "retryable": bool(row["retryable"])}
-            for row in self._rows(
-                "SELECT key, grp AS \"group\", error_kind AS kind, error AS message, attempts, "
-                "retryable FROM items WHERE run_id = ? AND state = 'failed' ORDER BY error_kind, seq",
-                [run_id],
-            )
-        ]
 
 
 def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
@@ -469,19 +382,6 @@ def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: flo
     return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
 
 
-def _alive(pid: int, host: str) -> bool:
-    """Whether a lease holder's process may still live: on this host we can look."""
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, list[int], int]:
     """The leading candidates of the first one's group that fit in ``max_chars``."""
     group = candidates[0][1]
@@ -495,19 +395,32 @@ def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, 
     return group, chosen, chars
 
 
+IN_BATCH = "AND batch_id = ? AND state IN ('running', 'received')"
+
 UPSERT_ITEM = """
 INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id, key) DO UPDATE SET
     grp = excluded.grp, seq = excluded.seq, input = excluded.input, chars = excluded.chars,
     fingerprint = excluded.fingerprint, updated_at = excluded.updated_at,
-    state = CASE WHEN state IN ('running', 'received', 'completed') THEN 'failed' ELSE state END,
-    error_kind = CASE WHEN state IN ('running', 'received', 'completed')
-        THEN 'input_changed' ELSE error_kind END,
-    error = CASE WHEN state IN ('running', 'received', 'completed')
+    state = CASE
+        WHEN state IN ('running', 'received', 'completed') THEN 'failed'
+        WHEN state = 'failed' THEN 'pending'
+        ELSE state END,
+    retry_base = CASE WHEN state = 'failed' THEN attempts ELSE retry_base END,
+    error_kind = CASE
+        WHEN state IN ('running', 'received', 'completed') THEN 'input_changed'
+        WHEN state = 'failed' THEN NULL
+        ELSE error_kind END,
+    error = CASE
+        WHEN state IN ('running', 'received', 'completed')
         THEN 'input changed after it was sent; its old result does not apply (retry to send the new input)'
+        WHEN state = 'failed' THEN NULL
         ELSE error END,
-    retryable = CASE WHEN state IN ('running', 'received', 'completed') THEN 1 ELSE retryable END,
+    retryable = CASE
+        WHEN state IN ('running', 'received', 'completed') THEN 1
+        WHEN state = 'failed' THEN NULL
+        ELSE retryable END,
     needs_confirmation = 0
 WHERE items.fingerprint != excluded.fingerprint
 """
@@ -542,5 +455,5 @@ UPDATE items SET
         THEN :message || ' (gave up after ' || (attempts - retry_base) || ' attempts, '
             || paid_calls || ' paid calls)'
         ELSE :message END
-WHERE id = :id
+WHERE id = :id AND batch_id = :batch AND state IN ('running', 'received')
 """

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import make_job, posts, write_jsonl
+from support import ROOT, make_job, posts, write_jsonl
 
 from runner import runs
 from runner.store import Store
@@ -23,7 +24,8 @@ base_url = "http://127.0.0.1:9/v1"
 
 
 def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def dump(db: Path) -> list[str]:
@@ -55,6 +57,11 @@ CASES = {
     "csv without the key column": (GOOD_JOB.replace("posts.jsonl", "posts.csv"), None,
                                    "posts.csv line 2: no value for field 'id' (fields: month, title)"),
     "bad schema": (GOOD_JOB + '[output.schema]\ntype = "thing"\n', None, "the output schema is not valid JSON Schema"),
+    "not UTF-8": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "caf\xe9", "month": "m"}\n',
+                  "posts.jsonl line 2: not UTF-8 (byte 12)"),
+    "no records": (GOOD_JOB, "\n\n", "posts.jsonl: no records"),
+    "unset key variable": (GOOD_JOB + 'api_key_env = "RUNNER_TEST_UNSET_KEY"\n', None,
+                           "environment variable RUNNER_TEST_UNSET_KEY is not set"),
 }
 
 
@@ -63,7 +70,7 @@ def test_bad_input_is_one_line_exit_1_and_the_store_unchanged(folder: Path, job_
     (folder / "job.toml").write_text(job_text, encoding="utf-8")
     (folder / "posts.csv").write_text("month,title\n2026-01,hello\n", encoding="utf-8")
     if jsonl is not None:
-        (folder / "posts.jsonl").write_text(jsonl, encoding="utf-8")
+        (folder / "posts.jsonl").write_bytes(jsonl.encode("utf-8").replace(b"\xc3\xa9", b"\xe9"))
     before = dump(folder / "runs.db")
     result = runner_cli("run", "job.toml", cwd=folder)
     assert result.returncode == 1
@@ -78,6 +85,12 @@ def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
     assert (result.returncode, result.stderr.count("\n")) == (1, 1)
     assert "cannot open as a run store" in result.stderr
     assert (tmp_path / "runs.db").read_text() == "these are my notes, not a database\n" * 200
+
+
+def test_status_without_a_store_says_so_and_makes_none(tmp_path: Path) -> None:
+    result = runner_cli("status", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (1, "error: runs.db: no run store here (runner run or runner demo makes one)\n")
+    assert not (tmp_path / "runs.db").exists()
 
 
 def test_an_unknown_run_name_is_named(folder: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from support import SAMPLE, make_job, posts
 
-from runner import jobs, runs
+from runner import jobs, progress, runs
 from runner.jobs import BatchLimits
 from runner.protocol import item_chars
 from runner.sim import Simulator
@@ -22,7 +22,6 @@ async def test_the_sample_job_respects_every_batch_limit(tmp_path: Path, sim: Si
         batch=BatchLimits(max_items=20, max_chars=9_000, concurrency=2),
         provider=replace(job.provider, base_url=sim.base_url),
     )
-    runs.prepare(store, job, now=1.0)
     outcome = await runs.execute(store, job)
     ledger = sim.ledger.snapshot()
     group_of = {r["key"]: r["grp"] for r in store.db.query("SELECT key, grp FROM items")}
@@ -36,7 +35,6 @@ async def test_the_sample_job_respects_every_batch_limit(tmp_path: Path, sim: Si
 
 async def test_batches_follow_input_order_within_a_group(tmp_path: Path, sim: Simulator, store: Store) -> None:
     job = make_job(tmp_path, sim.base_url, posts(30, groups=2), max_items=5, concurrency=1)
-    runs.prepare(store, job, now=1.0)
     await runs.execute(store, job)
     calls = [call["ids"] for call in sim.ledger.snapshot()["calls"]]
     assert calls[0] == ["p000", "p002", "p004", "p006", "p008"]
@@ -49,10 +47,9 @@ async def test_an_item_over_max_chars_fails_without_a_call(tmp_path: Path, sim: 
     records = posts(3)
     records[1]["body"] = "x" * 500
     job = make_job(tmp_path, sim.base_url, records, max_chars=300)
-    runs.prepare(store, job, now=1.0)
     outcome = await runs.execute(store, job)
     assert outcome.status["counts"][ItemState.COMPLETED] == 2
-    assert store.failures("test") == [
+    assert progress.failures(store, "test") == [
         {"key": "p001", "group": "2026-01", "kind": FailureKind.BAD_REQUEST, "attempts": 0, "retryable": False,
          "message": f"item is {item_chars({'id': 'p001', **records[1]})} characters, over batch.max_chars (300)"}
     ]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import ROOT
 
 from runner.cli import main
 from runner.sim import Simulator
@@ -16,7 +18,8 @@ from runner.states import ItemState
 
 
 def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def test_the_demo_completes_every_sample_item_and_status_says_so(tmp_path: Path) -> None:

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from support import ROOT, StepClock, make_job, posts
 
-from runner import runs
+from runner import lease, progress, runs
 from runner.sim import Simulator
 from runner.states import ItemState
 from runner.store import Settlement, Store
 
 ENGINE_SCRIPT = """
 import asyncio, json, os, signal, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{root!r}, {tests!r}]
 from support import make_job
 from runner import runs
 from runner.sim import Simulator
@@ -30,16 +30,14 @@ def kill_self(result):
     os.kill(os.getpid(), signal.SIGKILL)
 
 job = make_job(Path({folder!r}), {base_url!r}, json.loads({records!r}), check={check})
-store = Store({db!r})
-runs.prepare(store, job, now=1.0)
-asyncio.run(runs.execute(store, job))
+asyncio.run(runs.execute(Store({db!r}), job))
 """
 
 
 def start_engine(tmp_path: Path, sim: Simulator, records: list[dict[str, object]], *, check: str) -> subprocess.Popen[bytes]:
     """An engine in a process of its own, so that the test can really kill it."""
     script = ENGINE_SCRIPT.format(
-        tests=str(ROOT / "tests"), base_url=sim.base_url, folder=str(tmp_path),
+        root=str(ROOT), tests=str(ROOT / "tests"), base_url=sim.base_url, folder=str(tmp_path),
         records=json.dumps(records), check=check, db=str(tmp_path / "runs.db"),
     )
     return subprocess.Popen([sys.executable, "-c", script])
@@ -60,7 +58,6 @@ async def test_running_is_committed_before_any_upstream_request(tmp_path: Path, 
 
     with Simulator(on_request=look_in_the_store).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(60, groups=2), max_items=10)
-        runs.prepare(store, job, now=1.0)
         await runs.execute(store, job)
     assert len(seen) == 60
     assert set(seen.values()) == {(ItemState.RUNNING, 1)}
@@ -109,7 +106,6 @@ async def test_completed_only_after_validation_passed(tmp_path: Path, sim: Simul
         return None if result["label"] in ("question", "bug_report") else "label not allowed"
 
     job = make_job(tmp_path, sim.base_url, posts(40), max_attempts=2, check=only_two_labels)
-    runs.prepare(store, job, now=clock.now())
     outcome = await runs.execute(store, job, clock=clock)
     rows = {r["key"]: r for r in store.db.query("SELECT key, state, result, output, paid_calls FROM items")}
     completed = {k for k, r in rows.items() if r["state"] == ItemState.COMPLETED}
@@ -123,7 +119,6 @@ async def test_completed_only_after_validation_passed(tmp_path: Path, sim: Simul
 async def test_an_empty_queue_does_not_end_the_run(tmp_path: Path, sim: Simulator, store: Store, clock: StepClock) -> None:
     """Re-attempts wait in the store, not in a queue: the run ends only when the store says so."""
     job = make_job(tmp_path, sim.base_url, posts(30), check=lambda r: "no 'other'" if r["label"] == "other" else None)
-    runs.prepare(store, job, now=clock.now())
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.status["counts"][ItemState.WAITING] == 0
     assert outcome.status["counts"][ItemState.COMPLETED] + outcome.status["counts"][ItemState.FAILED] == 30
@@ -135,7 +130,6 @@ async def test_two_batches_of_one_group_finishing_at_once_lose_no_update(tmp_pat
     both_in_flight = threading.Barrier(2, timeout=30)
     with Simulator(on_request=lambda ids: both_in_flight.wait()).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(50), max_items=25, concurrency=2)
-        runs.prepare(store, job, now=1.0)
         outcome = await runs.execute(store, job)
         billed = sim.ledger.snapshot()["billed"]
     assert outcome.status["counts"][ItemState.COMPLETED] == 50
@@ -148,8 +142,11 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     """The same at the store level: two connections commit two batches of one group at once."""
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(50))
     run_id = runs.prepare(store, job, now=1.0)
+    lease.acquire(store, "test", token="engine", now=1.0)
     batches = [store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0) for _ in range(2)]
-    started = {b.id: store.start_batch(b.id, max_attempts=3, now=2.0) for b in batches if b}
+    started = {
+        b.id: store.start_batch(b.id, lease=("test", "engine"), max_attempts=3, now=2.0) for b in batches if b
+    }
     together = threading.Barrier(2, timeout=30)
 
     def settle(batch_id: int) -> None:
@@ -164,4 +161,4 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     for thread in threads:
         thread.join()
     (recount,) = store.db.execute("SELECT count(*) FROM items WHERE state = 'completed'").fetchone()
-    assert store.counts(run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
+    assert progress.counts(store, run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
