@@ -29,7 +29,7 @@ from .breaker import Control
 from .engine import Engine, Outcome
 from .errors import JobError, RunnerError
 from .jobs import Job
-from .sim import Simulator
+from .sim import Simulator, load_plan
 from .states import FailureKind, ItemState
 from .store import Store
 
@@ -200,12 +200,20 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
 @click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
 @click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")
 @click.option("--seed", default=0, show_default=True, help="Seed for every random choice.")
-def sim(port: int, latency: float, jitter: float, seed: int) -> None:
+@click.option("--faults", "plan", help="A fault plan: JSON text or a JSON file (see runner/sim/faults.py).")
+@click.option("--api-key", help="Accept only this key (default: any key, or none).")
+def sim(port: int, latency: float, jitter: float, seed: int, plan: str | None, api_key: str | None) -> None:
     """Serve the simulated upstream on 127.0.0.1 until Ctrl-C.
 
-    Example: runner sim --port 8765 --latency 0.5
+    The fault plan can be changed while it runs: PUT /_sim/faults.
+
+    Example: runner sim --latency 0.5 --faults '{"rules": [{"fault": "http_500", "rate": 0.2}]}'
     """
-    simulator = Simulator(port=port, latency=latency, jitter=jitter, seed=seed)
+    try:
+        faults = load_plan(plan) if plan else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--faults") from exc
+    simulator = Simulator(port=port, latency=latency, jitter=jitter, seed=seed, faults=faults, api_key=api_key)
     click.echo(f"simulator on {simulator.base_url} (ledger: GET /_sim/ledger); Ctrl-C stops it")
     try:
         simulator.serve_forever()

@@ -311,7 +311,7 @@ class Engine:
         split = self.store.settle_batch(
             batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
         )
-        self._formed.extendleft(reversed(split))
+        self._formed.extend(split)
 
     def _store_failed(self, exc: StoreError) -> None:
         """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""

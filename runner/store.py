@@ -452,8 +452,8 @@ UPDATE items SET
     state = CASE WHEN attempts - retry_base >= :max THEN 'failed' ELSE 'waiting' END,
     not_before = :not_before, error_kind = :kind, retryable = 1, updated_at = :now,
     error = CASE WHEN attempts - retry_base >= :max
-        THEN :message || ' (gave up after ' || (attempts - retry_base) || ' attempts, '
-            || paid_calls || ' paid calls)'
+        THEN :message || ' (gave up; attempts: ' || (attempts - retry_base)
+            || ', paid calls: ' || paid_calls || ')'
         ELSE :message END
 WHERE id = :id AND batch_id = :batch AND state IN ('running', 'received')
 """

@@ -51,6 +51,8 @@ def make_job(
     max_chars: int = 20_000,
     concurrency: int = 2,
     max_attempts: int = 3,
+    request_retries: int = 2,
+    timeout: float = 30.0,
     schema: dict[str, Any] | None = None,
     **fields: Any,
 ) -> Job:
@@ -61,8 +63,8 @@ def make_job(
         input=InputSpec(source, "jsonl"),
         group="month",
         batch=BatchLimits(max_items=max_items, max_chars=max_chars, concurrency=concurrency),
-        provider=ProviderConfig(base_url=base_url, model="sim-model", timeout=30.0),
-        retry=RetryLimits(backoff=1.0, max_attempts=max_attempts),
+        provider=ProviderConfig(base_url=base_url, model="sim-model", timeout=timeout),
+        retry=RetryLimits(backoff=1.0, max_attempts=max_attempts, request_retries=request_retries),
         output_schema=schema,
         **fields,
     )

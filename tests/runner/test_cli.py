@@ -53,3 +53,53 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0
     assert f"Example: runner {command}" in result.output
+
+
+def test_a_sick_upstream_stops_the_run_for_a_person_who_resumes_it(tmp_path: Path) -> None:
+    (tmp_path / "posts.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i}", "month": f"m{i % 4}", "body": "hello"}) + "\n" for i in range(40))
+    )
+    with Simulator(faults={"rules": [{"fault": "http_503"}]}).start() as sim:
+        (tmp_path / "job.toml").write_text(
+            f'name = "sick"\ninput = "posts.jsonl"\ngroup = "month"\n'
+            f'[batch]\nmax_items = 5\n[provider]\nbase_url = "{sim.base_url}"\n'
+            f"[retry]\nrequest_retries = 1\nbackoff = 0.01\n"
+        )
+        first = runner_cli("run", "job.toml", cwd=tmp_path)
+        stopped = json.loads(runner_cli("status", "sick", "--json", cwd=tmp_path).stdout)
+        sim.set_faults(None)
+        resumed = runner_cli("resume", "sick", cwd=tmp_path)
+        finished = runner_cli("run", "sick", cwd=tmp_path)
+        done = json.loads(runner_cli("status", "sick", "--json", cwd=tmp_path).stdout)
+    assert first.returncode == 4, first.stderr
+    assert "stopped: breaker open (2 consecutive transport failures, last: 503" in first.stderr
+    assert stopped["breaker"]["state"] == "open" and stopped["counts"]["failed"] == 0
+    assert stopped["breaker"]["reason"].startswith("2 consecutive transport failures")
+    assert resumed.stdout == "run 'sick': breaker probing\n"
+    assert finished.returncode == 0, finished.stderr
+    assert done["counts"]["completed"] == 40 and done["breaker"] == {"state": "closed", "reason": None}
+
+
+def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "posts.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i}", "body": "hello"}) + "\n" for i in range(30))
+    )
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p3"]}]}).start() as sim:
+        (tmp_path / "job.toml").write_text(
+            f'name = "steps"\ninput = "posts.jsonl"\n[batch]\nmax_items = 10\n[provider]\nbase_url = "{sim.base_url}"\n'
+            '[output.schema]\nrequired = ["label"]\nproperties.label.type = "string"\n[retry]\nmax_attempts = 1\n'
+        )
+        assert runner_cli("run", "job.toml", "--db", "other.db", cwd=tmp_path).returncode == 3
+        runner_cli("pause", "steps", "--db", "other.db", cwd=tmp_path)
+        paused = runner_cli("step", "steps", "--db", "other.db", cwd=tmp_path)
+        failures = json.loads(runner_cli("failures", "steps", "--db", "other.db", "--json", cwd=tmp_path).stdout)
+        retried = runner_cli("retry", "steps", "--kind", "item_invalid", "--db", "other.db", cwd=tmp_path)
+        step_run = runner_cli("run", "steps", "--db", "other.db", cwd=tmp_path)
+        calls = sim.ledger.snapshot()["calls"]
+    assert paused.stdout == "run 'steps': breaker closed, paused, 1 step(s) allowed\n"
+    assert failures == [{"key": "p3", "group": "all", "kind": "item_invalid", "attempts": 1, "retryable": True,
+                         "message": failures[0]["message"]}]
+    assert failures[0]["message"].endswith("(gave up; attempts: 1, paid calls: 1)")
+    assert retried.stdout.startswith("1 failed items of 'steps' are pending again")
+    assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])
+    assert len(calls) == 4
