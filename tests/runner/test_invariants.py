@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
-from support import ROOT, StepClock, make_job, posts
+from support import ROOT, StepClock, make_job, posts, write_jsonl
 
 from runner import lease, progress, runs
 from runner.sim import Simulator
@@ -162,3 +164,44 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
         thread.join()
     (recount,) = store.db.execute("SELECT count(*) FROM items WHERE state = 'completed'").fetchone()
     assert progress.counts(store, run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
+
+
+async def test_an_engine_that_lost_its_lease_starts_nothing_more(tmp_path: Path, store: Store) -> None:
+    def another_engine_takes_over(ids: list[str]) -> None:
+        with Store(store.path) as other:
+            if other.rows("SELECT count(*) AS n FROM engines WHERE token = 'usurper'")[0]["n"] == 0:
+                lease.acquire(other, "test", token="usurper", now=time.time() + 3600)
+
+    with Simulator(on_request=another_engine_takes_over).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(50), max_items=5, concurrency=1)
+        outcome = await runs.execute(store, job)
+        calls = sim.ledger.snapshot()["requests"]
+    assert calls == 1
+    assert outcome.stopped_for == "another engine took this run over (this one's heartbeat was late)"
+    assert outcome.exit_code == 4
+
+
+def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(ids: list[str]) -> None:
+        arrived.set()
+        release.wait(timeout=30)
+
+    write_jsonl(tmp_path / "posts.jsonl", posts(60))
+    with Simulator(on_request=hold).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[provider]\nbase_url = "{sim.base_url}"\n')
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        assert arrived.wait(timeout=30)
+        cli.send_signal(signal.SIGINT)
+        release.set()
+        _, stderr = cli.communicate(timeout=60)
+        sent = sim.ledger.snapshot()["requests"]
+    rows = item_rows(tmp_path / "runs.db")
+    assert cli.returncode == 4, stderr
+    assert "stopped: interrupted by Ctrl-C" in stderr
+    assert {state for state, _, _ in rows.values()} == {ItemState.COMPLETED, ItemState.PENDING}
+    assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent
