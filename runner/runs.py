@@ -16,6 +16,7 @@ from . import jobs, lease
 from .engine import Clock, Engine, Outcome, SystemClock
 from .errors import JobError
 from .jobs import Job
+from .providers import Provider
 from .providers.openai_chat import OpenAIChat
 from .store import Store
 
@@ -49,6 +50,7 @@ async def execute(
     job: Job,
     *,
     client: httpx.AsyncClient | None = None,
+    provider: Provider | None = None,
     clock: Clock | None = None,
     wait_for_person: bool = False,
     read_input: bool = True,
@@ -58,17 +60,17 @@ async def execute(
 
     With ``read_input`` the job's input is read first (new items added,
     changed ones marked), under the engine's lease; without, the run goes on
-    with the items the store has. ``started`` receives the engine, to stop it.
+    with the items the store has. ``provider`` (say, a ``PythonHandler``)
+    replaces the one the job names. ``started`` receives the engine, to stop it.
     """
-    key = api_key(job)
+    key = api_key(job) if provider is None else None
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:
-        if client is None:
-            limits = httpx.Limits(max_connections=job.batch.concurrency)
-            client = await stack.enter_async_context(httpx.AsyncClient(limits=limits))
-        provider = OpenAIChat(
-            job.provider, job.prompt, job.output_schema, client=client, api_key=key
-        )
+        if provider is None:
+            if client is None:
+                limits = httpx.Limits(max_connections=job.batch.concurrency)
+                client = await stack.enter_async_context(httpx.AsyncClient(limits=limits))
+            provider = OpenAIChat(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         if started is not None:
             started(engine)

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import progress, runs
+from runner import errors, progress, runs
+from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
 from runner.states import BreakerState, FailureKind, ItemState
 from runner.store import Store
@@ -58,7 +59,7 @@ async def test_a_final_transport_failure_sends_the_items_to_wait_for_a_later_att
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
 
-@pytest.mark.parametrize("wait", [{"retry_after": 30}, {"retry_after_ms": 30_000}])
+@pytest.mark.parametrize("wait", [{"retry_after": 30}, {"retry_after_ms": 30_000}, {"retry_after": 30, "http_date": True}])
 async def test_rate_limited_items_wait_until_the_time_the_upstream_gave(
     tmp_path: Path, faulty: Simulator, store: Store, clock: StepClock, wait: dict[str, int]
 ) -> None:
@@ -139,3 +140,28 @@ async def test_a_refused_request_fails_its_items_and_the_run_goes_on(
     failures = progress.failures(store, "test")
     assert {(f["kind"], f["retryable"]) for f in failures} == {(FailureKind.BAD_REQUEST, False)}
     assert len(failures) == 5 and outcome.status["counts"][ItemState.COMPLETED] == 15
+
+
+@pytest.mark.parametrize("raised, kind, state", [
+    (errors.RateLimited("slow down", retry_after=60), FailureKind.RATE_LIMITED, ItemState.COMPLETED),
+    (errors.TransportError("connection reset"), FailureKind.TRANSPORT, ItemState.COMPLETED),
+    (errors.BillingError("no credit left"), FailureKind.BILLING, ItemState.FAILED),
+    (ValueError("my bug"), FailureKind.BAD_REQUEST, ItemState.FAILED),
+])
+async def test_a_python_handler_classifies_its_own_failures(
+    tmp_path: Path, store: Store, clock: StepClock, raised: Exception, kind: FailureKind, state: ItemState
+) -> None:
+    calls: list[list[str]] = []
+
+    async def handler(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        calls.append([p["id"] for p in payloads])
+        if len(calls) == 1:
+            raise raised
+        return [{"id": p["id"], "label": "question"} for p in payloads]
+
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5), request_retries=0)
+    outcome = await runs.execute(store, job, provider=PythonHandler(handler), clock=clock)
+    first = store.db.execute("SELECT kind FROM events WHERE from_state = 'running' ORDER BY id LIMIT 1").fetchone()
+    assert first == (kind,)
+    assert set(item_states(store)) == {f"p{i:03d}" for i in range(5)}
+    assert {s for s, _, _ in item_states(store).values()} == {state}
