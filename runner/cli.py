@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import control, jobs, progress, runs
+from . import control, jobs, progress, recovery, runs
 from .breaker import Control
 from .engine import Engine, Outcome
 from .errors import JobError, RunnerError
@@ -123,6 +123,8 @@ def status(name: str | None, db: str, as_json: bool) -> None:
     console = Console()
     for status in statuses:
         console.print(_status_table(status))
+        if status["needs_confirmation"]:
+            console.print(_held_table(status["run"], recovery.held(store, status["run"])))
 
 
 @main.command()
@@ -196,6 +198,30 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
 
 
 @main.command()
+@click.argument("name")
+@click.argument("keys", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Release every held item.")
+@db_option
+@plain_errors
+def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None:
+    """Release items held after a crash (all, or the KEYS given), after reading the warning.
+
+    Items whose task id was saved are polled (no new charge); the others are
+    sent again, and may run and charge twice. `runner status NAME` lists them.
+
+    Example: runner confirm demo --all
+    """
+    if everything == bool(keys):
+        raise click.UsageError("give either --all or the KEYS to release")
+    store = Store(db, create=False)
+    released = recovery.confirm(store, name, now=time.time(), keys=keys)
+    for case, count in released.items():
+        if count:
+            click.echo(f"{count} items: {case.warning}")
+    click.echo(f"released {sum(released.values())} items; `runner run {name}` goes on")
+
+
+@main.command()
 @click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
 @click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
 @click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")
@@ -262,6 +288,18 @@ async def _run_watched(
                 bar.update(shown, description=f"run {job.name}", total=status["total"], completed=done)
     loop.remove_signal_handler(signal.SIGINT)
     return task.result()
+
+
+def _held_table(name: str, held: list[recovery.HeldItem]) -> Table:
+    table = Table(title=f"waiting for a person: runner confirm {name} --all (or KEYS)", box=box.SIMPLE_HEAD)
+    for column in ("case", "items", "what confirming does", "keys"):
+        table.add_column(column)
+    for case in recovery.Case:
+        keys = [item.key for item in held if item.case is case]
+        if keys:
+            shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+            table.add_row(case.value, str(len(keys)), case.warning, shown)
+    return table
 
 
 def _show_control(name: str, now: Control) -> None:

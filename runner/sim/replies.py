@@ -7,6 +7,7 @@ sends it. Error faults of a fault plan become the error replies of
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import Message
@@ -18,20 +19,28 @@ from runner.sim.faults import Fault
 
 @dataclass(frozen=True)
 class Request:
-    """One HTTP request as a route sees it."""
+    """One HTTP request as a route sees it.
+
+    ``query`` is the URL's query string; ``params`` are the parts of the
+    path that the route's pattern names, such as ``{"id": "batch_1"}``.
+    """
 
     method: str
     path: str
     headers: Message
     body: bytes
+    query: str = ""
+    params: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Reply:
     """What to send back: a status, a JSON payload, headers, the ids to bill.
 
-    With ``drop`` the ids are billed and then the connection is closed with
-    nothing sent, as when an upstream dies or a proxy cuts the line.
+    A ``bytes`` payload is sent as it is, with the Content-Type of
+    ``headers``; any other payload as JSON. With ``drop`` the ids are billed
+    and then the connection is closed with nothing sent, as when an upstream
+    dies or a proxy cuts the line.
     """
 
     status: int
@@ -45,17 +54,39 @@ class Reply:
 DROPPED = Reply(0, None, drop=True)
 
 
+def key_accepted(request: Request, api_key: str | None) -> bool:
+    """Whether ``request`` carries ``Authorization: Bearer <api_key>`` (any, without a key)."""
+    if api_key is None:
+        return True
+    scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
+    return scheme == "Bearer" and key.strip() == api_key
+
+
+def json_object(body: bytes) -> dict[str, Any] | None:
+    """The JSON object in ``body``, or None when it is not one."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def error_reply(
     status: int,
     message: str,
     *,
     kind: str = "invalid_request_error",
     code: str | None = None,
+    param: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Reply:
     """An OpenAI-style error: ``{"error": {"message", "type", "param", "code"}}``."""
-    error = {"message": message, "type": kind, "param": None, "code": code}
+    error = {"message": message, "type": kind, "param": param, "code": code}
     return Reply(status, {"error": error}, headers=dict(headers or {}))
+
+
+#: The reply to a request without the simulator's API key.
+UNAUTHORIZED = error_reply(401, "Incorrect API key provided.", code="invalid_api_key")
 
 
 #: The error faults: status, error type, error code, message.

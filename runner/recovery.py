@@ -1,0 +1,103 @@
+"""What a person is asked after a crash, and what confirming releases.
+
+When an engine starts on a run that a dead engine left, items it had sent
+(``running``, no output) may or may not have reached the upstream. They are
+held, never re-sent on their own; each is shown with its case:
+
+- ``poll``: the upstream task id was saved: confirming polls that task, no
+  new task, no new charge; a task the upstream no longer knows fails the
+  items (``not_found``), never replaced by a new one.
+- ``resubmit``: no task id was saved: confirming sends the items again,
+  which may run and charge twice.
+
+Items whose input changed are never restored (``input_changed``, see
+``Store.prepare_run``), and saved outputs are completed locally with no call
+(``Engine``); neither needs a person.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .store import Store
+
+#: ``items.needs_confirmation``: 1 held for a person, 2 confirmed (poll the saved task).
+HELD, CONFIRMED = 1, 2
+
+
+class Case(StrEnum):
+    """How a held item can be recovered, and what it may cost."""
+
+    POLL = "poll"
+    RESUBMIT = "resubmit"
+
+    @property
+    def warning(self) -> str:
+        if self is Case.POLL:
+            return "polls the task already submitted: no new task, no new charge"
+        return "sends the items again: the first call may have run, so this may run and charge twice"
+
+
+@dataclass(frozen=True)
+class HeldItem:
+    """An item held for a person's confirmation, and why."""
+
+    key: str
+    group: str
+    case: Case
+    task_id: str | None
+    attempts: int
+    paid_calls: int
+
+
+def held(store: Store, name: str) -> list[HeldItem]:
+    """The items of a run that wait for a person, with their case."""
+    rows = store.rows(
+        "SELECT i.key, i.grp, b.upstream_id, i.attempts, i.paid_calls FROM items i "
+        "LEFT JOIN batches b ON b.id = i.batch_id "
+        "WHERE i.run_id = ? AND i.needs_confirmation = ? ORDER BY i.seq",
+        [store.run_id(name), HELD],
+    )
+    return [
+        HeldItem(r["key"], r["grp"], Case.POLL if r["upstream_id"] else Case.RESUBMIT, r["upstream_id"],
+                 r["attempts"], r["paid_calls"])
+        for r in rows
+    ]
+
+
+def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) -> dict[Case, int]:
+    """Release held items (all, or ``keys``): resubmit those without a task, poll the others.
+
+    Returns how many of each case were released. One transaction.
+    """
+    run_id = store.run_id(name)
+    with store.write() as conn:
+        chosen = (
+            "run_id = :run AND needs_confirmation = :held AND state = 'running' "
+            "AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys)))"
+        )
+        params = {"run": run_id, "held": HELD, "keys": _json(keys), "now": now, "confirmed": CONFIRMED}
+        polled = conn.execute(
+            f"UPDATE items SET needs_confirmation = :confirmed, updated_at = :now WHERE {chosen} "
+            "AND batch_id IN (SELECT id FROM batches WHERE upstream_id IS NOT NULL) RETURNING id",
+            params,
+        ).fetchall()
+        resent = conn.execute(
+            f"UPDATE items SET state = 'pending', needs_confirmation = 0, batch_id = NULL, updated_at = :now, "
+            "error_kind = NULL, error = 'confirmed by a person: sent again, may charge twice' "
+            f"WHERE {chosen} RETURNING id",
+            params,
+        ).fetchall()
+        conn.execute(
+            "INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) "
+            "VALUES (?, 'confirm', ?, ?, ?, ?)",
+            (run_id, _json(keys), now, now, f"{len(polled)} to poll, {len(resent)} sent again"),
+        )
+    return {Case.POLL: len(polled), Case.RESUBMIT: len(resent)}
+
+
+def _json(keys: Sequence[str]) -> str:
+    return json.dumps(list(keys))
