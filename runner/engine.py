@@ -33,9 +33,10 @@ from . import breaker, lease, progress, protocol
 from .breaker import Control
 from .errors import StoreError, TransportError, UpstreamError
 from .jobs import ItemRow, Job
-from .providers import Answer, Provider
+from .providers import Answer, Provider, TaskProvider, TaskResult
 from .states import FailureKind, ItemState
 from .store import Batch, Settlement, StartedItem, Store
+from .tasks import TaskDriver
 from .validation import ResultCheck
 
 HEARTBEAT_SECONDS = 2.0
@@ -91,7 +92,7 @@ class Engine:
         self,
         store: Store,
         job: Job,
-        provider: Provider,
+        provider: Provider | TaskProvider,
         *,
         clock: Clock | None = None,
         wait_for_person: bool = False,
@@ -101,6 +102,10 @@ class Engine:
         self.job = job
         self.provider = provider
         self.clock = clock or SystemClock()
+        self.tasks = (
+            TaskDriver(store, provider, run=job.name, retry=job.retry, clock=self.clock)
+            if isinstance(provider, TaskProvider) else None
+        )
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
         self.run_id = 0
@@ -126,6 +131,7 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
+            self._formed.extend(self.store.resumable(self.run_id))
             await self._work()
             self.store.release_queued(self.run_id, now=self.clock.now())
         finally:
@@ -220,16 +226,23 @@ class Engine:
     async def _process(self, batch: Batch, *, step: bool) -> None:
         """One batch from start to settle; it holds its slot for all of it."""
         try:
-            items = self.store.start_batch(
-                batch.id, lease=(self.job.name, self.token), max_attempts=self.job.retry.max_attempts,
-                now=self.clock.now(), step=step,
-            )
+            if batch.resume:
+                items = self.store.resume_batch(batch.id, max_attempts=self.job.retry.max_attempts, now=self.clock.now())
+            else:
+                items = self.store.start_batch(
+                    batch.id, lease=(self.job.name, self.token), max_attempts=self.job.retry.max_attempts,
+                    now=self.clock.now(), step=step, intent=self.tasks is None,
+                )
             if not items:
                 self.request_stop("another engine took this run over (this one's heartbeat was late)")
                 self._settle(batch, Settlement())
                 return
+            payloads = [json.loads(item.input) for item in items]
+            if self.tasks is not None:
+                await self._process_task(self.tasks, batch, items, payloads)
+                return
             try:
-                answer = await self._call(batch, [json.loads(item.input) for item in items])
+                answer = await self._call(batch, payloads)
             except UpstreamError as exc:
                 self._settle_failed_call(batch, items, exc)
                 return
@@ -242,11 +255,55 @@ class Engine:
         except StoreError as exc:
             self._store_failed(exc)
 
+    async def _process_task(
+        self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
+    ) -> None:
+        """Submit (or, confirmed after a crash, poll again) and settle item by item."""
+        try:
+            if batch.resume:
+                result = await tasks.resume(batch.id)
+            else:
+                result = await tasks.submit_and_wait(batch.id, payloads, now=self.clock.now())
+        except UpstreamError as exc:
+            self._settle_failed_call(batch, items, exc)
+            return
+        if result is None:
+            never = TransportError("the batch was never created upstream: it is sent again, which cannot charge twice")
+            self._settle_failed_call(batch, items, never)
+            return
+        self._settle_task(batch, items, result)
+
+    def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
+        """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
+        outputs: dict[int, str] = {}
+        for item in items:
+            if item.key in result.answers:
+                parsed = protocol.parse_results(result.answers[item.key].content, [item.key])
+                if item.key in parsed.results:
+                    outputs[item.id] = protocol.encode(parsed.results[item.key])
+        paid = [item.id for item in items if item.key in result.answers]
+        self.store.record_answer(batch.id, outputs, paid=paid, now=self.clock.now())
+        settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
+        for item in items:
+            error = result.errors.get(item.key)
+            if item.id in outputs:
+                self._judge(item.id, outputs[item.id], settlement)
+            elif error is not None and error.kind in (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED):
+                settlement.retry[item.id] = (error.kind, error.message)
+            elif error is not None:
+                settlement.failed[item.id] = (error.kind, error.message, error.retryable)
+            elif item.key in result.answers:
+                settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no usable result for this id")
+            else:
+                settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "no line for this item in the task's output")
+        self._settle(batch, settlement)
+
     async def _call(self, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
         limits = self.job.retry
         for retry in range(limits.request_retries + 1):
             try:
+                assert isinstance(self.provider, Provider)
                 return await self.provider.call(payloads)
             except TransportError as exc:
                 if retry == limits.request_retries:

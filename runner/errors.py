@@ -13,7 +13,8 @@
         ├── BillingError        balance or quota exhausted (402, insufficient_quota)
         ├── PermissionDenied    not allowed (403)
         ├── BadRequest          the upstream refused the request as malformed (400)
-        └── NotFound            the model, resource or task is not known (404)
+        ├── NotFound            the model, resource or task is not known (404)
+        └── SubmitUnknown       a create whose answer was lost: it may or may not exist
 
 Foreign exceptions (``httpx``, ``sqlite3``, ``tomllib``, ``json``) are
 translated where they enter, with ``raise ... from exc``. The CLI turns these
@@ -111,3 +112,9 @@ class NotFound(UpstreamError):
 
     kind = FailureKind.NOT_FOUND
     retryable = False
+
+
+class SubmitUnknown(UpstreamError):
+    """A create call whose answer was lost: the task may exist; look for it, never create another blindly."""
+
+    kind = FailureKind.TRANSPORT

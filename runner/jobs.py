@@ -49,6 +49,8 @@ from .inputs import InputSpec, format_of, read_records
 from .validation import check_schema
 
 DEFAULT_GROUP = "all"
+#: Providers that call (one request, one answer) and those that submit a task and poll it.
+PROVIDER_KINDS = ("openai-chat", "openai-batch")
 
 
 @dataclass(frozen=True)
@@ -289,5 +291,6 @@ def _check_limits(job: Job, where: str) -> None:
     for section, name in [("batch", "max_items"), ("batch", "max_chars"), ("batch", "concurrency"), ("retry", "max_attempts")]:
         if getattr(getattr(job, section), name) < 1:
             raise JobError(f"{where} [{section}]: {name!r} must be at least 1")
-    if job.provider.kind != "openai-chat":
-        raise JobError(f"{where} [provider]: unknown kind {job.provider.kind!r} (known: openai-chat)")
+    if job.provider.kind not in PROVIDER_KINDS:
+        known = ", ".join(PROVIDER_KINDS)
+        raise JobError(f"{where} [provider]: unknown kind {job.provider.kind!r} (known: {known})")

@@ -7,8 +7,12 @@ held, never re-sent on their own; each is shown with its case:
 - ``poll``: the upstream task id was saved: confirming polls that task, no
   new task, no new charge; a task the upstream no longer knows fails the
   items (``not_found``), never replaced by a new one.
-- ``resubmit``: no task id was saved: confirming sends the items again,
-  which may run and charge twice.
+- ``adopt``: a task was being submitted but its id was not saved:
+  confirming looks for it by its reference and polls it; if the upstream
+  has none, nothing was created and the items are sent again, which cannot
+  charge twice.
+- ``resubmit``: a call was made and its answer lost: confirming sends the
+  items again, which may run and charge twice.
 
 Items whose input changed are never restored (``input_changed``, see
 ``Store.prepare_run``), and saved outputs are completed locally with no call
@@ -32,13 +36,21 @@ class Case(StrEnum):
     """How a held item can be recovered, and what it may cost."""
 
     POLL = "poll"
+    ADOPT = "adopt"
     RESUBMIT = "resubmit"
 
     @property
     def warning(self) -> str:
-        if self is Case.POLL:
-            return "polls the task already submitted: no new task, no new charge"
-        return "sends the items again: the first call may have run, so this may run and charge twice"
+        return {
+            Case.POLL: "polls the task already submitted: no new task, no new charge",
+            Case.ADOPT: "looks for the task it may have created and polls it (no new charge); "
+            "if there is none, sends the items again, which cannot charge twice",
+            Case.RESUBMIT: "sends the items again: the first call may have run, so this may run and charge twice",
+        }[self]
+
+    @property
+    def may_charge_twice(self) -> bool:
+        return self is Case.RESUBMIT
 
 
 @dataclass(frozen=True)
@@ -61,19 +73,26 @@ def held(store: Store, name: str) -> list[HeldItem]:
         "WHERE i.run_id = ? AND i.needs_confirmation = ? ORDER BY i.seq",
         [store.run_id(name), HELD],
     )
+    unsaved = Case.ADOPT if _submits(store, name) else Case.RESUBMIT
     return [
-        HeldItem(r["key"], r["grp"], Case.POLL if r["upstream_id"] else Case.RESUBMIT, r["upstream_id"],
+        HeldItem(r["key"], r["grp"], Case.POLL if r["upstream_id"] else unsaved, r["upstream_id"],
                  r["attempts"], r["paid_calls"])
         for r in rows
     ]
 
 
+def _submits(store: Store, name: str) -> bool:
+    """Whether the run's provider submits tasks (and so can look for one it lost)."""
+    return store.job(name).provider.kind == "openai-batch"
+
+
 def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) -> dict[Case, int]:
-    """Release held items (all, or ``keys``): resubmit those without a task, poll the others.
+    """Release held items (all, or ``keys``) for the engine: poll, adopt, or send again.
 
     Returns how many of each case were released. One transaction.
     """
     run_id = store.run_id(name)
+    submits = _submits(store, name)
     with store.write() as conn:
         chosen = (
             "run_id = :run AND needs_confirmation = :held AND state = 'running' "
@@ -85,6 +104,11 @@ def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) ->
             "AND batch_id IN (SELECT id FROM batches WHERE upstream_id IS NOT NULL) RETURNING id",
             params,
         ).fetchall()
+        adopted = conn.execute(
+            f"UPDATE items SET needs_confirmation = :confirmed, updated_at = :now WHERE {chosen} AND :submits "
+            "RETURNING id",
+            {**params, "submits": submits},
+        ).fetchall()
         resent = conn.execute(
             f"UPDATE items SET state = 'pending', needs_confirmation = 0, batch_id = NULL, updated_at = :now, "
             "error_kind = NULL, error = 'confirmed by a person: sent again, may charge twice' "
@@ -94,9 +118,10 @@ def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) ->
         conn.execute(
             "INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) "
             "VALUES (?, 'confirm', ?, ?, ?, ?)",
-            (run_id, _json(keys), now, now, f"{len(polled)} to poll, {len(resent)} sent again"),
+            (run_id, _json(keys), now, now,
+             f"{len(polled)} to poll, {len(adopted)} to look for, {len(resent)} sent again"),
         )
-    return {Case.POLL: len(polled), Case.RESUBMIT: len(resent)}
+    return {Case.POLL: len(polled), Case.ADOPT: len(adopted), Case.RESUBMIT: len(resent)}
 
 
 def _json(keys: Sequence[str]) -> str:

@@ -16,7 +16,8 @@ from . import jobs, lease
 from .engine import Clock, Engine, Outcome, SystemClock
 from .errors import JobError
 from .jobs import Job
-from .providers import Provider
+from .providers import Provider, TaskProvider
+from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
 from .store import Store
 
@@ -50,7 +51,7 @@ async def execute(
     job: Job,
     *,
     client: httpx.AsyncClient | None = None,
-    provider: Provider | None = None,
+    provider: Provider | TaskProvider | None = None,
     clock: Clock | None = None,
     wait_for_person: bool = False,
     read_input: bool = True,
@@ -70,7 +71,8 @@ async def execute(
             if client is None:
                 limits = httpx.Limits(max_connections=job.batch.concurrency)
                 client = await stack.enter_async_context(httpx.AsyncClient(limits=limits))
-            provider = OpenAIChat(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
+            kind = OpenAIBatch if job.provider.kind == "openai-batch" else OpenAIChat
+            provider = kind(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         if started is not None:
             started(engine)

@@ -191,10 +191,16 @@ CONTROLS = [
     "ALTER TABLE batches ADD COLUMN retries INTEGER NOT NULL DEFAULT 0",
 ]
 
+# Version 3: when a batch's items were committed to go upstream (a call about to
+# be made, or a submit's intent written before its upload), so that recovery
+# tells items that were never sent from those that may have been.
+INTENTS = ["ALTER TABLE batches ADD COLUMN intent_at REAL"]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
     CONTROLS,
+    INTENTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -41,6 +41,8 @@ class Batch:
     chars: int
     #: How often the items were split: 0 as formed, 1 halves, 2 single items.
     round: int = 0
+    #: Sent before a crash and confirmed by a person: poll its task, send nothing again.
+    resume: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,13 +216,21 @@ class Store:
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
 
     def start_batch(
-        self, batch_id: int, *, lease: tuple[str, str], max_attempts: int, now: float, step: bool = False
+        self,
+        batch_id: int,
+        *,
+        lease: tuple[str, str],
+        max_attempts: int,
+        now: float,
+        step: bool = False,
+        intent: bool = True,
     ) -> list[StartedItem]:
         """Mark a queued batch's items running, attempts + 1, before any upstream call.
 
         Nothing starts unless the engine still holds the run's ``lease`` (run
         name, token). ``step`` spends one of the steps a person allowed while
-        the run is held.
+        the run is held. ``intent``: the call follows at once (a provider that
+        submits writes its intent later, just before its upload).
         """
         with self.write() as conn:
             rows = conn.execute(
@@ -231,8 +241,8 @@ class Store:
                 (now, batch_id, *lease, max_attempts),
             ).fetchall()
             conn.execute(
-                "UPDATE batches SET state = ?, started_at = ? WHERE id = ?",
-                (BatchState.RUNNING, now, batch_id),
+                "UPDATE batches SET state = ?, started_at = ?, intent_at = ? WHERE id = ?",
+                (BatchState.RUNNING, now, now if intent else None, batch_id),
             )
             if step:
                 conn.execute(
@@ -246,13 +256,57 @@ class Store:
         with self.write() as conn:
             conn.execute("UPDATE batches SET retries = retries + 1 WHERE id = ?", (batch_id,))
 
-    def record_answer(self, batch_id: int, outputs: Mapping[int, str], *, now: float) -> None:
-        """Save a billed answer: every item of the batch paid one call; those answered become received."""
+    def mark_intent(self, batch_id: int, *, now: float) -> None:
+        """Commit that a batch is about to be submitted, before anything is uploaded."""
         with self.write() as conn:
-            conn.execute(
-                "UPDATE items SET paid_calls = paid_calls + 1 WHERE batch_id = ? AND state = 'running'",
-                (batch_id,),
-            )
+            conn.execute("UPDATE batches SET intent_at = ? WHERE id = ?", (now, batch_id))
+
+    def save_task_id(self, batch_id: int, task_id: str) -> None:
+        """Commit the upstream task id of a submitted batch, before waiting for it."""
+        with self.write() as conn:
+            conn.execute("UPDATE batches SET upstream_id = ? WHERE id = ?", (task_id, batch_id))
+
+    def task_id(self, batch_id: int) -> str | None:
+        (row,) = self.rows("SELECT upstream_id FROM batches WHERE id = ?", [batch_id])
+        return str(row["upstream_id"]) if row["upstream_id"] else None
+
+    def resumable(self, run_id: int) -> list[Batch]:
+        """Batches whose sent items a person confirmed: poll (or look for) their task."""
+        rows = self.rows(
+            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round FROM batches b "
+            "JOIN items i ON i.batch_id = b.id WHERE b.run_id = ? AND i.state = 'running' "
+            "AND i.needs_confirmation = 2 GROUP BY b.id ORDER BY b.id",
+            [run_id],
+        )
+        return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True) for r in rows]
+
+    def resume_batch(self, batch_id: int, *, max_attempts: int, now: float) -> list[StartedItem]:
+        """Take back a confirmed batch's running items, with no new attempt (nothing is sent again)."""
+        with self.write() as conn:
+            rows = conn.execute(
+                "UPDATE items SET needs_confirmation = 0, updated_at = ? "
+                "WHERE batch_id = ? AND state = 'running' AND needs_confirmation = 2 "
+                "RETURNING id, key, input, ? - (attempts - retry_base)",
+                (now, batch_id, max_attempts),
+            ).fetchall()
+            conn.execute("UPDATE batches SET state = ?, finished_at = NULL WHERE id = ?", (BatchState.RUNNING, batch_id))
+        return [StartedItem(*row) for row in rows]
+
+    def record_answer(
+        self, batch_id: int, outputs: Mapping[int, str], *, now: float, paid: Iterable[int] | None = None
+    ) -> None:
+        """Save an answer: those answered become received; the ``paid`` items (default all) paid a call."""
+        with self.write() as conn:
+            if paid is None:
+                conn.execute(
+                    "UPDATE items SET paid_calls = paid_calls + 1 WHERE batch_id = ? AND state = 'running'",
+                    (batch_id,),
+                )
+            else:
+                conn.executemany(
+                    "UPDATE items SET paid_calls = paid_calls + 1 WHERE id = ? AND batch_id = ? AND state = 'running'",
+                    [(item_id, batch_id) for item_id in paid],
+                )
             conn.executemany(
                 "UPDATE items SET state = 'received', output = ?, updated_at = ? "
                 "WHERE id = ? AND batch_id = ? AND state = 'running'",
@@ -271,7 +325,7 @@ class Store:
             # whose input changed meanwhile keeps the failure that says so.
             conn.executemany(
                 "UPDATE items SET state = 'completed', result = ?, error_kind = NULL, error = NULL, "
-                f"retryable = NULL, updated_at = ? WHERE id = ? {IN_BATCH}",
+                f"retryable = NULL, needs_confirmation = 0, updated_at = ? WHERE id = ? {IN_BATCH}",
                 [(result, now, i, batch_id) for i, result in settlement.completed.items()],
             )
             conn.executemany(
@@ -284,7 +338,7 @@ class Store:
             )
             conn.executemany(
                 "UPDATE items SET state = 'failed', error_kind = ?, error = ?, retryable = ?, "
-                f"updated_at = ? WHERE id = ? {IN_BATCH}",
+                f"needs_confirmation = 0, updated_at = ? WHERE id = ? {IN_BATCH}",
                 [(kind, message, retryable, now, i, batch_id)
                  for i, (kind, message, retryable) in settlement.failed.items()],
             )
@@ -330,13 +384,20 @@ class Store:
     def recover(self, run_id: int, *, now: float) -> None:
         """Take over what a dead engine left: unsent items go back to pending, sent ones are held.
 
-        Items still ``queued`` were never sent, so they return to pending.
-        Items still ``running`` may or may not have reached the upstream: they
-        are held for a person's confirmation, never re-sent on their own.
+        Items still ``queued``, or ``running`` in a batch whose submit intent
+        was never written, were never sent, so they return to pending. Other
+        ``running`` items may or may not have reached the upstream: they are
+        held for a person's confirmation, never re-sent on their own.
         ``received`` items keep their output for local validation.
         """
         with self.write() as conn:
             conn.execute(RELEASE_QUEUED, (now, run_id))
+            conn.execute(
+                "UPDATE items SET state = 'pending', batch_id = NULL, updated_at = ? "
+                "WHERE run_id = ? AND state = 'running' "
+                "AND batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL)",
+                (now, run_id),
+            )
             conn.execute(
                 "UPDATE items SET needs_confirmation = 1, updated_at = ? "
                 "WHERE run_id = ? AND state = 'running' AND needs_confirmation = 0",
@@ -450,7 +511,7 @@ WHERE id = ?
 RETRY_ITEM = """
 UPDATE items SET
     state = CASE WHEN attempts - retry_base >= :max THEN 'failed' ELSE 'waiting' END,
-    not_before = :not_before, error_kind = :kind, retryable = 1, updated_at = :now,
+    not_before = :not_before, error_kind = :kind, retryable = 1, needs_confirmation = 0, updated_at = :now,
     error = CASE WHEN attempts - retry_base >= :max
         THEN :message || ' (gave up; attempts: ' || (attempts - retry_base)
             || ', paid calls: ' || paid_calls || ')'

@@ -1,15 +1,19 @@
 """Providers: how a batch reaches an upstream and how its answer comes back.
 
 A provider that *calls* has one method, ``call(payloads) -> Answer``: one
-request returns the result. It raises the classified ``UpstreamError``
-subclasses of ``runner.errors`` for every failure, so that the engine treats
-each kind the way it deserves.
+request returns the result. A provider that *submits and polls* gets a task
+id first and the result later, so the engine can save the id in between
+(``TaskProvider``). Both raise the classified ``UpstreamError`` subclasses
+of ``runner.errors`` for every failure, so that the engine treats each kind
+the way it deserves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import UpstreamError
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,33 @@ class Answer:
     finish_reason: str | None = None
 
 
+@runtime_checkable
 class Provider(Protocol):
     """Sends one batch of item payloads and returns the upstream's answer."""
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A finished upstream task, item by item: answers (billed), errors, and what it never ran."""
+
+    answers: dict[str, Answer] = field(default_factory=dict)
+    errors: dict[str, UpstreamError] = field(default_factory=dict)
+
+
+@runtime_checkable
+class TaskProvider(Protocol):
+    """Submits a batch as an upstream task, finds it again by its reference, and polls it."""
+
+    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+        """Create the task for ``ref``; its id. Raises ``SubmitUnknown`` when the answer was lost."""
+        ...
+
+    async def find(self, ref: str) -> str | None:
+        """The id of the task created for ``ref``, if the upstream has one."""
+        ...
+
+    async def poll(self, task_id: str) -> TaskResult | None:
+        """None while the task runs; its result when it ended. ``NotFound`` if unknown."""
+        ...

@@ -45,21 +45,9 @@ class OpenAIChat:
         self._client = client
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def request_body(self, payloads: list[dict[str, Any]]) -> dict[str, Any]:
-        """The chat completions request for one batch."""
-        user = protocol.user_message(self._prompt.template, self._prompt.instructions, payloads)
-        return {
-            "model": self._config.model,
-            "messages": [
-                {"role": "system", "content": self._prompt.system},
-                {"role": "user", "content": user},
-            ],
-            "response_format": self._response_format,
-        }
-
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
         """Send one batch in one request; every failure is raised classified, never retried here."""
-        body = self.request_body(payloads)
+        body = chat_body(self._config, self._prompt, self._response_format, payloads)
         url = self._config.base_url.rstrip("/") + "/chat/completions"
         try:
             response = await self._client.post(
@@ -74,21 +62,48 @@ class OpenAIChat:
         return answer_from(response)
 
 
+def chat_body(
+    config: ProviderConfig, prompt: Prompt, response_format: dict[str, Any], payloads: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The chat completions request for a batch of item payloads, under the batch protocol."""
+    user = protocol.user_message(prompt.template, prompt.instructions, payloads)
+    return {
+        "model": config.model,
+        "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": user}],
+        "response_format": response_format,
+    }
+
+
 def answer_from(response: httpx.Response) -> Answer:
     """The model's text from a 200 response; an unusable envelope is an empty answer."""
     try:
-        choice = response.json()["choices"][0]
+        return answer_of(response.json())
+    except ValueError:
+        return Answer(None, None)
+
+
+def answer_of(body: Any) -> Answer:
+    """The model's text from a chat completion body; an unusable one is an empty answer."""
+    try:
+        choice = body["choices"][0]
         return Answer(choice["message"]["content"], choice.get("finish_reason"))
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (KeyError, IndexError, TypeError):
         return Answer(None, None)
 
 
 def error_for(response: httpx.Response) -> errors.UpstreamError:
     """Classify a non-200 response into runner's error tree."""
-    status = response.status_code
-    code, message = _error_fields(response)
-    text = f"{status} {code or response.reason_phrase}: {message}".rstrip(": ")
-    retry_after = retry_after_seconds(response.headers)
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"error": {"message": response.text[:200]}}
+    return classify(response.status_code, body, retry_after_seconds(response.headers), response.reason_phrase)
+
+
+def classify(status: int, body: Any, retry_after: float | None = None, reason: str = "") -> errors.UpstreamError:
+    """Classify an HTTP status and OpenAI error body (a response, or a Batch API error line)."""
+    code, message = _error_fields(body)
+    text = f"{status} {code or reason}: {message}".rstrip(": ")
     if status == 429:
         if code in BILLING_CODES:
             return errors.BillingError(text)
@@ -106,13 +121,13 @@ def error_for(response: httpx.Response) -> errors.UpstreamError:
     return kinds.get(status, errors.BadRequest)(text)
 
 
-def _error_fields(response: httpx.Response) -> tuple[str | None, str]:
+def _error_fields(body: Any) -> tuple[str | None, str]:
     try:
-        error = response.json()["error"]
+        error = body["error"]
         code = error.get("code") or error.get("type")
         return (str(code) if code else None), str(error.get("message") or "")
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None, response.text[:200]
+    except (KeyError, TypeError, AttributeError):
+        return None, str(body)[:200]
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:

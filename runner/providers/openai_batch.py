@@ -1,0 +1,152 @@
+"""The ``openai-batch`` provider: the OpenAI Batch API, submit then poll.
+
+One runner batch is one upstream batch: a JSONL file with one request line
+per item (``custom_id`` = the item key, the chat request under the batch
+protocol for that item alone), uploaded to ``POST /files``, then
+``POST /batches`` with the runner's own reference in ``metadata`` and in the
+file name. The engine saves the returned batch id before it polls
+``GET /batches/{id}``, and reads the output and error files when it ends.
+
+Nothing here retries a create: its answer may be lost after the batch was
+made, so a failed create is *unknown* (``SubmitUnknown``) and is resolved by
+``find``, which lists the upstream's batches for the one carrying the
+reference, never by creating another.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from .. import errors, protocol
+from ..jobs import Prompt, ProviderConfig
+from . import TaskResult
+from .openai_chat import answer_of, chat_body, classify, error_for
+
+ENDPOINT = "/v1/chat/completions"
+METADATA_KEY = "runner_batch"
+RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
+#: Line error codes for requests the upstream never ran (and never billed).
+NOT_RUN = {"batch_expired", "batch_cancelled"}
+
+
+class OpenAIBatch:
+    """Submits a batch to the OpenAI Batch API and polls it."""
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        prompt: Prompt,
+        output_schema: dict[str, Any] | None,
+        *,
+        client: httpx.AsyncClient,
+        api_key: str | None,
+    ) -> None:
+        self._config = config
+        self._prompt = prompt
+        self._response_format = protocol.batch_response_format(output_schema)
+        self._client = client
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._base = config.base_url.rstrip("/")
+
+    def requests_file(self, payloads: list[dict[str, Any]]) -> bytes:
+        """The JSONL of one request per item."""
+        lines = (
+            {"custom_id": p["id"], "method": "POST", "url": ENDPOINT,
+             "body": chat_body(self._config, self._prompt, self._response_format, [p])}
+            for p in payloads
+        )
+        return "".join(protocol.encode(line) + "\n" for line in lines).encode()
+
+    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+        upload = await self._send(
+            "POST", "/files", data={"purpose": "batch"},
+            files={"file": (f"{ref.replace(':', '-')}.jsonl", self.requests_file(payloads), "application/jsonl")},
+        )
+        try:
+            created = await self._send("POST", "/batches", json={
+                "input_file_id": upload["id"], "endpoint": ENDPOINT, "completion_window": "24h",
+                "metadata": {METADATA_KEY: ref},
+            })
+        except errors.TransportError as exc:
+            raise errors.SubmitUnknown(f"the answer to creating batch {ref} was lost ({exc.message})") from exc
+        return str(created["id"])
+
+    async def find(self, ref: str) -> str | None:
+        after: str | None = None
+        while True:
+            page = await self._send("GET", "/batches", params={"limit": 100, **({"after": after} if after else {})})
+            for batch in page.get("data", []):
+                if (batch.get("metadata") or {}).get(METADATA_KEY) == ref:
+                    return str(batch["id"])
+            if not page.get("has_more") or not page.get("data"):
+                return None
+            after = page["data"][-1]["id"]
+
+    async def poll(self, task_id: str) -> TaskResult | None:
+        try:
+            batch = await self._send("GET", f"/batches/{task_id}")
+        except errors.NotFound as exc:
+            lost = errors.NotFound(f"recovery failed: the upstream no longer knows batch {task_id}; "
+                                   "nothing was submitted again (retry to send the items anew)")
+            lost.retryable = True
+            raise lost from exc
+        if batch["status"] in RUNNING:
+            return None
+        if batch["status"] == "failed":
+            reasons = "; ".join(e.get("message", "") for e in (batch.get("errors") or {}).get("data", []))
+            raise errors.BadRequest(f"batch {task_id} failed validation: {reasons or 'no reason given'}")
+        result = TaskResult()
+        for line in await self._lines(batch.get("output_file_id")) + await self._lines(batch.get("error_file_id")):
+            _read_line(line, result)
+        return result
+
+    async def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        response = await self._request("GET", f"/files/{file_id}/content")
+        try:
+            return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise errors.TransportError(f"file {file_id} is not JSONL: {exc}") from exc
+
+    async def _send(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = await self._request(method, path, **kwargs)
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise errors.TransportError(f"{method} {path}: the answer is not JSON") from exc
+        if not isinstance(body, dict):
+            raise errors.TransportError(f"{method} {path}: the answer is not a JSON object")
+        return body
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = self._base + path
+        try:
+            response = await self._client.request(
+                method, url, headers=self._headers, timeout=self._config.timeout, **kwargs
+            )
+        except httpx.TimeoutException as exc:
+            raise errors.TransportError(f"timed out after {self._config.timeout:g}s ({method} {url})") from exc
+        except httpx.TransportError as exc:
+            raise errors.TransportError(f"{type(exc).__name__}: {str(exc) or 'connection failed'} ({url})") from exc
+        if response.status_code != 200:
+            raise error_for(response)
+        return response
+
+
+def _read_line(line: dict[str, Any], result: TaskResult) -> None:
+    """One output or error line: an answer (billed) or a classified error for its item."""
+    key = str(line.get("custom_id"))
+    response = line.get("response") or {}
+    error = line.get("error")
+    if response.get("status_code") == 200:
+        result.answers[key] = answer_of(response.get("body"))
+    elif error and error.get("code") in NOT_RUN:
+        result.errors[key] = errors.TransportError(f"{error['code']}: not run by the upstream, not billed")
+    elif response:
+        result.errors[key] = classify(int(response.get("status_code") or 0), response.get("body"))
+    else:
+        result.errors[key] = errors.TransportError(f"line error: {error}")
