@@ -55,9 +55,9 @@ def after_success(control: Control) -> Control:
 def after_transport_failure(control: Control, message: str) -> Control:
     """A batch's call failed for good after its request retries."""
     failures = control.transport_failures + 1
+    if control.breaker is BreakerState.OPEN:  # keep the reason it opened for
+        return replace(control, transport_failures=failures)
     state = BreakerState.OPEN if failures >= OPEN_AFTER else BreakerState.PROBING
-    if control.breaker is BreakerState.OPEN:
-        state = BreakerState.OPEN
     reason = f"{failures} consecutive transport failures, last: {message}"
     return replace(control, breaker=state, reason=reason, transport_failures=failures)
 

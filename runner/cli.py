@@ -122,7 +122,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
         return
     console = Console()
     for status in statuses:
-        console.print(_status_table(status))
+        console.print(_status_table(status, store.control(store.run_id(status["run"]))))
         if status["needs_confirmation"]:
             console.print(_held_table(status["run"], recovery.held(store, status["run"])))
 
@@ -251,10 +251,10 @@ def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_per
     """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
     outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
-    Console().print(_status_table(outcome.status))
+    Console().print(_status_table(outcome.status, store.control(store.run_id(job.name))))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {outcome.stopped_for}")
-        console.print(f"to go on: runner resume {job.name} (if paused or the breaker is open), then runner run {job.name}")
+        console.print(_next_steps(job.name, outcome))
     elif outcome.status["counts"][ItemState.FAILED]:
         console.print(f"some items failed: runner failures {job.name}")
     return outcome
@@ -323,10 +323,23 @@ def _failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _status_table(status: dict[str, Any]) -> Table:
+def _next_steps(name: str, outcome: Outcome) -> str:
+    """What a person does after a stop, by its cause."""
+    if outcome.status["needs_confirmation"]:
+        return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
+    kind = (outcome.status["breaker"]["reason"] or "").split(":")[0]
+    if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
+        return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
+                f"runner run {name}")
+    return f"to go on: runner resume {name}; runner run {name}"
+
+
+def _status_table(status: dict[str, Any], control: Control) -> Table:
     states = [s.value for s in ItemState]
     breaker = status["breaker"]
     caption = f"breaker {breaker['state']}" + (f" ({breaker['reason']})" if breaker["reason"] else "")
+    if control.paused:
+        caption += " · paused" + (f", {control.steps} step(s) allowed" if control.steps else "")
     caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
     if status["needs_confirmation"]:
         caption += f" · {status['needs_confirmation']} need confirmation"

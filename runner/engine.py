@@ -41,8 +41,6 @@ from .validation import ResultCheck
 
 HEARTBEAT_SECONDS = 2.0
 POLL_SECONDS = 0.5
-#: Failures after which no call can succeed until a person acts.
-STOPPING = {FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION}
 
 
 class Clock(Protocol):
@@ -74,7 +72,8 @@ class Outcome:
     @property
     def exit_code(self) -> int:
         """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
-        if self.stop_kind is FailureKind.AUTH:
+        reason = self.status["breaker"]["reason"] or ""
+        if self.stop_kind is FailureKind.AUTH or (self.stopped_for and reason.startswith("auth:")):
             return 1
         if self.stopped_for is not None:
             return 4
@@ -115,6 +114,8 @@ class Engine:
         self.stop_kind: FailureKind | None = None
         self._last_beat = 0.0
         self._formed: deque[Batch] = deque()
+        #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
+        self._quiet_until = 0.0
 
     async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
         """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
@@ -133,10 +134,19 @@ class Engine:
             self._validate_received()
             self._formed.extend(self.store.resumable(self.run_id))
             await self._work()
-            self.store.release_queued(self.run_id, now=self.clock.now())
         finally:
-            lease.release(self.store, name, token=self.token)
+            self._tidy(name)
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+
+    def _tidy(self, name: str) -> None:
+        """Give back unsent batches and the lease; a store that already failed may refuse both."""
+        try:
+            if self.run_id:
+                self.store.release_queued(self.run_id, now=self.clock.now())
+            lease.release(self.store, name, token=self.token)
+        except StoreError:
+            if self.stop_kind is not FailureKind.STORE:
+                raise
 
     def request_stop(self, reason: str) -> None:
         """Start no more batches; those in flight finish, then ``run`` returns."""
@@ -155,7 +165,7 @@ class Engine:
                     for task in done:
                         task.result()
                     continue
-                if control is None or not await self._idle(control):
+                if control is None or not await self._idle_or_stop(control):
                     return
         finally:
             for task in in_flight:
@@ -178,6 +188,8 @@ class Engine:
 
     def _start(self, control: Control, in_flight: set[asyncio.Task[None]]) -> None:
         """Start batches into the free slots the breaker and a person allow."""
+        if self.clock.now() < self._quiet_until:
+            return
         slots = control.slots(self.job.batch.concurrency)
         self._form(lookahead=slots)
         while self._formed and len(in_flight) < slots:
@@ -185,6 +197,13 @@ class Engine:
             in_flight.add(asyncio.create_task(self._process(self._formed.popleft(), step=step)))
             if step:
                 return
+
+    async def _idle_or_stop(self, control: Control) -> bool:
+        try:
+            return await self._idle(control)
+        except StoreError as exc:
+            self._store_failed(exc)
+            return False
 
     async def _idle(self, control: Control) -> bool:
         """Nothing in flight: wait for what the store says is still to come, or stop."""
@@ -199,9 +218,10 @@ class Engine:
             await self.clock.sleep(POLL_SECONDS)
             return True
         due = progress.next_due(self.store, self.run_id)
-        if due is None:
+        if due is None and not self._formed:
             self.stopped_for = "items need a person's confirmation"
             return False
+        due = max(due or 0.0, self._quiet_until)
         await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
         return True
 
@@ -254,6 +274,8 @@ class Engine:
             self._settle_answer(batch, items, outputs, _whole_answer_problem(parsed, answer))
         except StoreError as exc:
             self._store_failed(exc)
+        except Exception as exc:  # a bug must not cancel the other batches in flight
+            self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
 
     async def _process_task(
         self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
@@ -306,11 +328,14 @@ class Engine:
                 assert isinstance(self.provider, Provider)
                 return await self.provider.call(payloads)
             except TransportError as exc:
-                if retry == limits.request_retries:
+                if exc.maybe_billed:
+                    self.store.count_maybe_paid(batch.id)
+                wait = exc.retry_after
+                if retry == limits.request_retries or (wait is not None and wait > limits.max_backoff):
                     raise
                 self.store.count_request_retry(batch.id)
                 delay = min(limits.backoff * 2**retry, limits.max_backoff) * (0.5 + self.rng.random())
-                await self.clock.sleep(exc.retry_after if exc.retry_after is not None else delay)
+                await self.clock.sleep(wait if wait is not None else delay)
         raise AssertionError("unreachable")
 
     def _settle_answer(
@@ -353,7 +378,9 @@ class Engine:
         settlement = Settlement(not_before=self._retry_time(exc.retry_after))
         if exc.kind is FailureKind.TRANSPORT:
             settlement.breaker = lambda control: breaker.after_transport_failure(control, exc.message)
-        elif exc.kind in STOPPING:
+        elif exc.kind is FailureKind.RATE_LIMITED:
+            self._quiet_until = max(self._quiet_until, settlement.not_before)
+        elif exc.stops_run:
             reason = f"{exc.kind.value}: {exc.message}"
             settlement.breaker = lambda control: breaker.opened(control, reason)
             self.stopped_for, self.stop_kind = reason, exc.kind
@@ -361,7 +388,7 @@ class Engine:
             if exc.kind in (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED):
                 settlement.retry[item.id] = (exc.kind, exc.message)
             else:
-                settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.kind in STOPPING)
+                settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.stops_run)
         self._settle(batch, settlement)
 
     def _settle(self, batch: Batch, settlement: Settlement) -> None:
@@ -375,7 +402,7 @@ class Engine:
         reason = f"store: {exc}"
         self.stopped_for, self.stop_kind = reason, FailureKind.STORE
         try:
-            self.store.set_control(self.run_id, breaker.opened(self.store.control(self.run_id), reason))
+            self.store.open_breaker(self.run_id, reason)
         except StoreError as again:
             self.stopped_for = f"{reason}; the open breaker could not be saved either: {again}"
 

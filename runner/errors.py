@@ -53,12 +53,18 @@ class UpstreamError(RunnerError):
     kind: FailureKind = FailureKind.TRANSPORT
     #: Whether a person may usefully retry the item later.
     retryable: bool = True
+    #: Whether every further call would fail too, so the run must stop for a person.
+    stops_run: bool = False
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, maybe_billed: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         #: Seconds the upstream asked us to wait, when it said so.
         self.retry_after = retry_after
+        #: The request was sent and its answer lost: the upstream may have run and billed it.
+        self.maybe_billed = maybe_billed
 
 
 class TransportError(UpstreamError):
@@ -84,6 +90,7 @@ class AuthError(UpstreamError):
 
     kind = FailureKind.AUTH
     retryable = False
+    stops_run = True
 
 
 class BillingError(UpstreamError):
@@ -91,6 +98,7 @@ class BillingError(UpstreamError):
 
     kind = FailureKind.BILLING
     retryable = False
+    stops_run = True
 
 
 class PermissionDenied(UpstreamError):
@@ -98,6 +106,7 @@ class PermissionDenied(UpstreamError):
 
     kind = FailureKind.PERMISSION
     retryable = False
+    stops_run = True
 
 
 class BadRequest(UpstreamError):

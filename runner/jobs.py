@@ -288,9 +288,13 @@ def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:
 
 
 def _check_limits(job: Job, where: str) -> None:
-    for section, name in [("batch", "max_items"), ("batch", "max_chars"), ("batch", "concurrency"), ("retry", "max_attempts")]:
-        if getattr(getattr(job, section), name) < 1:
-            raise JobError(f"{where} [{section}]: {name!r} must be at least 1")
+    for section, name, least in [
+        ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
+        ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
+        ("retry", "max_backoff", 0), ("provider", "timeout", 0),
+    ]:
+        if getattr(getattr(job, section), name) < least:
+            raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
     if job.provider.kind not in PROVIDER_KINDS:
         known = ", ".join(PROVIDER_KINDS)
         raise JobError(f"{where} [provider]: unknown kind {job.provider.kind!r} (known: {known})")

@@ -246,7 +246,8 @@ class Store:
             )
             if step:
                 conn.execute(
-                    "UPDATE runs SET steps = steps - 1 WHERE id = (SELECT run_id FROM batches WHERE id = ?)",
+                    "UPDATE runs SET steps = steps - 1 "
+                    "WHERE id = (SELECT run_id FROM batches WHERE id = ?) AND steps > 0",
                     (batch_id,),
                 )
         return [StartedItem(*row) for row in rows]
@@ -255,6 +256,18 @@ class Store:
         """One more request retry inside the batch's attempt."""
         with self.write() as conn:
             conn.execute("UPDATE batches SET retries = retries + 1 WHERE id = ?", (batch_id,))
+
+    def count_maybe_paid(self, batch_id: int) -> None:
+        """A call of this batch was sent and its answer lost: each item may have paid for it."""
+        with self.write() as conn:
+            conn.execute(
+                "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running'", (batch_id,)
+            )
+
+    def open_breaker(self, run_id: int, reason: str) -> None:
+        """Open the breaker on its own, keeping a person's pause and steps."""
+        with self.write() as conn:
+            conn.execute("UPDATE runs SET breaker = 'open', breaker_reason = ? WHERE id = ?", (reason, run_id))
 
     def mark_intent(self, batch_id: int, *, now: float) -> None:
         """Commit that a batch is about to be submitted, before anything is uploaded."""
@@ -365,11 +378,6 @@ class Store:
             BreakerState(row["breaker"]), row["breaker_reason"], row["transport_failures"],
             bool(row["paused"]), row["steps"],
         )
-
-    def set_control(self, run_id: int, control: Control) -> None:
-        """Write the breaker and controls in a transaction of their own."""
-        with self.write() as conn:
-            self.write_control(conn, run_id, control)
 
     @staticmethod
     def write_control(conn: sqlite3.Connection, run_id: int, control: Control) -> None:
@@ -514,7 +522,8 @@ UPDATE items SET
     not_before = :not_before, error_kind = :kind, retryable = 1, needs_confirmation = 0, updated_at = :now,
     error = CASE WHEN attempts - retry_base >= :max
         THEN :message || ' (gave up; attempts: ' || (attempts - retry_base)
-            || ', paid calls: ' || paid_calls || ')'
+            || ', paid calls: ' || paid_calls
+            || CASE WHEN maybe_paid > 0 THEN ', maybe paid: ' || maybe_paid ELSE '' END || ')'
         ELSE :message END
 WHERE id = :id AND batch_id = :batch AND state IN ('running', 'received')
 """

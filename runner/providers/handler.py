@@ -5,8 +5,10 @@ returns either the model's raw answer (a string under the batch protocol) or
 the results themselves (a list of dicts, each with its ``"id"``). It
 classifies its own failures by raising the ``UpstreamError`` subclasses of
 :mod:`runner.errors` (``TransportError``, ``RateLimited``, ``AuthError``...).
-Any other exception is a bug in the handler, not the upstream's: its items
-fail as ``bad_request`` with the exception named, and are not retried.
+``TimeoutError`` and ``ConnectionError`` count as transport trouble (which
+may have been billed). Any other exception is a bug in the handler, not the
+upstream's: its items fail as ``bad_request`` with the exception named, and
+are not retried.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import protocol
-from ..errors import BadRequest, UpstreamError
+from ..errors import BadRequest, TransportError, UpstreamError
 from . import Answer
 
 Handler = Callable[[list[dict[str, Any]]], Awaitable[str | list[dict[str, Any]]]]
@@ -32,8 +34,13 @@ class PythonHandler:
             answer = await self._handler(payloads)
         except UpstreamError:
             raise
+        except (TimeoutError, ConnectionError) as exc:
+            raise TransportError(f"the handler raised {type(exc).__name__}: {exc}", maybe_billed=True) from exc
         except Exception as exc:
             raise BadRequest(f"the handler raised {type(exc).__name__}: {exc}") from exc
         if isinstance(answer, str):
             return Answer(answer)
-        return Answer(protocol.encode({"results": answer}))
+        try:
+            return Answer(protocol.encode({"results": answer}))
+        except (TypeError, ValueError) as exc:
+            raise BadRequest(f"the handler returned results that are not JSON: {exc}") from exc

@@ -23,7 +23,7 @@ import httpx
 from .. import errors, protocol
 from ..jobs import Prompt, ProviderConfig
 from . import TaskResult
-from .openai_chat import answer_of, chat_body, classify, error_for
+from .openai_chat import answer_of, chat_body, classify, error_for, transport_error
 
 ENDPOINT = "/v1/chat/completions"
 METADATA_KEY = "runner_batch"
@@ -128,10 +128,8 @@ class OpenAIBatch:
             response = await self._client.request(
                 method, url, headers=self._headers, timeout=self._config.timeout, **kwargs
             )
-        except httpx.TimeoutException as exc:
-            raise errors.TransportError(f"timed out after {self._config.timeout:g}s ({method} {url})") from exc
         except httpx.TransportError as exc:
-            raise errors.TransportError(f"{type(exc).__name__}: {str(exc) or 'connection failed'} ({url})") from exc
+            raise transport_error(exc, f"{method} {url}") from exc
         if response.status_code != 200:
             raise error_for(response)
         return response

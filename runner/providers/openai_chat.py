@@ -53,13 +53,27 @@ class OpenAIChat:
             response = await self._client.post(
                 url, json=body, headers=self._headers, timeout=self._config.timeout
             )
-        except httpx.TimeoutException as exc:
-            raise errors.TransportError(f"timed out after {self._config.timeout:g}s ({url})") from exc
         except httpx.TransportError as exc:
-            raise errors.TransportError(f"{type(exc).__name__}: {str(exc) or 'connection failed'} ({url})") from exc
+            raise transport_error(exc, url) from exc
+        if response.status_code == 404:
+            missing = error_for(response)
+            missing.stops_run = True  # the model or endpoint is not there: no call can succeed
+            raise missing
         if response.status_code != 200:
             raise error_for(response)
         return answer_from(response)
+
+
+#: Failures before the request was fully sent: nothing can have run upstream.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
+
+
+def transport_error(exc: httpx.TransportError, url: str) -> errors.TransportError:
+    """An httpx failure as a TransportError, saying whether the request may have run and been billed."""
+    sent = not isinstance(exc, NOT_SENT)
+    what = "timed out" if isinstance(exc, httpx.TimeoutException) else f"{type(exc).__name__}: {str(exc) or 'failed'}"
+    suffix = " after the request was sent (it may have run and been billed)" if sent else ""
+    return errors.TransportError(f"{what}{suffix} ({url})", maybe_billed=sent)
 
 
 def chat_body(
@@ -102,10 +116,11 @@ def error_for(response: httpx.Response) -> errors.UpstreamError:
 
 def classify(status: int, body: Any, retry_after: float | None = None, reason: str = "") -> errors.UpstreamError:
     """Classify an HTTP status and OpenAI error body (a response, or a Batch API error line)."""
-    code, message = _error_fields(body)
+    codes, message = _error_fields(body)
+    code = codes[0] if codes else None
     text = f"{status} {code or reason}: {message}".rstrip(": ")
     if status == 429:
-        if code in BILLING_CODES:
+        if BILLING_CODES.intersection(codes):
             return errors.BillingError(text)
         return errors.RateLimited(text, retry_after=retry_after)
     if status in (408, 409) or status >= 500:
@@ -121,13 +136,14 @@ def classify(status: int, body: Any, retry_after: float | None = None, reason: s
     return kinds.get(status, errors.BadRequest)(text)
 
 
-def _error_fields(body: Any) -> tuple[str | None, str]:
+def _error_fields(body: Any) -> tuple[list[str], str]:
+    """The error's code and type (in that order, those present) and its message."""
     try:
         error = body["error"]
-        code = error.get("code") or error.get("type")
-        return (str(code) if code else None), str(error.get("message") or "")
+        codes = [str(error[f]) for f in ("code", "type") if error.get(f)]
+        return codes, str(error.get("message") or "")
     except (KeyError, TypeError, AttributeError):
-        return None, str(body)[:200]
+        return [], str(body)[:200]
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
@@ -146,8 +162,8 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        date = email.utils.parsedate_to_datetime(headers["date"]) if "date" in headers else None
+    except (TypeError, ValueError, IndexError):
         return None
-    date = email.utils.parsedate_to_datetime(headers["date"]) if "date" in headers else None
     now = date.timestamp() if date else email.utils.localtime().timestamp()
     return max(when.timestamp() - now, 0.0)

@@ -1,4 +1,4 @@
-"""Fault plans: which chat-completion requests the simulator answers badly, and how.
+"""Fault plans: which requests the simulator answers badly, and how.
 
 A plan is JSON-able data::
 
@@ -8,17 +8,22 @@ A plan is JSON-able data::
         {"fault": "invalid_items", "keys": ["p001"]}
     ]}
 
-For each request the rules are tried in order; the first that matches decides
-the fault, and no match means the normal answer. A rule's selectors, all
-optional and combined with AND:
+For each request the rules of the faults that apply to its route
+(:data:`SCOPES`) are tried in order; the first that matches decides the
+fault, and no match means the normal answer. Rules of other routes are
+skipped without touching their counters or the generator. A rule's
+selectors, all optional and combined with AND:
 
-- ``keys``: the request holds at least one of these item ids;
+- ``keys``: the request holds at least one of these item ids (for an upload
+  or a batch: any line of its file does);
 - ``rate``: a draw from the plan's one random generator, seeded with
   ``seed``, falls below it, so a seed and an order of requests give the same
   faults every time;
 - ``times``: only the first N requests that pass the other selectors.
 
-The rule's other keys are the fault's parameters (:data:`FAULTS`):
+The rule's other keys are the fault's parameters (:data:`FAULTS`).
+
+Faults of ``POST /v1/chat/completions``, and of no other route:
 
 - errors, never billed: ``http_400``, ``http_401``, ``http_402``,
   ``http_403``, ``http_500``, ``http_503`` (``retry_after`` seconds),
@@ -32,6 +37,25 @@ The rule's other keys are the fault's parameters (:data:`FAULTS`):
   results of ``keys``, else of the batch's second half, are left out) and
   ``invalid_items`` (the results of ``keys``, else of a ``share`` of the
   batch, default a half, keep only their id).
+
+The fault of ``POST /v1/files``:
+
+- ``upload_lost``: the file is stored, then the connection is closed with
+  nothing sent.
+
+Faults of ``POST /v1/batches``, chosen when the batch is created. The batch
+is created all the same; unless a fault says otherwise, it runs and bills
+the lines it answers when it ends:
+
+- ``create_lost``: the connection is closed with nothing sent;
+- ``create_500``: the answer is a 500 ``server_error``;
+- ``batch_unknown``: from then on the batch is unknown: a 404 when read or
+  cancelled, absent from the list, never billed;
+- ``expire``: the batch ends ``expired`` at its 24 h deadline: the first half
+  of its lines (at least one) answered, the rest ``batch_expired`` errors;
+- ``missing_rows``: the batch completes, but the lines holding ``keys``
+  (else its second half of lines) are in neither file, and not billed;
+- ``batch_failed``: the batch fails validation, as for a spent token quota.
 """
 
 from __future__ import annotations
@@ -43,6 +67,7 @@ import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -91,14 +116,44 @@ FAULTS: dict[str, dict[str, Param]] = {
     "wrong_ids": {},
     "missing_ids": {},
     "invalid_items": {"share": (lambda v: _is_number(v) and 0 < v <= 1, "a number above 0, up to 1")},
+    "upload_lost": {},
+    "create_lost": {},
+    "create_500": {},
+    "batch_unknown": {},
+    "expire": {},
+    "missing_rows": {},
+    "batch_failed": {},
 }
+
+
+class Scope(StrEnum):
+    """The request a fault applies to."""
+
+    CHAT = "chat"  # POST /v1/chat/completions
+    UPLOAD = "upload"  # POST /v1/files
+    BATCH = "batch"  # POST /v1/batches
+
+
+_NOT_CHAT = {
+    "upload_lost": Scope.UPLOAD,
+    "create_lost": Scope.BATCH,
+    "create_500": Scope.BATCH,
+    "batch_unknown": Scope.BATCH,
+    "expire": Scope.BATCH,
+    "missing_rows": Scope.BATCH,
+    "batch_failed": Scope.BATCH,
+}
+
+#: Every fault, with the request it applies to.
+SCOPES: dict[str, Scope] = {name: _NOT_CHAT.get(name, Scope.CHAT) for name in FAULTS}
 
 
 @dataclass(frozen=True)
 class Fault:
     """The fault chosen for one request: its name, parameters and target ids.
 
-    ``targets`` are the ids whose results a content fault breaks, in batch order.
+    ``targets`` are the ids whose results a content fault breaks, in batch
+    order; for ``missing_rows``, the ids whose lines go missing.
     """
 
     name: str
@@ -120,11 +175,11 @@ class FaultPlan:
         self._used = [0] * len(self.plan["rules"])
         self._lock = threading.Lock()
 
-    def choose(self, ids: Sequence[str]) -> Fault | None:
-        """The fault of the first rule matching a request for ``ids``, if any."""
+    def choose(self, ids: Sequence[str], scope: Scope = Scope.CHAT) -> Fault | None:
+        """The fault of the first rule of ``scope`` matching a request for ``ids``, if any."""
         with self._lock:
             for index, rule in enumerate(self.plan["rules"]):
-                if self._matches(index, rule, ids):
+                if SCOPES[rule["fault"]] is scope and self._matches(index, rule, ids):
                     params = {k: v for k, v in rule.items() if k != "fault" and k not in SELECTORS}
                     return Fault(rule["fault"], params, self._targets(rule, ids))
         return None
@@ -143,6 +198,8 @@ class FaultPlan:
         name = rule["fault"]
         if name == "wrong_ids":
             return tuple(ids)
+        if name == "missing_rows" and "keys" in rule:
+            return tuple(key for key in ids if key in set(rule["keys"]))
         if name not in ("missing_ids", "invalid_items"):
             return ()
         if "keys" in rule:

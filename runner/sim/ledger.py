@@ -3,14 +3,16 @@
 Every chat completion request that carries a batch is recorded on arrival
 (its ids, its size in characters, its model); every item of a request that
 is answered with a 200 is billed once; every fault injected by the fault
-plan is counted by name. Tests read the ledger to prove that nothing was
-paid twice and that batches kept their limits.
+plan is counted by name. Batch API lines answered with a 200 bill their
+items when their batch ends, and uploads and created batches are counted.
+Tests read the ledger to prove that nothing was paid twice and that batches
+kept their limits.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypedDict
 
@@ -28,10 +30,13 @@ class Ledger:
 
     The attributes are written under a lock by the request threads; read a
     consistent view with :meth:`snapshot` while requests may be running.
+    ``settle`` is called before each snapshot, outside the lock, so that
+    work due by now (batches that the clock has ended) is billed first.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, settle: Callable[[], None] | None = None) -> None:
         self._lock = threading.Lock()
+        self._settle = settle
         self.in_flight = 0
         self.reset()
 
@@ -45,6 +50,8 @@ class Ledger:
             self.max_chars_per_request = 0
             self.calls: list[Call] = []
             self.faults: dict[str, int] = {}
+            self.batches_created = 0
+            self.files_uploaded = 0
 
     def record(self, ids: Sequence[str], chars: int, model: str) -> None:
         """Count one arriving request of ``ids`` totalling ``chars`` characters."""
@@ -77,8 +84,20 @@ class Ledger:
         with self._lock:
             self.faults[name] = self.faults.get(name, 0) + 1
 
+    def count_upload(self) -> None:
+        """Count one file uploaded to the Files API."""
+        with self._lock:
+            self.files_uploaded += 1
+
+    def count_batch(self) -> None:
+        """Count one batch created with the Batch API."""
+        with self._lock:
+            self.batches_created += 1
+
     def snapshot(self) -> dict[str, Any]:
         """All counts as plain JSON-able data, copied under the lock."""
+        if self._settle is not None:
+            self._settle()
         with self._lock:
             return {
                 "requests": self.requests,
@@ -89,4 +108,6 @@ class Ledger:
                 "max_chars_per_request": self.max_chars_per_request,
                 "calls": [{**call, "ids": list(call["ids"])} for call in self.calls],
                 "faults": dict(self.faults),
+                "batches_created": self.batches_created,
+                "files_uploaded": self.files_uploaded,
             }

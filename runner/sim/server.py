@@ -1,10 +1,13 @@
 """A loopback HTTP server that plays an OpenAI-compatible upstream.
 
-Requests go through one small routing table, ``(method, path) -> route``.
-A route turns a :class:`Request` into a :class:`Reply` and does not write to
-the socket; the handler sends the reply and bills its items at that moment.
-Faults of the fault plan (:mod:`runner.sim.faults`) change what a route
-builds (an error, a broken body, a reply to drop), never how it is sent.
+Requests go through one small routing table, ``(method, path) -> route``,
+where a path segment such as ``{id}`` matches any one segment. A route turns
+a :class:`Request` into a :class:`Reply` and does not write to the socket;
+the handler sends the reply and bills its items at that moment. Faults of
+the fault plan (:mod:`runner.sim.faults`) change what a route builds (an
+error, a broken body, a reply to drop), never how it is sent. The Files and
+Batches routes are in :mod:`runner.sim.batch_routes`; their batches bill
+when the simulator's clock has ended them.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import copy
 import ipaddress
 import itertools
 import json
+import math
 import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -25,10 +29,22 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from runner import protocol
-from runner.sim import answers
-from runner.sim.faults import DEFAULT_TIMEOUT, Fault, FaultPlan, parse_plan
+from runner.sim import batch_routes, chat
+from runner.sim.batches import BatchStore
+from runner.sim.clock import Clock
+from runner.sim.faults import DEFAULT_TIMEOUT, Fault, FaultPlan, Scope, parse_plan
 from runner.sim.ledger import Ledger
-from runner.sim.replies import DROPPED, ERRORS, Reply, Request, error_reply, fault_error
+from runner.sim.replies import (
+    DROPPED,
+    ERRORS,
+    UNAUTHORIZED,
+    Reply,
+    Request,
+    error_reply,
+    fault_error,
+    json_object,
+    key_accepted,
+)
 
 OnRequest = Callable[[list[str]], None]
 
@@ -47,6 +63,10 @@ class Simulator:
     or blocking, from a command line, with :meth:`serve_forever`. ``faults``
     is a fault plan (:mod:`runner.sim.faults`); :meth:`set_faults` and
     ``PUT /_sim/faults`` replace it while serving.
+
+    Batches of the Batch API take ``batch_seconds`` of the simulator's
+    ``clock`` (real time unless given) from creation to ``completed``;
+    :meth:`advance` and ``POST /_sim/clock`` move that clock forward.
     """
 
     def __init__(
@@ -60,8 +80,12 @@ class Simulator:
         on_request: OnRequest | None = None,
         api_key: str | None = None,
         faults: Mapping[str, Any] | None = None,
+        batch_seconds: float = 1.0,
+        clock: Clock | None = None,
     ) -> None:
         _require_loopback(host)
+        if not math.isfinite(batch_seconds) or batch_seconds < 0:
+            raise ValueError(f"batch_seconds must be 0 or more, not {batch_seconds!r}")
         self.on_request = on_request
         #: When set, only ``Authorization: Bearer <api_key>`` is accepted; otherwise any key or none.
         self.api_key = api_key
@@ -71,7 +95,11 @@ class Simulator:
         self._rng = random.Random(seed)
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
-        self._ledger = Ledger()
+        self._clock = clock or Clock()
+        self._ledger = Ledger(settle=self._settle)
+        self._batches = BatchStore(
+            seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill, seed=seed
+        )
         self._faults = FaultPlan(faults)
         # Set by stop(), to cut short the waits of timeout faults.
         self._closing = threading.Event()
@@ -93,6 +121,29 @@ class Simulator:
     def ledger(self) -> Ledger:
         """What was requested and billed so far."""
         return self._ledger
+
+    @property
+    def clock(self) -> Clock:
+        """The clock of batch timestamps and transitions."""
+        return self._clock
+
+    @property
+    def batches(self) -> BatchStore:
+        """The files and batches of the Batch API."""
+        return self._batches
+
+    def advance(self, seconds: float) -> float:
+        """Move the clock ``seconds`` forward, end the batches now due, return the new time."""
+        now = self._clock.advance(seconds)
+        self._batches.settle(now)
+        return now
+
+    def choose_fault(self, ids: Sequence[str], scope: Scope = Scope.CHAT) -> Fault | None:
+        """The plan's fault for a request of ``scope`` carrying ``ids``, counted in the ledger."""
+        fault = self._faults.choose(ids, scope)
+        if fault is not None:
+            self._ledger.count_fault(fault.name)
+        return fault
 
     @property
     def faults(self) -> dict[str, Any]:
@@ -140,11 +191,14 @@ class Simulator:
         self.stop()
 
     def handle(self, request: Request) -> Reply:
-        """The reply of the route for ``request``, or a 404."""
-        route = _ROUTES.get((request.method, request.path))
-        if route is None:
-            return error_reply(404, f"Invalid URL ({request.method} {request.path})")
-        return route(self, request)
+        """The reply of the route for ``request``: a 401 without the key, a 404 without a route."""
+        if request.path.startswith("/v1/") and not key_accepted(request, self.api_key):
+            return UNAUTHORIZED
+        for (method, pattern), route in _ROUTES.items():
+            params = _match(pattern, request.path)
+            if method == request.method and params is not None:
+                return route(self, replace(request, params=params))
+        return error_reply(404, f"Invalid URL ({request.method} {request.path})")
 
     def _next_number(self) -> int:
         with self._lock:
@@ -153,6 +207,9 @@ class Simulator:
     def _delay(self) -> float:
         with self._lock:
             return self._latency + self._rng.uniform(0, self._jitter)
+
+    def _settle(self) -> None:
+        self._batches.settle(self._clock.now())
 
 
 def _require_loopback(host: str) -> None:
@@ -171,22 +228,18 @@ def _require_loopback(host: str) -> None:
 
 def chat_completions(sim: Simulator, request: Request) -> Reply:
     """``POST /v1/chat/completions``: answer the batch in the last user message."""
-    if not _key_accepted(request, sim.api_key):
-        return error_reply(401, "Incorrect API key provided.", code="invalid_api_key")
-    body = _json_object(request.body)
-    if body is None or not _is_chat_body(body):
-        return error_reply(400, "the body needs a 'model' string and a non-empty 'messages' list")
-    items = protocol.find_items(_last_user_text(body["messages"]))
+    body = json_object(request.body)
+    if body is None or not chat.is_chat_body(body):
+        return error_reply(400, chat.NOT_CHAT)
+    items = chat.items_of(body)
     if items is None:
-        return error_reply(400, "no batch items found in the user message")
+        return error_reply(400, chat.NO_ITEMS)
     ids = [item["id"] for item in items]
     sim.ledger.record(ids, sum(map(protocol.item_chars, items)), body["model"])
     with sim.ledger.flight():
         if sim.on_request is not None:
             sim.on_request(ids)
-        fault = sim._faults.choose(ids)
-        if fault is not None:
-            sim.ledger.count_fault(fault.name)
+        fault = sim.choose_fault(ids)
         time.sleep(sim._delay())
         return _faulted(sim, fault, body, items)
 
@@ -216,13 +269,46 @@ def faults_put(sim: Simulator, request: Request) -> Reply:
     return Reply(200, sim.faults)
 
 
+def clock_get(sim: Simulator, request: Request) -> Reply:
+    """``GET /_sim/clock``: ``{"now": t}``, the simulator's time in Unix seconds."""
+    return Reply(200, {"now": sim.clock.now()})
+
+
+def clock_advance(sim: Simulator, request: Request) -> Reply:
+    """``POST /_sim/clock`` with ``{"advance": seconds}``: move the clock forward."""
+    seconds = (json_object(request.body) or {}).get("advance")
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+        return error_reply(400, "the body must be {\"advance\": seconds}", param="advance")
+    try:
+        return Reply(200, {"now": sim.advance(seconds)})
+    except ValueError as exc:
+        return error_reply(400, str(exc), param="advance")
+
+
 _ROUTES: dict[tuple[str, str], Callable[[Simulator, Request], Reply]] = {
     ("POST", "/v1/chat/completions"): chat_completions,
+    **batch_routes.ROUTES,
     ("GET", "/_sim/ledger"): ledger_snapshot,
     ("POST", "/_sim/reset"): ledger_reset,
     ("GET", "/_sim/faults"): faults_get,
     ("PUT", "/_sim/faults"): faults_put,
+    ("GET", "/_sim/clock"): clock_get,
+    ("POST", "/_sim/clock"): clock_advance,
 }
+
+
+def _match(pattern: str, path: str) -> dict[str, str] | None:
+    """The ``{name}`` segments of ``pattern`` as found in ``path``; None when it does not match."""
+    wanted, given = pattern.split("/"), path.split("/")
+    if len(wanted) != len(given):
+        return None
+    params: dict[str, str] = {}
+    for want, got in zip(wanted, given, strict=True):
+        if want.startswith("{") and want.endswith("}") and got:
+            params[want[1:-1]] = got
+        elif want != got:
+            return None
+    return params
 
 
 def _faulted(
@@ -230,96 +316,15 @@ def _faulted(
 ) -> Reply:
     """The reply to a well-formed batch request, as ``fault`` (if any) makes it."""
     if fault is None:
-        return _completion(sim._next_number(), body, items, None)
+        return chat.completion(sim._next_number(), body, items, None, created=sim.clock.now())
     if fault.name in ERRORS:
         return fault_error(fault, now=time.time())
     if fault.name == "drop":
         return DROPPED
     if fault.name == "timeout" and sim._closing.wait(fault.params.get("seconds", DEFAULT_TIMEOUT)):
         return DROPPED  # stopped while waiting: the answer was never made
-    reply = _completion(sim._next_number(), body, items, fault)
+    reply = chat.completion(sim._next_number(), body, items, fault, created=sim.clock.now())
     return replace(reply, drop=fault.name == "billed_then_dropped")
-
-
-def _completion(
-    number: int, body: dict[str, Any], items: list[dict[str, Any]], fault: Fault | None
-) -> Reply:
-    """The 200 answer to a well-formed batch request, billing all its items."""
-    response_format = body.get("response_format")
-    results = answers.answer(items, response_format if isinstance(response_format, dict) else None)
-    content, finish_reason = answers.content(results, fault)
-    prompt_tokens = _tokens(sum(len(_text(m.get("content"))) for m in body["messages"]))
-    completion_tokens = _tokens(len(content))
-    payload = {
-        "id": f"chatcmpl-{number}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body["model"],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
-                "logprobs": None,
-                "finish_reason": finish_reason,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-        "system_fingerprint": "fp_runner_sim",
-    }
-    bill = tuple(item["id"] for item in items)
-    return Reply(200, payload, headers={"x-request-id": f"req_{number}"}, bill=bill)
-
-
-def _key_accepted(request: Request, api_key: str | None) -> bool:
-    if api_key is None:
-        return True
-    scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
-    return scheme == "Bearer" and key.strip() == api_key
-
-
-def _json_object(body: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _is_chat_body(body: dict[str, Any]) -> bool:
-    messages = body.get("messages")
-    return (
-        isinstance(body.get("model"), str)
-        and isinstance(messages, list)
-        and bool(messages)
-        and all(isinstance(m, dict) for m in messages)
-    )
-
-
-def _last_user_text(messages: list[dict[str, Any]]) -> str:
-    user = [m for m in messages if m.get("role") == "user"]
-    return _text(user[-1].get("content")) if user else ""
-
-
-def _text(content: Any) -> str:
-    """A message's text: a plain string, or the text parts of a part list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
-def _tokens(chars: int) -> int:
-    """Roughly four characters to a token, as OpenAI's rule of thumb has it."""
-    return -(-chars // 4)
 
 
 # HTTP plumbing -------------------------------------------------------------
@@ -355,7 +360,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        request = Request(method, urlsplit(self.path).path, self.headers, body)
+        url = urlsplit(self.path)
+        request = Request(method, url.path, self.headers, body, query=url.query)
         self._send(self.server.sim.handle(request))
 
     def _send(self, reply: Reply) -> None:
@@ -366,7 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
-        data = json.dumps(reply.payload).encode()
+        payload = reply.payload
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {
             "Server": self.version_string(),
             "Date": self.date_time_string(),

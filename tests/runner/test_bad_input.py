@@ -47,6 +47,8 @@ CASES = {
     "unknown section key": (GOOD_JOB + "[batch]\nmax_item = 3\n", None, "job.toml [batch]: unknown key 'max_item'"),
     "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be int"),
     "not TOML": ("name = \n", None, "job.toml: not valid TOML: "),
+    "negative retries": (GOOD_JOB + "[retry]\nrequest_retries = -1\n", None,
+                         "job.toml [retry]: 'request_retries' must be at least 0"),
     "missing input": (GOOD_JOB.replace("posts.jsonl", "missing.jsonl"), None, "missing.jsonl: input file not found"),
     "duplicate keys": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2", "month": "m"}\n{"id": "p1", "month": "m"}\n',
                        "posts.jsonl line 3: duplicate key 'p1'"),

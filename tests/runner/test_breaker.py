@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import control, progress, runs
+from runner import breaker, control, progress, runs
 from runner.breaker import Control
 from runner.jobs import Job
 from runner.sim import Simulator
@@ -100,6 +100,12 @@ async def test_resuming_probes_one_batch_at_a_time_until_one_succeeds(
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
 
+def test_an_open_breaker_keeps_the_reason_it_opened_for() -> None:
+    opened = breaker.opened(Control(), "billing: 429 insufficient_quota")
+    later = breaker.after_transport_failure(opened, "503 server_is_overloaded")
+    assert (later.breaker, later.reason, later.transport_failures) == (BreakerState.OPEN, opened.reason, 1)
+
+
 def test_the_breaker_gives_concurrency_slots_closed_one_probing_none_open() -> None:
     assert [Control(breaker=s).slots(3) for s in BreakerState] == [3, 1, 0]
     assert Control(paused=True).slots(3) == 0
@@ -187,10 +193,3 @@ async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_
 
 def call_count(sim: Simulator) -> int:
     return int(sim.ledger.snapshot()["requests"])
-
-
-def test_status_reads_the_breaker_from_the_store(tmp_path: Path, store: Store) -> None:
-    runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
-    control.pause(store, "test", now=1.0)
-    store.set_control(store.run_id("test"), Control(breaker=BreakerState.OPEN, reason="store: gone", paused=True))
-    assert progress.status(store, "test", now=1.0)["breaker"] == {"state": "open", "reason": "store: gone"}

@@ -95,6 +95,7 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
         failures = json.loads(runner_cli("failures", "steps", "--db", "other.db", "--json", cwd=tmp_path).stdout)
         retried = runner_cli("retry", "steps", "--kind", "item_invalid", "--db", "other.db", cwd=tmp_path)
         step_run = runner_cli("run", "steps", "--db", "other.db", cwd=tmp_path)
+        after = runner_cli("status", "steps", "--db", "other.db", cwd=tmp_path)
         calls = sim.ledger.snapshot()["calls"]
     assert paused.stdout == "run 'steps': breaker closed, paused, 1 step(s) allowed\n"
     assert failures == [{"key": "p3", "group": "all", "kind": "item_invalid", "attempts": 1, "retryable": True,
@@ -103,3 +104,4 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
     assert retried.stdout.startswith("1 failed items of 'steps' are pending again")
     assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])
     assert len(calls) == 4
+    assert "breaker closed · paused" in " ".join(after.stdout.split())

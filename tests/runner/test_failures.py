@@ -32,11 +32,12 @@ def call_sizes(sim: Simulator) -> list[int]:
     return [len(call["ids"]) for call in sim.ledger.snapshot()["calls"]]
 
 
-@pytest.mark.parametrize("fault", [
-    {"fault": "http_500"}, {"fault": "http_503"}, {"fault": "drop"}, {"fault": "timeout", "seconds": 2},
+@pytest.mark.parametrize("fault, maybe_paid", [
+    ({"fault": "http_500"}, 0), ({"fault": "http_503"}, 0), ({"fault": "drop"}, 2),
+    ({"fault": "timeout", "seconds": 2}, 2),
 ])
-async def test_short_network_trouble_is_retried_inside_the_attempt(
-    tmp_path: Path, faulty: Simulator, store: Store, clock: StepClock, fault: dict[str, Any]
+async def test_short_network_trouble_is_retried_inside_the_attempt_and_a_lost_answer_is_told(
+    tmp_path: Path, faulty: Simulator, store: Store, clock: StepClock, fault: dict[str, Any], maybe_paid: int
 ) -> None:
     faulty.set_faults({"rules": [{**fault, "times": 2}]})
     job = make_job(tmp_path, faulty.base_url, posts(5), request_retries=2, timeout=0.3)
@@ -44,6 +45,7 @@ async def test_short_network_trouble_is_retried_inside_the_attempt(
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
     assert set(item_states(store).values()) == {(ItemState.COMPLETED, 1, 1)}
     assert [r["retries"] for r in store.db.query("SELECT retries FROM batches")] == [2]
+    assert {r["maybe_paid"] for r in store.db.query("SELECT maybe_paid FROM items")} == {maybe_paid}
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
 
@@ -70,6 +72,18 @@ async def test_rate_limited_items_wait_until_the_time_the_upstream_gave(
     assert times["received"] - times["waiting"] >= 30
     assert [r["kind"] for r in store.db.query("SELECT kind FROM events WHERE to_state = 'waiting'")] == [
         FailureKind.RATE_LIMITED] * 5
+
+
+async def test_after_a_rate_limit_no_batch_starts_before_the_time_given(
+    tmp_path: Path, faulty: Simulator, store: Store, clock: StepClock
+) -> None:
+    faulty.set_faults({"rules": [{"fault": "http_429", "times": 1, "retry_after": 30}]})
+    job = make_job(tmp_path, faulty.base_url, posts(40, groups=4), max_items=5, concurrency=2)
+    await runs.execute(store, job, clock=clock)
+    (limited,) = store.db.execute("SELECT min(at) FROM events WHERE to_state = 'waiting'").fetchone()
+    starts = [at for (at,) in store.db.execute("SELECT at FROM events WHERE to_state = 'running'")]
+    assert not [at for at in starts if limited < at < limited + 30]
+    assert len(starts) == 45  # 40 items, 5 of them twice
 
 
 @pytest.mark.parametrize("fault", ["malformed", "wrong_ids"])

@@ -1,0 +1,247 @@
+"""The simulator's Files and Batches APIs, its clock and its batch faults, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from runner import protocol
+from runner.sim import Simulator
+
+DAY = 24 * 3600
+ITEMS = [{"id": f"p{n}", "body": f"post number {n}"} for n in range(1, 6)]
+# Four lines of the batch protocol: p1 and p2 together, then one item a line.
+LINES = [ITEMS[:2], ITEMS[2:3], ITEMS[3:4], ITEMS[4:5]]
+ALL_BILLED = {item["id"]: 1 for item in ITEMS}
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator(batch_seconds=60).start() as sim:
+        yield sim
+
+
+@pytest.fixture
+def client(sim: Simulator) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=sim.base_url) as client:
+        yield client
+
+
+def line(custom_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", items)
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": user}]}
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+
+def jsonl(lines: list[Any]) -> bytes:
+    return "".join(json.dumps(value) + "\n" for value in lines).encode()
+
+
+REQUESTS = jsonl([line(f"c{n}", items) for n, items in enumerate(LINES, 1)])
+
+
+def upload(client: httpx.Client, content: bytes = REQUESTS) -> str:
+    response = client.post("/files", data={"purpose": "batch"}, files={"file": ("requests.jsonl", content)})
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
+
+
+def create(client: httpx.Client, file_id: str) -> httpx.Response:
+    body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    return client.post("/batches", json={**body, "metadata": {"group": "2024-03"}})
+
+
+def start(client: httpx.Client) -> dict[str, Any]:
+    response = create(client, upload(client))
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def retrieve(client: httpx.Client, batch_id: str) -> dict[str, Any]:
+    response = client.get(f"/batches/{batch_id}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def ended(sim: Simulator, client: httpx.Client, batch_id: str) -> dict[str, Any]:
+    sim.advance(DAY)
+    return retrieve(client, batch_id)
+
+
+def rows(client: httpx.Client, file_id: str | None) -> list[dict[str, Any]]:
+    if file_id is None:
+        return []
+    response = client.get(f"/files/{file_id}/content")
+    assert response.headers["content-type"] == "application/jsonl"
+    return [json.loads(text) for text in response.text.splitlines()]
+
+
+def custom_ids(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted(row["custom_id"] for row in rows)
+
+
+def test_a_batch_completes_on_the_clock_and_answers_every_line_by_the_protocol(
+    sim: Simulator, client: httpx.Client
+) -> None:
+    file_id = upload(client)
+    uploaded = client.get(f"/files/{file_id}").json()
+    assert (uploaded["bytes"], uploaded["purpose"], uploaded["status"]) == (len(REQUESTS), "batch", "processed")
+    assert client.get(f"/files/{file_id}/content").content == REQUESTS
+    created = create(client, file_id).json()
+    assert (created["status"], created["request_counts"], created["output_file_id"]) == (
+        "validating", {"total": 0, "completed": 0, "failed": 0}, None)
+    assert created["metadata"] == {"group": "2024-03"}
+    sim.advance(30)
+    assert retrieve(client, created["id"])["status"] == "in_progress"
+    assert sim.ledger.snapshot()["billed"] == {}
+    sim.advance(30)
+    batch = retrieve(client, created["id"])
+    assert (batch["status"], batch["request_counts"]) == ("completed", {"total": 4, "completed": 4, "failed": 0})
+    assert None not in [batch[f"{state}_at"] for state in ("in_progress", "finalizing", "completed")]
+    assert (batch["failed_at"], batch["error_file_id"]) == (None, None)
+    output = rows(client, batch["output_file_id"])
+    assert [row["custom_id"] for row in output] != ["c1", "c2", "c3", "c4"]  # shuffled
+    for row in output:
+        assert (row["response"]["status_code"], row["error"]) == (200, None)
+        content = row["response"]["body"]["choices"][0]["message"]["content"]
+        answered = [result["id"] for result in json.loads(content)["results"]]
+        assert answered == [item["id"] for item in LINES[int(row["custom_id"][1:]) - 1]]
+    snapshot = sim.ledger.snapshot()
+    assert snapshot["billed"] == ALL_BILLED
+    assert (snapshot["batches_created"], snapshot["files_uploaded"], snapshot["requests"]) == (1, 1, 0)
+    assert client.delete(f"/files/{file_id}").json()["deleted"] is True
+    assert client.get(f"/files/{file_id}").status_code == 404
+
+
+def test_the_list_pages_newest_first(client: httpx.Client) -> None:
+    ids = [start(client)["id"] for _ in range(3)]
+    first = client.get("/batches", params={"limit": 2}).json()
+    assert ([b["id"] for b in first["data"]], first["has_more"]) == ([ids[2], ids[1]], True)
+    assert (first["object"], first["first_id"], first["last_id"]) == ("list", ids[2], ids[1])
+    rest = client.get("/batches", params={"limit": 2, "after": first["last_id"]}).json()
+    assert ([b["id"] for b in rest["data"]], rest["has_more"]) == ([ids[0]], False)
+
+
+def test_a_cancelled_batch_bills_nothing(sim: Simulator, client: httpx.Client) -> None:
+    batch_id = start(client)["id"]
+    sim.advance(30)
+    assert client.post(f"/batches/{batch_id}/cancel").json()["status"] == "cancelling"
+    batch = ended(sim, client, batch_id)
+    assert (batch["status"], batch["output_file_id"], batch["completed_at"]) == ("cancelled", None, None)
+    assert {row["error"]["code"] for row in rows(client, batch["error_file_id"])} == {"batch_cancelled"}
+    assert client.post(f"/batches/{batch_id}/cancel").status_code == 409
+    assert sim.ledger.snapshot()["billed"] == {}
+
+
+@pytest.mark.parametrize(
+    "bad, code",
+    [
+        ("{not json", "invalid_json_line"),
+        ({**line("c9", ITEMS[:1]), "url": "/v1/embeddings"}, "url_mismatch"),
+        (line("c1", ITEMS[:1]), "duplicate_custom_id"),
+        ({**line("c9", ITEMS[:1]), "body": {"messages": []}}, "missing_required_parameter"),
+    ],
+)
+def test_an_invalid_line_fails_the_batch_at_validation(
+    sim: Simulator, client: httpx.Client, bad: Any, code: str
+) -> None:
+    content = REQUESTS + (bad.encode() + b"\n" if isinstance(bad, str) else jsonl([bad]))
+    batch = ended(sim, client, create(client, upload(client, content)).json()["id"])
+    assert (batch["status"], batch["output_file_id"], batch["error_file_id"]) == ("failed", None, None)
+    assert [(e["code"], e["line"]) for e in batch["errors"]["data"]] == [(code, 5)]
+    assert sim.ledger.snapshot()["billed"] == {}
+
+
+def test_a_batch_of_an_unknown_file_or_endpoint_is_refused(client: httpx.Client) -> None:
+    assert create(client, "file-404").status_code == 404
+    body = {"input_file_id": upload(client), "endpoint": "/v1/embeddings", "completion_window": "24h"}
+    assert client.post("/batches", json=body).status_code == 400
+
+
+def test_a_lost_upload_stored_the_file(sim: Simulator, client: httpx.Client) -> None:
+    sim.set_faults({"rules": [{"fault": "upload_lost"}]})
+    with pytest.raises(httpx.RemoteProtocolError):
+        upload(client)
+    assert client.get("/files/file-1").json()["bytes"] == len(REQUESTS)
+    assert sim.ledger.snapshot()["files_uploaded"] == 1
+
+
+@pytest.mark.parametrize("fault", ["create_lost", "create_500"])
+def test_a_create_without_its_answer_still_runs_and_bills(sim: Simulator, client: httpx.Client, fault: str) -> None:
+    file_id = upload(client)
+    sim.set_faults({"rules": [{"fault": fault}]})
+    if fault == "create_lost":
+        with pytest.raises(httpx.RemoteProtocolError):
+            create(client, file_id)
+    else:
+        assert create(client, file_id).json()["error"]["type"] == "server_error"
+    [listed] = client.get("/batches").json()["data"]
+    assert ended(sim, client, listed["id"])["status"] == "completed"
+    assert sim.ledger.snapshot()["billed"] == ALL_BILLED
+
+
+def test_an_unknown_batch_is_404_unlisted_and_never_billed(sim: Simulator, client: httpx.Client) -> None:
+    sim.set_faults({"rules": [{"fault": "batch_unknown", "keys": ["p3"]}]})
+    batch_id = start(client)["id"]
+    sim.advance(DAY)
+    response = client.get(f"/batches/{batch_id}")
+    assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found")
+    assert client.get("/batches").json()["data"] == []
+    assert sim.ledger.snapshot()["billed"] == {}
+
+
+def test_an_expired_batch_bills_its_first_half_only(sim: Simulator, client: httpx.Client) -> None:
+    sim.set_faults({"rules": [{"fault": "expire"}]})
+    batch_id = start(client)["id"]
+    sim.advance(DAY - 1)
+    assert retrieve(client, batch_id)["status"] == "in_progress"
+    batch = ended(sim, client, batch_id)
+    assert (batch["status"], batch["request_counts"]) == ("expired", {"total": 4, "completed": 2, "failed": 2})
+    assert custom_ids(rows(client, batch["output_file_id"])) == ["c1", "c2"]
+    errors = rows(client, batch["error_file_id"])
+    assert [(row["custom_id"], row["response"], row["error"]["code"]) for row in sorted(errors, key=str)] == [
+        ("c3", None, "batch_expired"), ("c4", None, "batch_expired")]
+    assert sim.ledger.snapshot()["billed"] == {"p1": 1, "p2": 1, "p3": 1}
+
+
+@pytest.mark.parametrize("rule, kept", [({}, ["c1", "c2"]), ({"keys": ["p2"]}, ["c2", "c3", "c4"])])
+def test_missing_rows_are_in_neither_file_and_unbilled(
+    sim: Simulator, client: httpx.Client, rule: dict[str, Any], kept: list[str]
+) -> None:
+    sim.set_faults({"rules": [{"fault": "missing_rows", **rule}]})
+    batch = ended(sim, client, start(client)["id"])
+    assert batch["status"] == "completed"
+    assert (custom_ids(rows(client, batch["output_file_id"])), batch["error_file_id"]) == (kept, None)
+    billed = [item["id"] for n, items in enumerate(LINES, 1) if f"c{n}" in kept for item in items]
+    assert sim.ledger.snapshot()["billed"] == dict.fromkeys(billed, 1)
+
+
+def test_batch_failed_fails_validation_and_bills_nothing(sim: Simulator, client: httpx.Client) -> None:
+    sim.set_faults({"rules": [{"fault": "batch_failed"}]})
+    batch = ended(sim, client, start(client)["id"])
+    assert (batch["status"], batch["in_progress_at"], batch["output_file_id"]) == ("failed", None, None)
+    assert batch["errors"]["data"][0]["code"] == "token_limit_exceeded"
+    assert sim.ledger.snapshot()["billed"] == {}
+
+
+def test_chat_faults_and_batch_faults_keep_to_their_routes(sim: Simulator, client: httpx.Client) -> None:
+    sim.set_faults({"rules": [{"fault": "create_500", "times": 1}, {"fault": "http_500"}]})
+    chat = line("c1", ITEMS[:1])["body"]
+    assert client.post("/chat/completions", json=chat).status_code == 500
+    file_id = upload(client)
+    assert [create(client, file_id).status_code for _ in range(2)] == [500, 200]
+    assert client.post("/chat/completions", json=chat).status_code == 500
+    assert sim.ledger.snapshot()["faults"] == {"http_500": 2, "create_500": 1}
+
+
+def test_sim_clock_moves_forward_only(sim: Simulator, client: httpx.Client) -> None:
+    clock_url = f"http://127.0.0.1:{sim.port}/_sim/clock"
+    before = client.get(clock_url).json()["now"]
+    moved = client.post(clock_url, json={"advance": DAY}).json()["now"]
+    assert before + DAY <= moved <= sim.clock.now() < before + DAY + 60
+    assert client.post(clock_url, json={"advance": -1}).status_code == 400
+    assert client.get(clock_url).json()["now"] < moved + 60
