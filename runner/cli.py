@@ -228,10 +228,14 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None
 @click.option("--seed", default=0, show_default=True, help="Seed for every random choice.")
 @click.option("--faults", "plan", help="A fault plan: JSON text or a JSON file (see runner/sim/faults.py).")
 @click.option("--api-key", help="Accept only this key (default: any key, or none).")
-def sim(port: int, latency: float, jitter: float, seed: int, plan: str | None, api_key: str | None) -> None:
-    """Serve the simulated upstream on 127.0.0.1 until Ctrl-C.
+@click.option("--batch-seconds", default=5.0, show_default=True, help="How long a Batch API batch runs.")
+def sim(
+    port: int, latency: float, jitter: float, seed: int, plan: str | None, api_key: str | None, batch_seconds: float
+) -> None:
+    """Serve the simulated upstream on 127.0.0.1 until Ctrl-C: chat completions and the Batch API.
 
-    The fault plan can be changed while it runs: PUT /_sim/faults.
+    The fault plan can be changed while it runs: PUT /_sim/faults. Its clock
+    can be moved forward: POST /_sim/clock {"advance": seconds}.
 
     Example: runner sim --latency 0.5 --faults '{"rules": [{"fault": "http_500", "rate": 0.2}]}'
     """
@@ -239,7 +243,10 @@ def sim(port: int, latency: float, jitter: float, seed: int, plan: str | None, a
         faults = load_plan(plan) if plan else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--faults") from exc
-    simulator = Simulator(port=port, latency=latency, jitter=jitter, seed=seed, faults=faults, api_key=api_key)
+    simulator = Simulator(
+        port=port, latency=latency, jitter=jitter, seed=seed, faults=faults, api_key=api_key,
+        batch_seconds=batch_seconds,
+    )
     click.echo(f"simulator on {simulator.base_url} (ledger: GET /_sim/ledger); Ctrl-C stops it")
     try:
         simulator.serve_forever()

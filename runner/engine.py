@@ -289,9 +289,11 @@ class Engine:
         except UpstreamError as exc:
             self._settle_failed_call(batch, items, exc)
             return
-        if result is None:
-            never = TransportError("the batch was never created upstream: it is sent again, which cannot charge twice")
-            self._settle_failed_call(batch, items, never)
+        if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
+            message = "the batch was never created upstream: it is sent again, which cannot charge twice"
+            never = Settlement(not_before=self.clock.now())
+            never.retry = {item.id: (FailureKind.TRANSPORT, message) for item in items}
+            self._settle(batch, never)
             return
         self._settle_task(batch, items, result)
 

@@ -78,6 +78,7 @@ class Simulator:
         jitter: float = 0.0,
         seed: int = 0,
         on_request: OnRequest | None = None,
+        on_call: Callable[[str, str], None] | None = None,
         api_key: str | None = None,
         faults: Mapping[str, Any] | None = None,
         batch_seconds: float = 1.0,
@@ -87,6 +88,8 @@ class Simulator:
         if not math.isfinite(batch_seconds) or batch_seconds < 0:
             raise ValueError(f"batch_seconds must be 0 or more, not {batch_seconds!r}")
         self.on_request = on_request
+        #: Called with (method, path) for every ``/v1/`` request before it is handled.
+        self.on_call = on_call
         #: When set, only ``Authorization: Bearer <api_key>`` is accepted; otherwise any key or none.
         self.api_key = api_key
         self._host = host
@@ -194,6 +197,8 @@ class Simulator:
         """The reply of the route for ``request``: a 401 without the key, a 404 without a route."""
         if request.path.startswith("/v1/") and not key_accepted(request, self.api_key):
             return UNAUTHORIZED
+        if request.path.startswith("/v1/") and self.on_call is not None:
+            self.on_call(request.method, request.path)
         for (method, pattern), route in _ROUTES.items():
             params = _match(pattern, request.path)
             if method == request.method and params is not None:

@@ -1,0 +1,112 @@
+"""The openai-batch provider against the simulator's Batch API: submit, save the id, poll, recover."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import StepClock, make_job, posts
+
+from runner import progress, recovery, runs
+from runner.jobs import Job
+from runner.sim import Simulator
+from runner.states import FailureKind, ItemState
+from runner.store import Store
+
+
+@pytest.fixture
+def upstream() -> Iterator[Simulator]:
+    with Simulator(batch_seconds=0.0).start() as sim:
+        yield sim
+
+
+def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **limits: Any) -> Job:
+    job = make_job(tmp_path, sim.base_url, records, **limits)
+    return replace(job, provider=replace(job.provider, kind="openai-batch"))
+
+
+def tasks(store: Store) -> list[str | None]:
+    return [r["upstream_id"] for r in store.db.query("SELECT upstream_id FROM batches ORDER BY id")]
+
+
+async def test_a_batch_is_submitted_its_id_saved_and_its_lines_completed(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(30, groups=2), max_items=10), clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.status["counts"][ItemState.COMPLETED] == 30
+    assert ledger["batches_created"] == 4 and set(ledger["billed"].values()) == {1}
+    assert all(task and task.startswith("batch_") for task in tasks(store))
+    assert {r["paid_calls"] for r in store.db.query("SELECT paid_calls FROM items")} == {1}
+
+
+async def test_a_create_whose_answer_was_lost_is_adopted_from_the_list_not_created_again(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "create_lost", "times": 1}]})
+    outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(5)), clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.status["counts"][ItemState.COMPLETED] == 5
+    assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
+    assert ledger["faults"] == {"create_lost": 1}
+
+
+async def test_a_task_the_upstream_no_longer_knows_fails_and_nothing_is_resubmitted(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "batch_unknown", "keys": ["p000"]}]})
+    outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(10), max_items=5), clock=clock)
+    failures = progress.failures(store, "test")
+    assert {(f["kind"], f["retryable"]) for f in failures} == {(FailureKind.NOT_FOUND, True)}
+    assert [f["key"] for f in failures] == [f"p00{i}" for i in range(5)]
+    assert "nothing was submitted again" in failures[0]["message"]
+    assert upstream.ledger.snapshot()["batches_created"] == 2
+    assert outcome.status["counts"][ItemState.COMPLETED] == 5
+
+
+class SharedClock(StepClock):
+    """The engine's waits move the simulator's clock too, so a 24 h batch window passes at once."""
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__()
+        self.sim = sim
+
+    async def sleep(self, seconds: float) -> None:
+        self.sim.advance(seconds)
+        await super().sleep(seconds)
+
+
+async def test_an_expired_batch_keeps_its_answered_lines_and_sends_the_others_again_unbilled(
+    tmp_path: Path, upstream: Simulator, store: Store
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "expire", "times": 1}]})
+    job = batch_job(tmp_path, upstream, posts(6))
+    job = replace(job, retry=replace(job.retry, max_backoff=3600.0))
+    outcome = await runs.execute(store, job, clock=SharedClock(upstream))
+    billed = upstream.ledger.snapshot()["billed"]
+    assert outcome.status["counts"][ItemState.COMPLETED] == 6
+    assert set(billed.values()) == {1} and len(billed) == 6
+    assert {r["attempts"] for r in store.db.query("SELECT attempts FROM items WHERE key > 'p002'")} == {2}
+
+
+async def test_after_a_crash_a_saved_task_is_polled_once_confirmed(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = batch_job(tmp_path, upstream, posts(5))
+    run_id = runs.prepare(store, job, now=clock.now())
+    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=clock.now())
+    assert batch is not None
+    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
+    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=clock.now(), intent=False)
+    store.mark_intent(batch.id, now=clock.now())
+    store.db.execute("DELETE FROM engines")
+    held = await runs.execute(store, job, clock=clock)
+    assert held.exit_code == 4 and held.status["needs_confirmation"] == 5
+    assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.ADOPT}
+    assert recovery.confirm(store, "test", now=clock.now())[recovery.Case.ADOPT] == 5
+    done = await runs.execute(store, job, clock=clock)
+    assert done.status["counts"][ItemState.COMPLETED] == 5
+    assert upstream.ledger.snapshot()["batches_created"] == 1
