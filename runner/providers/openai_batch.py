@@ -21,9 +21,8 @@ from typing import Any
 import httpx
 
 from .. import errors, protocol
-from ..jobs import Prompt, ProviderConfig
 from . import TaskResult
-from .openai_chat import answer_of, chat_body, classify, error_for, transport_error
+from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, error_for, transport_error
 
 ENDPOINT = "/v1/chat/completions"
 METADATA_KEY = "runner_batch"
@@ -32,24 +31,8 @@ RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
 NOT_RUN = {"batch_expired", "batch_cancelled"}
 
 
-class OpenAIBatch:
+class OpenAIBatch(OpenAIUpstream):
     """Submits a batch to the OpenAI Batch API and polls it."""
-
-    def __init__(
-        self,
-        config: ProviderConfig,
-        prompt: Prompt,
-        output_schema: dict[str, Any] | None,
-        *,
-        client: httpx.AsyncClient,
-        api_key: str | None,
-    ) -> None:
-        self._config = config
-        self._prompt = prompt
-        self._response_format = protocol.batch_response_format(output_schema)
-        self._client = client
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._base = config.base_url.rstrip("/")
 
     def requests_file(self, payloads: list[dict[str, Any]]) -> bytes:
         """The JSONL of one request per item."""

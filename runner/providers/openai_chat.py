@@ -27,8 +27,8 @@ BILLING_CODES = {
     "enforced_spend_limit_reached",
 }
 
-class OpenAIChat:
-    """Calls an OpenAI-compatible chat completions endpoint, one batch per request."""
+class OpenAIUpstream:
+    """What both OpenAI providers hold: the job's model and prompt, an httpx client and the key."""
 
     def __init__(
         self,
@@ -44,11 +44,16 @@ class OpenAIChat:
         self._response_format = protocol.batch_response_format(output_schema)
         self._client = client
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._base = config.base_url.rstrip("/")
+
+
+class OpenAIChat(OpenAIUpstream):
+    """Calls an OpenAI-compatible chat completions endpoint, one batch per request."""
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
         """Send one batch in one request; every failure is raised classified, never retried here."""
         body = chat_body(self._config, self._prompt, self._response_format, payloads)
-        url = self._config.base_url.rstrip("/") + "/chat/completions"
+        url = self._base + "/chat/completions"
         try:
             response = await self._client.post(
                 url, json=body, headers=self._headers, timeout=self._config.timeout

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import breaker, control, progress, runs
+from runner import breaker, control, runs
 from runner.breaker import Control
 from runner.jobs import Job
 from runner.sim import Simulator

@@ -174,7 +174,7 @@ async def test_a_python_handler_classifies_its_own_failures(
         return [{"id": p["id"], "label": "question"} for p in payloads]
 
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5), request_retries=0)
-    outcome = await runs.execute(store, job, provider=PythonHandler(handler), clock=clock)
+    await runs.execute(store, job, provider=PythonHandler(handler), clock=clock)
     first = store.db.execute("SELECT kind FROM events WHERE from_state = 'running' ORDER BY id LIMIT 1").fetchone()
     assert first == (kind,)
     assert set(item_states(store)) == {f"p{i:03d}" for i in range(5)}
