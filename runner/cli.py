@@ -350,7 +350,10 @@ def _status_table(status: dict[str, Any], control: Control) -> Table:
     caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
     if status["needs_confirmation"]:
         caption += f" · {status['needs_confirmation']} need confirmation"
-    table = Table(title=f"run {status['run']}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD)
+    table = Table(
+        title=f"run {status['run']}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
+        show_edge=False, pad_edge=False,
+    )
     table.add_column("group")
     for state in states:
         table.add_column(state, justify="right")
