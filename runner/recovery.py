@@ -68,22 +68,18 @@ class HeldItem:
 def held(store: Store, name: str) -> list[HeldItem]:
     """The items of a run that wait for a person, with their case."""
     rows = store.rows(
-        "SELECT i.key, i.grp, b.upstream_id, i.attempts, i.paid_calls FROM items i "
+        "SELECT i.key, i.grp, b.upstream_id, b.submits, i.attempts, i.paid_calls FROM items i "
         "LEFT JOIN batches b ON b.id = i.batch_id "
         "WHERE i.run_id = ? AND i.needs_confirmation = ? ORDER BY i.seq",
         [store.run_id(name), HELD],
     )
-    unsaved = Case.ADOPT if _submits(store, name) else Case.RESUBMIT
-    return [
-        HeldItem(r["key"], r["grp"], Case.POLL if r["upstream_id"] else unsaved, r["upstream_id"],
-                 r["attempts"], r["paid_calls"])
-        for r in rows
-    ]
+    return [HeldItem(r["key"], r["grp"], _case(r), r["upstream_id"], r["attempts"], r["paid_calls"]) for r in rows]
 
 
-def _submits(store: Store, name: str) -> bool:
-    """Whether the run's provider submits tasks (and so can look for one it lost)."""
-    return store.job(name).provider.kind == "openai-batch"
+def _case(row: dict[str, object]) -> Case:
+    if row["upstream_id"]:
+        return Case.POLL
+    return Case.ADOPT if row["submits"] else Case.RESUBMIT
 
 
 def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) -> dict[Case, int]:
@@ -92,7 +88,6 @@ def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) ->
     Returns how many of each case were released. One transaction.
     """
     run_id = store.run_id(name)
-    submits = _submits(store, name)
     with store.write() as conn:
         chosen = (
             "run_id = :run AND needs_confirmation = :held AND state = 'running' "
@@ -105,9 +100,9 @@ def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) ->
             params,
         ).fetchall()
         adopted = conn.execute(
-            f"UPDATE items SET needs_confirmation = :confirmed, updated_at = :now WHERE {chosen} AND :submits "
-            "RETURNING id",
-            {**params, "submits": submits},
+            f"UPDATE items SET needs_confirmation = :confirmed, updated_at = :now WHERE {chosen} "
+            "AND batch_id IN (SELECT id FROM batches WHERE submits = 1) RETURNING id",
+            params,
         ).fetchall()
         resent = conn.execute(
             f"UPDATE items SET state = 'pending', needs_confirmation = 0, batch_id = NULL, updated_at = :now, "

@@ -241,8 +241,8 @@ class Store:
                 (now, batch_id, *lease, max_attempts),
             ).fetchall()
             conn.execute(
-                "UPDATE batches SET state = ?, started_at = ?, intent_at = ? WHERE id = ?",
-                (BatchState.RUNNING, now, now if intent else None, batch_id),
+                "UPDATE batches SET state = ?, started_at = ?, intent_at = ?, submits = ? WHERE id = ?",
+                (BatchState.RUNNING, now, now if intent else None, int(not intent), batch_id),
             )
             if step:
                 conn.execute(

@@ -1,4 +1,4 @@
-"""The ``python`` provider: a user's own async function, with the same guarantees as HTTP ones.
+"""Python providers: a user's own async function, or submit/poll pair, with the same guarantees.
 
 The handler receives a batch's item payloads (each with its ``"id"``) and
 returns either the model's raw answer (a string under the batch protocol) or
@@ -14,11 +14,13 @@ are not retried.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import protocol
 from ..errors import BadRequest, TransportError, UpstreamError
-from . import Answer
+from . import Answer, TaskResult
+
+T = TypeVar("T")
 
 Handler = Callable[[list[dict[str, Any]]], Awaitable[str | list[dict[str, Any]]]]
 
@@ -30,17 +32,59 @@ class PythonHandler:
         self._handler = handler
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-        try:
-            answer = await self._handler(payloads)
-        except UpstreamError:
-            raise
-        except (TimeoutError, ConnectionError) as exc:
-            raise TransportError(f"the handler raised {type(exc).__name__}: {exc}", maybe_billed=True) from exc
-        except Exception as exc:
-            raise BadRequest(f"the handler raised {type(exc).__name__}: {exc}") from exc
+        answer = await _classified(self._handler(payloads))
         if isinstance(answer, str):
             return Answer(answer)
         try:
             return Answer(protocol.encode({"results": answer}))
         except (TypeError, ValueError) as exc:
             raise BadRequest(f"the handler returned results that are not JSON: {exc}") from exc
+
+
+Submit = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
+Poll = Callable[[str], Awaitable["list[dict[str, Any]] | None"]]
+Find = Callable[[str], Awaitable["str | None"]]
+
+
+class PythonTasks:
+    """A user's own submit/poll pair (and optional find), with the Batch API's guarantees.
+
+    ``submit(ref, payloads)`` starts a task and returns its id; the engine
+    saves it before it polls. ``poll(task_id)`` returns None while the task
+    runs, then its results (dicts with an ``"id"``); it raises ``NotFound``
+    for a task its upstream no longer knows. ``find(ref)`` returns the task
+    created for ``ref``, if any: give it when a submit's answer can be lost
+    (raise ``SubmitUnknown`` from ``submit`` then); without it, a lost submit
+    is taken as never created.
+    """
+
+    def __init__(self, submit: Submit, poll: Poll, find: Find | None = None) -> None:
+        self._submit = submit
+        self._poll = poll
+        self._find = find
+
+    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+        return await _classified(self._submit(ref, payloads))
+
+    async def find(self, ref: str) -> str | None:
+        return await _classified(self._find(ref)) if self._find else None
+
+    async def poll(self, task_id: str) -> TaskResult | None:
+        results = await _classified(self._poll(task_id))
+        if results is None:
+            return None
+        return TaskResult(answers={
+            str(r["id"]): Answer(protocol.encode({"results": [r]})) for r in results if isinstance(r, dict)
+        })
+
+
+async def _classified(call: Awaitable[T]) -> T:
+    """Await a handler's call, translating what it raises as ``PythonHandler`` does."""
+    try:
+        return await call
+    except UpstreamError:
+        raise
+    except (TimeoutError, ConnectionError) as exc:
+        raise TransportError(f"the handler raised {type(exc).__name__}: {exc}", maybe_billed=True) from exc
+    except Exception as exc:
+        raise BadRequest(f"the handler raised {type(exc).__name__}: {exc}") from exc

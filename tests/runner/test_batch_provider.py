@@ -1,4 +1,4 @@
-"""The openai-batch provider against the simulator's Batch API: submit, save the id, poll, recover."""
+"""Providers that submit and poll: the Batch API against the simulator, and a user's own pair."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 from support import StepClock, make_job, posts
 
 from runner import progress, recovery, runs
+from runner.errors import SubmitUnknown
 from runner.jobs import Job
+from runner.providers.handler import PythonTasks
 from runner.sim import Simulator
 from runner.states import FailureKind, ItemState
 from runner.store import Store
@@ -110,3 +112,42 @@ async def test_after_a_crash_a_saved_task_is_polled_once_confirmed(
     done = await runs.execute(store, job, clock=clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 1
+
+
+class Tasks:
+    """A user's own task upstream, in memory: submit, poll, find, and what was saved when it was polled."""
+
+    def __init__(self, store: Store, *, lose_first_answer: bool = False) -> None:
+        self.store = store
+        self.created: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+        self.saved_when_polled: list[str | None] = []
+        self.lose = lose_first_answer
+
+    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+        task_id = f"task-{len(self.created)}"
+        self.created[task_id] = (ref, payloads)
+        if self.lose:
+            self.lose = False
+            raise SubmitUnknown("the answer to the create was lost")
+        return task_id
+
+    async def find(self, ref: str) -> str | None:
+        return next((task for task, (r, _) in self.created.items() if r == ref), None)
+
+    async def poll(self, task_id: str) -> list[dict[str, Any]] | None:
+        (saved,) = self.store.db.execute("SELECT upstream_id FROM batches WHERE upstream_id = ?", [task_id]).fetchone()
+        self.saved_when_polled.append(saved)
+        return [{"id": p["id"], "label": "question"} for p in self.created[task_id][1]]
+
+
+@pytest.mark.parametrize("lose", [False, True])
+async def test_a_python_submit_poll_pair_has_its_task_id_saved_before_it_is_polled(
+    tmp_path: Path, store: Store, clock: StepClock, lose: bool
+) -> None:
+    tasks_upstream = Tasks(store, lose_first_answer=lose)
+    provider = PythonTasks(tasks_upstream.submit, tasks_upstream.poll, tasks_upstream.find)
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(12), max_items=5)
+    outcome = await runs.execute(store, job, provider=provider, clock=clock)
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert len(tasks_upstream.created) == 3
+    assert sorted(tasks_upstream.saved_when_polled) == sorted(tasks_upstream.created)
