@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from . import breaker, lease, progress, protocol
 from .breaker import Control
-from .errors import StoreError, TransportError, UpstreamError
+from .errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from .jobs import ItemRow, Job
 from .providers import Answer, Provider, TaskProvider, TaskResult
 from .states import FailureKind, ItemState
@@ -39,6 +39,10 @@ from .store import Batch, Settlement, StartedItem, Store
 from .tasks import TaskDriver
 from .validation import ResultCheck
 
+MISSING_LINE = (
+    "the finished task has no line for this item: it may have run and been billed; "
+    "runner retry sends it again, which may charge twice"
+)
 HEARTBEAT_SECONDS = 2.0
 POLL_SECONDS = 0.5
 
@@ -102,7 +106,7 @@ class Engine:
         self.provider = provider
         self.clock = clock or SystemClock()
         self.tasks = (
-            TaskDriver(store, provider, run=job.name, retry=job.retry, clock=self.clock)
+            TaskDriver(store, provider, retry=job.retry, clock=self.clock)
             if isinstance(provider, TaskProvider) else None
         )
         self.wait_for_person = wait_for_person
@@ -114,6 +118,7 @@ class Engine:
         self.stop_kind: FailureKind | None = None
         self._last_beat = 0.0
         self._formed: deque[Batch] = deque()
+        self._resumed: set[int] = set()
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self._quiet_until = 0.0
 
@@ -130,9 +135,10 @@ class Engine:
             if items is not None:
                 self.store.prepare_run(self.job, items, now=self.clock.now())
             self.run_id = self.store.run_id(name)
+            if self.tasks is not None:
+                self.tasks.run_reference = self.store.reference(self.run_id)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
-            self._formed.extend(self.store.resumable(self.run_id))
             await self._work()
         finally:
             self._tidy(name)
@@ -226,7 +232,11 @@ class Engine:
         return True
 
     def _form(self, *, lookahead: int) -> None:
-        """Keep up to ``lookahead`` batches queued for the next free slots."""
+        """Keep up to ``lookahead`` batches queued for the next free slots, confirmed ones first."""
+        for confirmed in self.store.resumable(self.run_id):
+            if confirmed.id not in self._resumed:
+                self._resumed.add(confirmed.id)
+                self._formed.appendleft(confirmed)
         limits = self.job.batch
         while len(self._formed) < lookahead:
             batch = self.store.claim_batch(
@@ -286,8 +296,15 @@ class Engine:
                 result = await tasks.resume(batch.id)
             else:
                 result = await tasks.submit_and_wait(batch.id, payloads, now=self.clock.now())
+        except TaskUnreachable as exc:
+            self.store.hold(batch.id, now=self.clock.now())
+            self.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
+            return
         except UpstreamError as exc:
             self._settle_failed_call(batch, items, exc)
+            return
+        if result is not None and result.failure is not None:
+            self._settle_failed_call(batch, items, result.failure)
             return
         if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
             message = "the batch was never created upstream: it is sent again, which cannot charge twice"
@@ -319,7 +336,8 @@ class Engine:
             elif item.key in result.answers:
                 settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no usable result for this id")
             else:
-                settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "no line for this item in the task's output")
+                settlement.failed[item.id] = (FailureKind.NOT_FOUND, MISSING_LINE, True)
+                settlement.maybe_paid.add(item.id)
         self._settle(batch, settlement)
 
     async def _call(self, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:

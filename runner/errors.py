@@ -14,7 +14,8 @@
         ├── PermissionDenied    not allowed (403)
         ├── BadRequest          the upstream refused the request as malformed (400)
         ├── NotFound            the model, resource or task is not known (404)
-        └── SubmitUnknown       a create whose answer was lost: it may or may not exist
+        ├── SubmitUnknown       a create whose answer was lost: it may or may not exist
+        └── TaskUnreachable     a submitted task cannot be polled or found for now
 
 Foreign exceptions (``httpx``, ``sqlite3``, ``tomllib``, ``json``) are
 translated where they enter, with ``raise ... from exc``. The CLI turns these
@@ -125,5 +126,11 @@ class NotFound(UpstreamError):
 
 class SubmitUnknown(UpstreamError):
     """A create call whose answer was lost: the task may exist; look for it, never create another blindly."""
+
+    kind = FailureKind.TRANSPORT
+
+
+class TaskUnreachable(UpstreamError):
+    """A submitted task cannot be polled or found for now: its items are held, never sent again on their own."""
 
     kind = FailureKind.TRANSPORT

@@ -194,12 +194,14 @@ CONTROLS = [
 # Version 3: when a batch's items were committed to go upstream (a call about to
 # be made, or a submit's intent written before its upload), so that recovery
 # tells items that were never sent from those that may have been; ``submits``
-# marks a batch sent as a task (found again by its reference) rather than a call.
+# marks a batch sent as a task (found again by its reference) rather than a call;
+# a run's ``nonce`` makes those references unique across stores that reuse a name.
 # ``maybe_paid`` counts calls sent whose answer was lost (a read timeout, a
 # dropped connection): the upstream may have run and billed them.
 INTENTS = [
     "ALTER TABLE batches ADD COLUMN intent_at REAL",
     "ALTER TABLE batches ADD COLUMN submits INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN nonce TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE items ADD COLUMN maybe_paid INTEGER NOT NULL DEFAULT 0",
 ]
 

@@ -13,6 +13,7 @@ Time is passed in (``now``, seconds since the epoch), never read here.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -67,6 +68,8 @@ class Settlement:
     failed: dict[int, tuple[FailureKind, str, bool]] = field(default_factory=dict)
     #: Item ids to send again at once in new, smaller batches (a wholly invalid answer).
     split: list[list[int]] = field(default_factory=list)
+    #: Items whose call may have been billed with no answer to show for it.
+    maybe_paid: set[int] = field(default_factory=set)
     not_before: float = 0.0
     #: How this batch moves the breaker, applied to its state inside the same transaction.
     breaker: Callable[[Control], Control] | None = None
@@ -148,10 +151,10 @@ class Store:
         """
         with self.write() as conn:
             (run_id,) = conn.execute(
-                "INSERT INTO runs (name, job, created_at, updated_at) VALUES (?, ?, ?, ?) "
+                "INSERT INTO runs (name, job, nonce, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (name) DO UPDATE SET job = excluded.job, updated_at = excluded.updated_at "
                 "RETURNING id",
-                (job.name, job.to_json(), now, now),
+                (job.name, job.to_json(), secrets.token_hex(4), now, now),
             ).fetchone()
             chunk: list[tuple[Any, ...]] = []
             seen = 0
@@ -279,6 +282,19 @@ class Store:
         with self.write() as conn:
             conn.execute("UPDATE batches SET upstream_id = ? WHERE id = ?", (task_id, batch_id))
 
+    def reference(self, run_id: int) -> str:
+        """The run's name and nonce, unique across stores: the prefix of its tasks' references."""
+        (row,) = self.rows("SELECT name, nonce FROM runs WHERE id = ?", [run_id])
+        return f"{row['name']}:{row['nonce']}"
+
+    def hold(self, batch_id: int, *, now: float) -> None:
+        """Hold a batch's sent items for a person: their task's fate cannot be known now."""
+        with self.write() as conn:
+            conn.execute(
+                "UPDATE items SET needs_confirmation = 1, updated_at = ? WHERE batch_id = ? AND state = 'running'",
+                (now, batch_id),
+            )
+
     def task_id(self, batch_id: int) -> str | None:
         (row,) = self.rows("SELECT upstream_id FROM batches WHERE id = ?", [batch_id])
         return str(row["upstream_id"]) if row["upstream_id"] else None
@@ -334,6 +350,10 @@ class Store:
         Returns the new batches a split formed, already queued.
         """
         with self.write() as conn:
+            conn.executemany(
+                f"UPDATE items SET maybe_paid = maybe_paid + 1 WHERE id = ? {IN_BATCH}",
+                [(i, batch_id) for i in settlement.maybe_paid],
+            )
             # Each update touches only items still in this batch's hands: an item
             # whose input changed meanwhile keeps the failure that says so.
             conn.executemany(

@@ -37,6 +37,8 @@ class TaskResult:
 
     answers: dict[str, Answer] = field(default_factory=dict)
     errors: dict[str, UpstreamError] = field(default_factory=dict)
+    #: The task as a whole ended without running (refused at validation, say).
+    failure: UpstreamError | None = None
 
 
 @runtime_checkable

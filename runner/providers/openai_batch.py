@@ -79,17 +79,25 @@ class OpenAIBatch(OpenAIUpstream):
         if batch["status"] in RUNNING:
             return None
         if batch["status"] == "failed":
-            reasons = "; ".join(e.get("message", "") for e in (batch.get("errors") or {}).get("data", []))
-            raise errors.BadRequest(f"batch {task_id} failed validation: {reasons or 'no reason given'}")
+            problems = (batch.get("errors") or {}).get("data", [])
+            reasons = "; ".join(e.get("message", "") for e in problems) or "no reason given"
+            if any(e.get("code") == "token_limit_exceeded" for e in problems):
+                quota = errors.RateLimited(f"batch {task_id} was refused for the token quota, nothing ran: {reasons}")
+                return TaskResult(failure=quota)
+            return TaskResult(failure=errors.BadRequest(f"batch {task_id} failed validation: {reasons}"))
         result = TaskResult()
         for line in await self._lines(batch.get("output_file_id")) + await self._lines(batch.get("error_file_id")):
             _read_line(line, result)
         return result
 
     async def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
+        """A result file's lines; one the upstream no longer keeps has none (its items show as missing)."""
         if not file_id:
             return []
-        response = await self._request("GET", f"/files/{file_id}/content")
+        try:
+            response = await self._request("GET", f"/files/{file_id}/content")
+        except errors.NotFound:
+            return []
         try:
             return [json.loads(line) for line in response.text.splitlines() if line.strip()]
         except ValueError as exc:

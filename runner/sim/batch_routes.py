@@ -106,12 +106,16 @@ def create_batch(sim: Simulator, request: Request) -> Reply:
 
 def get_batch(sim: Simulator, request: Request) -> Reply:
     """``GET /v1/batches/{id}``: the batch object as of the simulator's clock."""
+    if sim.choose_fault([], Scope.POLL) is not None:
+        return _overloaded()
     batch = sim.batches.batch(request.params["id"], sim.clock.now())
     return _no_batch(request) if batch is None else Reply(200, batch)
 
 
 def list_batches(sim: Simulator, request: Request) -> Reply:
     """``GET /v1/batches?limit=&after=``: a page of batches, newest first."""
+    if sim.choose_fault([], Scope.LIST) is not None:
+        return _overloaded()
     query = parse_qs(request.query)
     limit_text = query.get("limit", [str(DEFAULT_LIMIT)])[-1]
     if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_LIMIT:
@@ -132,6 +136,11 @@ def list_batches(sim: Simulator, request: Request) -> Reply:
             "has_more": has_more,
         },
     )
+
+
+def _overloaded() -> Reply:
+    status, kind, code, message = ERRORS["http_503"]
+    return error_reply(status, message, kind=kind, code=code)
 
 
 def cancel_batch(sim: Simulator, request: Request) -> Reply:

@@ -56,6 +56,9 @@ the lines it answers when it ends:
 - ``missing_rows``: the batch completes, but the lines holding ``keys``
   (else its second half of lines) are in neither file, and not billed;
 - ``batch_failed``: the batch fails validation, as for a spent token quota.
+
+On ``GET /v1/batches/{id}`` (a poll) and ``GET /v1/batches`` (the list):
+``poll_503`` and ``list_503`` answer 503 ``server_is_overloaded``.
 """
 
 from __future__ import annotations
@@ -123,6 +126,8 @@ FAULTS: dict[str, dict[str, Param]] = {
     "expire": {},
     "missing_rows": {},
     "batch_failed": {},
+    "poll_503": {},
+    "list_503": {},
 }
 
 
@@ -132,6 +137,8 @@ class Scope(StrEnum):
     CHAT = "chat"  # POST /v1/chat/completions
     UPLOAD = "upload"  # POST /v1/files
     BATCH = "batch"  # POST /v1/batches
+    POLL = "poll"  # GET /v1/batches/{id}
+    LIST = "list"  # GET /v1/batches
 
 
 _NOT_CHAT = {
@@ -142,6 +149,8 @@ _NOT_CHAT = {
     "expire": Scope.BATCH,
     "missing_rows": Scope.BATCH,
     "batch_failed": Scope.BATCH,
+    "poll_503": Scope.POLL,
+    "list_503": Scope.LIST,
 }
 
 #: Every fault, with the request it applies to.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support import StepClock, make_job, posts
 
@@ -14,6 +16,7 @@ from runner import progress, recovery, runs
 from runner.errors import SubmitUnknown
 from runner.jobs import Job
 from runner.providers.handler import PythonTasks
+from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
 from runner.states import FailureKind, ItemState
 from runner.store import Store
@@ -94,17 +97,23 @@ async def test_an_expired_batch_keeps_its_answered_lines_and_sends_the_others_ag
     assert {r["attempts"] for r in store.db.query("SELECT attempts FROM items WHERE key > 'p002'")} == {2}
 
 
-async def test_after_a_crash_a_saved_task_is_polled_once_confirmed(
+def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
+    """What a killed engine leaves: a batch marked running, its submit intent written, no answer."""
+    run_id = runs.prepare(store, job, now=now)
+    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=now)
+    assert batch is not None
+    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
+    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=now, intent=False)
+    store.mark_intent(batch.id, now=now)
+    store.db.execute("DELETE FROM engines")
+    return batch.id
+
+
+async def test_after_a_crash_the_batch_it_may_have_created_is_looked_for_once_confirmed(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
     job = batch_job(tmp_path, upstream, posts(5))
-    run_id = runs.prepare(store, job, now=clock.now())
-    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=clock.now())
-    assert batch is not None
-    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
-    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=clock.now(), intent=False)
-    store.mark_intent(batch.id, now=clock.now())
-    store.db.execute("DELETE FROM engines")
+    leave_a_sent_batch(store, job, clock.now())
     held = await runs.execute(store, job, clock=clock)
     assert held.exit_code == 4 and held.status["needs_confirmation"] == 5
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.ADOPT}
@@ -112,6 +121,97 @@ async def test_after_a_crash_a_saved_task_is_polled_once_confirmed(
     done = await runs.execute(store, job, clock=clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 1
+
+
+async def test_after_a_crash_a_saved_task_is_polled_once_confirmed_and_never_submitted_again(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = batch_job(tmp_path, upstream, posts(5))
+    batch_id = leave_a_sent_batch(store, job, clock.now())
+    async with httpx.AsyncClient() as client:
+        provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None)
+        payloads = [json.loads(r["input"]) for r in store.db.query("SELECT input FROM items ORDER BY seq")]
+        store.save_task_id(batch_id, await provider.submit("elsewhere:1", payloads))
+    held = await runs.execute(store, job, clock=clock)
+    assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}
+    assert "no new charge" in recovery.Case.POLL.warning
+    recovery.confirm(store, "test", now=clock.now(), keys=["p000", "p001", "p002", "p003", "p004"])
+    done = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert held.exit_code == 4 and done.status["counts"][ItemState.COMPLETED] == 5
+    assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
+
+
+async def test_a_task_that_cannot_be_polled_holds_its_items_and_a_person_polls_it_again(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "poll_503"}]})
+    job = batch_job(tmp_path, upstream, posts(5))
+    stopped = await runs.execute(store, job, clock=clock)
+    assert stopped.exit_code == 4 and "polling task batch_" in (stopped.stopped_for or "")
+    assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}
+    upstream.set_faults(None)
+    recovery.confirm(store, "test", now=clock.now())
+    done = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert done.status["counts"][ItemState.COMPLETED] == 5
+    assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
+
+
+async def test_a_lost_create_that_cannot_be_looked_for_is_held_never_sent_again(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "create_lost", "times": 1}, {"fault": "list_503"}]})
+    job = batch_job(tmp_path, upstream, posts(5))
+    stopped = await runs.execute(store, job, clock=clock)
+    assert stopped.exit_code == 4
+    assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.ADOPT}
+    upstream.set_faults(None)
+    recovery.confirm(store, "test", now=clock.now())
+    done = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert done.status["counts"][ItemState.COMPLETED] == 5
+    assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
+
+
+async def test_another_store_reusing_the_run_name_never_adopts_this_ones_batch(
+    tmp_path: Path, upstream: Simulator, clock: StepClock
+) -> None:
+    with Store(tmp_path / "a.db") as first:
+        await runs.execute(first, batch_job(tmp_path, upstream, posts(5)), clock=clock)
+    other = posts(5, body="A different text")
+    with Store(tmp_path / "b.db") as second:
+        job = batch_job(tmp_path, upstream, other)
+        leave_a_sent_batch(second, job, clock.now())
+        await runs.execute(second, job, clock=clock)
+        recovery.confirm(second, "test", now=clock.now())
+        done = await runs.execute(second, job, clock=clock)
+        summaries = {json.loads(r["result"])["summary"] for r in second.db.query("SELECT result FROM items")}
+    assert done.status["counts"][ItemState.COMPLETED] == 5
+    assert upstream.ledger.snapshot()["batches_created"] == 2
+    assert all(summary.startswith("A different text") for summary in summaries)
+
+
+async def test_a_line_missing_from_a_finished_task_fails_as_maybe_paid_never_resent_alone(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "missing_rows", "keys": ["p001"]}]})
+    outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(5)), clock=clock)
+    [failure] = progress.failures(store, "test")
+    assert (failure["key"], failure["kind"], failure["retryable"]) == ("p001", FailureKind.NOT_FOUND, True)
+    assert "may have run and been billed" in failure["message"]
+    (maybe,) = store.db.execute("SELECT maybe_paid FROM items WHERE key = 'p001'").fetchone()
+    assert maybe == 1 and outcome.status["counts"][ItemState.COMPLETED] == 4
+
+
+async def test_a_batch_refused_for_the_token_quota_waits_and_goes_again(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "batch_failed", "times": 1}]})
+    outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(5)), clock=clock)
+    kinds = [k for (k,) in store.db.execute("SELECT DISTINCT kind FROM events WHERE to_state = 'waiting'")]
+    assert kinds == [FailureKind.RATE_LIMITED]
+    assert outcome.status["counts"][ItemState.COMPLETED] == 5
 
 
 class Tasks:
