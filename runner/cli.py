@@ -222,6 +222,21 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None
 
 
 @main.command()
+@click.argument("name", required=False)
+@db_option
+@plain_errors
+def tui(name: str | None, db: str) -> None:
+    """Watch and steer runs in a terminal UI, over the same store (all runs without NAME).
+
+    Example: runner tui demo
+    """
+    Store(db, create=False).close()
+    from tui.app import run_tui  # the UI is imported only when asked for
+
+    run_tui(db, name)
+
+
+@main.command()
 @click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
 @click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
 @click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")

@@ -75,3 +75,139 @@ def failures(store: Store, name: str) -> list[dict[str, Any]]:
             [run_id],
         )
     ]
+
+
+# What the TUI polls: each read uses an index or a LIMIT, never a scan of a run's items.
+
+FINISHED_SQL = f"'{ItemState.COMPLETED.value}', '{ItemState.FAILED.value}'"
+
+
+def runs(store: Store) -> list[dict[str, Any]]:
+    """Every run in the store, by name, with its saved job, breaker and a person's controls."""
+    return store.rows(
+        "SELECT id, name, job, created_at, updated_at, breaker, breaker_reason, paused, steps "
+        "FROM runs ORDER BY name"
+    )
+
+
+def held_count(store: Store, run_id: int) -> int:
+    """Items held for a person's confirmation (a partial index keeps this cheap)."""
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND needs_confirmation = 1", [run_id])
+    return int(row["n"])
+
+
+def last_event_at(store: Store, run_id: int) -> float | None:
+    """When an item of the run last changed state."""
+    rows = store.rows("SELECT at FROM events WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
+    return float(rows[0]["at"]) if rows else None
+
+
+def finished_since(store: Store, run_id: int, *, since: float, limit: int = 5_000) -> tuple[int, float]:
+    """Items that completed or failed after ``since``, and the time from which that count holds.
+
+    Only the run's last ``limit`` events are read: when all of them are newer
+    than ``since``, the count holds from the oldest of them. When the first
+    event counted is an item starting rather than one finishing, work began
+    (or resumed) then, and the count holds from that moment.
+    """
+    (row,) = store.rows(
+        "WITH tail AS (SELECT at, to_state FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
+        f"SELECT coalesce(sum(to_state IN ({FINISHED_SQL})), 0) AS n, "
+        "min(CASE WHEN to_state = 'running' THEN at END) AS started, "
+        f"min(CASE WHEN to_state IN ({FINISHED_SQL}) THEN at END) AS finished, "
+        "(SELECT min(at) FROM tail) AS oldest, (SELECT count(*) FROM tail) AS events "
+        "FROM tail WHERE at > ?",
+        [run_id, limit, since],
+    )
+    start = since
+    if row["events"] == limit and row["oldest"] > since:
+        start = row["oldest"]
+    if row["started"] is not None and (row["finished"] is None or row["started"] <= row["finished"]):
+        start = max(start, row["started"])
+    return int(row["n"]), float(start)
+
+
+def batches_in_flight(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """The run's batches formed or sent and not yet settled, oldest first."""
+    return store.rows(
+        "SELECT id, grp, state, size, round, retries, upstream_id, created_at, started_at FROM batches "
+        "WHERE run_id = ? AND state IN ('queued', 'running') ORDER BY id",
+        [run_id],
+    )
+
+
+def event_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]:
+    """The run's last ``limit`` item state changes, newest first, with each item's key."""
+    return store.rows(
+        "SELECT e.id, e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message FROM events e "
+        "LEFT JOIN items i ON i.id = e.item_id WHERE e.run_id = ? ORDER BY e.id DESC LIMIT ?",
+        [run_id, limit],
+    )
+
+
+def command_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` commands people gave the run (pause, resume, step, retry, confirm), newest first."""
+    return store.rows(
+        "SELECT id, created_at AS at, command, args, outcome FROM commands WHERE run_id = ? "
+        "ORDER BY id DESC LIMIT ?",
+        [run_id, limit],
+    )
+
+
+def failure_kinds(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Failed items by kind, most first: how many, how many a person may retry, and the first one's message."""
+    return store.rows(
+        "SELECT error_kind AS kind, count(*) AS n, coalesce(sum(retryable), 0) AS retryable, "
+        "min(seq) AS first, error AS message FROM items WHERE run_id = ? AND state = 'failed' "
+        "GROUP BY error_kind ORDER BY n DESC, error_kind",
+        [run_id],
+    )
+
+
+def failed_items(store: Store, run_id: int, *, kind: str, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` failed items of one kind, in input order."""
+    return store.rows(
+        'SELECT key, grp AS "group", attempts, paid_calls, maybe_paid, retryable, error AS message '
+        "FROM items WHERE run_id = ? AND state = 'failed' AND error_kind = ? ORDER BY seq LIMIT ?",
+        [run_id, kind, limit],
+    )
+
+
+def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
+    """One item as the store keeps it, by key."""
+    rows = store.rows(
+        'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, input, '
+        "output, result, error_kind AS kind, error AS message, retryable, needs_confirmation, updated_at "
+        "FROM items WHERE run_id = ? AND key = ?",
+        [run_id, key],
+    )
+    return rows[0] if rows else None
+
+
+def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[str, Any]]:
+    """An item's state changes from the events table, oldest first (its first ``limit``)."""
+    return store.rows(
+        "SELECT at, batch_id, from_state, to_state, kind, message FROM events WHERE item_id = ? "
+        "ORDER BY id LIMIT ?",
+        [item_id, limit],
+    )
+
+
+# What the notebook API reads when a person asks: whole lists, never polled.
+
+
+def results(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Completed items with their saved result (JSON text), in input order."""
+    return store.rows(
+        "SELECT key, grp AS \"group\", result FROM items WHERE run_id = ? AND state = 'completed' ORDER BY seq",
+        [run_id],
+    )
+
+
+def history(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Every item state change of a run, oldest first, with each item's key."""
+    return store.rows(
+        "SELECT e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message FROM events e "
+        "LEFT JOIN items i ON i.id = e.item_id WHERE e.run_id = ? ORDER BY e.id",
+        [run_id],
+    )

@@ -1,0 +1,120 @@
+"""Confirmations: held items shown with their case, a confirm that asks once more, and a real engine after it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from support import StepClock, make_job, posts
+from tui_support import settle
+
+from runner import recovery, runs
+from runner.jobs import Job
+from runner.sim import Simulator
+from runner.states import ItemState
+from runner.store import Store
+from tui.app import RunnerApp
+from tui.screens.confirmations import ConfirmationsScreen
+from tui.screens.dialog import AskScreen
+
+
+@pytest.fixture
+def upstream() -> Iterator[Simulator]:
+    with Simulator(batch_seconds=0.0).start() as sim:
+        yield sim
+
+
+def crashed(store: Store, job: Job, *, submits: bool) -> None:
+    """A dead engine's batch of every item: created upstream unrecorded (submits), or a call sent."""
+    run_id = runs.prepare(store, job, now=1.0)
+    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0)
+    assert batch is not None
+    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
+    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=1.0, intent=not submits)
+    if submits:
+        store.mark_intent(batch.id, now=1.0)
+    store.db.execute("DELETE FROM engines")
+
+
+def held(store: Store) -> dict[int, int]:
+    """Items by needs_confirmation: 1 held, 2 confirmed (to poll or look for), 0 neither."""
+    rows = store.rows("SELECT needs_confirmation AS n, count(*) AS c FROM items GROUP BY n")
+    return {row["n"]: row["c"] for row in rows}
+
+
+def batch_job(tmp_path: Path, sim: Simulator) -> Job:
+    job = make_job(tmp_path, sim.base_url, posts(5))
+    return replace(job, provider=replace(job.provider, kind="openai-batch"))
+
+
+async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adopts_their_task(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = batch_job(tmp_path, upstream)
+    crashed(store, job, submits=True)
+    stopped = await runs.execute(store, job, clock=clock)
+    assert stopped.exit_code == 4 and held(store) == {1: 5}
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
+        assert {item.case for item in app.screen.view.items} == {recovery.Case.ADOPT}
+        await pilot.press("c")
+        assert isinstance(app.screen, AskScreen) and app.screen.warning is None
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
+        assert app.screen.view.items == ()
+    assert held(store) == {2: 5}
+    done = await runs.execute(store, job, clock=clock)
+    assert done.status["counts"][ItemState.COMPLETED] == 5
+    assert upstream.ledger.snapshot()["batches_created"] == 1
+
+
+async def test_a_resubmit_asks_with_the_double_charge_warning_and_cancelling_keeps_items_held(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(5))
+    crashed(store, job, submits=False)
+    await runs.execute(store, job, clock=clock)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        await pilot.press("c")
+        assert isinstance(app.screen, AskScreen)
+        assert app.screen.warning == (
+            "5 items would be SENT AGAIN: the first call may have run, so confirming may run and charge twice."
+        )
+        await pilot.press("n")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmationsScreen)
+    assert held(store) == {1: 5}
+
+
+async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(5))
+    crashed(store, job, submits=False)
+    await runs.execute(store, job, clock=clock)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        await settle(pilot)
+        await pilot.press("down", "enter")
+        assert isinstance(app.screen, AskScreen) and app.screen.question == "Confirm held item p001?"
+        await pilot.click("#yes")
+        await settle(pilot)
+    assert held(store) == {0: 1, 1: 4}
+    again = await runs.execute(store, job, clock=clock)
+    states = {row["key"]: row["state"] for row in store.rows("SELECT key, state FROM items")}
+    assert states["p001"] == ItemState.COMPLETED
+    assert {states[k] for k in states if k != "p001"} == {ItemState.RUNNING}
+    assert again.exit_code == 4 and sim.ledger.snapshot()["billed"] == {"p001": 1}

@@ -1,0 +1,95 @@
+"""Failures: by kind, an item's detail with its history, and a retry (of a kind or an item) that a real engine sends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support import StepClock, make_job, posts
+from tui_support import settle
+
+from runner import runs
+from runner.jobs import Job
+from runner.sim import Simulator
+from runner.states import ItemState
+from runner.store import Store
+from tui.app import RunnerApp
+from tui.screens.dialog import AskScreen
+from tui.screens.failures import FailuresScreen, ItemScreen
+
+
+async def failed_run(tmp_path: Path, sim: Simulator, store: Store, clock: StepClock) -> Job:
+    """Five items sent one by one; p001 and p003 refused (400), never retried on their own."""
+    sim.set_faults({"rules": [{"fault": "http_400", "keys": ["p001", "p003"]}]})
+    job = make_job(tmp_path, sim.base_url, posts(5), max_items=1)
+    outcome = await runs.execute(store, job, clock=clock)
+    assert outcome.exit_code == 3
+    sim.set_faults(None)
+    return job
+
+
+def states(store: Store) -> dict[str, str]:
+    return {row["key"]: row["state"] for row in store.rows("SELECT key, state FROM items ORDER BY key")}
+
+
+async def test_t_on_a_kind_retries_its_items_after_asking_and_the_engine_completes_them(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = await failed_run(tmp_path, sim, store, clock)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
+        assert [(k.kind, k.count, k.retryable) for k in app.screen.view.kinds] == [("bad_request", 2, 0)]
+        await pilot.press("t")
+        assert isinstance(app.screen, AskScreen) and app.screen.question == "Retry 2 failed items of kind bad_request?"
+        await pilot.press("y")
+        await settle(pilot)
+        assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
+        assert app.screen.view.kinds == ()
+    assert states(store)["p001"] == states(store)["p003"] == ItemState.PENDING
+    again = await runs.execute(store, job, clock=clock, read_input=False)
+    assert again.exit_code == 0 and set(states(store).values()) == {ItemState.COMPLETED}
+
+
+async def test_an_items_detail_shows_its_history_and_t_retries_only_that_item(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    await failed_run(tmp_path, sim, store, clock)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("tab", "down", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
+        item = app.screen.view
+        assert (item.key, item.state, item.kind, item.attempts, item.paid_calls) == (
+            "p003", "failed", "bad_request", 1, 0
+        )
+        assert [(h.from_state, h.to_state) for h in item.history] == [
+            (None, "pending"), ("pending", "queued"), ("queued", "running"), ("running", "failed")
+        ]
+        assert json.loads(item.input)["id"] == "p003"
+        await pilot.press("t", "y")
+        await settle(pilot)
+        assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
+        assert app.screen.view.state == ItemState.PENDING
+    assert states(store) == {"p000": "completed", "p001": "failed", "p002": "completed", "p003": "pending",
+                             "p004": "completed"}
+
+
+async def test_cancelling_a_retry_changes_nothing(tmp_path: Path, sim: Simulator, store: Store, clock: StepClock) -> None:
+    await failed_run(tmp_path, sim, store, clock)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("t", "escape")
+        await settle(pilot)
+        assert isinstance(app.screen, FailuresScreen)
+    assert states(store)["p001"] == states(store)["p003"] == ItemState.FAILED

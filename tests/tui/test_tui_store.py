@@ -1,0 +1,114 @@
+"""The TUI over a store others write: reads that never lock an engine out, plain words when something is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sqlite3
+from pathlib import Path
+
+from support import make_job, posts
+from textual.message import Message
+from textual.notifications import Notify
+from tui_support import NOW, Hand, build, job, settle
+
+from runner import runs
+from runner.store import Store
+from tui import data
+from tui.app import RunnerApp
+from tui.data import RunState
+from tui.screens.runs import RunsScreen
+
+
+class Told:
+    """The notifications an app showed."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def __call__(self, message: Message) -> None:
+        if isinstance(message, Notify):
+            self.messages.append(message.notification.message)
+
+
+def shown_runs(app: RunnerApp) -> list[str]:
+    screen = app.screen
+    assert isinstance(screen, RunsScreen) and screen.runs is not None
+    return [run.name for run in screen.runs]
+
+
+async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    db = build(tmp_path)
+    app = RunnerApp(db, clock=lambda: NOW)
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        writer = sqlite3.connect(db, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("UPDATE runs SET paused = 1 WHERE name = 'posts'")
+        try:
+            await asyncio.wait_for(settle(pilot, read=True), 2.0)
+        finally:
+            writer.execute("COMMIT")
+            writer.close()
+        assert shown_runs(app) == ["archive", "posts", "summaries", "tickets"]
+
+
+async def test_a_missing_store_is_told_once_and_its_runs_shown_when_it_appears(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    told = Told()
+    app = RunnerApp(db)
+    async with app.run_test(message_hook=told) as pilot:
+        await settle(pilot)
+        await settle(pilot, read=True)
+        assert told.messages == [f"{db}: no run store here (runner run or runner demo makes one)"]
+        with Store(db) as store:
+            runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=0.0)
+        await settle(pilot, read=True)
+        assert shown_runs(app) == ["test"]
+
+
+async def test_an_unknown_run_is_a_notification_not_a_crash(tmp_path: Path) -> None:
+    db = build(tmp_path)
+    told = Told()
+    app = RunnerApp(db, "nope", clock=lambda: NOW)
+    async with app.run_test(message_hook=told) as pilot:
+        await settle(pilot)
+        assert app.is_running
+    assert told.messages == [f"no run named 'nope' in {db} (runs: archive, posts, summaries, tickets)"]
+
+
+def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(tmp_path: Path) -> None:
+    with Store(build(tmp_path), create=False) as store:
+        before = {run.name: run.state for run in data.runs_overview(store, now=NOW)}
+        store.db.execute(
+            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
+            [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
+        )
+        after = {run.name: run.state for run in data.runs_overview(store, now=NOW)}
+    assert before == {
+        "archive": RunState.DONE, "posts": RunState.ENGINE_DEAD, "summaries": RunState.PAUSED,
+        "tickets": RunState.NEEDS_PERSON,
+    }
+    assert after["posts"] is RunState.RUNNING
+
+
+def test_throughput_counts_the_last_minute_and_the_time_left_follows_from_it(tmp_path: Path) -> None:
+    with Store(build(tmp_path), create=False) as store:
+        store.db.execute(
+            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
+            [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
+        )
+        view = data.run_view(store, "posts", now=NOW)
+    # In the last minute: 12 completed in three batches, 1 more completed and 3 failed in another.
+    assert (view.per_minute, view.unfinished, view.eta) == (16.0, 12, 45.0)
+    assert [(b.id, b.state, b.age) for b in view.batches] == [(8, "running", 8.0), (9, "queued", 3.0)]
+
+
+def test_throughput_after_a_resume_counts_from_when_work_began_again(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        hand = Hand(store, job(tmp_path, "slow", 8, groups=1, max_items=4), NOW - 3_600)
+        hand.complete(NOW - 3_590, NOW - 3_580)
+        hand.complete(NOW - 10, NOW - 5)
+        view = data.run_view(store, "slow", now=NOW)
+    assert view.per_minute == 24.0

@@ -1,0 +1,160 @@
+"""A run store built from fixed data at fixed times, for the TUI's snapshots and reads.
+
+Everything goes through the store's own transitions, driven by hand as an
+engine would, with ``now`` given; no engine is left holding any run, so every
+run shows its engine as not running.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from support import make_job, posts
+from textual.pilot import Pilot
+
+from runner import breaker, control, jobs
+from runner.jobs import ItemRow, Job
+from runner.states import FailureKind
+from runner.store import Settlement, StartedItem, Store
+from tui.screens.base import StoreScreen
+
+#: The time the TUI is shown at, in every snapshot.
+NOW = 1_800_000_100.0
+LEASE = "gone"
+
+
+def build(folder: Path) -> Path:
+    """Four runs in ``folder/runs.db``: one mid-way whose engine died, one held, one paused, one done."""
+    db = folder / "runs.db"
+    with Store(db) as store:
+        _posts(store, folder)
+        _tickets(store, folder)
+        _summaries(store, folder)
+        _archive(store, folder)
+    return db
+
+
+def job(folder: Path, name: str, count: int, *, groups: int = 3, kind: str = "openai-chat", **limits: Any) -> Job:
+    made = make_job(folder, "http://127.0.0.1:9/v1", posts(count, groups=groups), name=name, **limits)
+    return replace(made, provider=replace(made.provider, kind=kind))
+
+
+class Hand:
+    """Drives one run's batches through the store's transitions at given times, as an engine would."""
+
+    def __init__(self, store: Store, job: Job, at: float) -> None:
+        self.store = store
+        self.job = job
+        self.run_id = store.prepare_run(job, _rows(job), now=at)
+        store.db.execute(
+            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, 1, 'elsewhere', 0, 0)",
+            [job.name, LEASE],
+        )
+
+    def claim(self, at: float) -> int:
+        limits = self.job.batch
+        batch = self.store.claim_batch(self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=at)
+        assert batch is not None
+        return batch.id
+
+    def start(self, at: float, *, intent: bool = True) -> tuple[int, list[StartedItem]]:
+        batch = self.claim(at)
+        items = self.store.start_batch(batch, lease=(self.job.name, LEASE), max_attempts=3, now=at, intent=intent)
+        return batch, items
+
+    def complete(self, started: float, finished: float) -> None:
+        batch, items = self.start(started)
+        outputs = {item.id: json.dumps({"id": item.key, "label": "question"}) for item in items}
+        self.store.record_answer(batch, outputs, now=finished)
+        self.settle(batch, Settlement(completed=outputs, breaker=breaker.after_success), finished)
+
+    def settle(self, batch: int, settlement: Settlement, at: float) -> None:
+        self.store.settle_batch(batch, settlement, max_attempts=3, now=at)
+
+    def leave(self) -> None:
+        """The engine is gone: its lease row with it."""
+        self.store.db.execute("DELETE FROM engines WHERE run = ?", [self.job.name])
+
+
+def _rows(job: Job) -> Iterable[ItemRow]:
+    return jobs.items(job)
+
+
+def _posts(store: Store, folder: Path) -> None:
+    """Mid-way, its engine dead: completed, waiting, failed of three kinds, two batches in flight."""
+    hand = Hand(store, job(folder, "posts", 36, max_items=4, concurrency=2), NOW - 100)
+    for t in (NOW - 85, NOW - 70, NOW - 55, NOW - 40, NOW - 25):
+        hand.complete(t - 6, t)
+    batch, items = hand.start(NOW - 20)
+    store.count_request_retry(batch)
+    store.count_request_retry(batch)
+    message = "503 server_is_overloaded"
+    waiting = Settlement(
+        retry={i.id: (FailureKind.TRANSPORT, message) for i in items}, not_before=NOW + 30,
+        breaker=lambda c: breaker.after_transport_failure(c, message),
+    )
+    hand.settle(batch, waiting, NOW - 15)
+    batch, items = hand.start(NOW - 14)
+    answer = {items[0].id: json.dumps({"id": items[0].key, "label": "question"})}
+    store.record_answer(batch, answer, now=NOW - 10)
+    refused = "400 the request is malformed: body too long"
+    invalid = "'label' is a required property (gave up; attempts: 3, paid calls: 3)"
+    failed = Settlement(completed=answer, failed={
+        items[1].id: (FailureKind.BAD_REQUEST, refused, False),
+        items[2].id: (FailureKind.BAD_REQUEST, refused, False),
+        items[3].id: (FailureKind.ITEM_INVALID, invalid, True),
+    })
+    hand.settle(batch, failed, NOW - 10)
+    hand.start(NOW - 8)
+    hand.claim(NOW - 3)
+    hand.leave()
+
+
+def _tickets(store: Store, folder: Path) -> None:
+    """Held after a crash: one batch to poll, one to look for, one sent whose answer was lost."""
+    hand = Hand(store, job(folder, "tickets", 12, groups=2, max_items=3, kind="openai-batch"), NOW - 600)
+    hand.complete(NOW - 590, NOW - 560)
+    polled, _ = hand.start(NOW - 550, intent=False)
+    store.mark_intent(polled, now=NOW - 550)
+    store.save_task_id(polled, "batch_6f1c2e")
+    adopted, _ = hand.start(NOW - 549, intent=False)
+    store.mark_intent(adopted, now=NOW - 549)
+    hand.start(NOW - 548, intent=True)
+    hand.leave()
+    store.recover(hand.run_id, now=NOW - 300)
+
+
+def _summaries(store: Store, folder: Path) -> None:
+    """Paused by a person after a little work."""
+    hand = Hand(store, job(folder, "summaries", 20, groups=1, max_items=5), NOW - 3_000)
+    hand.complete(NOW - 2_990, NOW - 2_980)
+    hand.leave()
+    control.pause(store, "summaries", now=NOW - 2_900)
+
+
+def _archive(store: Store, folder: Path) -> None:
+    """Long done."""
+    hand = Hand(store, job(folder, "archive", 8, groups=2, max_items=4), NOW - 90_000)
+    hand.complete(NOW - 89_990, NOW - 89_980)
+    hand.complete(NOW - 89_970, NOW - 89_960)
+    hand.leave()
+
+
+async def settle(pilot: Pilot[None], *, read: bool = False) -> None:
+    """Wait until the app's workers are done and what they posted is handled (a command's read included).
+
+    ``read``: first ask the screen for a fresh read of the store, to see what changed since its last one.
+    """
+    app = pilot.app
+    if read and isinstance(app.screen, StoreScreen):
+        app.screen.reload()
+    for _ in range(20):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(worker.is_running for worker in app.workers):
+            return
+    raise AssertionError("the app's workers kept running")

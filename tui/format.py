@@ -1,0 +1,69 @@
+"""How numbers, times and states read on screen."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from runner.breaker import Control
+from runner.states import BreakerState
+
+#: One colour per item state, the same on every screen.
+STATE_STYLE = {
+    "pending": "grey62",
+    "queued": "slate_blue1",
+    "waiting": "yellow",
+    "running": "cyan",
+    "received": "orchid1",
+    "completed": "green",
+    "failed": "red",
+}
+
+RUN_STATE_STYLE = {
+    "running": "bold green",
+    "paused": "bold yellow",
+    "needs a person": "bold black on yellow",
+    "done": "bold",
+    "engine dead": "bold red",
+}
+
+BREAKER_STYLE = {BreakerState.CLOSED: "green", BreakerState.PROBING: "yellow", BreakerState.OPEN: "bold red"}
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``3m 05s``, ``2h 10m``, ``3d 4h``."""
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def ago(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{duration(seconds)} ago"
+
+
+def state(name: str) -> Text:
+    return Text(name, style=STATE_STYLE.get(name, ""))
+
+
+def breaker(control: Control, *, concurrency: int) -> Text:
+    """The breaker and a person's hand on it, in one line."""
+    slots = control.slots(concurrency)
+    text = Text.assemble(("breaker ", "bold"), (control.breaker.value, BREAKER_STYLE[control.breaker]))
+    text.append(f" ({slots} of {concurrency} slot{'s' if concurrency != 1 else ''} open)")
+    if control.paused:
+        text.append(" · ")
+        text.append("paused by a person", style="bold yellow")
+    if control.steps:
+        text.append(f" · {control.steps} step{'s' if control.steps != 1 else ''} allowed")
+    if control.reason:
+        text.append(f"\n  {control.reason}", style="italic")
+    return text
+
+
+def count(n: int) -> str:
+    """A count for a table cell: blank for zero, so the numbers that matter stand out."""
+    return f"{n:,}" if n else ""

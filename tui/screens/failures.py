@@ -1,0 +1,300 @@
+"""Failed items: by kind with counts, the items of a kind, one item in full; retry a kind or an item."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import partial
+from typing import ClassVar
+
+from rich.console import RenderableType
+from rich.json import JSON
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Footer, Header, Static
+
+from runner import control, lease
+from runner.store import Store
+
+from .. import format
+from ..data import (
+    FailedItem,
+    FailuresView,
+    HistoryLine,
+    ItemView,
+    KindCount,
+    failures_view,
+    item_view,
+)
+from ..widgets import Table
+from .base import Read, StoreScreen
+from .dialog import AskScreen
+
+RETRY_COST = (
+    "Each goes back to pending with a fresh attempt budget and is sent again by the engine. "
+    "An item the upstream already answered costs a paid call each time."
+)
+
+
+class KindTable(Table):
+    """Failed items by kind; ``t`` retries the kind under the cursor."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("t", "retry", "Retry kind", tooltip="Retry every failed item of this kind (asks first)")]
+
+    class Retry(Message):
+        """A person asked to retry the failed items of one kind."""
+
+        def __init__(self, kind: str, count: int) -> None:
+            super().__init__()
+            self.kind = kind
+            self.count = count
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._counts: dict[str, int] = {}
+
+    COLUMNS = ("kind", "items", "retryable", "first message")
+    CURSOR = "row"
+
+    def show(self, kinds: Sequence[KindCount]) -> None:
+        self.fill(kinds, [
+            (k.kind, [Text(k.kind, style="bold red"), Text(f"{k.count:,}", justify="right"),
+                      Text(f"{k.retryable:,}", justify="right"), k.example])
+            for k in kinds
+        ])
+        self._counts = {k.kind: k.count for k in kinds}
+
+    def action_retry(self) -> None:
+        kind = self.cursor_key
+        if kind is not None:
+            self.post_message(self.Retry(kind, self._counts.get(kind, 0)))
+
+
+class FailedTable(Table):
+    """The failed items of one kind; Enter shows one in full, ``t`` retries it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "Item detail", tooltip="The item's input, output, error and history"),
+        Binding("t", "retry", "Retry item", tooltip="Retry the failed item under the cursor (asks first)"),
+    ]
+
+    class Retry(Message):
+        """A person asked to retry one failed item."""
+
+        def __init__(self, item: FailedItem) -> None:
+            super().__init__()
+            self.item = item
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._items: dict[str, FailedItem] = {}
+
+    COLUMNS = ("key", "group", "attempts", "paid calls", "maybe paid", "retryable", "message")
+    CURSOR = "row"
+
+    def show(self, items: Sequence[FailedItem]) -> None:
+        self._items = {item.key: item for item in items}
+        self.fill(items, [
+            (i.key, [i.key, i.group, Text(str(i.attempts), justify="right"), Text(str(i.paid_calls), justify="right"),
+                     Text(format.count(i.maybe_paid), justify="right"), "yes" if i.retryable else "no", i.message])
+            for i in items
+        ])
+
+    def action_retry(self) -> None:
+        key = self.cursor_key
+        if key is not None:
+            self.post_message(self.Retry(self._items[key]))
+
+
+class FailuresScreen(StoreScreen[FailuresView]):
+    """A run's failed items by kind; the items of the kind under the cursor below."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, run: str) -> None:
+        super().__init__()
+        self.run_name = run
+        self.kind: str | None = None
+        #: What the screen shows now (None until the first read).
+        self.view: FailuresView | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="failures-title", classes="title")
+        yield KindTable(id="kinds")
+        yield Static(id="items-title", classes="title")
+        yield FailedTable(id="failed")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{self.run_name}: failures"
+        super().on_mount()
+
+    def read(self) -> Read[FailuresView]:
+        return partial(_failures, name=self.run_name, kind=self.kind)
+
+    def show(self, view: FailuresView) -> None:
+        self.view = view
+        self.kind = view.kind
+        total = sum(k.count for k in view.kinds)
+        self.query_one("#failures-title", Static).update(
+            Text.assemble((f"{total:,} failed items", "bold"), f" of {self.run_name}, by kind") if total
+            else Text(f"No failed items in {self.run_name}", style="bold")
+        )
+        self.query_one(KindTable).show(view.kinds)
+        shown = f"first {len(view.items)} " if len(view.items) == 200 else ""
+        self.query_one("#items-title", Static).update(
+            Text.assemble((f"{shown}items of kind {view.kind}", "bold"), " · Enter: detail · t: retry")
+            if view.kind else ""
+        )
+        self.query_one(FailedTable).show(view.items)
+
+    @on(DataTable.RowHighlighted, "#kinds")
+    def _kind_chosen(self, event: DataTable.RowHighlighted) -> None:
+        kind = event.row_key.value
+        if kind is not None and kind != self.kind:
+            self.kind = str(kind)
+            self.reload()
+
+    @on(DataTable.RowSelected, "#failed")
+    def _item_chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.push_screen(ItemScreen(self.run_name, str(event.row_key.value)))
+
+    @on(KindTable.Retry)
+    def _retry_kind(self, message: KindTable.Retry) -> None:
+        ask = AskScreen(
+            f"Retry {message.count:,} failed items of kind {message.kind}?", Text(RETRY_COST), yes="Retry"
+        )
+        self.app.push_screen(ask, partial(self._retry_if, kind=message.kind, keys=()))
+
+    @on(FailedTable.Retry)
+    def _retry_item(self, message: FailedTable.Retry) -> None:
+        self.app.push_screen(ask_retry_item(message.item.key, message.item.paid_calls, message.item.maybe_paid),
+                             partial(self._retry_if, kind=None, keys=(message.item.key,)))
+
+    def _retry_if(self, yes: bool | None, *, kind: str | None, keys: tuple[str, ...]) -> None:
+        if yes:
+            self.command(partial(retry, name=self.run_name, kind=kind, keys=keys))
+
+
+class ItemScreen(StoreScreen[ItemView]):
+    """One item in full: input, raw output, error, attempts, paid calls and its whole history."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "retry", "Retry item", tooltip="Send this failed item again (asks first)"),
+        Binding("escape", "app.pop_screen", "Back"),
+    ]
+
+    def __init__(self, run: str, key: str) -> None:
+        super().__init__()
+        self.run_name = run
+        self.item_key = key
+        self.view: ItemView | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll(id="item"):
+            yield Static(id="item-head")
+            yield Static("input", classes="title")
+            yield Static(id="item-input", classes="box")
+            yield Static("raw output", classes="title")
+            yield Static(id="item-output", classes="box")
+            yield Static("history (events)", classes="title")
+            yield HistoryTable(id="history")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = f"{self.run_name}: item {self.item_key}"
+        super().on_mount()
+
+    def read(self) -> Read[ItemView]:
+        return partial(_item, name=self.run_name, key=self.item_key)
+
+    def show(self, view: ItemView) -> None:
+        self.view = view
+        self.query_one("#item-head", Static).update(item_head(view))
+        self.query_one("#item-input", Static).update(_json(view.input))
+        self.query_one("#item-output", Static).update(
+            _json(view.output) if view.output is not None else Text("no output saved", style="italic")
+        )
+        self.query_one(HistoryTable).show(view.history)
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "retry":
+            return self.view is not None and self.view.state == "failed"
+        return True
+
+    def action_retry(self) -> None:
+        if self.view is not None:
+            self.app.push_screen(ask_retry_item(self.view.key, self.view.paid_calls, self.view.maybe_paid),
+                                 self._retry_if)
+
+    def _retry_if(self, yes: bool | None) -> None:
+        if yes:
+            self.command(partial(retry, name=self.run_name, kind=None, keys=(self.item_key,)))
+
+
+class HistoryTable(Table):
+    """An item's state changes, oldest first."""
+
+    COLUMNS = ("ago", "batch", "change", "why")
+
+    def show(self, history: Sequence[HistoryLine]) -> None:
+        self.fill(history, [
+            (str(i), [Text(format.duration(h.age), justify="right"), str(h.batch_id or ""),
+                      Text.assemble(h.from_state or "new", " → ", format.state(h.to_state)),
+                      f"{h.kind}: {h.message}" if h.kind else (h.message or "")])
+            for i, h in enumerate(history)
+        ])
+
+
+def item_head(view: ItemView) -> Text:
+    text = Text.assemble((view.key, "bold"), f"  group {view.group}  ", format.state(view.state))
+    if view.held:
+        text.append("  held: awaits a person's confirmation", style="bold yellow")
+    text.append(f"\nattempts {view.attempts} · paid calls {view.paid_calls}")
+    text.append(f" · maybe paid {view.maybe_paid}", style="yellow" if view.maybe_paid else "")
+    if view.retryable is not None:
+        text.append(f" · retryable: {'yes' if view.retryable else 'no'}")
+    if view.kind or view.message:
+        text.append("\nerror ", style="bold")
+        text.append(f"{view.kind}: " if view.kind else "", style="bold red")
+        text.append(view.message or "")
+    return text
+
+
+def ask_retry_item(key: str, paid: int, maybe_paid: int) -> AskScreen:
+    spent = f" This one has cost {paid} paid call{'s' if paid != 1 else ''}" + (
+        f" and maybe {maybe_paid} more." if maybe_paid else " so far."
+    )
+    return AskScreen(f"Retry item {key}?", Text(RETRY_COST + spent), yes="Retry")
+
+
+def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
+    count = control.retry(store, name, now=now, kind=kind, keys=keys)
+    text = f"{count} failed item{'s' if count != 1 else ''} of {name} pending again"
+    if count and not lease.alive(store, name, now=now):
+        text += f". No engine is running: `runner run {name}` sends them"
+    return text
+
+
+def _json(text: str) -> RenderableType:
+    try:
+        json.loads(text)
+    except ValueError:
+        return Text(text)
+    return JSON(text)
+
+
+def _failures(store: Store, now: float, *, name: str, kind: str | None) -> FailuresView:
+    return failures_view(store, name, kind=kind)
+
+
+def _item(store: Store, now: float, *, name: str, key: str) -> ItemView:
+    return item_view(store, name, key, now=now)

@@ -1,0 +1,121 @@
+"""One run: its counts as a bar and by group, the breaker, batches in flight, the event log, and its controls."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import Footer, Header, Static
+
+from runner import control, lease
+from runner.breaker import Control
+from runner.store import Store
+
+from ..data import RunView, run_view
+from ..widgets import BatchTable, EventLog, GroupTable, RunPanel, StateBar
+from .base import Read, StoreScreen
+from .confirmations import ConfirmationsScreen
+from .failures import FailuresScreen
+
+
+class RunScreen(StoreScreen[RunView]):
+    """Where a person sits during a long run. The keys write commands that the run's engine obeys."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "pause", "Pause", tooltip="Pause the run: no new batches; those in flight finish"),
+        Binding("r", "resume", "Resume", tooltip="Resume: one batch at a time until one succeeds, then full speed"),
+        Binding("s", "step", "Step", tooltip="Step: exactly one more batch while paused or open; stays paused"),
+        Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
+        Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
+        Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
+    ]
+
+    def __init__(self, run: str) -> None:
+        super().__init__()
+        self.run_name = run
+        #: What the screen shows now (None until the first read).
+        self.view: RunView | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical(id="summary"):
+            yield RunPanel(id="run-panel")
+            yield StateBar(id="bar")
+        yield GroupTable(id="groups")
+        yield Static("batches in flight", id="batches-title", classes="title")
+        yield BatchTable(id="batches")
+        yield Static("events, newest first", classes="title")
+        yield EventLog(id="events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.sub_title = self.run_name
+        super().on_mount()
+
+    def read(self) -> Read[RunView]:
+        return partial(_view, name=self.run_name)
+
+    def show(self, view: RunView) -> None:
+        self.view = view
+        self.query_one(RunPanel).show(view)
+        self.query_one(StateBar).show(view.counts)
+        self.query_one(GroupTable).show(view.groups)
+        self.query_one(BatchTable).show(view.batches)
+        self.query_one(EventLog).show(view.log)
+        slots = Text.assemble(
+            ("batches in flight ", "bold"), f"{view.in_flight} of {view.concurrency} slots",
+        )
+        if view.slots != view.concurrency:
+            why = "paused" if view.control.paused else f"breaker {view.control.breaker.value}"
+            slots.append(f" ({why}: {view.slots} may start)", style="yellow")
+        self.query_one("#batches-title", Static).update(slots)
+
+    def action_pause(self) -> None:
+        self.command(partial(_pause, name=self.run_name))
+
+    def action_resume(self) -> None:
+        self.command(partial(_resume, name=self.run_name))
+
+    def action_step(self) -> None:
+        self.command(partial(_step, name=self.run_name))
+
+    def action_confirmations(self) -> None:
+        self.app.push_screen(ConfirmationsScreen(self.run_name))
+
+    def action_failures(self) -> None:
+        self.app.push_screen(FailuresScreen(self.run_name))
+
+    def action_back(self) -> None:
+        self.runner.show_runs()
+
+
+def _view(store: Store, now: float, *, name: str) -> RunView:
+    return run_view(store, name, now=now)
+
+
+def _pause(store: Store, now: float, *, name: str) -> str:
+    done = control.pause(store, name, now=now)
+    return f"paused {name}: no new batches; those in flight finish" + _after(store, name, done, now)
+
+
+def _resume(store: Store, now: float, *, name: str) -> str:
+    done = control.resume(store, name, now=now)
+    return f"resumed {name}: one batch at a time until one succeeds" + _after(store, name, done, now)
+
+
+def _step(store: Store, now: float, *, name: str) -> str:
+    done = control.step(store, name, now=now)
+    return f"one more batch of {name} may run, then it stays held" + _after(store, name, done, now)
+
+
+def _after(store: Store, name: str, done: Control, now: float) -> str:
+    """The run's controls after a command, and who will obey it."""
+    steps = f", {done.steps} step(s) allowed" if done.steps else ""
+    text = f" (breaker {done.breaker.value}{', paused' if done.paused else ''}{steps})"
+    if not lease.alive(store, name, now=now):
+        text += f". No engine is running: the next `runner run {name}` obeys it"
+    return text

@@ -1,0 +1,83 @@
+"""Every run in the store: totals, state and last activity; Enter opens one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Footer, Header, Static
+
+from runner.store import Store
+
+from .. import data, format
+from ..widgets import Table
+from .base import Read, StoreScreen
+
+Runs = tuple[data.RunSummary, ...]
+
+
+class RunsTable(Table):
+    """One row per run."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "Open run", tooltip="Open the run under the cursor")]
+
+    COLUMNS = ("run", "state", "engine", "items", "completed", "failed", "to do", "held", "breaker", "last change")
+    CURSOR = "row"
+
+    def show(self, runs: Sequence[data.RunSummary]) -> None:
+        self.fill(runs, [(run.name, _cells(run)) for run in runs])
+
+
+def _cells(run: data.RunSummary) -> list[str | Text]:
+    def right(n: int, style: str = "") -> Text:
+        return Text(format.count(n), style=style, justify="right")
+
+    return [
+        Text(run.name, style="bold"),
+        Text(run.state.value, style=format.RUN_STATE_STYLE[run.state.value]),
+        Text("alive", style="green") if run.engine_alive else Text("not running", style="grey62"),
+        right(run.total),
+        right(run.counts["completed"], "green"),
+        right(run.counts["failed"], "red"),
+        right(run.unfinished),
+        right(run.held, "bold yellow"),
+        Text(run.breaker.value, style=format.BREAKER_STYLE[run.breaker]),
+        Text(format.ago(run.idle_for), justify="right"),
+    ]
+
+
+class RunsScreen(StoreScreen[Runs]):
+    """The store's runs; Enter (or a click on a chosen row) opens one."""
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(f"Runs in {self.runner.db}", id="runs-title")
+        yield RunsTable(id="runs")
+        yield Static("", id="runs-empty")
+        yield Footer()
+
+    def read(self) -> Read[Runs]:
+        return _overview
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: What the screen shows now (None until the first read).
+        self.runs: Runs | None = None
+
+    def show(self, runs: Runs) -> None:
+        self.runs = runs
+        self.query_one(RunsTable).show(runs)
+        empty = "" if runs else "No runs yet: `runner run JOB.toml` (or `runner demo`) starts one."
+        self.query_one("#runs-empty", Static).update(empty)
+
+    @on(DataTable.RowSelected, "#runs")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        self.runner.open_run(str(event.row_key.value))
+
+
+def _overview(store: Store, now: float) -> Runs:
+    return data.runs_overview(store, now=now)

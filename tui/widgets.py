@@ -1,0 +1,236 @@
+"""Widgets that render what a worker read; none of them reads the store or holds a rule."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+from textual.widgets.data_table import CursorType
+
+from . import format
+from .data import STATES, BatchInFlight, LogLine, RunView
+
+#: A table row: its key and its cells (plain strings are shown as they are, never as markup).
+Row = tuple[str, Sequence[str | Text]]
+
+
+class Table(DataTable[Text]):
+    """A table that renders rows from data, only when the data changed, keeping the cursor on its row.
+
+    Columns get the width of their widest cell, set when the rows are, so that
+    a header never shows the widths of the rows before.
+    """
+
+    COLUMNS: ClassVar[Sequence[str]] = ()
+    CURSOR: ClassVar[CursorType] = "none"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type=self.CURSOR)
+        self._shown: object = None
+        self._widths: list[int] = []
+
+    def label(self, column: str) -> Text:
+        return Text(column)
+
+    def on_mount(self) -> None:
+        self._set_columns([self.label(c).cell_len for c in self.COLUMNS])
+
+    def fill(self, data: object, rows: Sequence[Row]) -> None:
+        if data == self._shown and self.row_count == len(rows):
+            return
+        self._shown = data
+        keep = self.cursor_key
+        texts = [(key, [c if isinstance(c, Text) else Text(c.replace("\n", " ")) for c in cells]) for key, cells in rows]
+        widths = [
+            max([self.label(column).cell_len, *(cells[i].cell_len for _, cells in texts)])
+            for i, column in enumerate(self.COLUMNS)
+        ]
+        if widths != self._widths:
+            self._set_columns(widths)
+        else:
+            self.clear()
+        for key, cells in texts:
+            self.add_row(*cells, key=key)
+        if keep is not None and keep in {key for key, _ in rows}:
+            self.move_cursor(row=self.get_row_index(keep), animate=False)
+
+    def _set_columns(self, widths: list[int]) -> None:
+        self.clear(columns=True)
+        for column, width in zip(self.COLUMNS, widths, strict=True):
+            self.add_column(self.label(column), key=column, width=width)
+        self._widths = widths
+
+    @property
+    def cursor_key(self) -> str | None:
+        """The key of the row under the cursor, if there is one."""
+        if not self.row_count or self.cursor_row >= self.row_count:
+            return None
+        key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return None if key is None else str(key)
+
+
+class StateBar(Widget):
+    """The seven counts as one bar, a colour per state, with the numbers beneath."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._counts: dict[str, int] = {}
+
+    def show(self, counts: Mapping[str, int]) -> None:
+        if dict(counts) != self._counts:
+            self._counts = dict(counts)
+            self.refresh(layout=True)
+
+    def render(self) -> Text:
+        width = max(self.size.width, len(STATES))
+        bar = Text()
+        total = sum(self._counts.values())
+        if total:
+            for state, cells in bar_cells(self._counts, width).items():
+                bar.append("█" * cells, style=format.STATE_STYLE[state])
+        else:
+            bar.append("░" * width, style="grey30")
+        legend = Text()
+        for state in STATES:
+            legend.append("■ ", style=format.STATE_STYLE[state])
+            legend.append(f"{state} ")
+            legend.append(f"{self._counts.get(state, 0):,}", style="bold")
+            legend.append("  ")
+        legend.rstrip()
+        return Text("\n").join([bar, legend])
+
+
+def bar_cells(counts: Mapping[str, int], width: int) -> dict[str, int]:
+    """Cells per state, in proportion, summing to ``width``; a state with items gets at least one."""
+    total = sum(counts.values())
+    shares = {state: width * counts.get(state, 0) / total for state in STATES}
+    cells = {state: max(int(share), 1 if counts.get(state, 0) else 0) for state, share in shares.items()}
+    by_remainder = sorted((s for s in STATES if counts.get(s, 0)), key=lambda s: cells[s] - shares[s])
+    i = 0
+    while sum(cells.values()) < width:
+        cells[by_remainder[i % len(by_remainder)]] += 1
+        i += 1
+    while sum(cells.values()) > width:
+        cells[max(cells, key=lambda s: cells[s])] -= 1
+    return cells
+
+
+class RunPanel(Static):
+    """The run's state, its engine, throughput and estimate, and the breaker."""
+
+    def show(self, view: RunView) -> None:
+        self.update(run_text(view))
+
+
+def run_text(view: RunView) -> Text:
+    text = Text.assemble(
+        (view.name, "bold"), "  ", (f" {view.state.value} ", format.RUN_STATE_STYLE[view.state.value]),
+        f"  {view.total:,} items · {view.provider}\n",
+    )
+    if view.engine_alive:
+        text.append("engine ", style="bold")
+        text.append("alive", style="green")
+        text.append(": its engine obeys a command within a second")
+    else:
+        text.append("engine ", style="bold")
+        text.append("not running", style="bold red")
+        if view.unfinished:
+            text.append(f": `runner run {view.name}` goes on from what it left")
+    text.append("\n")
+    text.append("throughput ", style="bold")
+    text.append(f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}")
+    text.append(" items/min")
+    text.append(" · ")
+    text.append("left ", style="bold")
+    text.append(_eta(view))
+    text.append("\n")
+    text.append_text(format.breaker(view.control, concurrency=view.concurrency))
+    for line in needs(view):
+        text.append("\n")
+        text.append("▶ ", style="bold yellow")
+        text.append(line)
+    return text
+
+
+def _eta(view: RunView) -> str:
+    eta = view.eta
+    if eta == 0.0:
+        return "nothing: every item completed or failed"
+    left = f"{view.unfinished:,} items"
+    waiting = f", {view.held:,} of them wait for a person" if view.held else ""
+    if eta is not None:
+        return f"{left}, about {format.duration(eta)} at this rate{waiting}"
+    if not view.engine_alive:
+        why = "no estimate without an engine"
+    elif view.control.paused:
+        why = "no estimate while paused"
+    elif view.control.held:
+        why = "no estimate while the breaker is open"
+    elif view.moving <= 0:
+        why = "they wait for a person"
+    else:
+        why = "none finished in the last minute"
+    return f"{left}{waiting}; {why}"
+
+
+def needs(view: RunView) -> list[str]:
+    """What a person can do about a held run, by its cause."""
+    lines = []
+    if view.held:
+        lines.append(f"{view.held:,} items await your confirmation after a crash: c shows them")
+    if view.control.breaker.value == "open":
+        lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
+    elif view.control.paused:
+        lines.append("paused: r resumes, s lets exactly one batch run")
+    return lines
+
+
+class GroupTable(Table):
+    """Items by group and state."""
+
+    COLUMNS = ("group", *STATES, "total")
+
+    def label(self, column: str) -> Text:
+        return format.state(column)
+
+    def show(self, groups: Mapping[str, Mapping[str, int]]) -> None:
+        rows: list[Row] = []
+        for group, counts in groups.items():
+            cells = [Text(format.count(counts[s]), justify="right") for s in STATES]
+            rows.append((group, [group, *cells, Text(f"{sum(counts.values()):,}", justify="right")]))
+        self.fill(groups, rows)
+
+
+class BatchTable(Table):
+    """The batches formed or sent and not yet settled."""
+
+    COLUMNS = ("batch", "group", "state", "items", "age", "upstream id", "retries")
+
+    def show(self, batches: Sequence[BatchInFlight]) -> None:
+        self.fill(batches, [
+            (str(b.id), [
+                str(b.id) + ("" if not b.round else f" (split {b.round})"), b.group, format.state(b.state),
+                Text(str(b.size), justify="right"), Text(format.duration(b.age), justify="right"),
+                b.upstream_id or "", format.count(b.retries),
+            ])
+            for b in batches
+        ])
+
+
+class EventLog(Table):
+    """The run's last state changes and commands, newest first."""
+
+    COLUMNS = ("ago", "what", "why")
+
+    def show(self, lines: Sequence[LogLine]) -> None:
+        self.fill(lines, [
+            (str(i), [
+                Text(format.duration(line.age), justify="right"),
+                Text(line.what, style="bold" if line.tone == "person" else format.STATE_STYLE.get(line.tone, "")),
+                line.detail,
+            ])
+            for i, line in enumerate(lines)
+        ])
