@@ -1,0 +1,481 @@
+"""The notebook-first Python API: define a run, await it or start it in the background, look at it.
+
+A thin layer over the core (:mod:`runner.runs`, :mod:`runner.progress`,
+:mod:`runner.control`, :mod:`runner.recovery`); it holds no rule of its own::
+
+    from runner.notebook import Run
+
+    run = Run("posts", items=records, db="runs.db", group="month",
+              base_url="http://127.0.0.1:8765/v1", prompt="Classify each post.")
+    outcome = await run.go()          # in the kernel's running loop
+    background = run.start()          # or in the background: returns at once
+    run.panel()                       # the live ipywidgets panel (imported only here)
+    run.failures(), run.results(), run.events("p001")
+
+Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
+SQLite with ``table=``). The core streams items from a file, so records given
+in Python are written as JSONL beside the store (``<db>.inputs/<run>.jsonl``)
+and the job points at it. The upstream is a built-in provider kind
+(``"openai-chat"``, ``"openai-batch"``), your own async handler, or your own
+``(submit, poll)`` / ``(submit, poll, find)`` pair
+(:mod:`runner.providers.handler`).
+
+Running the cell again reattaches: a second ``start()`` of a run whose engine
+is still live in this process returns the same :class:`Background` handle, and
+``go()`` awaits it, so one run never gets two engines. Everything else reads
+the store, so it works as well on a run that another kernel or a CLI process
+executes. This module imports no UI library; :meth:`Run.panel` imports
+:mod:`runner.widgets` when asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import importlib
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from . import control, jobs, progress, recovery, runs
+from .breaker import Control
+from .engine import Clock, Engine, Outcome, SystemClock
+from .errors import JobError, RunError
+from .jobs import Job
+from .providers import Provider, TaskProvider
+from .providers.handler import Find, Handler, Poll, PythonHandler, PythonTasks, Submit
+from .store import Store
+
+if TYPE_CHECKING:
+    from .widgets import RunPanel
+
+log = logging.getLogger(__name__)
+
+#: A built-in provider kind, your async handler, your submit/poll pair, or a provider object.
+ProviderSpec = str | Handler | tuple[Submit, Poll] | tuple[Submit, Poll, Find] | Provider | TaskProvider
+
+#: Engines this process runs in the background, by (resolved store path, run name).
+_LIVE: dict[tuple[str, str], Background] = {}
+
+
+class Background:
+    """A run executing in the background: a task on the running loop, or a thread without one.
+
+    ``await background`` waits for its :class:`~runner.engine.Outcome`;
+    :meth:`stop` asks its engine to start no more batches.
+    """
+
+    def __init__(self, name: str, db: Path) -> None:
+        self.name = name
+        self.db = db
+        self.engine: Engine | None = None
+        self._future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop_reason: str | None = None
+
+    def done(self) -> bool:
+        """Whether the engine has returned (or failed)."""
+        return self._future.done()
+
+    def result(self) -> Outcome:
+        """The outcome of a finished run; raises what the run raised, or RunError while it runs."""
+        if not self._future.done():
+            raise RunError(f"run {self.name!r} is still running in the background")
+        return self._future.result()
+
+    def stop(self, reason: str = "stopped from the notebook") -> None:
+        """Start no more batches; those in flight finish, then the run returns (outcome 4)."""
+        self._stop_reason = self._stop_reason or reason
+        if self.engine is not None and self._loop is not None and not self.done():
+            self._loop.call_soon_threadsafe(self.engine.request_stop, reason)
+
+    def __await__(self) -> Generator[Any, None, Outcome]:
+        return asyncio.wrap_future(self._future).__await__()
+
+    def __repr__(self) -> str:
+        if not self.done():
+            state = "running"
+        elif self._future.exception() is not None:
+            state = f"failed: {self._future.exception()}"
+        else:
+            state = f"ended, exit code {self._future.result().exit_code}"
+        return f"<Background run {self.name!r} in {self.db}: {state}>"
+
+    def _attach(self, engine: Engine) -> None:
+        self.engine = engine
+        self._loop = asyncio.get_running_loop()
+        if self._stop_reason is not None:  # stopped before its engine existed
+            engine.request_stop(self._stop_reason)
+
+    def _settle(self, outcome: Outcome | None, error: BaseException | None) -> None:
+        if _LIVE.get((str(self.db), self.name)) is self:
+            del _LIVE[(str(self.db), self.name)]
+        if error is not None:
+            # Nobody may await a background run: say it stopped, where the notebook shows stderr.
+            log.error("background run %r stopped: %s", self.name, error)
+            self._future.set_exception(error)
+        else:
+            assert outcome is not None
+            self._future.set_result(outcome)
+
+
+class Run:
+    """A job and its run in a store, defined from Python.
+
+    ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to
+    a JSONL, CSV or SQLite file (``table=`` for SQLite). ``provider``: a
+    built-in kind, an async handler ``(items) -> results``, or a ``(submit,
+    poll[, find])`` pair. ``prompt`` is the instructions; ``fields`` picks
+    the record fields sent (default all). ``schema`` is the JSON Schema each
+    result must pass; ``check`` an extra Python check of one result (a
+    message, or None when it is fine). ``batch`` and ``retry`` take the keys
+    of the job file's ``[batch]`` and ``[retry]``. The job is checked as a job
+    file is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        items: object,
+        *,
+        db: str | Path = "runs.db",
+        key: str = "id",
+        group: str | None = None,
+        table: str | None = None,
+        provider: ProviderSpec = "openai-chat",
+        model: str = "gpt-4o-mini",
+        base_url: str = "https://api.openai.com/v1",
+        api_key_env: str = "",
+        prompt: str | None = None,
+        fields: Sequence[str] = (),
+        system: str | None = None,
+        template: str | None = None,
+        schema: Mapping[str, Any] | str | None = None,
+        check: Callable[[dict[str, Any]], str | None] | None = None,
+        batch: Mapping[str, Any] | None = None,
+        retry: Mapping[str, Any] | None = None,
+        version: str = "1",
+        clock: Clock | None = None,
+    ) -> None:
+        self.db = Path(db).resolve()
+        kind = provider if isinstance(provider, str) else "openai-chat"
+        self.provider: Provider | TaskProvider | None = None if isinstance(provider, str) else _provider(provider)
+        prompt_section: dict[str, Any] = {"fields": list(fields)}
+        for field, value in (("instructions", prompt), ("system", system), ("template", template)):
+            if value is not None:
+                prompt_section[field] = value
+        data: dict[str, Any] = {
+            "name": name,
+            "input": _input(items, name, self.db, key, table),
+            "key": key,
+            "version": version,
+            "batch": dict(batch or {}),
+            "retry": dict(retry or {}),
+            "provider": {"kind": kind, "model": model, "base_url": base_url, "api_key_env": api_key_env},
+            "prompt": prompt_section,
+            "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},
+        }
+        if group is not None:
+            data["group"] = group
+        job = jobs.from_dict(data, base=Path.cwd(), where=f"Run({name!r})")
+        self.job = dataclasses.replace(job, check=check)
+        self.clock = clock or SystemClock()
+        self._read_input = True
+
+    @classmethod
+    def from_job(
+        cls, job: Job, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
+        clock: Clock | None = None, read_input: bool = True,
+    ) -> Run:
+        """A run of a ready :class:`~runner.jobs.Job`; ``provider`` replaces the one it names."""
+        run = cls.__new__(cls)
+        run.db = Path(db).resolve()
+        run.job = job
+        run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
+        if isinstance(provider, str):
+            run.job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=provider))
+        run.clock = clock or SystemClock()
+        run._read_input = read_input
+        return run
+
+    @classmethod
+    def from_job_file(
+        cls, path: str | Path, *, db: str | Path = "runs.db", name: str | None = None,
+        base_url: str | None = None, provider: ProviderSpec | None = None, clock: Clock | None = None,
+    ) -> Run:
+        """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
+        job = jobs.load(path)
+        if base_url is not None:
+            job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, base_url=base_url))
+        if name is not None:
+            job = dataclasses.replace(job, name=name)
+        return cls.from_job(job, db=db, provider=provider, clock=clock)
+
+    @classmethod
+    def attach(
+        cls, name: str, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
+        clock: Clock | None = None,
+    ) -> Run:
+        """The run ``name`` as the store has it (started from the CLI, another kernel...): its saved job."""
+        with Store(db, create=False) as store:
+            job = store.job(name)
+        return cls.from_job(job, db=db, provider=provider, clock=clock, read_input=False)
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def background(self) -> Background | None:
+        """The live background engine of this run in this process, if any."""
+        return _LIVE.get((str(self.db), self.name))
+
+    def __repr__(self) -> str:
+        return f"<Run {self.name!r} in {self.db}>"
+
+    # Running ----------------------------------------------------------------
+
+    async def go(self, *, wait_for_person: bool = False) -> Outcome:
+        """Run until done or a person is needed, in the running loop; await it.
+
+        A background engine of this run in this process is awaited instead of
+        starting a second one. With ``wait_for_person`` the engine stays
+        while the run is paused or its breaker open, obeying resume and step.
+        """
+        live = self.background
+        if live is not None:
+            return await live
+        return await self._execute(wait_for_person=wait_for_person, read_input=self._read_input)
+
+    def start(self, *, wait_for_person: bool = True) -> Background:
+        """Run in the background and return at once: a task on the running loop (a kernel's), else a thread.
+
+        The input is read first, here, so bad input or a run held by another
+        engine raises in the cell. A second start while this run's engine is
+        live returns the same handle. By default the engine stays while the
+        run is paused or its breaker open, so that the panel's Resume and
+        Step (or a CLI's) move it on.
+        """
+        key = (str(self.db), self.name)
+        live = _LIVE.get(key)
+        if live is not None:
+            return live
+        if self._read_input:
+            with self._store() as store:
+                runs.prepare(store, self.job, now=self.clock.now())
+        handle = Background(self.name, self.db)
+        _LIVE[key] = handle
+
+        async def execute() -> None:
+            try:
+                outcome = await self._execute(wait_for_person=wait_for_person, read_input=False, handle=handle)
+            except BaseException as exc:  # handed to whoever awaits the handle
+                handle._settle(None, exc)
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                handle._settle(outcome, None)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            threading.Thread(target=asyncio.run, args=(execute(),), name=f"runner {self.name}", daemon=True).start()
+        else:
+            handle._task = loop.create_task(execute(), name=f"runner {self.name}")
+        return handle
+
+    async def _execute(self, *, wait_for_person: bool, read_input: bool, handle: Background | None = None) -> Outcome:
+        with self._store() as store:
+            return await runs.execute(
+                store, self.job, provider=self.provider, clock=self.clock, wait_for_person=wait_for_person,
+                read_input=read_input, started=handle._attach if handle is not None else None,
+            )
+
+    # Where it stands -------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """The status contract (``runner status NAME --json``), read from the store."""
+        with self._store() as store:
+            return progress.status(store, self.name, now=self.clock.now())
+
+    @overload
+    def results(self, *, frame: Literal[False] = False) -> list[dict[str, Any]]: ...
+    @overload
+    def results(self, *, frame: Literal[True]) -> Any: ...
+
+    def results(self, *, frame: bool = False) -> Any:
+        """Completed items: ``key``, ``group`` and the result's fields, in input order (a DataFrame with ``frame``)."""
+        with self._store() as store:
+            rows = [_result_row(row) for row in progress.results(store, store.run_id(self.name))]
+        return to_frame(rows) if frame else rows
+
+    @overload
+    def failures(self, *, frame: Literal[False] = False) -> list[dict[str, Any]]: ...
+    @overload
+    def failures(self, *, frame: Literal[True]) -> Any: ...
+
+    def failures(self, *, frame: bool = False) -> Any:
+        """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable."""
+        with self._store() as store:
+            rows = progress.failures(store, self.name)
+        return to_frame(rows) if frame else rows
+
+    @overload
+    def events(self, key: str | None = None, *, frame: Literal[False] = False) -> list[dict[str, Any]]: ...
+    @overload
+    def events(self, key: str | None = None, *, frame: Literal[True]) -> Any: ...
+
+    def events(self, key: str | None = None, *, frame: bool = False) -> Any:
+        """Item state changes, oldest first: the whole run's, or one item's history."""
+        with self._store() as store:
+            run_id = store.run_id(self.name)
+            if key is None:
+                rows = progress.history(store, run_id)
+            else:
+                item = progress.item(store, run_id, key)
+                if item is None:
+                    raise RunError(f"run {self.name!r} has no item {key!r}")
+                rows = [{"key": key, **row} for row in progress.item_history(store, item["id"])]
+        return to_frame(rows) if frame else rows
+
+    def item(self, key: str) -> dict[str, Any]:
+        """One item as the store keeps it: input, raw output, result, error, attempts, paid calls, history."""
+        with self._store() as store:
+            found = progress.item(store, store.run_id(self.name), key)
+            if found is None:
+                raise RunError(f"run {self.name!r} has no item {key!r}")
+            return {**found, "history": progress.item_history(store, found["id"])}
+
+    def held(self) -> list[recovery.HeldItem]:
+        """Items held for a person's confirmation after a crash, each with its case and warning."""
+        with self._store() as store:
+            return recovery.held(store, self.name)
+
+    # A person's hand ----------------------------------------------------------
+
+    def pause(self) -> Control:
+        """No new batches; those in flight finish (an engine in any process obeys)."""
+        with self._store() as store:
+            return control.pause(store, self.name, now=self.clock.now())
+
+    def resume(self) -> Control:
+        """Lift a pause or an open breaker: one batch at a time until one succeeds."""
+        with self._store() as store:
+            return control.resume(store, self.name, now=self.clock.now())
+
+    def step(self) -> Control:
+        """Let exactly one more batch start while paused or open; the run stays held."""
+        with self._store() as store:
+            return control.step(store, self.name, now=self.clock.now())
+
+    def retry(self, *, kind: str | None = None, keys: Sequence[str] = ()) -> int:
+        """Failed items (all, one kind, or some keys) back to pending with a fresh attempt budget; how many."""
+        with self._store() as store:
+            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys)
+
+    def confirm(self, keys: Sequence[str] = ()) -> dict[recovery.Case, int]:
+        """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""
+        with self._store() as store:
+            return recovery.confirm(store, self.name, now=self.clock.now(), keys=keys)
+
+    def panel(self, *, interval: float = 0.5) -> RunPanel:
+        """The live ipywidgets panel over this run's store (imports ipywidgets now, not before)."""
+        from .widgets import RunPanel
+
+        return RunPanel(self.db, self.name, interval=interval, now=self.clock.now)
+
+    @contextmanager
+    def _store(self) -> Iterator[Store]:
+        # A connection per call: cheap, and safe from whichever thread calls.
+        with Store(self.db) as store:
+            yield store
+
+
+def panel(name: str, *, db: str | Path = "runs.db", interval: float = 0.5) -> RunPanel:
+    """The live panel of any run in a store, whoever executes it (a CLI, another kernel)."""
+    from .widgets import RunPanel
+
+    return RunPanel(db, name, interval=interval)
+
+
+def to_frame(rows: list[dict[str, Any]]) -> Any:
+    """Rows as a pandas DataFrame; pandas is optional, so this says so when it is missing."""
+    try:
+        pandas = importlib.import_module("pandas")
+    except ImportError:
+        raise ImportError("pandas is not installed: use the rows (frame=False), or pip install pandas") from None
+    return pandas.DataFrame(rows)
+
+
+def _result_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``key``, ``group`` and the result's fields; a field that clashes with those two is kept as ``result.<name>``."""
+    out: dict[str, Any] = {"key": row["key"], "group": row["group"]}
+    result = json.loads(row["result"])
+    for field, value in result.items() if isinstance(result, dict) else [("result", result)]:
+        if field == "id" and value == row["key"]:
+            continue
+        out[f"result.{field}" if field in out else field] = value
+    return out
+
+
+def _provider(spec: ProviderSpec) -> Provider | TaskProvider:
+    if isinstance(spec, Provider | TaskProvider):
+        return spec
+    if isinstance(spec, tuple):
+        return PythonTasks(*spec)
+    if callable(spec):
+        return PythonHandler(spec)
+    raise JobError(f"provider must be a kind, an async handler or a (submit, poll) pair, not {spec!r}")
+
+
+def _input(items: object, name: str, db: Path, key: str, table: str | None) -> dict[str, Any]:
+    """The job's ``input``: a file as given, or records written as JSONL beside the store."""
+    if isinstance(items, str | Path):
+        return {"path": str(items), **({"table": table} if table else {})}
+    path = db.parent / f"{db.name}.inputs" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
+    text = _frame_jsonl(items, key) if _is_frame(items) else _records_jsonl(items)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return {"path": str(path), "format": "jsonl"}
+
+
+def _is_frame(items: object) -> bool:
+    return type(items).__module__.partition(".")[0] == "pandas" and hasattr(items, "to_json")
+
+
+def _frame_jsonl(frame: Any, key: str) -> str:
+    if key not in frame.columns and frame.index.name == key:
+        frame = frame.reset_index()
+    text: str = frame.to_json(orient="records", lines=True, date_format="iso", force_ascii=False)
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _records_jsonl(items: object) -> str:
+    if not isinstance(items, Iterable) or isinstance(items, Mapping):
+        raise JobError(f"items must be a list of dicts, a DataFrame or a path, not {type(items).__name__}")
+    lines = []
+    for number, record in enumerate(items, start=1):
+        if not isinstance(record, Mapping):
+            raise JobError(f"item {number}: expected a dict, got {type(record).__name__}")
+        try:
+            lines.append(json.dumps(dict(record), ensure_ascii=False, allow_nan=False, default=_jsonable) + "\n")
+        except (TypeError, ValueError) as exc:
+            raise JobError(f"item {number}: cannot be sent as JSON ({exc})") from exc
+    return "".join(lines)
+
+
+def _jsonable(value: Any) -> Any:
+    """Dates as ISO text, numpy scalars as Python numbers; anything else is refused."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -1,0 +1,284 @@
+"""The notebook panel in plain pytest: it shows what the store says, and its buttons steer real engines.
+
+Each test runs a real engine (``runner.runs.execute``) against the simulator
+over loopback; the panel only reads the store and writes commands, and the
+engine, in this loop or in a killed CLI process, obeys them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from support import ROOT, make_job, posts, write_jsonl
+
+from runner import cli, jobs, progress, runs
+from runner.jobs import RetryLimits
+from runner.sim import Simulator
+from runner.states import ItemState
+from runner.store import Store
+from runner.widgets import RunPanel
+
+STATES = [s.value for s in ItemState]
+NEEDS_LABEL = {"type": "object", "required": ["label"]}
+
+
+def shown(panel: RunPanel) -> dict[str, int]:
+    """The seven numbers the panel shows."""
+    return {state: int(label.value) for state, label in panel.numbers.items()}
+
+
+def table(html: str) -> dict[str, dict[str, int]]:
+    """The group x state table, read back from the panel's HTML."""
+    rows = {}
+    for group, cells in re.findall(r"<tr><td[^>]*><b>(.*?)</b></td>(.*?)</tr>", html):
+        numbers = [0 if n == "·" else int(n) for n in re.findall(r">(\d+|·)</td>", cells)]
+        rows[group] = dict(zip(STATES, numbers[:7], strict=True))
+    return rows
+
+
+def requests(sim: Simulator) -> int:
+    return int(sim.ledger.snapshot()["requests"])
+
+
+def commands(store: Store) -> list[str]:
+    return [row["command"] for row in store.rows("SELECT command FROM commands ORDER BY id")]
+
+
+async def until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+def panels() -> Iterator[list[RunPanel]]:
+    made: list[RunPanel] = []
+    yield made
+    for panel in made:
+        panel.close()
+
+
+def panel_of(panels: list[RunPanel], db: Path, name: str = "test", **options: object) -> RunPanel:
+    panel = RunPanel(db, name, live=False, **options)  # type: ignore[arg-type]
+    panels.append(panel)
+    return panel
+
+
+async def test_the_panel_shows_the_numbers_runner_status_prints(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p003", "p006"]}]}).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(20, groups=2), max_items=5, max_attempts=1, schema=NEEDS_LABEL)
+        await runs.execute(store, job)
+    panel = panel_of(panels, store.path)
+    printed = json.loads(CliRunner().invoke(cli.main, ["status", "test", "--db", str(store.path), "--json"]).output)
+    assert shown(panel) == printed["counts"] == progress.status(store, "test", now=time.time())["counts"]
+    assert printed["counts"]["completed"] == 18 and printed["counts"]["failed"] == 2
+    assert table(panel.groups.value) == printed["groups"]
+    assert panel.tabs.titles == ("By group", "Failures (2)", "Confirmations (0)")
+    assert "20 items" in panel.title.value and "no engine running" in panel.title.value
+    assert "closed" in panel.breaker.value
+    assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
+        False, True, True,
+    )
+
+
+async def test_the_failures_explorer_shows_an_item_in_full(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p003"]}]}).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(10), max_items=5, max_attempts=2, schema=NEEDS_LABEL)
+        job = dataclasses.replace(job, retry=RetryLimits(backoff=0.01, max_attempts=2))
+        await runs.execute(store, job)
+    panel = panel_of(panels, store.path)
+    assert panel.kinds.options == (("item_invalid (1)", "item_invalid"),)
+    assert panel.failed.value == "p003"
+    detail = panel.detail.value
+    assert "<b>p003</b>" in detail and "kind <b>item_invalid</b>" in detail
+    assert "2 attempts · 2 paid calls" in detail
+    assert "Something about the product #3" in detail  # the input
+    assert ">{&quot;id&quot;:&quot;p003&quot;}<" in detail  # the model's output for it: its id alone
+    assert "result does not fit the output schema" in detail
+    history = re.findall(r"<td[^>]*>(\w*) → (\w+)</td>", detail)
+    assert history == [
+        ("", "pending"), ("pending", "queued"), ("queued", "running"), ("running", "received"),
+        ("received", "waiting"), ("waiting", "queued"), ("queued", "running"), ("running", "received"),
+        ("received", "failed"),
+    ]
+
+
+async def test_pause_lets_the_batches_in_flight_finish_and_starts_no_new_one(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    gate = threading.Event()
+    with Simulator(on_request=lambda ids: gate.wait(10)).start() as sim:
+        try:
+            job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=2)
+            engine = asyncio.create_task(runs.execute(store, job))
+            await until(lambda: sim.ledger.snapshot()["in_flight"] == 2)
+            panel = panel_of(panels, store.path)
+            assert shown(panel)["running"] == 10 and "engine running" in panel.title.value
+            panel.pause_button.click()
+        finally:
+            gate.set()
+        outcome = await asyncio.wait_for(engine, 30)
+        assert requests(sim) == 2
+    assert outcome.stopped_for == "paused by a person"
+    panel.refresh()
+    assert shown(panel) == {**dict.fromkeys(STATES, 0), "completed": 10, "pending": 30}
+    assert "paused" in panel.breaker.value
+    assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
+        True, False, False,
+    )
+    assert commands(store) == ["pause"]
+
+
+async def test_step_runs_one_batch_of_a_live_engine_and_resume_lets_it_finish(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    with Simulator().start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5)
+        runs.prepare(store, job, now=time.time())
+        panel = panel_of(panels, store.path)
+        panel.pause_button.click()
+        assert "no engine is running this run" in panel.message.value
+        engine = asyncio.create_task(runs.execute(store, job, wait_for_person=True, read_input=False))
+        await until(lambda: progress.status(store, "test", now=time.time())["engine"]["alive"])
+        panel.step_button.click()
+        await until(lambda: progress.status(store, "test", now=time.time())["counts"]["completed"] == 5)
+        await asyncio.sleep(1.2)  # two turns of the engine's loop: no second batch starts
+        assert requests(sim) == 1
+        panel.refresh()
+        assert shown(panel)["completed"] == 5 and "paused" in panel.breaker.value
+        panel.resume_button.click()
+        outcome = await asyncio.wait_for(engine, 30)
+        assert requests(sim) == 8
+    assert outcome.exit_code == 0
+    panel.refresh()
+    assert shown(panel) == {**dict.fromkeys(STATES, 0), "completed": 40}
+    assert commands(store) == ["pause", "step", "resume"]
+
+
+async def test_retry_sends_the_chosen_kind_back_and_a_real_engine_completes_it(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    plan = {"rules": [{"fault": "invalid_items", "keys": ["p001", "p002"]}, {"fault": "http_400", "keys": ["p009"]}]}
+    with Simulator(faults=plan).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(10), max_items=5, max_attempts=1, schema=NEEDS_LABEL)
+        assert (await runs.execute(store, job)).exit_code == 3
+        panel = panel_of(panels, store.path)
+        assert {kind: label for label, kind in panel.kinds.options} == {
+            "bad_request": "bad_request (5)", "item_invalid": "item_invalid (2)",
+        }
+        panel.kinds.value = "item_invalid"
+        assert panel.retry_button.description == "Retry item_invalid (2)"
+        panel.retry_button.click()
+        assert "2 item_invalid items back to pending" in panel.message.value
+        sim.set_faults(None)
+        outcome = await runs.execute(store, job, read_input=False)
+    assert outcome.exit_code == 3
+    assert {f["kind"] for f in progress.failures(store, "test")} == {"bad_request"}
+    panel.refresh()
+    assert shown(panel)["completed"] == 5 and panel.kinds.options == (("bad_request (5)", "bad_request"),)
+
+
+class Crash:
+    """Holds the first call, once expecting one, and SIGKILLs the engine process that sent it."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.known = threading.Event()
+        self.ids: list[str] = []
+
+    def __call__(self, ids: list[str]) -> None:
+        if self.ids or not self.known.wait(timeout=30):
+            return
+        assert self.pid is not None
+        self.ids = ids
+        os.kill(self.pid, signal.SIGKILL)
+
+
+JOB = """name = "crash"
+input = "posts.jsonl"
+[batch]
+max_items = 5
+concurrency = 1
+[provider]
+base_url = "{base_url}"
+"""
+
+
+def crash_a_cli_engine(folder: Path, sim: Simulator, crash: Crash) -> jobs.Job:
+    """``runner run`` in a process of its own, killed while the simulator holds its first call."""
+    write_jsonl(folder / "posts.jsonl", posts(10))
+    (folder / "job.toml").write_text(JOB.format(base_url=sim.base_url))
+    killed = subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", "job.toml"], cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    crash.pid = killed.pid
+    crash.known.set()
+    _, stderr = killed.communicate(timeout=60)
+    assert killed.returncode == -signal.SIGKILL, stderr
+    return jobs.load(folder / "job.toml")
+
+
+async def test_confirm_warns_of_a_double_charge_and_releases_held_items_to_a_real_engine(
+    tmp_path: Path, panels: list[RunPanel]
+) -> None:
+    crash = Crash()
+    with Simulator(on_request=crash).start() as sim:
+        job = crash_a_cli_engine(tmp_path, sim, crash)
+        with Store(tmp_path / "runs.db") as store:
+            assert (await runs.execute(store, job)).exit_code == 4
+            panel = panel_of(panels, store.path, "crash")
+            assert panel.tabs.titles[2] == "Confirmations (5)"
+            assert "may run and charge twice" in panel.held.value
+            assert all(f">{key}</td>" in panel.held.value for key in crash.ids)
+            assert panel.confirm_button.disabled and panel.confirm_button.description == "Confirm 5 held"
+            panel.confirm_button.click()  # not ticked: refused
+            assert "tick the box first" in panel.message.value
+            assert progress.status(store, "crash", now=time.time())["needs_confirmation"] == 5
+            panel.acknowledge.value = True
+            assert not panel.confirm_button.disabled
+            panel.confirm_button.click()
+            assert "5 items: sends the items again" in panel.message.value
+            assert progress.status(store, "crash", now=time.time())["needs_confirmation"] == 0
+            assert (await runs.execute(store, job)).exit_code == 0
+            panel.refresh()
+        billed = sim.ledger.snapshot()["billed"]
+    assert sorted(key for key, n in billed.items() if n == 2) == crash.ids
+    assert shown(panel)["completed"] == 10
+    assert panel.tabs.titles[2] == "Confirmations (0)" and panel.confirm_button.disabled
+    assert not panel.acknowledge.value
+
+
+async def test_the_panel_refreshes_itself_on_the_running_loop_and_waits_for_the_run_to_appear(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "runs.db"
+    panel = RunPanel(db, "test", interval=0.05)
+    try:
+        assert "no run store here" in panel.title.value
+        with Simulator(latency=0.01).start() as sim, Store(db) as store:
+            await until(lambda: "no run named" in panel.title.value)
+            await runs.execute(store, make_job(tmp_path, sim.base_url, posts(20, groups=2), max_items=5))
+            await until(lambda: panel.numbers["completed"].value == "20")
+        assert panel.status is not None and panel.status["total"] == 20
+    finally:
+        panel.close()
+    assert panel._task is None
