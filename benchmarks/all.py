@@ -1,0 +1,26 @@
+"""Every benchmark, one after the other, each with its table; then how many targets were met.
+
+    python -m benchmarks.all [--quick]
+"""
+
+from __future__ import annotations
+
+from . import end_to_end, scale, store
+from .common import Row, machine, options, report, table
+
+
+def main() -> None:
+    args = options(__doc__.splitlines()[0] if __doc__ else "")
+    print(f"Machine: {machine()}{' (--quick)' if args.quick else ''}")
+    rows: list[Row] = []
+    for title, module in (("Store transitions", store), ("End to end", end_to_end), ("Scale", scale)):
+        section = module.run(quick=args.quick)
+        report(title, section)
+        rows.extend(section)
+    judged = [row for row in rows if row.target]
+    met = sum(row.met is True for row in judged)
+    print(f"\n## All, on {machine()}\n\n{table(rows)}\n\n{met} of {len(judged)} targets met.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""Scale: reads at 10,000 to 1,000,000 items, the memory of ``prepare``, and recovery after a crash.
+
+Each store is a run left by a dead engine, built quickly: items inserted
+directly into a store made by ``Store(path)``, through the ``items`` table so
+that the triggers keep the counts and write the events. The first 80 % of the
+batches of 25 (in claim order) are done: their items 97 % completed, 2 %
+failed (five kinds), 1 % waiting; then 50 batches were in flight when the engine
+died (20 sent, 20 answered, 10 formed but unsent); the rest are pending.
+
+- ``status``: ``progress.status``, what ``runner status`` prints;
+- a TUI refresh: status, failures by kind with the first 200 of the largest
+  kind, the last 20 events and the batches in flight;
+- the engine's reads on every turn: its controls and the confirmed batches
+  to resume (``Store.control``, ``Store.resumable``);
+- recovery, as an engine starts: open the store, take the lease,
+  ``Store.recover`` and ``Engine._validate_received``;
+- ``runs.prepare`` of a JSONL made by ``sample_data/make_posts.py``, in a
+  process of its own, for its peak memory (streamed input) and its speed.
+
+Reads are the median of 20 on an open store, after one to warm it.
+
+    python -m benchmarks.scale [--quick]
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from runner import lease, progress, protocol, runs
+from runner.engine import Engine
+from runner.providers.handler import PythonHandler
+from runner.store import Store
+
+from .common import (
+    ROOT,
+    SEED,
+    Row,
+    Target,
+    elapsed,
+    machine,
+    make_posts,
+    options,
+    report,
+    sample_job,
+)
+
+NAME = "bench"
+NOW = 1_800_000_000.0
+BATCH = 25
+MONTHS = [f"2026-{m:02d}" for m in range(1, 13)]
+KINDS = ["item_invalid", "transport", "batch_invalid", "bad_request", "input_changed"]
+#: The batches a dead engine left in flight, by their items' state.
+INTERRUPTED = ["running"] * 20 + ["received"] * 20 + ["queued"] * 10
+RESULT = {"label": "question", "sentiment": "neutral", "summary": "asks how to export a board"}
+READS = 20
+#: The targets of issue #7: reads at a million items, and recovery.
+READ_TARGET = Target("value", "<", 50)
+RECOVERY_TARGET = Target("value", "<", 5)
+
+
+def item_rows(run_id: int, count: int) -> Iterator[tuple[Any, ...]]:
+    """Rows for ``items`` as a dead engine left them, in input order (seeded)."""
+    rng = random.Random(SEED)
+    words = ["export", "sync", "calendar", "crash", "login", "board", "tags", "offline", "slow", "thanks"]
+    bodies = [" ".join(rng.choices(words, k=rng.randint(30, 220))) for _ in range(1_000)]
+    groups = len(MONTHS)
+    batches = [-(-len(range(g, count, groups)) // BATCH) for g in range(groups)]
+    first_batch = list(itertools.accumulate(batches, initial=1))  # batches are claimed group by group
+    done = int(sum(batches) * 0.8)
+    for seq in range(count):
+        key, group = f"p{seq:07d}", seq % groups
+        batch = first_batch[group] + seq // groups // BATCH
+        state, kind = fate(rng, batch - done)
+        output = protocol.encode({"id": key, **RESULT}) if state in ("completed", "received") else None
+        yield (
+            run_id, key, MONTHS[group], seq, protocol.encode(protocol.item_payload(key, {"body": rng.choice(bodies)})),
+            state, int(state != "pending"), int(state not in ("pending", "queued", "running")),
+            None if state == "pending" else batch, NOW + 60 if state == "waiting" else None,
+            output, output if state == "completed" else None,
+            kind, f"{kind}: a seeded failure" if kind else None, 1 if kind else None, NOW,
+        )
+
+
+def fate(rng: random.Random, after_done: int) -> tuple[str, str | None]:
+    """An item's state and failure kind, from its batch's place after the last batch done."""
+    if after_done <= 0:
+        roll = rng.random()
+        if roll < 0.02:
+            return "failed", rng.choice(KINDS)
+        return ("waiting", "transport") if roll < 0.03 else ("completed", None)
+    if after_done <= len(INTERRUPTED):
+        return INTERRUPTED[after_done - 1], None
+    return "pending", None
+
+
+def build(path: Path, count: int) -> None:
+    """A store of ``count`` items as a dead engine left it (see the module's docstring)."""
+    job = sample_job(path.with_suffix(".jsonl"), name=NAME)
+    with Store(path) as store, store.write() as conn:
+        (run_id,) = conn.execute(
+            "INSERT INTO runs (name, job, nonce, created_at, updated_at) VALUES (?, ?, 'bench', ?, ?) RETURNING id",
+            (NAME, job.to_json(), NOW, NOW),
+        ).fetchone()
+        conn.executemany(
+            "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, state, attempts, paid_calls, "
+            "batch_id, not_before, output, result, error_kind, error, retryable, updated_at) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, length(?5), printf('%064x', ?4), ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+            "?14, ?15, ?16)",
+            item_rows(run_id, count),
+        )
+        conn.execute(
+            "INSERT INTO batches (id, run_id, grp, state, size, chars, created_at, started_at, intent_at, finished_at) "
+            "SELECT batch_id, run_id, min(grp), state, count(*), sum(chars), :now, "
+            "CASE WHEN state = 'queued' THEN NULL ELSE :now END, CASE WHEN state = 'queued' THEN NULL ELSE :now END, "
+            "CASE WHEN state IN ('running', 'received', 'queued') THEN NULL ELSE :now END "
+            "FROM (SELECT batch_id, run_id, grp, chars, CASE WHEN state IN ('running', 'received') THEN 'running' "
+            "WHEN state = 'queued' THEN 'queued' ELSE 'done' END AS state FROM items WHERE batch_id IS NOT NULL) "
+            "GROUP BY batch_id",
+            {"now": NOW},
+        )
+
+
+def median_ms(read: Callable[[], object]) -> float:
+    read()
+    return statistics.median(elapsed(read) for _ in range(READS)) * 1000
+
+
+def tui_refresh(store: Store) -> None:
+    run_id = store.run_id(NAME)
+    progress.status(store, NAME, now=NOW)
+    kinds = progress.failure_kinds(store, run_id)
+    if kinds:
+        progress.failed_items(store, run_id, kind=kinds[0]["kind"], limit=200)
+    progress.event_tail(store, run_id, limit=20)
+    progress.batches_in_flight(store, run_id)
+
+
+def reads(path: Path) -> dict[str, float]:
+    """Milliseconds of each read, and of the TUI's refresh as a whole."""
+    with Store(path, create=False) as store:
+        run_id = store.run_id(NAME)
+        largest = progress.failure_kinds(store, run_id)[0]["kind"]
+        return {
+            "status": median_ms(lambda: progress.status(store, NAME, now=NOW)),
+            "TUI refresh": median_ms(lambda: tui_refresh(store)),
+            "  failures by kind": median_ms(lambda: progress.failure_kinds(store, run_id)),
+            "  first 200 failures of the largest kind": median_ms(
+                lambda: progress.failed_items(store, run_id, kind=largest, limit=200)),
+            "  last 20 events": median_ms(lambda: progress.event_tail(store, run_id, limit=20)),
+            "  batches in flight": median_ms(lambda: progress.batches_in_flight(store, run_id)),
+            "engine turn reads": median_ms(lambda: engine_turn(store)),
+        }
+
+
+def sql_profile(path: Path, read: Callable[[Store], object]) -> str:
+    """Each statement ``read`` runs, slowest first: its milliseconds on its own and SQLite's plan."""
+    with Store(path, create=False) as store:
+        statements: list[str] = []
+        store.conn.set_trace_callback(statements.append)
+        read(store)
+        store.conn.set_trace_callback(None)
+        timed = []
+        for sql in (sql for sql in dict.fromkeys(statements) if sql.startswith("SELECT")):  # not savepoints
+            plan = "; ".join(row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            timed.append((median_ms(functools.partial(store.rows, sql)), " ".join(sql.split()), plan))
+    timed.sort(reverse=True)
+    return "\n".join(f"{ms:9.3f} ms  {sql[:150]}\n             plan: {plan}" for ms, sql, plan in timed)
+
+
+def engine_turn(store: Store) -> None:
+    run_id = store.run_id(NAME)
+    store.control(run_id)
+    store.resumable(run_id)
+
+
+def recover(path: Path) -> dict[str, float]:
+    """Seconds of each step of an engine's start on a store a dead engine left."""
+    async def never(items: list[dict[str, Any]]) -> str:
+        raise AssertionError("recovery makes no call")
+
+    job = sample_job(path.with_suffix(".jsonl"), name=NAME)
+    steps: dict[str, float] = {}
+    start = time.perf_counter()
+    store = Store(path, create=False)
+    lease.acquire(store, NAME, token="bench", now=NOW)
+    engine = Engine(store, job, PythonHandler(never))
+    engine.run_id = store.run_id(NAME)
+    steps["open, lease"] = time.perf_counter() - start
+    before = progress.status(store, NAME, now=NOW)["counts"]
+    steps["Store.recover"] = elapsed(lambda: store.recover(engine.run_id, now=NOW))
+    steps["_validate_received"] = elapsed(engine._validate_received)
+    after = progress.status(store, NAME, now=NOW)
+    store.close()
+    expected = (before["running"], 0, 0, before["completed"] + before["received"])
+    found = (after["needs_confirmation"], after["counts"]["received"], after["counts"]["queued"],
+             after["counts"]["completed"])
+    if found != expected:
+        raise RuntimeError(f"recovery did not do its work: (held, received, queued, completed) {found} != {expected}")
+    return steps
+
+
+def prepare_child() -> None:
+    """In a process of its own: ``runs.prepare`` of the JSONL ``argv[1]`` into ``argv[2]``; prints its figures."""
+    source, path = Path(sys.argv[1]), Path(sys.argv[2])
+    imported_mb = peak_mb()
+    with Store(path) as store:
+        seconds = elapsed(lambda: runs.prepare(store, sample_job(source, name=NAME), now=time.time()))
+    print(json.dumps({"seconds": seconds, "MB after imports": imported_mb, "peak MB": peak_mb()}))
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory (not ru_maxrss: Linux carries a forking parent's into it)."""
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:", 1)[1].split()[0]) / 1024
+
+
+def prepare(folder: Path, count: int) -> dict[str, float]:
+    source = make_posts(count, folder / f"posts-{count}.jsonl")
+    code = "from benchmarks.scale import prepare_child; prepare_child()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(source), str(folder / f"prepared-{count}.db")],
+        check=True, capture_output=True, text=True, cwd=ROOT,
+    )
+    source.unlink()
+    (folder / f"prepared-{count}.db").unlink()
+    figures: dict[str, float] = json.loads(done.stdout)
+    return figures
+
+
+def grown(measure: str, values: dict[int, float], unit: str, target: Target | None) -> list[Row]:
+    """One row per size, each against the smallest size's value."""
+    smallest = min(values)
+    return [
+        Row(f"{measure}, {n:,} items", value, unit, None if n == smallest else values[smallest],
+            f"at {smallest:,}", target)
+        for n, value in values.items()
+    ]
+
+
+def breakdown(figures: dict[int, dict[str, float]], unit: str) -> str:
+    sizes = list(figures)
+    lines = [f"| {unit} | " + " | ".join(f"{n:,} items" for n in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+    for name in figures[sizes[0]]:
+        lines.append(f"| {name} | " + " | ".join(f"{figures[n][name]:.3f}" for n in sizes) + " |")
+    return "\n".join(lines)
+
+
+def run(*, quick: bool) -> list[Row]:
+    sizes = (10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)
+    prepared = (10_000, 100_000) if quick else (10_000, 1_000_000)
+    read_ms: dict[int, dict[str, float]] = {}
+    recovery: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as name:
+        folder = Path(name)
+        for count in sizes:
+            path = folder / f"store-{count}.db"
+            seconds = elapsed(functools.partial(build, path, count))
+            print(f"built a store of {count:,} items in {seconds:.1f} s", flush=True)
+            read_ms[count] = reads(path)
+            if count == sizes[-1]:
+                profiles = {what: sql_profile(path, read) for what, read in
+                            (("a TUI refresh", tui_refresh), ("the engine's reads on every turn", engine_turn))}
+            recovery[count] = recover(path)
+            path.unlink()
+        memory = {n: prepare(folder, n) for n in prepared}
+    print(f"\nReads, ms (median of {READS}):\n\n{breakdown(read_ms, 'ms')}")
+    print(f"\nRecovery, s:\n\n{breakdown(recovery, 's')}")
+    print(f"\nPrepare:\n\n{breakdown(memory, 'prepare')}")
+    for what, text in profiles.items():
+        print(f"\nThe statements of {what} at {sizes[-1]:,} items, slowest first:\n\n{text}")
+    return [
+        *grown("status", {n: r["status"] for n, r in read_ms.items()}, "ms", READ_TARGET),
+        *grown("TUI refresh", {n: r["TUI refresh"] for n, r in read_ms.items()}, "ms", READ_TARGET),
+        *grown("engine turn reads", {n: r["engine turn reads"] for n, r in read_ms.items()}, "ms", None),
+        *grown("recovery of 50 interrupted batches", {n: sum(r.values()) for n, r in recovery.items()}, "s",
+               RECOVERY_TARGET),
+        *grown("prepare a JSONL, peak memory", {n: m["peak MB"] for n, m in memory.items()}, "MB",
+               Target("value", "<", 300)),
+        *grown("prepare a JSONL, speed", {n: n / m["seconds"] for n, m in memory.items()}, "items/s", None),
+    ]
+
+
+def main() -> None:
+    args = options(__doc__.splitlines()[0] if __doc__ else "")
+    print(f"Machine: {machine()}")
+    report("Scale", run(quick=args.quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Store transitions: items/s through the five states, the store's own methods against raw sqlite3.
+
+Each item goes pending, queued, running, received, completed, 25 items to a
+batch, as the engine drives the store: ``prepare_run`` adds every item in one
+transaction, then each batch takes four commits (``claim_batch``,
+``start_batch``, ``record_answer``, ``settle_batch`` with the breaker's
+success). The baseline makes the same commits on the same kind of file (WAL,
+``synchronous=FULL``) with hand-written SQL over one bare table: no events,
+no counts, no batches table, no lease check. Run at a size and at ten times
+it, to show whether the cost per item grows with the store; each the best of
+5, the store and raw sqlite3 taking turns.
+
+    python -m benchmarks.store [--quick]
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sqlite3
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from runner import breaker, lease, protocol
+from runner.jobs import ItemRow
+from runner.store import Settlement, Store
+
+from .common import SEED, Row, Target, machine, options, profile, report, sample_job
+
+BATCH = 25
+#: A large enough limit that every batch holds 25 items.
+MAX_CHARS = 1_000_000
+STEPS = ("pending", "queued", "running", "received", "completed")
+NOW = 1_800_000_000.0
+ANSWER = protocol.encode({"label": "question", "sentiment": "neutral", "summary": "asks how to export"})
+TOKEN = "bench"
+
+RAW_SCHEMA = """
+CREATE TABLE items (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, grp TEXT NOT NULL, seq INTEGER NOT NULL,
+    input TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,
+    batch_id INTEGER, output TEXT, result TEXT, updated_at REAL NOT NULL
+);
+CREATE INDEX items_to_claim ON items (state, grp, seq);
+CREATE INDEX items_by_batch ON items (batch_id);
+"""
+
+
+class Steps:
+    """Seconds spent in each transition, summed over the batches."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def timing(self, step: str) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.seconds[step] += time.perf_counter() - start
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())
+
+
+def make_items(count: int) -> list[ItemRow]:
+    """``count`` items over 12 groups, their text 80 to 1,500 characters long (seeded)."""
+    rng = random.Random(SEED)
+    words = ["export", "sync", "calendar", "crash", "login", "board", "tags", "offline", "slow", "thanks"]
+    rows = []
+    for seq in range(count):
+        body = " ".join(rng.choices(words, k=rng.randint(12, 220)))
+        text = protocol.encode(protocol.item_payload(f"p{seq:07d}", {"body": body}))
+        rows.append(ItemRow(f"p{seq:07d}", f"2026-{seq % 12 + 1:02d}", seq, text, len(text), f"{seq:064x}"))
+    return rows
+
+
+def through_store(path: Path, rows: list[ItemRow]) -> Steps:
+    """The five transitions by the store's own methods, batch by batch as the engine calls them."""
+    job = sample_job(path.with_suffix(".jsonl"))
+    steps = Steps()
+    with Store(path) as store:
+        lease.acquire(store, job.name, token=TOKEN, now=NOW)
+        with steps.timing("pending"):
+            run_id = store.prepare_run(job, rows, now=NOW)
+        while True:
+            with steps.timing("queued"):
+                batch = store.claim_batch(run_id, max_items=BATCH, max_chars=MAX_CHARS, now=NOW)
+            if batch is None:
+                return steps
+            with steps.timing("running"):
+                started = store.start_batch(batch.id, lease=(job.name, TOKEN), max_attempts=3, now=NOW)
+            outputs = {item.id: ANSWER for item in started}
+            with steps.timing("received"):
+                store.record_answer(batch.id, outputs, now=NOW)
+            with steps.timing("completed"):
+                done = Settlement(completed=outputs, breaker=breaker.after_success)
+                store.settle_batch(batch.id, done, max_attempts=3, now=NOW)
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    yield
+    conn.execute("COMMIT")
+
+
+def through_raw(path: Path, rows: list[ItemRow]) -> Steps:
+    """The same commits in hand-written SQL on a bare table, same journal and durability."""
+    steps = Steps()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.executescript(RAW_SCHEMA)
+    with steps.timing("pending"), transaction(conn):
+        conn.executemany(
+            "INSERT INTO items (key, grp, seq, input, updated_at) VALUES (?, ?, ?, ?, ?)",
+            ((row.key, row.group, row.seq, row.input, NOW) for row in rows),
+        )
+    for batch_id in itertools.count(1):
+        with steps.timing("queued"), transaction(conn):
+            found = conn.execute(
+                "SELECT id, grp FROM items WHERE state = 'pending' ORDER BY grp, seq LIMIT ?", (BATCH,)
+            ).fetchall()
+            ids = [(batch_id, NOW, item_id) for item_id, group in found if group == found[0][1]]
+            conn.executemany("UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? WHERE id = ?", ids)
+        if not ids:
+            break
+        with steps.timing("running"), transaction(conn):
+            started = conn.execute(
+                "UPDATE items SET state = 'running', attempts = attempts + 1, updated_at = ? "
+                "WHERE batch_id = ? AND state = 'queued' RETURNING id, key, input",
+                (NOW, batch_id),
+            ).fetchall()
+        with steps.timing("received"), transaction(conn):
+            conn.executemany(
+                "UPDATE items SET state = 'received', output = ?, updated_at = ? WHERE id = ? AND state = 'running'",
+                [(ANSWER, NOW, item_id) for item_id, _, _ in started],
+            )
+        with steps.timing("completed"), transaction(conn):
+            conn.executemany(
+                "UPDATE items SET state = 'completed', result = ?, updated_at = ? WHERE id = ? AND state = 'received'",
+                [(ANSWER, NOW, item_id) for item_id, _, _ in started],
+            )
+    conn.close()
+    return steps
+
+
+def breakdown(best: dict[tuple[str, int], Steps], sizes: tuple[int, int]) -> str:
+    """Microseconds per item in each transition, store and raw sqlite3, at both sizes."""
+    columns = [(kind, count) for kind in ("store", "raw") for count in sizes]
+    head = " | ".join(f"{'raw sqlite3' if kind == 'raw' else kind} at {count:,}" for kind, count in columns)
+    lines = [f"| µs per item | {head} |", "|---" * (len(columns) + 1) + "|"]
+    for step in (*STEPS, "all five"):
+        cells = [
+            (best[column].total if step == "all five" else best[column].seconds[step]) / column[1] * 1e6
+            for column in columns
+        ]
+        lines.append(f"| {step} | " + " | ".join(f"{cell:.1f}" for cell in cells) + " |")
+    return "\n".join(lines)
+
+
+def run(*, quick: bool) -> list[Row]:
+    small, large = (1_000, 10_000) if quick else (2_000, 20_000)
+    repeats = 1 if quick else 5
+    best: dict[tuple[str, int], Steps] = {}
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as folder:
+        files = (Path(folder) / f"{n}.db" for n in itertools.count())
+        for count in (small, large):
+            rows = make_items(count)
+            for _ in range(repeats):  # alternated, so that a slow spell of the disk hits both
+                for kind, through in (("store", through_store), ("raw", through_raw)):
+                    steps = through(next(files), rows)
+                    if (kind, count) not in best or steps.total < best[kind, count].total:
+                        best[kind, count] = steps
+        rates = {(kind, count): count / steps.total for (kind, count), steps in best.items()}
+        print(f"\nWhere the time goes (the best run of each):\n\n{breakdown(best, (small, large))}")
+        rows_out = [
+            Row(f"store transitions, {n:,} items", rates["store", n], "items/s", rates["raw", n], "raw sqlite3",
+                Target("ratio", ">=", 0.7))
+            for n in (small, large)
+        ]
+        rows_out.append(Row(
+            f"store transitions as it grows: {large:,} vs {small:,} items", rates["store", large], "items/s",
+            rates["store", small], f"store at {small:,}", Target("ratio", ">=", 0.9),
+        ))
+        rows_out.append(Row(  # context: how much of the growth SQLite itself shows
+            f"raw sqlite3 as it grows: {large:,} vs {small:,} items", rates["raw", large], "items/s",
+            rates["raw", small], f"raw sqlite3 at {small:,}",
+        ))
+        if any(row.met is False for row in rows_out):
+            items = make_items(small)
+            print(f"\nProfile of the store at {small:,} items:\n")
+            print(profile(lambda: through_store(next(files), items)))
+    return rows_out
+
+
+def main() -> None:
+    args = options(__doc__.splitlines()[0] if __doc__ else "")
+    print(f"Machine: {machine()}")
+    report("Store transitions", run(quick=args.quick))
+
+
+if __name__ == "__main__":
+    main()
