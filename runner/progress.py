@@ -156,12 +156,19 @@ def command_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any
 
 def failure_kinds(store: Store, run_id: int) -> list[dict[str, Any]]:
     """Failed items by kind, most first: how many, how many a person may retry, and the first one's message."""
-    return store.rows(
+    kinds = store.rows(
         "SELECT error_kind AS kind, count(*) AS n, coalesce(sum(retryable), 0) AS retryable, "
-        "min(seq) AS first, error AS message FROM items WHERE run_id = ? AND state = 'failed' "
+        "min(seq) AS first FROM items WHERE run_id = ? AND state = 'failed' "
         "GROUP BY error_kind ORDER BY n DESC, error_kind",
         [run_id],
     )
+    for kind in kinds:  # the first one's message: one indexed row per kind
+        (first,) = store.rows(
+            "SELECT error FROM items WHERE run_id = ? AND state = 'failed' AND error_kind IS ? AND seq = ?",
+            [run_id, kind["kind"], kind["first"]],
+        )
+        kind["message"] = first["error"]
+    return kinds
 
 
 def failed_items(store: Store, run_id: int, *, kind: str, limit: int) -> list[dict[str, Any]]:

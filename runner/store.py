@@ -301,10 +301,13 @@ class Store:
 
     def resumable(self, run_id: int) -> list[Batch]:
         """Batches whose sent items a person confirmed: poll (or look for) their task."""
+        # From the few running items to their batches (CROSS JOIN keeps that order),
+        # never from every batch the run has formed.
         rows = self.rows(
-            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round FROM batches b "
-            "JOIN items i ON i.batch_id = b.id WHERE b.run_id = ? AND i.state = 'running' "
-            "AND i.needs_confirmation = 2 GROUP BY b.id ORDER BY b.id",
+            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round "
+            "FROM items i CROSS JOIN batches b ON b.id = i.batch_id "
+            "WHERE i.run_id = ? AND i.state = 'running' AND i.needs_confirmation = 2 "
+            "GROUP BY b.id ORDER BY b.id",
             [run_id],
         )
         return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True) for r in rows]

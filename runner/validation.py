@@ -33,7 +33,7 @@ class ResultCheck:
         """What is wrong with one result, or None when it is valid."""
         if not isinstance(result, dict):
             return "result is not a JSON object"
-        if self._validator is not None:
+        if self._validator is not None and not self._validator.is_valid(result):
             error = jsonschema.exceptions.best_match(self._validator.iter_errors(result))
             if error is not None:
                 path = "/".join(str(p) for p in error.absolute_path)
