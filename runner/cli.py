@@ -69,6 +69,9 @@ def main() -> None:
 def demo(db: str, latency: float) -> None:
     """Run the sample job against the built-in simulator: no key, no network.
 
+    While it runs, `runner tui demo` in another terminal can pause, step and
+    resume it; the demo waits for a person while paused.
+
     Example: runner demo
     """
     if not SAMPLE_JOB.exists():
@@ -77,7 +80,7 @@ def demo(db: str, latency: float) -> None:
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
-        outcome = _run_with_progress(Store(db), job, read_input=True)
+        outcome = _run_with_progress(Store(db), job, read_input=True, wait_for_person=True)
     click.echo(f"Run 'demo' is in {db}; see it with: runner status demo --db {db}")
     sys.exit(outcome.exit_code)
 
