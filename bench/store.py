@@ -10,7 +10,7 @@ no counts, no batches table, no lease check. Run at a size and at ten times
 it, to show whether the cost per item grows with the store; each the best of
 5, the store and raw sqlite3 taking turns.
 
-    python -m benchmarks.store [--quick]
+    python -m bench.store [--quick]
 """
 
 from __future__ import annotations

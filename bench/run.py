@@ -1,12 +1,18 @@
 """Every benchmark, one after the other, each with its table; then how many targets were met.
 
-    python -m benchmarks.all [--quick]
+    python bench/run.py [--quick]
 """
 
 from __future__ import annotations
 
-from . import end_to_end, scale, store
-from .common import Row, machine, options, report, table
+import sys
+from pathlib import Path
+
+if not __package__:  # run as a script: python bench/run.py
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import end_to_end, scale, store  # noqa: E402
+from bench.common import Row, machine, options, report, table  # noqa: E402
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ died (20 sent, 20 answered, 10 formed but unsent); the rest are pending.
 
 Reads are the median of 20 on an open store, after one to warm it.
 
-    python -m benchmarks.scale [--quick]
+    python -m bench.scale [--quick]
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def peak_mb() -> float:
 
 def prepare(folder: Path, count: int) -> dict[str, float]:
     source = make_posts(count, folder / f"posts-{count}.jsonl")
-    code = "from benchmarks.scale import prepare_child; prepare_child()"
+    code = "from bench.scale import prepare_child; prepare_child()"
     done = subprocess.run(
         [sys.executable, "-c", code, str(source), str(folder / f"prepared-{count}.db")],
         check=True, capture_output=True, text=True, cwd=ROOT,

@@ -19,7 +19,7 @@ validated. The simulator runs in a process of its own (``runner sim
 The runner and the bare loop take turns, 3 times each, and Huey runs 3 times;
 each keeps its best run. DBOS runs once.
 
-    python -m benchmarks.end_to_end [--quick]
+    python -m bench.end_to_end [--quick]
 """
 
 from __future__ import annotations
