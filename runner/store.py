@@ -328,8 +328,15 @@ class Store:
         self, batch_id: int, outputs: Mapping[int, str], *, now: float, paid: Iterable[int] | None = None
     ) -> None:
         """Save an answer: those answered become received; the ``paid`` items (default all) paid a call."""
+        billed = None if paid is None else set(paid)
         with self.write() as conn:
-            if paid is None:
+            conn.executemany(
+                "UPDATE items SET state = 'received', output = ?, paid_calls = paid_calls + ?, updated_at = ? "
+                "WHERE id = ? AND batch_id = ? AND state = 'running'",
+                [(output, int(billed is None or item_id in billed), now, item_id, batch_id)
+                 for item_id, output in outputs.items()],
+            )
+            if billed is None:  # the items left running paid for an answer that did not serve them
                 conn.execute(
                     "UPDATE items SET paid_calls = paid_calls + 1 WHERE batch_id = ? AND state = 'running'",
                     (batch_id,),
@@ -337,13 +344,8 @@ class Store:
             else:
                 conn.executemany(
                     "UPDATE items SET paid_calls = paid_calls + 1 WHERE id = ? AND batch_id = ? AND state = 'running'",
-                    [(item_id, batch_id) for item_id in paid],
+                    [(item_id, batch_id) for item_id in billed - set(outputs)],
                 )
-            conn.executemany(
-                "UPDATE items SET state = 'received', output = ?, updated_at = ? "
-                "WHERE id = ? AND batch_id = ? AND state = 'running'",
-                [(output, now, item_id, batch_id) for item_id, output in outputs.items()],
-            )
 
     def settle_batch(
         self, batch_id: int, settlement: Settlement, *, max_attempts: int, now: float
