@@ -103,12 +103,14 @@ class Engine:
     ) -> None:
         self.store = store
         self.job = job
-        self.provider = provider
         self.clock = clock or SystemClock()
-        self.tasks = (
-            TaskDriver(store, provider, retry=job.retry, clock=self.clock)
-            if isinstance(provider, TaskProvider) else None
-        )
+        # One of the two is set: the provider either calls, or submits and polls.
+        self.tasks: TaskDriver | None = None
+        self.caller: Provider | None = None
+        if isinstance(provider, TaskProvider):
+            self.tasks = TaskDriver(store, provider, retry=job.retry, clock=self.clock)
+        else:
+            self.caller = provider
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
         self.run_id = 0
@@ -271,8 +273,9 @@ class Engine:
             if self.tasks is not None:
                 await self._process_task(self.tasks, batch, items, payloads)
                 return
+            assert self.caller is not None
             try:
-                answer = await self._call(batch, payloads)
+                answer = await self._call(self.caller, batch, payloads)
             except UpstreamError as exc:
                 self._settle_failed_call(batch, items, exc)
                 return
@@ -340,13 +343,12 @@ class Engine:
                 settlement.maybe_paid.add(item.id)
         self._settle(batch, settlement)
 
-    async def _call(self, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
+    async def _call(self, caller: Provider, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
         limits = self.job.retry
         for retry in range(limits.request_retries + 1):
             try:
-                assert isinstance(self.provider, Provider)
-                return await self.provider.call(payloads)
+                return await caller.call(payloads)
             except TransportError as exc:
                 if exc.maybe_billed:
                     self.store.count_maybe_paid(batch.id)

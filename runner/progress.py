@@ -9,12 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from . import lease
-from .states import BreakerState, ItemState
+from .states import UNFINISHED, BreakerState, ItemState
 from .store import Store
 
-UNFINISHED_SQL = ", ".join(f"'{s.value}'" for s in (
-    ItemState.PENDING, ItemState.QUEUED, ItemState.WAITING, ItemState.RUNNING, ItemState.RECEIVED
-))
+UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:

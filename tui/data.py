@@ -18,7 +18,7 @@ from runner import lease, progress, recovery
 from runner.breaker import Control
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.states import BreakerState, ItemState
+from runner.states import UNFINISHED, BreakerState, ItemState
 from runner.store import Store
 
 #: Throughput is counted over this many seconds of the run's latest events.
@@ -27,7 +27,6 @@ EVENT_LINES = 14
 FAILED_ROWS = 200
 
 STATES = tuple(s.value for s in ItemState)
-UNFINISHED = tuple(s.value for s in ItemState if s not in (ItemState.COMPLETED, ItemState.FAILED))
 
 
 class RunState(StrEnum):
