@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-import jsonschema
+import jsonschema_rs
 import pytest
 
 from runner import protocol
@@ -74,7 +74,7 @@ def test_json_schema_response_format_is_honoured(client: httpx.Client) -> None:
         "additionalProperties": False,
     }
     answered = results(client.post("/chat/completions", json=chat(ITEMS, result_schema)))
-    jsonschema.validate({"results": answered}, protocol.batch_response_format(result_schema)["json_schema"]["schema"])
+    jsonschema_rs.validate(protocol.batch_response_format(result_schema)["json_schema"]["schema"], {"results": answered})
     assert [r["id"] for r in answered] == ["p1", "p2", "p3"]
 
 
