@@ -1,6 +1,8 @@
 """The engine: forms batches, holds the slots, and moves items through their states.
 
-The order of one batch, each step one transaction in the store:
+The order of one batch, each step one transaction in the store, committed by
+the :class:`~runner.writer.Writer` off the event loop (steps of the two slots
+that wait together share one commit):
 
 1. ``claim_batch``: items of one group become ``queued`` in a new batch.
 2. ``start_batch``: ``running``, attempts + 1, committed *before* the call.
@@ -38,6 +40,7 @@ from .states import FailureKind, ItemState
 from .store import Batch, Settlement, StartedItem, Store
 from .tasks import TaskDriver
 from .validation import ResultCheck
+from .writer import Writer
 
 MISSING_LINE = (
     "the finished task has no line for this item: it may have run and been billed; "
@@ -104,13 +107,12 @@ class Engine:
         self.store = store
         self.job = job
         self.clock = clock or SystemClock()
-        # One of the two is set: the provider either calls, or submits and polls.
+        self.provider = provider
+        # One of the two is set when the run starts: the provider either calls, or submits and polls.
         self.tasks: TaskDriver | None = None
         self.caller: Provider | None = None
-        if isinstance(provider, TaskProvider):
-            self.tasks = TaskDriver(store, provider, retry=job.retry, clock=self.clock)
-        else:
-            self.caller = provider
+        #: The writer of the store's changes while the engine works (its own thread and connection).
+        self.write: Writer
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
         self.run_id = 0
@@ -137,11 +139,20 @@ class Engine:
             if items is not None:
                 self.store.prepare_run(self.job, items, now=self.clock.now())
             self.run_id = self.store.run_id(name)
-            if self.tasks is not None:
-                self.tasks.run_reference = self.store.reference(self.run_id)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
-            await self._work()
+            self.write = Writer(self.store.path)
+            try:
+                if isinstance(self.provider, TaskProvider):
+                    self.tasks = TaskDriver(
+                        self.store, self.write, self.provider, retry=self.job.retry, clock=self.clock,
+                        run_reference=self.store.reference(self.run_id),
+                    )
+                else:
+                    self.caller = self.provider
+                await self._work()
+            finally:
+                self.write.close()
         finally:
             self._tidy(name)
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
@@ -165,7 +176,7 @@ class Engine:
         in_flight: set[asyncio.Task[None]] = set()
         try:
             while True:
-                control = self._turn(in_flight)
+                control = await self._turn(in_flight)
                 if in_flight:
                     done, in_flight = await asyncio.wait(
                         in_flight, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
@@ -180,37 +191,40 @@ class Engine:
                 task.cancel()
             await asyncio.gather(*in_flight, return_exceptions=True)
 
-    def _turn(self, in_flight: set[asyncio.Task[None]]) -> Control | None:
+    async def _turn(self, in_flight: set[asyncio.Task[None]]) -> Control | None:
         """Beat, read the controls, start what may start; None once the store failed."""
         if self.stop_kind is FailureKind.STORE:
             return None
         try:
-            self._beat()
+            await self._beat()
             control = self.store.control(self.run_id)
             if self.stopped_for is None:
-                self._start(control, in_flight)
+                await self._start(control, in_flight)
             return control
         except StoreError as exc:
-            self._store_failed(exc)
+            await self._store_failed(exc)
             return None
 
-    def _start(self, control: Control, in_flight: set[asyncio.Task[None]]) -> None:
-        """Start batches into the free slots the breaker and a person allow."""
+    async def _start(self, control: Control, in_flight: set[asyncio.Task[None]]) -> None:
+        """Start batches into the free slots the breaker and a person allow, then form the next ones."""
         if self.clock.now() < self._quiet_until:
             return
         slots = control.slots(self.job.batch.concurrency)
-        self._form(lookahead=slots)
+        self._take_resumable()
+        if not self._formed:
+            await self._form(lookahead=slots)
         while self._formed and len(in_flight) < slots:
             step = control.held
             in_flight.add(asyncio.create_task(self._process(self._formed.popleft(), step=step)))
             if step:
                 return
+        await self._form(lookahead=slots)
 
     async def _idle_or_stop(self, control: Control) -> bool:
         try:
             return await self._idle(control)
         except StoreError as exc:
-            self._store_failed(exc)
+            await self._store_failed(exc)
             return False
 
     async def _idle(self, control: Control) -> bool:
@@ -233,25 +247,29 @@ class Engine:
         await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
         return True
 
-    def _form(self, *, lookahead: int) -> None:
-        """Keep up to ``lookahead`` batches queued for the next free slots, confirmed ones first."""
+    def _take_resumable(self) -> None:
+        """Put the batches a person confirmed first in line."""
         for confirmed in self.store.resumable(self.run_id):
             if confirmed.id not in self._resumed:
                 self._resumed.add(confirmed.id)
                 self._formed.appendleft(confirmed)
+
+    async def _form(self, *, lookahead: int) -> None:
+        """Keep up to ``lookahead`` batches queued for the next free slots."""
         limits = self.job.batch
         while len(self._formed) < lookahead:
-            batch = self.store.claim_batch(
-                self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
+            batch = await self.write(
+                Store.claim_batch, self.run_id, max_items=limits.max_items, max_chars=limits.max_chars,
+                now=self.clock.now(),
             )
             if batch is None:
                 return
             self._formed.append(batch)
 
-    def _beat(self) -> None:
+    async def _beat(self) -> None:
         now = self.clock.now()
         if now - self._last_beat >= HEARTBEAT_SECONDS:
-            if not lease.beat(self.store, self.job.name, token=self.token, now=now):
+            if not await self.write(lease.beat, self.job.name, token=self.token, now=now):
                 self.request_stop("another engine took this run over (this one's heartbeat was late)")
             self._last_beat = now
 
@@ -259,15 +277,18 @@ class Engine:
         """One batch from start to settle; it holds its slot for all of it."""
         try:
             if batch.resume:
-                items = self.store.resume_batch(batch.id, max_attempts=self.job.retry.max_attempts, now=self.clock.now())
+                items = await self.write(
+                    Store.resume_batch, batch.id, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
+                )
             else:
-                items = self.store.start_batch(
-                    batch.id, lease=(self.job.name, self.token), max_attempts=self.job.retry.max_attempts,
-                    now=self.clock.now(), step=step, intent=self.tasks is None,
+                items = await self.write(
+                    Store.start_batch, batch.id, lease=(self.job.name, self.token),
+                    max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step,
+                    intent=self.tasks is None,
                 )
             if not items:
                 self.request_stop("another engine took this run over (this one's heartbeat was late)")
-                self._settle(batch, Settlement())
+                await self._settle(batch, Settlement())
                 return
             payloads = [json.loads(item.input) for item in items]
             if self.tasks is not None:
@@ -277,16 +298,16 @@ class Engine:
             try:
                 answer = await self._call(self.caller, batch, payloads)
             except UpstreamError as exc:
-                self._settle_failed_call(batch, items, exc)
+                await self._settle_failed_call(batch, items, exc)
                 return
             parsed = protocol.parse_results(answer.content, (item.key for item in items))
             outputs = {
                 item.id: protocol.encode(parsed.results[item.key]) for item in items if item.key in parsed.results
             }
-            self.store.record_answer(batch.id, outputs, now=self.clock.now())
-            self._settle_answer(batch, items, outputs, _whole_answer_problem(parsed, answer))
+            await self.write(Store.record_answer, batch.id, outputs, now=self.clock.now())
+            await self._settle_answer(batch, items, outputs, _whole_answer_problem(parsed, answer))
         except StoreError as exc:
-            self._store_failed(exc)
+            await self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
             self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
 
@@ -300,24 +321,24 @@ class Engine:
             else:
                 result = await tasks.submit_and_wait(batch.id, payloads, now=self.clock.now())
         except TaskUnreachable as exc:
-            self.store.hold(batch.id, now=self.clock.now())
+            await self.write(Store.hold, batch.id, now=self.clock.now())
             self.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
             return
         except UpstreamError as exc:
-            self._settle_failed_call(batch, items, exc)
+            await self._settle_failed_call(batch, items, exc)
             return
         if result is not None and result.failure is not None:
-            self._settle_failed_call(batch, items, result.failure)
+            await self._settle_failed_call(batch, items, result.failure)
             return
         if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
             message = "the batch was never created upstream: it is sent again, which cannot charge twice"
             never = Settlement(not_before=self.clock.now())
             never.retry = {item.id: (FailureKind.TRANSPORT, message) for item in items}
-            self._settle(batch, never)
+            await self._settle(batch, never)
             return
-        self._settle_task(batch, items, result)
+        await self._settle_task(batch, items, result)
 
-    def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
+    async def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
         """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
         outputs: dict[int, str] = {}
         for item in items:
@@ -326,7 +347,7 @@ class Engine:
                 if item.key in parsed.results:
                     outputs[item.id] = protocol.encode(parsed.results[item.key])
         paid = [item.id for item in items if item.key in result.answers]
-        self.store.record_answer(batch.id, outputs, paid=paid, now=self.clock.now())
+        await self.write(Store.record_answer, batch.id, outputs, paid=paid, now=self.clock.now())
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         for item in items:
             error = result.errors.get(item.key)
@@ -341,7 +362,7 @@ class Engine:
             else:
                 settlement.failed[item.id] = (FailureKind.NOT_FOUND, MISSING_LINE, True)
                 settlement.maybe_paid.add(item.id)
-        self._settle(batch, settlement)
+        await self._settle(batch, settlement)
 
     async def _call(self, caller: Provider, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
@@ -351,16 +372,16 @@ class Engine:
                 return await caller.call(payloads)
             except TransportError as exc:
                 if exc.maybe_billed:
-                    self.store.count_maybe_paid(batch.id)
+                    await self.write(Store.count_maybe_paid, batch.id)
                 wait = exc.retry_after
                 if retry == limits.request_retries or (wait is not None and wait > limits.max_backoff):
                     raise
-                self.store.count_request_retry(batch.id)
+                await self.write(Store.count_request_retry, batch.id)
                 delay = min(limits.backoff * 2**retry, limits.max_backoff) * (0.5 + self.rng.random())
                 await self.clock.sleep(wait if wait is not None else delay)
         raise AssertionError("unreachable")
 
-    def _settle_answer(
+    async def _settle_answer(
         self, batch: Batch, items: list[StartedItem], outputs: dict[int, str], problem: str | None
     ) -> None:
         """Validate the received outputs, then complete, re-attempt, split or fail each item."""
@@ -372,7 +393,7 @@ class Engine:
                 self._judge(item.id, outputs[item.id], settlement)
             elif problem is None:
                 settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no result for this id")
-        self._settle(batch, settlement)
+        await self._settle(batch, settlement)
 
     def _split_or_retry(self, batch: Batch, items: list[StartedItem], problem: str, settlement: Settlement) -> None:
         """A wholly invalid answer: split into halves once, then single items, then plain re-attempts."""
@@ -395,7 +416,7 @@ class Engine:
         else:
             settlement.retry[item_id] = (FailureKind.ITEM_INVALID, problem)
 
-    def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
+    async def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
         """No usable answer: wait and re-attempt, or fail and stop the run, by the failure's kind."""
         settlement = Settlement(not_before=self._retry_time(exc.retry_after))
         if exc.kind is FailureKind.TRANSPORT:
@@ -411,20 +432,20 @@ class Engine:
                 settlement.retry[item.id] = (exc.kind, exc.message)
             else:
                 settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.stops_run)
-        self._settle(batch, settlement)
+        await self._settle(batch, settlement)
 
-    def _settle(self, batch: Batch, settlement: Settlement) -> None:
-        split = self.store.settle_batch(
-            batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
+    async def _settle(self, batch: Batch, settlement: Settlement) -> None:
+        split = await self.write(
+            Store.settle_batch, batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
         )
         self._formed.extend(split)
 
-    def _store_failed(self, exc: StoreError) -> None:
+    async def _store_failed(self, exc: StoreError) -> None:
         """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""
         reason = f"store: {exc}"
         self.stopped_for, self.stop_kind = reason, FailureKind.STORE
         try:
-            self.store.open_breaker(self.run_id, reason)
+            await self.write(Store.open_breaker, self.run_id, reason)
         except StoreError as again:
             self.stopped_for = f"{reason}; the open breaker could not be saved either: {again}"
 

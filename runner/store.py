@@ -117,15 +117,23 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; a sqlite3 failure becomes a StoreError and rolls back."""
+        """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
+
+        Inside a transaction already open (the engine's :class:`~runner.writer.Writer`
+        commits several writes together) it is a savepoint: a failing write
+        undoes itself alone.
+        """
+        nested = self.conn.in_transaction
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("SAVEPOINT write" if nested else "BEGIN IMMEDIATE")
             try:
                 yield self.conn
-                self.conn.execute("COMMIT")
+                self.conn.execute("RELEASE write" if nested else "COMMIT")
             except BaseException:
                 if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
+                    self.conn.execute("ROLLBACK TO write" if nested else "ROLLBACK")
+                    if nested:
+                        self.conn.execute("RELEASE write")
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: store write failed ({exc})") from exc
