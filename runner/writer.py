@@ -61,13 +61,14 @@ class Writer:
         if self._failure is not None:
             raise self._failure
 
-    async def __call__(self, method: Callable[Concatenate[Store, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run ``method(store, *args, **kwargs)`` on the writer's store; its result once committed."""
+    def __call__(
+        self, method: Callable[Concatenate[Store, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> asyncio.Future[T]:
+        """Hand over ``method(store, *args, **kwargs)`` at once; await its result, there once committed."""
         loop = asyncio.get_running_loop()
         write = _Write(lambda store: method(store, *args, **kwargs), loop.create_future(), loop)
         self._queue.put(write)
-        result: T = await write.future
-        return result
+        return write.future
 
     def close(self) -> None:
         """Commit what was handed over, then stop the thread and close its connection."""
@@ -102,7 +103,8 @@ def _commit(store: Store, writes: list[_Write]) -> None:
         conn.execute("BEGIN IMMEDIATE")
         for write in writes:
             try:
-                write.value, write.ok = write.apply(store), True
+                with store.write():  # a savepoint: a write that fails undoes itself alone
+                    write.value, write.ok = write.apply(store), True
             except Exception as exc:  # noqa: BLE001 - handed to the caller that asked for this write
                 write.value, write.ok = exc, False
             if not conn.in_transaction:

@@ -1,0 +1,105 @@
+"""The engine's writer: writes that wait together share one commit; each is answered once durable."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+from runner.errors import StoreError
+from runner.store import Store
+from runner.writer import Writer
+
+
+def add_run(store: Store, name: str) -> int:
+    with store.write() as conn:
+        (run_id,) = conn.execute(
+            "INSERT INTO runs (name, job, created_at, updated_at) VALUES (?, '{}', 0, 0) RETURNING id", (name,)
+        ).fetchone()
+    return int(run_id)
+
+
+def run_names(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {name for (name,) in conn.execute("SELECT name FROM runs")}
+
+
+async def test_writes_that_wait_together_share_one_commit(tmp_path: Path) -> None:
+    Store(tmp_path / "runs.db").close()
+    writer = Writer(tmp_path / "runs.db")
+    busy, release = threading.Event(), threading.Event()
+
+    def hold(store: Store) -> None:
+        busy.set()
+        release.wait()
+
+    try:
+        held = writer(hold)
+        await asyncio.to_thread(busy.wait)  # the writer's thread is inside its first commit
+        first = writer(add_run, "first")
+        # Run by the writer after "first", in the same transaction: "first" is not yet visible outside.
+        seen = writer(lambda store: run_names(store.path))
+        release.set()
+        await asyncio.gather(held, first)
+        assert await seen == set()
+        assert run_names(tmp_path / "runs.db") == {"first"}
+    finally:
+        release.set()
+        writer.close()
+
+
+async def test_a_failing_write_undoes_itself_alone(tmp_path: Path) -> None:
+    Store(tmp_path / "runs.db").close()
+    writer = Writer(tmp_path / "runs.db")
+
+    def add_then_fail(store: Store) -> None:
+        add_run(store, "undone")
+        raise ValueError("a bug in this write")
+
+    try:
+        failing = writer(add_then_fail)
+        kept = writer(add_run, "kept")
+        outcomes = await asyncio.gather(failing, kept, return_exceptions=True)
+    finally:
+        writer.close()
+    assert isinstance(outcomes[0], ValueError)
+    assert run_names(tmp_path / "runs.db") == {"kept"}
+
+
+async def test_a_write_is_answered_only_once_committed(tmp_path: Path) -> None:
+    Store(tmp_path / "runs.db").close()
+    writer = Writer(tmp_path / "runs.db")
+    try:
+        await writer(add_run, "durable")
+        assert run_names(tmp_path / "runs.db") == {"durable"}
+    finally:
+        writer.close()
+
+
+async def test_a_write_that_aborts_the_transaction_fails_its_whole_group(tmp_path: Path) -> None:
+    Store(tmp_path / "runs.db").close()
+    writer = Writer(tmp_path / "runs.db")
+    busy, release = threading.Event(), threading.Event()
+
+    def hold(store: Store) -> None:
+        busy.set()
+        release.wait()
+
+    def abort(store: Store) -> None:  # what SQLite does to a transaction on a full disk or an I/O error
+        store.conn.execute("ROLLBACK")
+        raise sqlite3.OperationalError("disk I/O error (simulated)")
+
+    try:
+        held = writer(hold)
+        await asyncio.to_thread(busy.wait)
+        group = [writer(add_run, "lost"), writer(abort)]
+        release.set()
+        await held
+        outcomes = await asyncio.gather(*group, return_exceptions=True)
+    finally:
+        release.set()
+        writer.close()
+    assert all(isinstance(outcome, StoreError) for outcome in outcomes)
+    assert "disk I/O error (simulated)" in str(outcomes[1])
+    assert run_names(tmp_path / "runs.db") == set()
