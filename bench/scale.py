@@ -84,7 +84,8 @@ def item_rows(run_id: int, count: int) -> Iterator[tuple[Any, ...]]:
         state, kind = fate(rng, batch - done)
         output = protocol.encode({"id": key, **RESULT}) if state in ("completed", "received") else None
         yield (
-            run_id, key, MONTHS[group], seq, protocol.encode(protocol.item_payload(key, {"body": rng.choice(bodies)})),
+            seq + 1, run_id, key, MONTHS[group], seq,
+            protocol.encode(protocol.item_payload(key, {"body": rng.choice(bodies)})),
             state, int(state != "pending"), int(state not in ("pending", "queued", "running")),
             None if state == "pending" else batch, NOW + 60 if state == "waiting" else None,
             output, output if state == "completed" else None,
@@ -112,13 +113,16 @@ def build(path: Path, count: int) -> None:
             "INSERT INTO runs (name, job, nonce, created_at, updated_at) VALUES (?, ?, 'bench', ?, ?) RETURNING id",
             (NAME, job.to_json(), NOW, NOW),
         ).fetchone()
-        conn.executemany(
-            "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, state, attempts, paid_calls, "
-            "batch_id, not_before, output, result, error_kind, error, retryable, updated_at) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, length(?5), printf('%064x', ?4), ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-            "?14, ?15, ?16)",
-            item_rows(run_id, count),
-        )
+        rows = item_rows(run_id, count)
+        while chunk := list(itertools.islice(rows, 10_000)):
+            conn.executemany(
+                "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, state, attempts, paid_calls, "
+                "batch_id, not_before, output, result, error_kind, error, retryable, updated_at) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, length(?6), printf('%064x', ?5), ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                "?15, ?16, ?17)",
+                chunk,
+            )
+            conn.executemany("INSERT INTO inputs (item_id, input) VALUES (?, ?)", [(row[0], row[5]) for row in chunk])
         conn.execute(
             "INSERT INTO batches (id, run_id, grp, state, size, chars, created_at, started_at, intent_at, finished_at) "
             "SELECT batch_id, run_id, min(grp), state, count(*), sum(chars), :now, "

@@ -181,9 +181,9 @@ def failed_items(store: Store, run_id: int, *, kind: str, limit: int) -> list[di
 def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
     """One item as the store keeps it, by key."""
     rows = store.rows(
-        'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, input, '
-        "output, result, error_kind AS kind, error AS message, retryable, needs_confirmation, updated_at "
-        "FROM items WHERE run_id = ? AND key = ?",
+        'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, '
+        "(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, result, error_kind AS kind, "
+        "error AS message, retryable, needs_confirmation, updated_at FROM items WHERE run_id = ? AND key = ?",
         [run_id, key],
     )
     return rows[0] if rows else None

@@ -164,15 +164,15 @@ class Store:
                 "RETURNING id",
                 (job.name, job.to_json(), secrets.token_hex(4), now, now),
             ).fetchone()
-            chunk: list[tuple[Any, ...]] = []
+            chunk: list[ItemRow] = []
             seen = 0
             for row in items:
-                chunk.append((run_id, row.key, row.group, row.seq, row.input, row.chars, row.fingerprint, now))
+                chunk.append(row)
                 if len(chunk) == INSERT_CHUNK:
-                    conn.executemany(UPSERT_ITEM, chunk)
+                    _upsert_items(conn, run_id, chunk, now)
                     chunk.clear()
                 seen += 1
-            conn.executemany(UPSERT_ITEM, chunk)
+            _upsert_items(conn, run_id, chunk, now)
             if not seen:
                 raise InputError(f"{job.input.describe()}: no records")
         return int(run_id)
@@ -248,7 +248,7 @@ class Store:
                 "UPDATE items SET state = 'running', attempts = attempts + 1, updated_at = ? "
                 "WHERE batch_id = ? AND state = 'queued' "
                 "AND EXISTS (SELECT 1 FROM engines WHERE run = ? AND token = ?) "
-                "RETURNING id, key, input, ? - (attempts - retry_base)",
+                f"RETURNING id, key, {INPUT_OF_ITEM}, ? - (attempts - retry_base)",
                 (now, batch_id, *lease, max_attempts),
             ).fetchall()
             conn.execute(
@@ -326,7 +326,7 @@ class Store:
             rows = conn.execute(
                 "UPDATE items SET needs_confirmation = 0, updated_at = ? "
                 "WHERE batch_id = ? AND state = 'running' AND needs_confirmation = 2 "
-                "RETURNING id, key, input, ? - (attempts - retry_base)",
+                f"RETURNING id, key, {INPUT_OF_ITEM}, ? - (attempts - retry_base)",
                 (now, batch_id, max_attempts),
             ).fetchall()
             conn.execute("UPDATE batches SET state = ?, finished_at = NULL WHERE id = ?", (BatchState.RUNNING, batch_id))
@@ -484,6 +484,14 @@ def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: flo
     return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
 
 
+def _upsert_items(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float) -> None:
+    """Add or update items and their inputs (an unchanged input is left as it is)."""
+    conn.executemany(
+        UPSERT_ITEM, [(run_id, row.key, row.group, row.seq, row.chars, row.fingerprint, now) for row in rows]
+    )
+    conn.executemany(UPSERT_INPUT, [(row.input, run_id, row.key) for row in rows])
+
+
 def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, list[int], int]:
     """The leading candidates of the first one's group that fit in ``max_chars``."""
     group = candidates[0][1]
@@ -500,10 +508,10 @@ def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, 
 IN_BATCH = "AND batch_id = ? AND state IN ('running', 'received')"
 
 UPSERT_ITEM = """
-INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO items (run_id, key, grp, seq, chars, fingerprint, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id, key) DO UPDATE SET
-    grp = excluded.grp, seq = excluded.seq, input = excluded.input, chars = excluded.chars,
+    grp = excluded.grp, seq = excluded.seq, chars = excluded.chars,
     fingerprint = excluded.fingerprint, updated_at = excluded.updated_at,
     state = CASE
         WHEN state IN ('running', 'received', 'completed') THEN 'failed'
@@ -526,6 +534,14 @@ ON CONFLICT (run_id, key) DO UPDATE SET
     needs_confirmation = 0
 WHERE items.fingerprint != excluded.fingerprint
 """
+
+UPSERT_INPUT = """
+INSERT INTO inputs (item_id, input) SELECT id, ? FROM items WHERE run_id = ? AND key = ?
+ON CONFLICT (item_id) DO UPDATE SET input = excluded.input WHERE input != excluded.input
+"""
+
+#: An item's input, in a RETURNING clause of an update of ``items``.
+INPUT_OF_ITEM = "(SELECT input FROM inputs WHERE item_id = items.id)"
 
 CLAIM_DUE_WAITING = """
 SELECT id, grp, chars FROM items

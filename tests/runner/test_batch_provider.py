@@ -130,7 +130,7 @@ async def test_after_a_crash_a_saved_task_is_polled_once_confirmed_and_never_sub
     batch_id = leave_a_sent_batch(store, job, clock.now())
     async with httpx.AsyncClient() as client:
         provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None)
-        payloads = [json.loads(r["input"]) for r in store.db.query("SELECT input FROM items ORDER BY seq")]
+        payloads = [json.loads(r["input"]) for r in store.db.query("SELECT input FROM inputs JOIN items ON items.id = inputs.item_id ORDER BY seq")]
         store.save_task_id(batch_id, await provider.submit("elsewhere:1", payloads))
     held = await runs.execute(store, job, clock=clock)
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}

@@ -42,3 +42,24 @@ def test_the_core_imports_no_ui_library() -> None:
 def test_the_core_passes_mypy_strict() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy"], cwd=Path(__file__).parents[2], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_a_store_of_an_older_version_is_migrated_keeping_every_item_and_input(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "runs.db") as conn:  # a store as runner left it at schema version 4
+        for statements in schema.MIGRATIONS[:4]:
+            for statement in statements:
+                conn.execute(statement)
+        conn.execute("PRAGMA user_version = 4")
+        conn.execute("INSERT INTO runs (id, name, job, created_at, updated_at) VALUES (1, 'old', '{}', 0, 0)")
+        conn.executemany(
+            "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, state, updated_at) "
+            "VALUES (1, ?, 'g', ?, ?, 9, 'f', ?, 0)",
+            [("a", 0, '{"id":"a"}', "completed"), ("b", 1, '{"id":"b"}', "pending")],
+        )
+    with Store(tmp_path / "runs.db") as store:
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        kept = store.rows("SELECT key, state, input FROM items JOIN inputs ON item_id = items.id ORDER BY key")
+        assert kept == [
+            {"key": "a", "state": "completed", "input": '{"id":"a"}'},
+            {"key": "b", "state": "pending", "input": '{"id":"b"}'},
+        ]
