@@ -120,20 +120,20 @@ class Store:
         """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
 
         Inside a transaction already open (the engine's :class:`~runner.writer.Writer`
-        commits several writes together) it is a savepoint: a failing write
-        undoes itself alone.
+        commits several writes together, each in a savepoint of its own) it
+        joins that transaction.
         """
         nested = self.conn.in_transaction
         try:
-            self.conn.execute("SAVEPOINT write" if nested else "BEGIN IMMEDIATE")
+            if not nested:
+                self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
-                self.conn.execute("RELEASE write" if nested else "COMMIT")
+                if not nested:
+                    self.conn.execute("COMMIT")
             except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK TO write" if nested else "ROLLBACK")
-                    if nested:
-                        self.conn.execute("RELEASE write")
+                if not nested and self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: store write failed ({exc})") from exc

@@ -102,11 +102,7 @@ def _commit(store: Store, writes: list[_Write]) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
         for write in writes:
-            try:
-                with store.write():  # a savepoint: a write that fails undoes itself alone
-                    write.value, write.ok = write.apply(store), True
-            except Exception as exc:  # noqa: BLE001 - handed to the caller that asked for this write
-                write.value, write.ok = exc, False
+            _apply(store, write)
             if not conn.in_transaction:
                 raise StoreError(f"{store.path}: store write failed (the transaction was aborted: {write.value})")
         conn.execute("COMMIT")
@@ -119,6 +115,20 @@ def _commit(store: Store, writes: list[_Write]) -> None:
             write.value, write.ok = failure, False
     for write in writes:
         write.answer()
+
+
+def _apply(store: Store, write: _Write) -> None:
+    """One write in a savepoint of its own: a write that fails undoes itself alone."""
+    conn = store.conn
+    conn.execute("SAVEPOINT write")
+    try:
+        write.value, write.ok = write.apply(store), True
+        conn.execute("RELEASE write")
+    except Exception as exc:  # noqa: BLE001 - handed to the caller that asked for this write
+        write.value, write.ok = exc, False
+        if conn.in_transaction:
+            conn.execute("ROLLBACK TO write")
+            conn.execute("RELEASE write")
 
 
 def _settle_future(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
