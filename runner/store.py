@@ -336,24 +336,13 @@ class Store:
         self, batch_id: int, outputs: Mapping[int, str], *, now: float, paid: Iterable[int] | None = None
     ) -> None:
         """Save an answer: those answered become received; the ``paid`` items (default all) paid a call."""
-        billed = None if paid is None else set(paid)
+        answer = {
+            "batch": batch_id, "now": now, "outputs": json.dumps(outputs),
+            "billed": None if paid is None else json.dumps(list(paid)),
+        }
         with self.write() as conn:
-            conn.executemany(
-                "UPDATE items SET state = 'received', output = ?, paid_calls = paid_calls + ?, updated_at = ? "
-                "WHERE id = ? AND batch_id = ? AND state = 'running'",
-                [(output, int(billed is None or item_id in billed), now, item_id, batch_id)
-                 for item_id, output in outputs.items()],
-            )
-            if billed is None:  # the items left running paid for an answer that did not serve them
-                conn.execute(
-                    "UPDATE items SET paid_calls = paid_calls + 1 WHERE batch_id = ? AND state = 'running'",
-                    (batch_id,),
-                )
-            else:
-                conn.executemany(
-                    "UPDATE items SET paid_calls = paid_calls + 1 WHERE id = ? AND batch_id = ? AND state = 'running'",
-                    [(item_id, batch_id) for item_id in billed - set(outputs)],
-                )
+            conn.execute(RECEIVE, answer)
+            conn.execute(PAID_WITHOUT_ANSWER, answer)
 
     def settle_batch(
         self, batch_id: int, settlement: Settlement, *, max_attempts: int, now: float
@@ -363,17 +352,16 @@ class Store:
         Returns the new batches a split formed, already queued.
         """
         with self.write() as conn:
-            conn.executemany(
-                f"UPDATE items SET maybe_paid = maybe_paid + 1 WHERE id = ? {IN_BATCH}",
-                [(i, batch_id) for i in settlement.maybe_paid],
-            )
             # Each update touches only items still in this batch's hands: an item
             # whose input changed meanwhile keeps the failure that says so.
-            conn.executemany(
-                "UPDATE items SET state = 'completed', result = ?, error_kind = NULL, error = NULL, "
-                f"retryable = NULL, needs_confirmation = 0, updated_at = ? WHERE id = ? {IN_BATCH}",
-                [(result, now, i, batch_id) for i, result in settlement.completed.items()],
-            )
+            if settlement.maybe_paid:
+                conn.execute(
+                    "UPDATE items SET maybe_paid = maybe_paid + 1 "
+                    f"WHERE id IN (SELECT value FROM json_each(?)) {IN_BATCH}",
+                    (json.dumps(list(settlement.maybe_paid)), batch_id),
+                )
+            if settlement.completed:
+                conn.execute(COMPLETE, {"batch": batch_id, "now": now, "results": json.dumps(settlement.completed)})
             conn.executemany(
                 RETRY_ITEM,
                 [
@@ -394,11 +382,13 @@ class Store:
             )
             if settlement.breaker is not None:
                 (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
-                control = settlement.breaker(self.control(run_id))
-                conn.execute(
-                    "UPDATE runs SET breaker = ?, breaker_reason = ?, transport_failures = ? WHERE id = ?",
-                    (control.breaker, control.reason, control.transport_failures, run_id),
-                )
+                before = self.control(run_id)
+                control = settlement.breaker(before)
+                if control != before:
+                    conn.execute(
+                        "UPDATE runs SET breaker = ?, breaker_reason = ?, transport_failures = ? WHERE id = ?",
+                        (control.breaker, control.reason, control.transport_failures, run_id),
+                    )
             return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
 
     def control(self, run_id: int) -> Control:
@@ -563,6 +553,33 @@ WHERE run_id = ? AND state = 'queued'
 FAIL_ONE = """
 UPDATE items SET state = 'failed', error_kind = ?, error = ?, retryable = 0, updated_at = ?
 WHERE id = ?
+"""
+
+# The set-based updates below take the items from the JSON argument and each by
+# its id (``+batch_id`` keeps SQLite from scanning the batch for every one).
+
+#: Answered items of a batch become received with their output (``:outputs``:
+#: item id -> output); each paid a call unless ``:billed`` lists those who did.
+RECEIVE = """
+UPDATE items SET state = 'received', output = answer.value, updated_at = :now,
+    paid_calls = paid_calls + (:billed IS NULL OR items.id IN (SELECT value FROM json_each(:billed)))
+FROM json_each(:outputs) AS answer
+WHERE items.id = CAST(answer.key AS INTEGER) AND +items.batch_id = :batch AND items.state = 'running'
+"""
+
+#: The items left running that paid for an answer that did not serve them.
+PAID_WITHOUT_ANSWER = """
+UPDATE items SET paid_calls = paid_calls + 1
+WHERE batch_id = :batch AND state = 'running'
+    AND (:billed IS NULL OR id IN (SELECT value FROM json_each(:billed)))
+"""
+
+#: Items of a batch completed with their result (``:results``: item id -> result).
+COMPLETE = """
+UPDATE items SET state = 'completed', result = done.value, error_kind = NULL, error = NULL, retryable = NULL,
+    needs_confirmation = 0, updated_at = :now
+FROM json_each(:results) AS done
+WHERE items.id = CAST(done.key AS INTEGER) AND +items.batch_id = :batch AND items.state IN ('running', 'received')
 """
 
 RETRY_ITEM = """
