@@ -301,11 +301,10 @@ class Engine:
                 await self._settle_failed_call(batch, items, exc)
                 return
             parsed = protocol.parse_results(answer.content, (item.key for item in items))
-            outputs = {
-                item.id: protocol.encode(parsed.results[item.key]) for item in items if item.key in parsed.results
-            }
+            results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
+            outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
             await self.write(Store.record_answer, batch.id, outputs, now=self.clock.now())
-            await self._settle_answer(batch, items, outputs, _whole_answer_problem(parsed, answer))
+            await self._settle_answer(batch, items, outputs, results, _whole_answer_problem(parsed, answer))
         except StoreError as exc:
             await self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
@@ -340,19 +339,20 @@ class Engine:
 
     async def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
         """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
-        outputs: dict[int, str] = {}
+        results: dict[int, dict[str, Any]] = {}
         for item in items:
             if item.key in result.answers:
                 parsed = protocol.parse_results(result.answers[item.key].content, [item.key])
                 if item.key in parsed.results:
-                    outputs[item.id] = protocol.encode(parsed.results[item.key])
+                    results[item.id] = parsed.results[item.key]
+        outputs = {item_id: protocol.encode(parsed_result) for item_id, parsed_result in results.items()}
         paid = [item.id for item in items if item.key in result.answers]
         await self.write(Store.record_answer, batch.id, outputs, paid=paid, now=self.clock.now())
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         for item in items:
             error = result.errors.get(item.key)
             if item.id in outputs:
-                self._judge(item.id, outputs[item.id], settlement)
+                self._judge(item.id, outputs[item.id], results[item.id], settlement)
             elif error is not None and error.kind in (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED):
                 settlement.retry[item.id] = (error.kind, error.message)
             elif error is not None:
@@ -382,7 +382,12 @@ class Engine:
         raise AssertionError("unreachable")
 
     async def _settle_answer(
-        self, batch: Batch, items: list[StartedItem], outputs: dict[int, str], problem: str | None
+        self,
+        batch: Batch,
+        items: list[StartedItem],
+        outputs: dict[int, str],
+        results: dict[int, dict[str, Any]],
+        problem: str | None,
     ) -> None:
         """Validate the received outputs, then complete, re-attempt, split or fail each item."""
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
@@ -390,7 +395,7 @@ class Engine:
             self._split_or_retry(batch, items, problem, settlement)
         for item in items:
             if item.id in outputs:
-                self._judge(item.id, outputs[item.id], settlement)
+                self._judge(item.id, outputs[item.id], results[item.id], settlement)
             elif problem is None:
                 settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no result for this id")
         await self._settle(batch, settlement)
@@ -409,8 +414,9 @@ class Engine:
         else:
             settlement.split = [[item_id] for item_id in alive]
 
-    def _judge(self, item_id: int, output: str, settlement: Settlement) -> None:
-        problem = self.check.problem(json.loads(output))
+    def _judge(self, item_id: int, output: str, result: Any, settlement: Settlement) -> None:
+        """Complete an item whose ``result`` (``output`` decoded) is valid; re-attempt it otherwise."""
+        problem = self.check.problem(result)
         if problem is None:
             settlement.completed[item_id] = output
         else:
@@ -457,7 +463,7 @@ class Engine:
         by_batch: dict[int, Settlement] = {}
         for row in self.store.received_items(self.run_id):
             settlement = by_batch.setdefault(row["batch_id"], Settlement(not_before=self._retry_time(None)))
-            self._judge(row["id"], row["output"], settlement)
+            self._judge(row["id"], row["output"], json.loads(row["output"]), settlement)
         for batch_id, settlement in by_batch.items():
             self.store.settle_batch(
                 batch_id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
