@@ -1,10 +1,11 @@
 """The engine: forms batches, holds the slots, and moves items through their states.
 
-The order of one batch, each step one transaction in the store, committed by
-the :class:`~runner.writer.Writer` off the event loop (steps of the two slots
-that wait together share one commit):
+The order of one batch; the store's steps are committed by the
+:class:`~runner.writer.Writer` off the event loop (writes of the two slots that
+wait together share one commit):
 
-1. ``claim_batch``: items of one group become ``queued`` in a new batch.
+1. ``claim_batch``: items of one group become ``queued`` in a new batch, to
+   wait for a slot.
 2. ``start_batch``: ``running``, attempts + 1, committed *before* the call.
 3. the upstream call, with bounded request retries for transport trouble
    (the slot is held from here to the end).
@@ -12,6 +13,11 @@ that wait together share one commit):
 5. validation, then ``settle_batch``: ``completed`` with the result, or
    re-attempted later, split, or ``failed`` with its reason, together with
    the breaker's new state; the slot is released.
+
+A slot writes steps 5, 2 and 1 together (:func:`begin_batch`): the batch it
+just finished is saved in the transaction that starts its next one (when the
+controls let one start now), which forms the batch after it. The slot is held
+until that commit, and the next call goes out only after it.
 
 How many batches may start is the breaker's and a person's business
 (:mod:`runner.breaker`, :mod:`runner.control`), read from the store on every
@@ -34,7 +40,7 @@ from typing import Any, Protocol
 from . import breaker, lease, progress, protocol
 from .breaker import Control
 from .errors import StoreError, TaskUnreachable, TransportError, UpstreamError
-from .jobs import ItemRow, Job
+from .jobs import BatchLimits, ItemRow, Job
 from .providers import Answer, Provider, TaskProvider, TaskResult
 from .states import FailureKind, ItemState
 from .store import Batch, Settlement, StartedItem, Store
@@ -122,6 +128,8 @@ class Engine:
         self.stop_kind: FailureKind | None = None
         self._last_beat = 0.0
         self._formed: deque[Batch] = deque()
+        #: The slots at work: each a task running batches one after another.
+        self._in_flight: set[asyncio.Task[None]] = set()
         self._resumed: set[int] = set()
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self._quiet_until = 0.0
@@ -173,13 +181,12 @@ class Engine:
             self.stopped_for = reason
 
     async def _work(self) -> None:
-        in_flight: set[asyncio.Task[None]] = set()
         try:
             while True:
-                control = await self._turn(in_flight)
-                if in_flight:
-                    done, in_flight = await asyncio.wait(
-                        in_flight, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                control = await self._turn()
+                if self._in_flight:
+                    done, self._in_flight = await asyncio.wait(
+                        self._in_flight, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
                     )
                     for task in done:
                         task.result()
@@ -187,11 +194,11 @@ class Engine:
                 if control is None or not await self._idle_or_stop(control):
                     return
         finally:
-            for task in in_flight:
+            for task in self._in_flight:
                 task.cancel()
-            await asyncio.gather(*in_flight, return_exceptions=True)
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
 
-    async def _turn(self, in_flight: set[asyncio.Task[None]]) -> Control | None:
+    async def _turn(self) -> Control | None:
         """Beat, read the controls, start what may start; None once the store failed."""
         if self.stop_kind is FailureKind.STORE:
             return None
@@ -199,26 +206,25 @@ class Engine:
             await self._beat()
             control = self.store.control(self.run_id)
             if self.stopped_for is None:
-                await self._start(control, in_flight)
+                await self._start(control)
             return control
         except StoreError as exc:
             await self._store_failed(exc)
             return None
 
-    async def _start(self, control: Control, in_flight: set[asyncio.Task[None]]) -> None:
-        """Start batches into the free slots the breaker and a person allow, then form the next ones."""
+    async def _start(self, control: Control) -> None:
+        """Start batches into the free slots the breaker and a person allow (each forms the next in its start)."""
         if self.clock.now() < self._quiet_until:
             return
         slots = control.slots(self.job.batch.concurrency)
         self._take_resumable()
         if not self._formed:
             await self._form(lookahead=slots)
-        while self._formed and len(in_flight) < slots:
+        while self._formed and len(self._in_flight) < slots:
             step = control.held
-            in_flight.add(asyncio.create_task(self._process(self._formed.popleft(), step=step)))
+            self._in_flight.add(asyncio.create_task(self._process(self._formed.popleft(), step=step)))
             if step:
                 return
-        await self._form(lookahead=slots)
 
     async def _idle_or_stop(self, control: Control) -> bool:
         try:
@@ -274,41 +280,72 @@ class Engine:
             self._last_beat = now
 
     async def _process(self, batch: Batch, *, step: bool) -> None:
-        """One batch from start to settle; it holds its slot for all of it."""
+        """One slot: a batch from start to settle, holding the slot for all of it, then maybe the next.
+
+        A batch that succeeded is saved in the same transaction that starts the
+        slot's next batch, when the controls let one start now: the slot waits
+        for one commit between its calls, not two.
+        """
+        settled: tuple[Batch, Settlement] | None = None
         try:
-            if batch.resume:
-                items = await self.write(
-                    Store.resume_batch, batch.id, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
-                )
-            else:
-                items = await self.write(
-                    Store.start_batch, batch.id, lease=(self.job.name, self.token),
-                    max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step,
-                    intent=self.tasks is None,
-                )
-            if not items:
-                self.request_stop("another engine took this run over (this one's heartbeat was late)")
-                await self._settle(batch, Settlement())
-                return
-            payloads = [json.loads(item.input) for item in items]
-            if self.tasks is not None:
-                await self._process_task(self.tasks, batch, items, payloads)
-                return
-            assert self.caller is not None
-            try:
-                answer = await self._call(self.caller, batch, payloads)
-            except UpstreamError as exc:
-                await self._settle_failed_call(batch, items, exc)
-                return
-            parsed = protocol.parse_results(answer.content, (item.key for item in items))
-            results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
-            outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
-            await self.write(Store.record_answer, batch.id, outputs, now=self.clock.now())
-            await self._settle_answer(batch, items, outputs, results, _whole_answer_problem(parsed, answer))
+            while True:
+                settlement = await self._one(batch, step=step, settled=settled)
+                if settlement is None:
+                    return
+                settled = (batch, settlement)
+                following = self._following()
+                if following is None:
+                    await self._settle(*settled)
+                    return
+                batch, step = following, False
         except StoreError as exc:
             await self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
             self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
+
+    def _following(self) -> Batch | None:
+        """The batch a slot that just succeeded may start at once, if the controls allow one now."""
+        if self.stopped_for is not None or self.clock.now() < self._quiet_until:
+            return None
+        control = self.store.control(self.run_id)
+        if control.held or len(self._in_flight) > control.slots(self.job.batch.concurrency):
+            return None
+        self._take_resumable()
+        return self._formed.popleft() if self._formed else None
+
+    async def _one(
+        self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None
+    ) -> Settlement | None:
+        """Start a batch (saving the slot's previous one), call, record and validate it.
+
+        Returns the settlement of a successful call, for the caller to save; any
+        other outcome is saved here, and None returned.
+        """
+        items, formed = await self.write(
+            begin_batch, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
+            max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step, intent=self.tasks is None,
+            claim=len(self._formed) < self.job.batch.concurrency,
+        )
+        self._formed.extend(formed)
+        if not items:
+            self.request_stop("another engine took this run over (this one's heartbeat was late)")
+            await self._settle(batch, Settlement())
+            return None
+        payloads = [json.loads(item.input) for item in items]
+        if self.tasks is not None:
+            await self._process_task(self.tasks, batch, items, payloads)
+            return None
+        assert self.caller is not None
+        try:
+            answer = await self._call(self.caller, batch, payloads)
+        except UpstreamError as exc:
+            await self._settle_failed_call(batch, items, exc)
+            return None
+        parsed = protocol.parse_results(answer.content, (item.key for item in items))
+        results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
+        outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
+        await self.write(Store.record_answer, batch.id, outputs, now=self.clock.now())
+        return self._judge_answer(batch, items, outputs, results, _whole_answer_problem(parsed, answer))
 
     async def _process_task(
         self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
@@ -381,15 +418,15 @@ class Engine:
                 await self.clock.sleep(wait if wait is not None else delay)
         raise AssertionError("unreachable")
 
-    async def _settle_answer(
+    def _judge_answer(
         self,
         batch: Batch,
         items: list[StartedItem],
         outputs: dict[int, str],
         results: dict[int, dict[str, Any]],
         problem: str | None,
-    ) -> None:
-        """Validate the received outputs, then complete, re-attempt, split or fail each item."""
+    ) -> Settlement:
+        """Validate the received outputs: how each item completes, is re-attempted, split or failed."""
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         if problem is not None:
             self._split_or_retry(batch, items, problem, settlement)
@@ -398,7 +435,7 @@ class Engine:
                 self._judge(item.id, outputs[item.id], results[item.id], settlement)
             elif problem is None:
                 settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no result for this id")
-        await self._settle(batch, settlement)
+        return settlement
 
     def _split_or_retry(self, batch: Batch, items: list[StartedItem], problem: str, settlement: Settlement) -> None:
         """A wholly invalid answer: split into halves once, then single items, then plain re-attempts."""
@@ -468,6 +505,41 @@ class Engine:
             self.store.settle_batch(
                 batch_id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
             )
+
+
+def begin_batch(
+    store: Store,
+    run_id: int,
+    batch: Batch,
+    *,
+    settled: tuple[Batch, Settlement] | None,
+    lease: tuple[str, str],
+    limits: BatchLimits,
+    max_attempts: int,
+    now: float,
+    step: bool,
+    intent: bool,
+    claim: bool,
+) -> tuple[list[StartedItem], list[Batch]]:
+    """What a slot writes, in one transaction, to start a batch: the items it sends, and batches formed.
+
+    First the slot's previous batch is saved (``settled``), then the batch
+    starts (or a confirmed one is taken back), then, with ``claim``, the next
+    batch is formed to wait for a slot.
+    """
+    formed = []
+    if settled is not None:
+        formed += store.settle_batch(settled[0].id, settled[1], max_attempts=max_attempts, now=now)
+    if batch.resume:
+        items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
+    else:
+        items = store.start_batch(batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent)
+    if claim:
+        queued = store.claim_batch(
+            run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now
+        )
+        formed += [queued] if queued is not None else []
+    return items, formed
 
 
 def _whole_answer_problem(parsed: protocol.ParsedBatch, answer: Answer) -> str | None:
