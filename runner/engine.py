@@ -304,13 +304,15 @@ class Engine:
             self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
 
     def _following(self) -> Batch | None:
-        """The batch a slot that just succeeded may start at once, if the controls allow one now."""
+        """The batch a slot that just succeeded may start at once, if the controls allow one now.
+
+        Batches a person confirmed are put first in line by every turn (``_start``).
+        """
         if self.stopped_for is not None or self.clock.now() < self._quiet_until:
             return None
         control = self.store.control(self.run_id)
         if control.held or len(self._in_flight) > control.slots(self.job.batch.concurrency):
             return None
-        self._take_resumable()
         return self._formed.popleft() if self._formed else None
 
     async def _one(

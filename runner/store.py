@@ -392,15 +392,14 @@ class Store:
             return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
 
     def control(self, run_id: int) -> Control:
-        """The run's breaker and a person's controls."""
-        (row,) = self.rows(
-            "SELECT breaker, breaker_reason, transport_failures, paused, steps FROM runs WHERE id = ?",
-            [run_id],
-        )
-        return Control(
-            BreakerState(row["breaker"]), row["breaker_reason"], row["transport_failures"],
-            bool(row["paused"]), row["steps"],
-        )
+        """The run's breaker and a person's controls (read by the engine before every start: plain sqlite3)."""
+        try:
+            (breaker, reason, failures, paused, steps), = self.conn.execute(
+                "SELECT breaker, breaker_reason, transport_failures, paused, steps FROM runs WHERE id = ?", (run_id,)
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: store read failed ({exc})") from exc
+        return Control(BreakerState(breaker), reason, failures, bool(paused), steps)
 
     @staticmethod
     def write_control(conn: sqlite3.Connection, run_id: int, control: Control) -> None:
