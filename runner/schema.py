@@ -6,11 +6,25 @@ Tables:
 - ``items``: one row per item: state, attempts, paid calls, input, output.
 - ``counts``: items per run, group and state, kept by triggers in the same
   transaction as the change, so that status stays cheap at a million items.
-- ``batches``: the batches formed, their state and upstream task id.
-- ``events``: append-only history; a trigger writes one row for every item
-  state change, so no code path can change a state without a trace.
+- ``batches``: the batches formed, their state and upstream task id, and the
+  batch a split one came from (``parent_id``).
+- ``events``: append-only history, one row per move of some items from one
+  state to another, with how many items moved (``items``). A batch's forward
+  path (formed: ``queued``; started: ``running``; answered: ``received``;
+  ``completed``) is written once per batch and move by the store method that
+  makes it, in the same transaction, with ``item_id`` NULL. Every other state
+  change (into ``pending``, ``waiting`` or ``failed``) is written per item by
+  a trigger, with the batch the item was in, so no other code path can change
+  a state that way without a trace. Adding items writes one row for the run
+  (``to_state`` pending, ``items`` how many were new). An item's history is
+  its own rows plus the rows of every batch it was in.
 - ``commands``: what people (CLI, TUI, notebook) ask a run's engine to do.
 - ``engines``: the engine holding each run, with its heartbeat.
+
+Only the store's batch methods (``claim_batch``, ``start_batch``,
+``record_answer``, ``settle_batch``) move items into queued, running, received
+or completed, each logging the move; the tests check after every scenario that
+the events and the counts account for every item.
 
 ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` brings a
 store from version ``n`` to ``n + 1``.
@@ -131,7 +145,8 @@ INDEXES = [
 ]
 
 # The counts table follows every insert, state or group change and delete of an
-# item; the events table gets a row for every insert and state change.
+# item; the events table gets a row for every insert and state change (version
+# 5 replaces the insert and event triggers).
 TRIGGERS = [
     """
     CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
@@ -209,12 +224,46 @@ INTENTS = [
 # that a UI's refresh stays cheap at a million items.
 FAILED_INDEX = ["CREATE INDEX items_failed ON items (run_id, error_kind, retryable, seq) WHERE state = 'failed'"]
 
+# Version 5: a batch's forward path is logged once per batch and move (see the
+# module's docstring): items no longer get an event when added or when they
+# enter queued, running, received or completed. ``events.items`` says how many
+# items a row moved (1 for the rows written before); the item index holds item
+# rows only and a batch index the batch rows, for an item's history; a split
+# batch knows its parent. (The trigger's WHEN spells out each state: a NOT IN
+# list of more than two builds a table on every row it is tested on.)
+BATCH_EVENTS = [
+    "ALTER TABLE events ADD COLUMN items INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE batches ADD COLUMN parent_id INTEGER REFERENCES batches(id)",
+    "DROP TRIGGER items_count_insert",
+    """
+    CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
+        INSERT INTO counts (run_id, grp, state, n) VALUES (NEW.run_id, NEW.grp, NEW.state, 1)
+        ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + 1;
+    END
+    """,
+    "DROP TRIGGER items_event",
+    """
+    CREATE TRIGGER items_event AFTER UPDATE OF state ON items
+    WHEN OLD.state IS NOT NEW.state
+    AND NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received' AND NEW.state != 'completed'
+    BEGIN
+        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items)
+        VALUES (NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
+                NEW.error_kind, NEW.error, 1);
+    END
+    """,
+    "DROP INDEX events_by_item",
+    "CREATE INDEX events_by_item ON events (item_id) WHERE item_id IS NOT NULL",
+    "CREATE INDEX events_by_batch ON events (batch_id) WHERE item_id IS NULL",
+]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
     CONTROLS,
     INTENTS,
     FAILED_INDEX,
+    BATCH_EVENTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

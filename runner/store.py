@@ -27,7 +27,7 @@ from . import schema
 from .errors import InputError, RunError, StoreError
 from .jobs import ItemRow, Job
 from .breaker import Control
-from .states import BatchState, BreakerState, FailureKind
+from .states import BatchState, BreakerState, FailureKind, ItemState
 
 INSERT_CHUNK = 1_000
 
@@ -141,7 +141,8 @@ class Store:
     def prepare_run(self, job: Job, items: Iterable[ItemRow], *, now: float) -> int:
         """Create or continue the run ``job.name`` and add its items, in one transaction.
 
-        New keys are added as pending; unchanged items are kept as they are.
+        New keys are added as pending (one event for the run says how many);
+        unchanged items are kept as they are.
         An item whose input fingerprint changed takes the new input: if it had
         already been sent or answered it becomes ``failed`` (input_changed), so
         that an old result is never taken for the new input and no new call is
@@ -156,6 +157,7 @@ class Store:
                 "RETURNING id",
                 (job.name, job.to_json(), secrets.token_hex(4), now, now),
             ).fetchone()
+            (before,) = conn.execute("SELECT coalesce(sum(n), 0) FROM counts WHERE run_id = ?", (run_id,)).fetchone()
             chunk: list[tuple[Any, ...]] = []
             seen = 0
             for row in items:
@@ -167,6 +169,7 @@ class Store:
             conn.executemany(UPSERT_ITEM, chunk)
             if not seen:
                 raise InputError(f"{job.input.describe()}: no records")
+            conn.execute(LOG_ADDED, {"run": run_id, "now": now, "before": before})
         return int(run_id)
 
     def run_id(self, name: str) -> int:
@@ -195,8 +198,10 @@ class Store:
         """
         with self.write() as conn:
             while True:
+                origin = ItemState.WAITING
                 candidates = conn.execute(CLAIM_DUE_WAITING, (run_id, now, max_items)).fetchall()
                 if not candidates:
+                    origin = ItemState.PENDING
                     candidates = conn.execute(CLAIM_PENDING, (run_id, max_items)).fetchall()
                 if not candidates:
                     return None
@@ -216,6 +221,7 @@ class Store:
                 "WHERE id IN (SELECT value FROM json_each(?))",
                 (batch_id, now, json.dumps(chosen)),
             )
+            conn.execute(LOG_BATCH, _move(batch_id, origin, ItemState.QUEUED, len(chosen), now))
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
 
     def start_batch(
@@ -243,6 +249,7 @@ class Store:
                 "RETURNING id, key, input, ? - (attempts - retry_base)",
                 (now, batch_id, *lease, max_attempts),
             ).fetchall()
+            conn.execute(LOG_BATCH, _move(batch_id, ItemState.QUEUED, ItemState.RUNNING, len(rows), now))
             conn.execute(
                 "UPDATE batches SET state = ?, started_at = ?, intent_at = ?, submits = ? WHERE id = ?",
                 (BatchState.RUNNING, now, now if intent else None, int(not intent), batch_id),
@@ -330,12 +337,13 @@ class Store:
         """Save an answer: those answered become received; the ``paid`` items (default all) paid a call."""
         billed = None if paid is None else set(paid)
         with self.write() as conn:
-            conn.executemany(
+            received = conn.executemany(
                 "UPDATE items SET state = 'received', output = ?, paid_calls = paid_calls + ?, updated_at = ? "
                 "WHERE id = ? AND batch_id = ? AND state = 'running'",
                 [(output, int(billed is None or item_id in billed), now, item_id, batch_id)
                  for item_id, output in outputs.items()],
-            )
+            ).rowcount
+            conn.execute(LOG_BATCH, _move(batch_id, ItemState.RUNNING, ItemState.RECEIVED, received, now))
             if billed is None:  # the items left running paid for an answer that did not serve them
                 conn.execute(
                     "UPDATE items SET paid_calls = paid_calls + 1 WHERE batch_id = ? AND state = 'running'",
@@ -361,6 +369,11 @@ class Store:
             )
             # Each update touches only items still in this batch's hands: an item
             # whose input changed meanwhile keeps the failure that says so.
+            conn.execute(
+                LOG_MOVING,
+                {"batch": batch_id, "from_batch": batch_id, "to": ItemState.COMPLETED, "now": now,
+                 "ids": json.dumps(list(settlement.completed))},
+            )
             conn.executemany(
                 "UPDATE items SET state = 'completed', result = ?, error_kind = NULL, error = NULL, "
                 f"retryable = NULL, needs_confirmation = 0, updated_at = ? WHERE id = ? {IN_BATCH}",
@@ -461,19 +474,28 @@ class Store:
 
 
 def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
-    """A new queued batch of some of a batch's items, one round of splitting further."""
+    """A new queued batch of some of a batch's items, one round of splitting further, that knows its parent."""
+    members = json.dumps(ids)
     (batch_id, group, chars, round_) = conn.execute(
-        "INSERT INTO batches (run_id, grp, state, size, chars, round, created_at) "
+        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at) "
         "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
-        "round + 1, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
-        (BatchState.QUEUED, len(ids), json.dumps(ids), now, parent),
+        "round + 1, id, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
+        (BatchState.QUEUED, len(ids), members, now, parent),
     ).fetchone()
     conn.execute(
+        LOG_MOVING, {"batch": batch_id, "from_batch": parent, "to": ItemState.QUEUED, "now": now, "ids": members}
+    )
+    conn.execute(
         "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? "
-        "WHERE id IN (SELECT value FROM json_each(?))",
-        (batch_id, now, json.dumps(ids)),
+        f"WHERE id IN (SELECT value FROM json_each(?)) {IN_BATCH}",
+        (batch_id, now, members, parent),
     )
     return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
+
+
+def _move(batch_id: int, origin: ItemState, to: ItemState, items: int, now: float) -> dict[str, Any]:
+    """The parameters of ``LOG_BATCH``: ``items`` of a batch moved from ``origin`` to ``to``."""
+    return {"batch": batch_id, "from": origin, "to": to, "items": items, "now": now}
 
 
 def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, list[int], int]:
@@ -490,6 +512,30 @@ def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, 
 
 
 IN_BATCH = "AND batch_id = ? AND state IN ('running', 'received')"
+
+# The batch path's moves are logged here, once per batch and move; the trigger
+# ``items_event`` logs every other state change per item (see ``schema``).
+
+#: Items of a batch that moved together; no row when none did.
+LOG_BATCH = """
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
+SELECT run_id, id, :now, :from, :to, :items FROM batches WHERE id = :batch AND :items > 0
+"""
+
+#: Before they move to ``:to``: the items ``:ids`` still in the hands of batch
+#: ``:from_batch``, one row per state they leave, logged for batch ``:batch``.
+LOG_MOVING = """
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
+SELECT run_id, :batch, :now, state, :to, count(*) FROM items
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :from_batch AND state IN ('running', 'received')
+GROUP BY run_id, state
+"""
+
+#: The items a prepare added to the run (counted from ``counts``); no row when none.
+LOG_ADDED = """
+INSERT INTO events (run_id, at, to_state, items)
+SELECT :run, :now, 'pending', sum(n) - :before FROM counts WHERE run_id = :run HAVING sum(n) > :before
+"""
 
 UPSERT_ITEM = """
 INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at)
