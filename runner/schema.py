@@ -5,7 +5,9 @@ Tables:
 - ``runs``: one row per run (a job by name), its resolved job and its breaker.
 - ``items``: one row per item: state, attempts, paid calls, input, output.
 - ``counts``: items per run, group and state, kept by triggers in the same
-  transaction as the change, so that status stays cheap at a million items.
+  transaction as the change, so that status stays cheap at a million items:
+  a batch's move is counted from its event (a batch is one group), any other
+  change per item.
 - ``batches``: the batches formed, their state and upstream task id, and the
   batch a split one came from (``parent_id``).
 - ``events``: append-only history, one row per move of some items from one
@@ -24,7 +26,9 @@ Tables:
 Only the store's batch methods (``claim_batch``, ``start_batch``,
 ``record_answer``, ``settle_batch``) move items into queued, running, received
 or completed, each logging the move; the tests check after every scenario that
-the events and the counts account for every item.
+the events and the counts account for every item. A batch's items share its
+group: an item's group changes only with its input, which takes it off a
+batch's path (``Store.prepare_run``).
 
 ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` brings a
 store from version ``n`` to ``n + 1``.
@@ -225,12 +229,14 @@ INTENTS = [
 FAILED_INDEX = ["CREATE INDEX items_failed ON items (run_id, error_kind, retryable, seq) WHERE state = 'failed'"]
 
 # Version 5: a batch's forward path is logged once per batch and move (see the
-# module's docstring): items no longer get an event when added or when they
-# enter queued, running, received or completed. ``events.items`` says how many
-# items a row moved (1 for the rows written before); the item index holds item
-# rows only and a batch index the batch rows, for an item's history; a split
-# batch knows its parent. (The trigger's WHEN spells out each state: a NOT IN
-# list of more than two builds a table on every row it is tested on.)
+# module's docstring) and counted the same way: items no longer get an event when
+# added or when they enter queued, running, received or completed, and the
+# counts of such a move follow its batch's event (a batch is one group). One
+# trigger counts and logs every other change per item. ``events.items`` says how
+# many items a row moved (1 for the rows written before); the item index holds
+# item rows only and a batch index the batch rows, for an item's history; a
+# split batch knows its parent. (The trigger's WHEN spells out each state: a
+# NOT IN list of more than two builds a table on every row it is tested on.)
 BATCH_EVENTS = [
     "ALTER TABLE events ADD COLUMN items INTEGER NOT NULL DEFAULT 1",
     "ALTER TABLE batches ADD COLUMN parent_id INTEGER REFERENCES batches(id)",
@@ -241,15 +247,30 @@ BATCH_EVENTS = [
         ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + 1;
     END
     """,
+    "DROP TRIGGER items_count_update",
     "DROP TRIGGER items_event",
     """
-    CREATE TRIGGER items_event AFTER UPDATE OF state ON items
-    WHEN OLD.state IS NOT NEW.state
-    AND NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received' AND NEW.state != 'completed'
-    BEGIN
+    CREATE TRIGGER items_change AFTER UPDATE OF state, grp ON items
+    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received' AND NEW.state != 'completed'
+    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp) BEGIN
+        INSERT INTO counts (run_id, grp, state, n)
+        VALUES (OLD.run_id, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.grp, NEW.state, 1)
+        ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + excluded.n;
         INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items)
-        VALUES (NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
-                NEW.error_kind, NEW.error, 1);
+        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
+               NEW.error_kind, NEW.error, 1
+        WHERE OLD.state IS NOT NEW.state;
+    END
+    """,
+    """
+    CREATE TRIGGER events_count_batch AFTER INSERT ON events
+    WHEN NEW.item_id IS NULL AND NEW.batch_id IS NOT NULL BEGIN
+        UPDATE counts SET n = n - NEW.items
+        WHERE run_id = NEW.run_id AND grp = (SELECT grp FROM batches WHERE id = NEW.batch_id)
+        AND state = NEW.from_state;
+        INSERT INTO counts (run_id, grp, state, n)
+        SELECT NEW.run_id, grp, NEW.to_state, NEW.items FROM batches WHERE id = NEW.batch_id
+        ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + excluded.n;
     END
     """,
     "DROP INDEX events_by_item",

@@ -147,8 +147,9 @@ class Store:
         already been sent or answered it becomes ``failed`` (input_changed), so
         that an old result is never taken for the new input and no new call is
         made without a person's retry; if it had failed, the fix is tried, with
-        a fresh attempt budget. An input without records, or any error, leaves
-        the store untouched.
+        a fresh attempt budget; if it was in a formed, unsent batch, it leaves
+        it for pending (the batch was sized, and grouped, for the old input).
+        An input without records, or any error, leaves the store untouched.
         """
         with self.write() as conn:
             (run_id,) = conn.execute(
@@ -216,10 +217,9 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (run_id, group, BatchState.QUEUED, len(chosen), chars, now),
             ).fetchone()
-            conn.execute(
-                "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (batch_id, now, json.dumps(chosen)),
+            conn.executemany(
+                "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? WHERE id = ?",
+                [(batch_id, now, item_id) for item_id in chosen],
             )
             conn.execute(LOG_BATCH, _move(batch_id, origin, ItemState.QUEUED, len(chosen), now))
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
@@ -513,8 +513,9 @@ def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, 
 
 IN_BATCH = "AND batch_id = ? AND state IN ('running', 'received')"
 
-# The batch path's moves are logged here, once per batch and move; the trigger
-# ``items_event`` logs every other state change per item (see ``schema``).
+# The batch path's moves are logged here, once per batch and move, and counted
+# by the trigger ``events_count_batch``; the trigger ``items_change`` counts and
+# logs every other state change per item (see ``schema``).
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
@@ -545,8 +546,9 @@ ON CONFLICT (run_id, key) DO UPDATE SET
     fingerprint = excluded.fingerprint, updated_at = excluded.updated_at,
     state = CASE
         WHEN state IN ('running', 'received', 'completed') THEN 'failed'
-        WHEN state = 'failed' THEN 'pending'
+        WHEN state IN ('failed', 'queued') THEN 'pending'
         ELSE state END,
+    batch_id = CASE WHEN state = 'queued' THEN NULL ELSE batch_id END,
     retry_base = CASE WHEN state = 'failed' THEN attempts ELSE retry_base END,
     error_kind = CASE
         WHEN state IN ('running', 'received', 'completed') THEN 'input_changed'

@@ -144,6 +144,19 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
     assert {state for (_, state) in states_of_items(store)} == {"pending", "waiting", "failed"}
 
 
+def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path: Path, store: Store) -> None:
+    job, run_id = prepared(tmp_path, store, posts(3))
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    assert batch is not None
+    edited = posts(3)
+    edited[1].update(body="an edited post", month="2026-05")
+    store.prepare_run(job, jobs.items(make_job(tmp_path, URL, edited)), now=3.0)
+    started = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0)
+    assert [item.key for item in started] == ["p000", "p002"]
+    assert store.rows("SELECT state, batch_id FROM items WHERE key = 'p001'") == [{"state": "pending", "batch_id": None}]
+    assert progress.counts(store, run_id)["2026-05"]["pending"] == 1
+
+
 def v4_store(path: Path) -> None:
     """A store as runner wrote it at schema 4: one event per item and change, a batch left running."""
     conn = sqlite3.connect(path, isolation_level=None)
