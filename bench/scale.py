@@ -1,15 +1,20 @@
 """Scale: reads at 10,000 to 1,000,000 items, the memory of ``prepare``, and recovery after a crash.
 
 Each store is a run left by a dead engine, built quickly: items inserted
-directly into a store made by ``Store(path)``, through the ``items`` table so
-that the triggers keep the counts and write the events. The first 80 % of the
-batches of 25 (in claim order) are done: their items 97 % completed, 2 %
-failed (five kinds), 1 % waiting; then 50 batches were in flight when the engine
-died (20 sent, 20 answered, 10 formed but unsent); the rest are pending.
+directly into a store made by ``Store(path)``, then the events the run would
+have written (one for the items added, one per batch and move, one per item
+for those that went on to wait or fail), and the counts taken from the items.
+The first 80 % of the batches of 25 (in claim order) are done: their items
+97 % completed, 2 % failed (five kinds), 1 % waiting; then 50 batches were in
+flight when the engine died (20 sent, 20 answered, 10 formed but unsent); the
+rest are pending.
 
 - ``status``: ``progress.status``, what ``runner status`` prints;
 - a TUI refresh: status, failures by kind with the first 200 of the largest
-  kind, the last 20 events and the batches in flight;
+  kind, the last 20 events, the last minute's throughput (from the run's
+  latest events) and the batches in flight;
+- an item's history (its own events and its batches'), as the TUI's and the
+  notebook's item detail reads it;
 - the engine's reads on every turn: its controls and the confirmed batches
   to resume (``Store.control``, ``Store.resumable``);
 - recovery, as an engine starts: open the store, take the lease,
@@ -133,6 +138,39 @@ def build(path: Path, count: int) -> None:
             "GROUP BY batch_id",
             {"now": NOW},
         )
+        conn.execute(
+            "INSERT INTO events (run_id, at, to_state, items) VALUES (?, ?, 'pending', ?)", (run_id, NOW, count)
+        )
+        conn.execute(EVENTS, {"now": NOW})
+        # A batch's events move its counts as well: count the items as they are, once.
+        conn.execute("DELETE FROM counts WHERE run_id = ?", (run_id,))
+        conn.execute(
+            "INSERT INTO counts (run_id, grp, state, n) SELECT run_id, grp, state, count(*) FROM items "
+            "WHERE run_id = ? GROUP BY grp, state",
+            (run_id,),
+        )
+
+
+#: Each batch's moves, as far as its items' states say it went (those waiting or
+#: failed were answered, then judged one by one), in claim order.
+EVENTS = """
+INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items)
+WITH moves (step, from_state, to_state) AS (
+    VALUES (1, 'pending', 'queued'), (2, 'queued', 'running'), (3, 'running', 'received'), (4, 'received', 'completed')
+), reached (state, step) AS (
+    VALUES ('queued', 1), ('running', 2), ('received', 3), ('waiting', 3), ('failed', 3), ('completed', 4)
+)
+SELECT run_id, item_id, batch_id, :now, from_state, to_state, kind, message, items FROM (
+    SELECT i.run_id, NULL AS item_id, i.batch_id, m.step, m.from_state, m.to_state, NULL AS kind, NULL AS message,
+           count(*) AS items
+    FROM items i JOIN reached r ON r.state = i.state JOIN moves m ON m.step <= r.step
+    GROUP BY i.batch_id, m.step
+    UNION ALL
+    SELECT run_id, id, batch_id, 5, 'received', state, error_kind, error, 1 FROM items
+    WHERE state IN ('waiting', 'failed')
+)
+ORDER BY batch_id, step, item_id
+"""
 
 
 def median_ms(read: Callable[[], object]) -> float:
@@ -147,6 +185,7 @@ def tui_refresh(store: Store) -> None:
     if kinds:
         progress.failed_items(store, run_id, kind=kinds[0]["kind"], limit=200)
     progress.event_tail(store, run_id, limit=20)
+    progress.finished_since(store, run_id, since=NOW - 60)
     progress.batches_in_flight(store, run_id)
 
 
@@ -155,6 +194,7 @@ def reads(path: Path) -> dict[str, float]:
     with Store(path, create=False) as store:
         run_id = store.run_id(NAME)
         largest = progress.failure_kinds(store, run_id)[0]["kind"]
+        (waited,) = store.rows("SELECT id FROM items WHERE run_id = ? AND state = 'waiting' LIMIT 1", [run_id])
         return {
             "status": median_ms(lambda: progress.status(store, NAME, now=NOW)),
             "TUI refresh": median_ms(lambda: tui_refresh(store)),
@@ -162,7 +202,9 @@ def reads(path: Path) -> dict[str, float]:
             "  first 200 failures of the largest kind": median_ms(
                 lambda: progress.failed_items(store, run_id, kind=largest, limit=200)),
             "  last 20 events": median_ms(lambda: progress.event_tail(store, run_id, limit=20)),
+            "  throughput, last minute": median_ms(lambda: progress.finished_since(store, run_id, since=NOW - 60)),
             "  batches in flight": median_ms(lambda: progress.batches_in_flight(store, run_id)),
+            "item history": median_ms(lambda: progress.item_history(store, waited["id"])),
             "engine turn reads": median_ms(lambda: engine_turn(store)),
         }
 

@@ -333,7 +333,14 @@ class Run:
     def events(self, key: str | None = None, *, frame: Literal[True]) -> Any: ...
 
     def events(self, key: str | None = None, *, frame: bool = False) -> Any:
-        """Item state changes, oldest first: the whole run's, or one item's history."""
+        """State changes, oldest first: the whole run's, or one item's history.
+
+        Each row says how many ``items`` it moved: a batch's move (queued,
+        running, received, completed) is one row with no ``key`` for all its
+        items; any other change (pending, waiting, failed) is the item's own
+        row. An item's history holds its own rows and its batches' moves
+        (``batch_move`` 1).
+        """
         with self._store() as store:
             run_id = store.run_id(self.name)
             if key is None:

@@ -95,7 +95,7 @@ def held_count(store: Store, run_id: int) -> int:
 
 
 def last_event_at(store: Store, run_id: int) -> float | None:
-    """When an item of the run last changed state."""
+    """When items of the run last changed state (or were added)."""
     rows = store.rows("SELECT at FROM events WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
     return float(rows[0]["at"]) if rows else None
 
@@ -103,14 +103,15 @@ def last_event_at(store: Store, run_id: int) -> float | None:
 def finished_since(store: Store, run_id: int, *, since: float, limit: int = 5_000) -> tuple[int, float]:
     """Items that completed or failed after ``since``, and the time from which that count holds.
 
-    Only the run's last ``limit`` events are read: when all of them are newer
-    than ``since``, the count holds from the oldest of them. When the first
-    event counted is an item starting rather than one finishing, work began
-    (or resumed) then, and the count holds from that moment.
+    Only the run's last ``limit`` events are read (each counts the items it
+    moved): when all of them are newer than ``since``, the count holds from
+    the oldest of them. When the first event counted is items starting rather
+    than finishing, work began (or resumed) then, and the count holds from
+    that moment.
     """
     (row,) = store.rows(
-        "WITH tail AS (SELECT at, to_state FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
-        f"SELECT coalesce(sum(to_state IN ({FINISHED_SQL})), 0) AS n, "
+        "WITH tail AS (SELECT at, to_state, items FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
+        f"SELECT coalesce(sum(CASE WHEN to_state IN ({FINISHED_SQL}) THEN items END), 0) AS n, "
         "min(CASE WHEN to_state = 'running' THEN at END) AS started, "
         f"min(CASE WHEN to_state IN ({FINISHED_SQL}) THEN at END) AS finished, "
         "(SELECT min(at) FROM tail) AS oldest, (SELECT count(*) FROM tail) AS events "
@@ -135,10 +136,15 @@ def batches_in_flight(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def event_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]:
-    """The run's last ``limit`` item state changes, newest first, with each item's key."""
+    """The run's last ``limit`` events, newest first.
+
+    Each moved ``items`` items; an item's own event has its ``key``, a
+    batch's move none (and ``parent_id``, the batch it was split from).
+    """
     return store.rows(
-        "SELECT e.id, e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message FROM events e "
-        "LEFT JOIN items i ON i.id = e.item_id WHERE e.run_id = ? ORDER BY e.id DESC LIMIT ?",
+        "SELECT e.id, e.at, i.key, e.batch_id, b.parent_id, e.from_state, e.to_state, e.kind, e.message, e.items "
+        "FROM events e LEFT JOIN items i ON i.id = e.item_id LEFT JOIN batches b ON b.id = e.batch_id "
+        "WHERE e.run_id = ? ORDER BY e.id DESC LIMIT ?",
         [run_id, limit],
     )
 
@@ -190,10 +196,23 @@ def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
 
 
 def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[str, Any]]:
-    """An item's state changes from the events table, oldest first (its first ``limit``)."""
+    """An item's state changes, oldest first (its first ``limit``): its own, and its batches'.
+
+    The item's own events (``batch_move`` 0) and the moves of every batch it
+    was in (``batch_move`` 1, ``items`` how many of the batch's items moved):
+    the batches its own events name, the one it is in, and the batches those
+    were split from.
+    """
     return store.rows(
-        "SELECT at, batch_id, from_state, to_state, kind, message FROM events WHERE item_id = ? "
-        "ORDER BY id LIMIT ?",
+        "WITH RECURSIVE own AS (SELECT id, at, batch_id, from_state, to_state, kind, message, items "
+        "FROM events WHERE item_id = ?1), "
+        "named(batch_id) AS (SELECT batch_id FROM own UNION SELECT batch_id FROM items WHERE id = ?1), "
+        "was_in(batch_id) AS (SELECT batch_id FROM named WHERE batch_id IS NOT NULL "
+        "UNION SELECT b.parent_id FROM batches b JOIN was_in w ON b.id = w.batch_id WHERE b.parent_id IS NOT NULL) "
+        "SELECT id, at, batch_id, from_state, to_state, kind, message, items, 0 AS batch_move FROM own "
+        "UNION ALL SELECT id, at, batch_id, from_state, to_state, kind, message, items, 1 FROM events "
+        "WHERE item_id IS NULL AND batch_id IN (SELECT batch_id FROM was_in) "
+        "ORDER BY id LIMIT ?2",
         [item_id, limit],
     )
 
@@ -210,9 +229,9 @@ def results(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def history(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Every item state change of a run, oldest first, with each item's key."""
+    """Every event of a run, oldest first: ``items`` moved, an item's own with its key, a batch's without."""
     return store.rows(
-        "SELECT e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message FROM events e "
+        "SELECT e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message, e.items FROM events e "
         "LEFT JOIN items i ON i.id = e.item_id WHERE e.run_id = ? ORDER BY e.id",
         [run_id],
     )

@@ -8,12 +8,30 @@ Tables:
 - ``inputs``: each item's input as it is sent (its JSON), apart from ``items``
   so that a state change does not rewrite a kilobyte of text (schema v5).
 - ``counts``: items per run, group and state, kept by triggers in the same
-  transaction as the change, so that status stays cheap at a million items.
-- ``batches``: the batches formed, their state and upstream task id.
-- ``events``: append-only history; a trigger writes one row for every item
-  state change, so no code path can change a state without a trace.
+  transaction as the change, so that status stays cheap at a million items:
+  a batch's move is counted from its event (a batch is one group), any other
+  change per item.
+- ``batches``: the batches formed, their state and upstream task id, and the
+  batch a split one came from (``parent_id``).
+- ``events``: append-only history, one row per move of some items from one
+  state to another, with how many items moved (``items``). A batch's forward
+  path (formed: ``queued``; started: ``running``; answered: ``received``;
+  ``completed``) is written once per batch and move by the store method that
+  makes it, in the same transaction, with ``item_id`` NULL. Every other state
+  change (into ``pending``, ``waiting`` or ``failed``) is written per item by
+  a trigger, with the batch the item was in, so no other code path can change
+  a state that way without a trace. Adding items writes one row for the run
+  (``to_state`` pending, ``items`` how many were new). An item's history is
+  its own rows plus the rows of every batch it was in.
 - ``commands``: what people (CLI, TUI, notebook) ask a run's engine to do.
 - ``engines``: the engine holding each run, with its heartbeat.
+
+Only the store's batch methods (``claim_batch``, ``start_batch``,
+``record_answer``, ``settle_batch``) move items into queued, running, received
+or completed, each logging the move; the tests check after every scenario that
+the events and the counts account for every item. A batch's items share its
+group: an item's group changes only with its input, which takes it off a
+batch's path (``Store.prepare_run``).
 
 ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` brings a
 store from version ``n`` to ``n + 1``.
@@ -134,7 +152,8 @@ INDEXES = [
 ]
 
 # The counts table follows every insert, state or group change and delete of an
-# item; the events table gets a row for every insert and state change.
+# item; the events table gets a row for every insert and state change (version
+# 5 replaces the insert and event triggers).
 TRIGGERS = [
     """
     CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
@@ -221,6 +240,56 @@ INPUTS = [
     "ALTER TABLE items DROP COLUMN input",
 ]
 
+# Version 6: a batch's forward path is logged once per batch and move (see the
+# module's docstring) and counted the same way: items no longer get an event when
+# added or when they enter queued, running, received or completed, and the
+# counts of such a move follow its batch's event (a batch is one group). One
+# trigger counts and logs every other change per item. ``events.items`` says how
+# many items a row moved (1 for the rows written before); the item index holds
+# item rows only and a batch index the batch rows, for an item's history; a
+# split batch knows its parent. (The trigger's WHEN spells out each state: a
+# NOT IN list of more than two builds a table on every row it is tested on.)
+BATCH_EVENTS = [
+    "ALTER TABLE events ADD COLUMN items INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE batches ADD COLUMN parent_id INTEGER REFERENCES batches(id)",
+    "DROP TRIGGER items_count_insert",
+    """
+    CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
+        INSERT INTO counts (run_id, grp, state, n) VALUES (NEW.run_id, NEW.grp, NEW.state, 1)
+        ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + 1;
+    END
+    """,
+    "DROP TRIGGER items_count_update",
+    "DROP TRIGGER items_event",
+    """
+    CREATE TRIGGER items_change AFTER UPDATE OF state, grp ON items
+    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received' AND NEW.state != 'completed'
+    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp) BEGIN
+        INSERT INTO counts (run_id, grp, state, n)
+        VALUES (OLD.run_id, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.grp, NEW.state, 1)
+        ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items)
+        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
+               NEW.error_kind, NEW.error, 1
+        WHERE OLD.state IS NOT NEW.state;
+    END
+    """,
+    """
+    CREATE TRIGGER events_count_batch AFTER INSERT ON events
+    WHEN NEW.item_id IS NULL AND NEW.batch_id IS NOT NULL BEGIN
+        UPDATE counts SET n = n - NEW.items
+        WHERE run_id = NEW.run_id AND grp = (SELECT grp FROM batches WHERE id = NEW.batch_id)
+        AND state = NEW.from_state;
+        INSERT INTO counts (run_id, grp, state, n)
+        SELECT NEW.run_id, grp, NEW.to_state, NEW.items FROM batches WHERE id = NEW.batch_id
+        ON CONFLICT (run_id, grp, state) DO UPDATE SET n = n + excluded.n;
+    END
+    """,
+    "DROP INDEX events_by_item",
+    "CREATE INDEX events_by_item ON events (item_id) WHERE item_id IS NOT NULL",
+    "CREATE INDEX events_by_batch ON events (batch_id) WHERE item_id IS NULL",
+]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
@@ -228,6 +297,7 @@ MIGRATIONS: list[list[str]] = [
     INTENTS,
     FAILED_INDEX,
     INPUTS,
+    BATCH_EVENTS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -27,7 +27,7 @@ from . import schema
 from .errors import InputError, RunError, StoreError
 from .jobs import ItemRow, Job
 from .breaker import Control
-from .states import BatchState, BreakerState, FailureKind
+from .states import BatchState, BreakerState, FailureKind, ItemState
 
 INSERT_CHUNK = 1_000
 
@@ -149,13 +149,15 @@ class Store:
     def prepare_run(self, job: Job, items: Iterable[ItemRow], *, now: float) -> int:
         """Create or continue the run ``job.name`` and add its items, in one transaction.
 
-        New keys are added as pending; unchanged items are kept as they are.
+        New keys are added as pending (one event for the run says how many);
+        unchanged items are kept as they are.
         An item whose input fingerprint changed takes the new input: if it had
         already been sent or answered it becomes ``failed`` (input_changed), so
         that an old result is never taken for the new input and no new call is
         made without a person's retry; if it had failed, the fix is tried, with
-        a fresh attempt budget. An input without records, or any error, leaves
-        the store untouched.
+        a fresh attempt budget; if it was in a formed, unsent batch, it leaves
+        it for pending (the batch was sized, and grouped, for the old input).
+        An input without records, or any error, leaves the store untouched.
         """
         with self.write() as conn:
             (run_id,) = conn.execute(
@@ -164,6 +166,7 @@ class Store:
                 "RETURNING id",
                 (job.name, job.to_json(), secrets.token_hex(4), now, now),
             ).fetchone()
+            (before,) = conn.execute("SELECT coalesce(sum(n), 0) FROM counts WHERE run_id = ?", (run_id,)).fetchone()
             chunk: list[ItemRow] = []
             seen = 0
             for row in items:
@@ -175,6 +178,7 @@ class Store:
             _upsert_items(conn, run_id, chunk, now)
             if not seen:
                 raise InputError(f"{job.input.describe()}: no records")
+            conn.execute(LOG_ADDED, {"run": run_id, "now": now, "before": before})
         return int(run_id)
 
     def run_id(self, name: str) -> int:
@@ -203,8 +207,10 @@ class Store:
         """
         with self.write() as conn:
             while True:
+                origin = ItemState.WAITING
                 candidates = conn.execute(CLAIM_DUE_WAITING, (run_id, now, max_items)).fetchall()
                 if not candidates:
+                    origin = ItemState.PENDING
                     candidates = conn.execute(CLAIM_PENDING, (run_id, max_items)).fetchall()
                 if not candidates:
                     return None
@@ -219,11 +225,11 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (run_id, group, BatchState.QUEUED, len(chosen), chars, now),
             ).fetchone()
-            conn.execute(
-                "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (batch_id, now, json.dumps(chosen)),
+            conn.executemany(
+                "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? WHERE id = ?",
+                [(batch_id, now, item_id) for item_id in chosen],
             )
+            conn.execute(LOG_BATCH, _move(batch_id, origin, ItemState.QUEUED, len(chosen), now))
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
 
     def start_batch(
@@ -251,6 +257,7 @@ class Store:
                 f"RETURNING id, key, {INPUT_OF_ITEM}, ? - (attempts - retry_base)",
                 (now, batch_id, *lease, max_attempts),
             ).fetchall()
+            conn.execute(LOG_BATCH, _move(batch_id, ItemState.QUEUED, ItemState.RUNNING, len(rows), now))
             conn.execute(
                 "UPDATE batches SET state = ?, started_at = ?, intent_at = ?, submits = ? WHERE id = ?",
                 (BatchState.RUNNING, now, now if intent else None, int(not intent), batch_id),
@@ -341,7 +348,8 @@ class Store:
             "billed": None if paid is None else json.dumps(list(paid)),
         }
         with self.write() as conn:
-            conn.execute(RECEIVE, answer)
+            received = conn.execute(RECEIVE, answer).rowcount
+            conn.execute(LOG_BATCH, _move(batch_id, ItemState.RUNNING, ItemState.RECEIVED, received, now))
             conn.execute(PAID_WITHOUT_ANSWER, answer)
 
     def settle_batch(
@@ -361,6 +369,11 @@ class Store:
                     (json.dumps(list(settlement.maybe_paid)), batch_id),
                 )
             if settlement.completed:
+                conn.execute(
+                    LOG_MOVING,
+                    {"batch": batch_id, "from_batch": batch_id, "to": ItemState.COMPLETED, "now": now,
+                     "ids": json.dumps(list(settlement.completed))},
+                )
                 conn.execute(COMPLETE, {"batch": batch_id, "now": now, "results": json.dumps(settlement.completed)})
             conn.executemany(
                 RETRY_ITEM,
@@ -458,17 +471,21 @@ class Store:
 
 
 def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
-    """A new queued batch of some of a batch's items, one round of splitting further."""
+    """A new queued batch of some of a batch's items, one round of splitting further, that knows its parent."""
+    members = json.dumps(ids)
     (batch_id, group, chars, round_) = conn.execute(
-        "INSERT INTO batches (run_id, grp, state, size, chars, round, created_at) "
+        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at) "
         "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
-        "round + 1, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
-        (BatchState.QUEUED, len(ids), json.dumps(ids), now, parent),
+        "round + 1, id, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
+        (BatchState.QUEUED, len(ids), members, now, parent),
     ).fetchone()
     conn.execute(
+        LOG_MOVING, {"batch": batch_id, "from_batch": parent, "to": ItemState.QUEUED, "now": now, "ids": members}
+    )
+    conn.execute(
         "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? "
-        "WHERE id IN (SELECT value FROM json_each(?))",
-        (batch_id, now, json.dumps(ids)),
+        f"WHERE id IN (SELECT value FROM json_each(?)) {IN_BATCH}",
+        (batch_id, now, members, parent),
     )
     return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
 
@@ -479,6 +496,11 @@ def _upsert_items(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], no
         UPSERT_ITEM, [(run_id, row.key, row.group, row.seq, row.chars, row.fingerprint, now) for row in rows]
     )
     conn.executemany(UPSERT_INPUT, [(row.input, run_id, row.key) for row in rows])
+
+
+def _move(batch_id: int, origin: ItemState, to: ItemState, items: int, now: float) -> dict[str, Any]:
+    """The parameters of ``LOG_BATCH``: ``items`` of a batch moved from ``origin`` to ``to``."""
+    return {"batch": batch_id, "from": origin, "to": to, "items": items, "now": now}
 
 
 def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, list[int], int]:
@@ -496,6 +518,31 @@ def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, 
 
 IN_BATCH = "AND batch_id = ? AND state IN ('running', 'received')"
 
+# The batch path's moves are logged here, once per batch and move, and counted
+# by the trigger ``events_count_batch``; the trigger ``items_change`` counts and
+# logs every other state change per item (see ``schema``).
+
+#: Items of a batch that moved together; no row when none did.
+LOG_BATCH = """
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
+SELECT run_id, id, :now, :from, :to, :items FROM batches WHERE id = :batch AND :items > 0
+"""
+
+#: Before they move to ``:to``: the items ``:ids`` still in the hands of batch
+#: ``:from_batch``, one row per state they leave, logged for batch ``:batch``.
+LOG_MOVING = """
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
+SELECT run_id, :batch, :now, state, :to, count(*) FROM items
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :from_batch AND state IN ('running', 'received')
+GROUP BY run_id, state
+"""
+
+#: The items a prepare added to the run (counted from ``counts``); no row when none.
+LOG_ADDED = """
+INSERT INTO events (run_id, at, to_state, items)
+SELECT :run, :now, 'pending', sum(n) - :before FROM counts WHERE run_id = :run HAVING sum(n) > :before
+"""
+
 UPSERT_ITEM = """
 INSERT INTO items (run_id, key, grp, seq, chars, fingerprint, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -504,8 +551,9 @@ ON CONFLICT (run_id, key) DO UPDATE SET
     fingerprint = excluded.fingerprint, updated_at = excluded.updated_at,
     state = CASE
         WHEN state IN ('running', 'received', 'completed') THEN 'failed'
-        WHEN state = 'failed' THEN 'pending'
+        WHEN state IN ('failed', 'queued') THEN 'pending'
         ELSE state END,
+    batch_id = CASE WHEN state = 'queued' THEN NULL ELSE batch_id END,
     retry_base = CASE WHEN state = 'failed' THEN attempts ELSE retry_base END,
     error_kind = CASE
         WHEN state IN ('running', 'received', 'completed') THEN 'input_changed'

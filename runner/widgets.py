@@ -373,9 +373,11 @@ def _item_html(item: Mapping[str, Any], history: Sequence[Mapping[str, Any]]) ->
     cell = "style='padding:1px 10px 1px 0;vertical-align:top;white-space:nowrap'"
     lines, said = [], None
     for h in history:
-        # A state change carries the item's error until it is cleared: show each message once.
-        message = h["message"] if h["message"] != said else ""
-        said = h["message"]
+        if h["batch_move"]:
+            message = f"batch {h['batch_id']}: {_many(h['items'], 'item')}"
+        else:  # a state change carries the item's error until it is cleared: show each message once
+            message = h["message"] if h["message"] != said else ""
+            said = h["message"]
         lines.append(
             f"<tr><td {cell}>{time.strftime('%H:%M:%S', time.localtime(h['at']))}</td>"
             f"<td {cell}>{escape(str(h['from_state'] or ''))} → {escape(h['to_state'])}</td>"

@@ -1,4 +1,9 @@
-"""Shared fixtures: a simulator on loopback, a run store in a temp folder, a step clock."""
+"""Shared fixtures: a simulator on loopback, a run store in a temp folder, a step clock.
+
+Whatever a test did with the ``store``, its events must still account for
+every item's state (no code path may change a state without a trace) and its
+counts must still agree with its items.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import StepClock
+from support import StepClock, counts_kept, counts_of_items, states_of_items, states_told_by_events
 
 from runner.sim import Simulator
 from runner.store import Store
@@ -22,6 +27,8 @@ def sim() -> Iterator[Simulator]:
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "runs.db") as opened:
         yield opened
+        assert states_told_by_events(opened) == states_of_items(opened)
+        assert counts_kept(opened) == counts_of_items(opened)
 
 
 @pytest.fixture

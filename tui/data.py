@@ -78,7 +78,7 @@ class BatchInFlight:
 
 @dataclass(frozen=True)
 class LogLine:
-    """One line of the event log: items that changed state together, or a person's command."""
+    """One line of the event log: items that changed state together (a batch's, or some items'), or a person's command."""
 
     age: float
     what: str
@@ -170,12 +170,16 @@ class FailuresView:
 
 @dataclass(frozen=True)
 class HistoryLine:
+    """One line of an item's history: its own state change, or a move of its whole batch."""
+
     age: float
     batch_id: int | None
     from_state: str | None
     to_state: str
     kind: str | None
     message: str | None
+    #: For a batch's move, how many of the batch's items moved; None for the item's own change.
+    batch_items: int | None = None
 
 
 @dataclass(frozen=True)
@@ -274,7 +278,8 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
     if row is None:
         raise RunError(f"run {name!r} has no item {key!r}")
     history = tuple(
-        HistoryLine(now - h["at"], h["batch_id"], h["from_state"], h["to_state"], h["kind"], h["message"])
+        HistoryLine(now - h["at"], h["batch_id"], h["from_state"], h["to_state"], h["kind"], h["message"],
+                    h["items"] if h["batch_move"] else None)
         for h in progress.item_history(store, row["id"])
     )
     return ItemView(
@@ -327,15 +332,14 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
 
 
 def _log(store: Store, run_id: int, now: float) -> tuple[LogLine, ...]:
-    """The newest lines: runs of events that moved items of one batch together, and commands."""
+    """The newest lines: a batch's moves, runs of items' own events that moved together, and commands."""
     lines: list[tuple[float, LogLine]] = []
     for group in _together(progress.event_tail(store, run_id, limit=EVENT_LINES * 25)):
         first = group[0]
-        keys = first["key"] if len(group) == 1 else f"{first['key']} +{len(group) - 1}"
         move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
-        batch = f"batch {first['batch_id']}: " if first["batch_id"] else ""
         detail = f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or "")
-        lines.append((first["id"], LogLine(now - first["at"], f"{batch}{keys} {move}", detail, first["to_state"])))
+        what = f"{_where(first)}{_who(group)} {move}"
+        lines.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))
     commands = progress.command_tail(store, run_id, limit=EVENT_LINES)
     merged = sorted(
         [(line.age, 0, -order, line) for order, line in lines]
@@ -347,15 +351,36 @@ def _log(store: Store, run_id: int, now: float) -> tuple[LogLine, ...]:
 
 
 def _together(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Consecutive events of one change of several items (same batch, time, move and reason)."""
+    """Consecutive items' own events of one change of several items (same batch, time, move and reason).
+
+    A batch's move is one event already, a group of its own.
+    """
     groups: list[list[dict[str, Any]]] = []
     for row in rows:
         same = ("at", "batch_id", "from_state", "to_state", "kind", "message")
-        if groups and all(groups[-1][0][f] == row[f] for f in same):
+        own = row["key"] is not None
+        if groups and own and groups[-1][0]["key"] is not None and all(groups[-1][0][f] == row[f] for f in same):
             groups[-1].append(row)
         else:
             groups.append([row])
     return groups[:EVENT_LINES]
+
+
+def _who(group: list[dict[str, Any]]) -> str:
+    """The items of a log line: a batch's move (or items added) says how many, items' own events name them."""
+    first = group[0]
+    if first["key"] is None:
+        return f"{first['items']} item" + ("" if first["items"] == 1 else "s")
+    return first["key"] if len(group) == 1 else f"{first['key']} +{len(group) - 1}"
+
+
+def _where(event: dict[str, Any]) -> str:
+    """The batch of a log line, and for a batch formed by a split, the batch it came from."""
+    if not event["batch_id"]:
+        return ""
+    if event["parent_id"] and event["key"] is None and event["to_state"] == ItemState.QUEUED:
+        return f"batch {event['batch_id']} (split from {event['parent_id']}): "
+    return f"batch {event['batch_id']}: "
 
 
 def _args(args: str) -> str:

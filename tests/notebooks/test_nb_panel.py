@@ -115,10 +115,11 @@ async def test_the_failures_explorer_shows_an_item_in_full(
     assert "result does not fit the output schema" in detail
     history = re.findall(r"<td[^>]*>(\w*) → (\w+)</td>", detail)
     assert history == [
-        ("", "pending"), ("pending", "queued"), ("queued", "running"), ("running", "received"),
+        ("pending", "queued"), ("queued", "running"), ("running", "received"), ("received", "completed"),
         ("received", "waiting"), ("waiting", "queued"), ("queued", "running"), ("running", "received"),
         ("received", "failed"),
     ]
+    assert "batch 1: 4 items" in detail and "batch 3: 1 item<" in detail  # its batches' moves, with how many moved
 
 
 async def test_pause_lets_the_batches_in_flight_finish_and_starts_no_new_one(

@@ -70,8 +70,8 @@ async def test_an_items_detail_shows_its_history_and_t_retries_only_that_item(
         assert (item.key, item.state, item.kind, item.attempts, item.paid_calls) == (
             "p003", "failed", "bad_request", 1, 0
         )
-        assert [(h.from_state, h.to_state) for h in item.history] == [
-            (None, "pending"), ("pending", "queued"), ("queued", "running"), ("running", "failed")
+        assert [(h.from_state, h.to_state, h.batch_items) for h in item.history] == [
+            ("pending", "queued", 1), ("queued", "running", 1), ("running", "failed", None)
         ]
         assert json.loads(item.input)["id"] == "p003"
         await pilot.press("t", "y")

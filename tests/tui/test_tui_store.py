@@ -14,7 +14,7 @@ from textual.notifications import Notify
 from tui_support import NOW, Hand, build, job, settle
 
 from runner import runs
-from runner.store import Store
+from runner.store import Settlement, Store
 from tui import data
 from tui.app import RunnerApp
 from tui.data import RunState
@@ -103,6 +103,24 @@ def test_throughput_counts_the_last_minute_and_the_time_left_follows_from_it(tmp
     # In the last minute: 12 completed in three batches, 1 more completed and 3 failed in another.
     assert (view.per_minute, view.unfinished, view.eta) == (16.0, 12, 45.0)
     assert [(b.id, b.state, b.age) for b in view.batches] == [(8, "running", 8.0), (9, "queued", 3.0)]
+
+
+def test_the_event_log_shows_a_batchs_move_as_one_line_with_how_many_items_moved_and_a_splits_parent(
+    tmp_path: Path,
+) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        hand = Hand(store, job(tmp_path, "split", 4, groups=1, max_items=4), NOW - 100)
+        batch, items = hand.start(NOW - 90)
+        ids = [item.id for item in items]
+        hand.settle(batch, Settlement(split=[ids[:2], ids[2:]]), NOW - 80)
+        view = data.run_view(store, "split", now=NOW)
+    assert [(line.what, line.tone) for line in view.log] == [
+        ("batch 3 (split from 1): 2 items running → queued", "queued"),
+        ("batch 2 (split from 1): 2 items running → queued", "queued"),
+        ("batch 1: 4 items queued → running", "running"),
+        ("batch 1: 4 items pending → queued", "queued"),
+        ("4 items new, pending", "pending"),
+    ]
 
 
 def test_throughput_after_a_resume_counts_from_when_work_began_again(tmp_path: Path) -> None:

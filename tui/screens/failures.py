@@ -241,17 +241,22 @@ class ItemScreen(StoreScreen[ItemView]):
 
 
 class HistoryTable(Table):
-    """An item's state changes, oldest first."""
+    """An item's state changes and its batches' moves, oldest first."""
 
     COLUMNS = ("ago", "batch", "change", "why")
 
     def show(self, history: Sequence[HistoryLine]) -> None:
         self.fill(history, [
             (str(i), [Text(format.duration(h.age), justify="right"), str(h.batch_id or ""),
-                      Text.assemble(h.from_state or "new", " → ", format.state(h.to_state)),
-                      f"{h.kind}: {h.message}" if h.kind else (h.message or "")])
+                      Text.assemble(h.from_state or "new", " → ", format.state(h.to_state)), _why(h)])
             for i, h in enumerate(history)
         ])
+
+
+def _why(line: HistoryLine) -> str:
+    if line.batch_items is not None:
+        return f"the batch's move: {line.batch_items} item" + ("" if line.batch_items == 1 else "s")
+    return f"{line.kind}: {line.message}" if line.kind else (line.message or "")
 
 
 def item_head(view: ItemView) -> Text:
