@@ -225,9 +225,10 @@ class Store:
                 "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (run_id, group, BatchState.QUEUED, len(chosen), chars, now),
             ).fetchone()
-            conn.executemany(
-                "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? WHERE id = ?",
-                [(batch_id, now, item_id) for item_id in chosen],
+            conn.execute(
+                "UPDATE items SET state = 'queued', batch_id = ?, updated_at = ? "
+                "FROM json_each(?) AS chosen WHERE items.id = chosen.value",
+                (batch_id, now, json.dumps(chosen)),
             )
             conn.execute(LOG_BATCH, _move(batch_id, origin, ItemState.QUEUED, len(chosen), now))
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
