@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+from runner import schema
 from runner.inputs import InputSpec
 from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
 from runner.store import Store
@@ -100,3 +102,23 @@ def counts_of_items(store: Store) -> dict[tuple[int, str, str], int]:
     return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
         "SELECT run_id, grp, state, count(*) AS n FROM items GROUP BY run_id, grp, state"
     )}
+
+
+def v4_store(path: Path) -> None:
+    """A store as runner wrote it at schema 4: one event per item and change, a batch left running."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statements in schema.MIGRATIONS[:4]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 4")
+    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES ('old', '{}', 1, 1)")
+    conn.executemany(
+        "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at) VALUES (1, ?, 'g', ?, ?, 12, ?, 1)",
+        [(f"k{i}", i, f'{{"id":"k{i}"}}', f"f{i}") for i in range(3)],
+    )
+    conn.execute("INSERT INTO batches (run_id, grp, state, size, chars, created_at, intent_at) VALUES (1, 'g', 'running', 3, 6, 2, 2)")
+    for state, at in (("queued", 2), ("running", 3)):
+        conn.execute("UPDATE items SET state = ?, batch_id = 1, updated_at = ?", (state, at))
+    conn.execute("UPDATE items SET state = 'received', updated_at = 4 WHERE key != 'k2'")
+    conn.execute("UPDATE items SET state = 'completed', updated_at = 5 WHERE key != 'k2'")
+    conn.close()

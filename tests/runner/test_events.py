@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
-from support import counts_kept, counts_of_items, make_job, posts, states_of_items, states_told_by_events
+from support import counts_kept, counts_of_items, make_job, posts, states_of_items, states_told_by_events, v4_store
 
 from runner import control, jobs, lease, progress, recovery, schema
 from runner.jobs import Job
@@ -155,26 +154,6 @@ def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path
     assert [item.key for item in started] == ["p000", "p002"]
     assert store.rows("SELECT state, batch_id FROM items WHERE key = 'p001'") == [{"state": "pending", "batch_id": None}]
     assert progress.counts(store, run_id)["2026-05"]["pending"] == 1
-
-
-def v4_store(path: Path) -> None:
-    """A store as runner wrote it at schema 4: one event per item and change, a batch left running."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    for statements in schema.MIGRATIONS[:4]:
-        for statement in statements:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 4")
-    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES ('old', '{}', 1, 1)")
-    conn.executemany(
-        "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at) VALUES (1, ?, 'g', ?, '{}', 2, ?, 1)",
-        [(f"k{i}", i, f"f{i}") for i in range(3)],
-    )
-    conn.execute("INSERT INTO batches (run_id, grp, state, size, chars, created_at, intent_at) VALUES (1, 'g', 'running', 3, 6, 2, 2)")
-    for state, at in (("queued", 2), ("running", 3)):
-        conn.execute("UPDATE items SET state = ?, batch_id = 1, updated_at = ?", (state, at))
-    conn.execute("UPDATE items SET state = 'received', updated_at = 4 WHERE key != 'k2'")
-    conn.execute("UPDATE items SET state = 'completed', updated_at = 5 WHERE key != 'k2'")
-    conn.close()
 
 
 def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import v4_store
 
 from runner import schema
 from runner.errors import StoreError
@@ -45,21 +46,12 @@ def test_the_core_passes_mypy_strict() -> None:
 
 
 def test_a_store_of_an_older_version_is_migrated_keeping_every_item_and_input(tmp_path: Path) -> None:
-    with sqlite3.connect(tmp_path / "runs.db") as conn:  # a store as runner left it at schema version 4
-        for statements in schema.MIGRATIONS[:4]:
-            for statement in statements:
-                conn.execute(statement)
-        conn.execute("PRAGMA user_version = 4")
-        conn.execute("INSERT INTO runs (id, name, job, created_at, updated_at) VALUES (1, 'old', '{}', 0, 0)")
-        conn.executemany(
-            "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, state, updated_at) "
-            "VALUES (1, ?, 'g', ?, ?, 9, 'f', ?, 0)",
-            [("a", 0, '{"id":"a"}', "completed"), ("b", 1, '{"id":"b"}', "pending")],
-        )
+    v4_store(tmp_path / "runs.db")
     with Store(tmp_path / "runs.db") as store:
         assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         kept = store.rows("SELECT key, state, input FROM items JOIN inputs ON item_id = items.id ORDER BY key")
         assert kept == [
-            {"key": "a", "state": "completed", "input": '{"id":"a"}'},
-            {"key": "b", "state": "pending", "input": '{"id":"b"}'},
+            {"key": "k0", "state": "completed", "input": '{"id":"k0"}'},
+            {"key": "k1", "state": "completed", "input": '{"id":"k1"}'},
+            {"key": "k2", "state": "running", "input": '{"id":"k2"}'},
         ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from runner.errors import StoreError
@@ -25,9 +27,11 @@ def run_names(path: Path) -> set[str]:
         return {name for (name,) in conn.execute("SELECT name FROM runs")}
 
 
-async def test_writes_that_wait_together_share_one_commit(tmp_path: Path) -> None:
-    Store(tmp_path / "runs.db").close()
-    writer = Writer(tmp_path / "runs.db")
+@asynccontextmanager
+async def held_writer(path: Path) -> AsyncIterator[tuple[Writer, threading.Event]]:
+    """A writer kept inside a first write until the event is set: what is handed over meanwhile waits together."""
+    Store(path).close()
+    writer = Writer(path)
     busy, release = threading.Event(), threading.Event()
 
     def hold(store: Store) -> None:
@@ -37,16 +41,23 @@ async def test_writes_that_wait_together_share_one_commit(tmp_path: Path) -> Non
     try:
         held = writer(hold)
         await asyncio.to_thread(busy.wait)  # the writer's thread is inside its first commit
+        yield writer, release
+        release.set()
+        await held
+    finally:
+        release.set()
+        writer.close()
+
+
+async def test_writes_that_wait_together_share_one_commit(tmp_path: Path) -> None:
+    async with held_writer(tmp_path / "runs.db") as (writer, release):
         first = writer(add_run, "first")
         # Run by the writer after "first", in the same transaction: "first" is not yet visible outside.
         seen = writer(lambda store: run_names(store.path))
         release.set()
-        await asyncio.gather(held, first)
+        await first
         assert await seen == set()
-        assert run_names(tmp_path / "runs.db") == {"first"}
-    finally:
-        release.set()
-        writer.close()
+    assert run_names(tmp_path / "runs.db") == {"first"}
 
 
 async def test_a_failing_write_undoes_itself_alone(tmp_path: Path) -> None:
@@ -78,28 +89,14 @@ async def test_a_write_is_answered_only_once_committed(tmp_path: Path) -> None:
 
 
 async def test_a_write_that_aborts_the_transaction_fails_its_whole_group(tmp_path: Path) -> None:
-    Store(tmp_path / "runs.db").close()
-    writer = Writer(tmp_path / "runs.db")
-    busy, release = threading.Event(), threading.Event()
-
-    def hold(store: Store) -> None:
-        busy.set()
-        release.wait()
-
     def abort(store: Store) -> None:  # what SQLite does to a transaction on a full disk or an I/O error
         store.conn.execute("ROLLBACK")
         raise sqlite3.OperationalError("disk I/O error (simulated)")
 
-    try:
-        held = writer(hold)
-        await asyncio.to_thread(busy.wait)
+    async with held_writer(tmp_path / "runs.db") as (writer, release):
         group = [writer(add_run, "lost"), writer(abort)]
         release.set()
-        await held
         outcomes = await asyncio.gather(*group, return_exceptions=True)
-    finally:
-        release.set()
-        writer.close()
     assert all(isinstance(outcome, StoreError) for outcome in outcomes)
     assert "disk I/O error (simulated)" in str(outcomes[1])
     assert run_names(tmp_path / "runs.db") == set()
