@@ -199,27 +199,36 @@ class Engine:
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
     async def _turn(self) -> Control | None:
-        """Beat, read the controls, start what may start; None once the store failed."""
+        """Beat, read the controls, form and start what may start; None once the store failed."""
         if self.stop_kind is FailureKind.STORE:
             return None
         try:
             await self._beat()
             control = self.store.control(self.run_id)
-            if self.stopped_for is None:
-                await self._start(control)
+            if self._may_start():
+                self._take_resumable()
+                free = control.slots(self.job.batch.concurrency) - len(self._in_flight)
+                if len(self._formed) < free:
+                    await self._form(lookahead=free)
+                    # A slot's outcome may have stopped the run, or moved the breaker, meanwhile.
+                    control = self.store.control(self.run_id)
+            if self._may_start():
+                self._start(control)
             return control
         except StoreError as exc:
             await self._store_failed(exc)
             return None
 
-    async def _start(self, control: Control) -> None:
-        """Start batches into the free slots the breaker and a person allow (each forms the next in its start)."""
-        if self.clock.now() < self._quiet_until:
-            return
+    def _may_start(self) -> bool:
+        """Nothing stopped the run, and no rate limit holds new starts back."""
+        return self.stopped_for is None and self.clock.now() >= self._quiet_until
+
+    def _start(self, control: Control) -> None:
+        """Start formed batches into the free slots the breaker and a person allow (each forms the next one).
+
+        No await between reading ``control`` and starting: what it says still holds.
+        """
         slots = control.slots(self.job.batch.concurrency)
-        self._take_resumable()
-        if not self._formed:
-            await self._form(lookahead=slots)
         while self._formed and len(self._in_flight) < slots:
             step = control.held
             self._in_flight.add(asyncio.create_task(self._process(self._formed.popleft(), step=step)))
@@ -308,7 +317,7 @@ class Engine:
 
         Batches a person confirmed are put first in line by every turn (``_start``).
         """
-        if self.stopped_for is not None or self.clock.now() < self._quiet_until:
+        if not self._may_start():
             return None
         control = self.store.control(self.run_id)
         if control.held or len(self._in_flight) > control.slots(self.job.batch.concurrency):
@@ -320,10 +329,11 @@ class Engine:
     ) -> Settlement | None:
         """Start a batch (saving the slot's previous one), call, record and validate it.
 
-        Returns the settlement of a successful call, for the caller to save; any
-        other outcome is saved here, and None returned.
+        Returns the settlement of a successful call, for the caller to save; a
+        failed call, and any outcome of a submitted task, is saved here, and None
+        returned.
         """
-        items, formed = await self.write(
+        items, formed = await self.write.start(
             begin_batch, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
             max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step, intent=self.tasks is None,
             claim=len(self._formed) < self.job.batch.concurrency,
@@ -536,7 +546,7 @@ def begin_batch(
         items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
     else:
         items = store.start_batch(batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent)
-    if claim:
+    if claim and items:  # (no items: the lease is another engine's; it forms the run's batches now)
         queued = store.claim_batch(
             run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now
         )

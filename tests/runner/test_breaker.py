@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import breaker, control, runs
+from runner import breaker, control, jobs, runs
 from runner.breaker import Control
+from runner.errors import AuthError
 from runner.jobs import Job
+from runner.providers import Answer
 from runner.sim import Simulator
 from runner.states import BreakerState, FailureKind, ItemState
 from runner.store import Store
@@ -189,6 +195,44 @@ async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_
     assert "disk I/O error (simulated)" in outcome.status["breaker"]["reason"]
     assert outcome.status["breaker"]["reason"].startswith("store: ")
     assert outcome.status["counts"][ItemState.RUNNING] == 5
+
+
+async def test_no_batch_starts_after_a_refused_key_that_arrives_while_the_next_batch_is_formed(
+    tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot's 401 lands while the engine's turn waits for the store to form a batch: nothing starts after it."""
+    loop = asyncio.get_running_loop()
+    refuse, refused, armed = asyncio.Event(), threading.Event(), threading.Event()
+    calls: list[list[str]] = []
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2), max_items=1, concurrency=2, request_retries=0)
+
+    class Upstream:
+        async def call(self, payloads: list[dict[str, Any]]) -> Answer:
+            keys = [p["id"] for p in payloads]
+            calls.append(keys)
+            if keys == ["p000"]:
+                await refuse.wait()
+                loop.call_soon(refused.set)  # runs once the engine has taken the 401 in
+                raise AuthError("401 invalid_api_key: key refused")
+            more = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2)
+            with Store(store.path) as other:  # meanwhile a notebook adds a record: a turn will form its batch
+                other.prepare_run(more, jobs.items(more), now=clock.now())
+            armed.set()
+            return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+
+    claim = Store.claim_batch
+
+    def claim_as_the_401_lands(self: Store, *args: Any, **kwargs: Any) -> Any:
+        if armed.is_set() and threading.current_thread().name.startswith("runner-writer"):
+            armed.clear()
+            loop.call_soon_threadsafe(refuse.set)
+            assert refused.wait(timeout=30), "the refused call never came back"
+        return claim(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "claim_batch", claim_as_the_401_lands)
+    outcome = await runs.execute(store, job, provider=Upstream(), clock=clock)
+    assert outcome.stop_kind is FailureKind.AUTH and outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert calls == [["p000"], ["p001"]]
 
 
 def call_count(sim: Simulator) -> int:

@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
+
 from runner.errors import StoreError
 from runner.store import Store
 from runner.writer import Writer
@@ -100,3 +102,34 @@ async def test_a_write_that_aborts_the_transaction_fails_its_whole_group(tmp_pat
     assert all(isinstance(outcome, StoreError) for outcome in outcomes)
     assert "disk I/O error (simulated)" in str(outcomes[1])
     assert run_names(tmp_path / "runs.db") == set()
+
+
+async def test_after_a_failed_write_no_start_is_written_but_other_writes_are(tmp_path: Path) -> None:
+    def fails(store: Store) -> None:
+        with store.write() as conn:  # a write the store refuses, as a full disk or a bad row would
+            conn.execute("INSERT INTO runs (name) VALUES ('incomplete')")
+
+    async with held_writer(tmp_path / "runs.db") as (writer, release):
+        failed = writer(fails)
+        start = writer.start(add_run, "started")
+        other = writer(add_run, "recorded")
+        release.set()
+        outcomes = await asyncio.gather(failed, start, other, return_exceptions=True)
+    assert isinstance(outcomes[0], StoreError) and outcomes[1] is outcomes[0]
+    assert run_names(tmp_path / "runs.db") == {"recorded"}
+
+
+async def test_a_writer_thread_that_dies_fails_every_write_instead_of_leaving_it_unanswered(tmp_path: Path) -> None:
+    Store(tmp_path / "runs.db").close()
+    writer = Writer(tmp_path / "runs.db")
+
+    def dies(store: Store) -> None:
+        raise SystemExit("not an Exception: nothing in the writer catches it as a failed write")
+
+    try:
+        with pytest.raises(StoreError, match="the store's writer stopped"):
+            await asyncio.wait_for(writer(dies), timeout=30)
+        with pytest.raises(StoreError, match="the store's writer stopped"):
+            await asyncio.wait_for(writer(add_run, "later"), timeout=30)
+    finally:
+        writer.close()
