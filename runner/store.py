@@ -1,7 +1,9 @@
 """The run store: one SQLite file that knows every item's state.
 
-Every method that changes state is one ``BEGIN IMMEDIATE`` transaction, so a
-crash leaves either all of a step or none of it. Connections run in WAL mode
+Every method that changes state is one ``BEGIN IMMEDIATE`` transaction (or,
+called by the engine's :class:`~runner.writer.Writer`, one savepoint of the
+transaction it commits), so a crash leaves either all of a step or none of
+it. Connections run in WAL mode
 with ``synchronous=FULL`` (a committed ``running`` survives a power loss, not
 only a process crash) and a busy timeout, so that engines, the TUI and
 notebook panels in other processes share the file. The hot transitions are
