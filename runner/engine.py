@@ -292,8 +292,9 @@ class Engine:
         """One slot: a batch from start to settle, holding the slot for all of it, then maybe the next.
 
         A batch that succeeded is saved in the same transaction that starts the
-        slot's next batch, when the controls let one start now: the slot waits
-        for one commit between its calls, not two.
+        slot's next batch, when the controls let one start now: between two
+        calls the slot waits for two commits (the answer, then save and start),
+        not three.
         """
         settled: tuple[Batch, Settlement] | None = None
         try:
@@ -315,7 +316,7 @@ class Engine:
     def _following(self) -> Batch | None:
         """The batch a slot that just succeeded may start at once, if the controls allow one now.
 
-        Batches a person confirmed are put first in line by every turn (``_start``).
+        Batches a person confirmed are put first in line by every turn (``_turn``).
         """
         if not self._may_start():
             return None
