@@ -344,6 +344,9 @@ class Engine:
             self.request_stop("another engine took this run over (this one's heartbeat was late)")
             await self._settle(batch, Settlement())
             return None
+        if not batch.resume and not self._may_start():  # the run stopped (or a 429 came) while it was saved
+            await self.write(Store.unstart_batch, batch.id, now=self.clock.now())
+            return None
         payloads = [json.loads(item.input) for item in items]
         if self.tasks is not None:
             await self._process_task(self.tasks, batch, items, payloads)

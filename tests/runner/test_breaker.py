@@ -235,5 +235,41 @@ async def test_no_batch_starts_after_a_refused_key_that_arrives_while_the_next_b
     assert calls == [["p000"], ["p001"]]
 
 
+async def test_a_batch_started_as_a_refused_key_lands_is_not_sent_and_goes_back_to_pending(
+    tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slot's 401 lands while another slot's start is being saved: that batch's call is never made."""
+    loop = asyncio.get_running_loop()
+    refuse, refused = asyncio.Event(), threading.Event()
+    calls: list[list[str]] = []
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2, request_retries=0)
+
+    class Upstream:
+        async def call(self, payloads: list[dict[str, Any]]) -> Answer:
+            keys = [p["id"] for p in payloads]
+            calls.append(keys)
+            if keys == ["p000"]:
+                await refuse.wait()
+                loop.call_soon(refused.set)  # runs once the engine has taken the 401 in
+                raise AuthError("401 invalid_api_key: key refused")
+            return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+
+    start = Store.start_batch
+
+    def start_as_the_401_lands(self: Store, batch_id: int, **kwargs: Any) -> Any:
+        started = start(self, batch_id, **kwargs)
+        if [item.key for item in started] == ["p002"]:  # slot B's next batch, chained after p001
+            loop.call_soon_threadsafe(refuse.set)
+            assert refused.wait(timeout=30), "the refused call never came back"
+        return started
+
+    monkeypatch.setattr(Store, "start_batch", start_as_the_401_lands)
+    outcome = await runs.execute(store, job, provider=Upstream(), clock=clock)
+    assert outcome.stop_kind is FailureKind.AUTH
+    assert calls == [["p000"], ["p001"]]
+    (p002,) = store.rows("SELECT state, attempts, batch_id FROM items WHERE key = 'p002'")
+    assert p002 == {"state": "pending", "attempts": 0, "batch_id": None}
+
+
 def call_count(sim: Simulator) -> int:
     return int(sim.ledger.snapshot()["requests"])
