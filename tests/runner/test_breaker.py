@@ -6,7 +6,7 @@ import asyncio
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,76 +197,80 @@ async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_
     assert outcome.status["counts"][ItemState.RUNNING] == 5
 
 
+class RefusedFirst:
+    """An upstream that refuses the key for p000 when told to (``land``), and answers every other batch.
+
+    ``land`` is called from the writer's thread, in the middle of a write: it
+    returns once the engine has taken the 401 in.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.calls = loop, list[list[str]]()
+        self._refuse, self._refused = asyncio.Event(), threading.Event()
+        #: Called (on the loop) with the keys of every batch answered.
+        self.answered: Callable[[list[str]], None] = lambda keys: None
+
+    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
+        keys = [p["id"] for p in payloads]
+        self.calls.append(keys)
+        if keys == ["p000"]:
+            await self._refuse.wait()
+            self.loop.call_soon(self._refused.set)  # runs once the engine has taken the 401 in
+            raise AuthError("401 invalid_api_key: key refused")
+        self.answered(keys)
+        return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+
+    def land(self) -> None:
+        self.loop.call_soon_threadsafe(self._refuse.set)
+        assert self._refused.wait(timeout=30), "the refused call never came back"
+
+
 async def test_no_batch_starts_after_a_refused_key_that_arrives_while_the_next_batch_is_formed(
     tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slot's 401 lands while the engine's turn waits for the store to form a batch: nothing starts after it."""
-    loop = asyncio.get_running_loop()
-    refuse, refused, armed = asyncio.Event(), threading.Event(), threading.Event()
-    calls: list[list[str]] = []
+    upstream, armed = RefusedFirst(asyncio.get_running_loop()), threading.Event()
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2), max_items=1, concurrency=2, request_retries=0)
 
-    class Upstream:
-        async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-            keys = [p["id"] for p in payloads]
-            calls.append(keys)
-            if keys == ["p000"]:
-                await refuse.wait()
-                loop.call_soon(refused.set)  # runs once the engine has taken the 401 in
-                raise AuthError("401 invalid_api_key: key refused")
-            more = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2)
-            with Store(store.path) as other:  # meanwhile a notebook adds a record: a turn will form its batch
-                other.prepare_run(more, jobs.items(more), now=clock.now())
-            armed.set()
-            return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+    def add_a_record(keys: list[str]) -> None:  # meanwhile a notebook adds a record: a turn will form its batch
+        more = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2)
+        with Store(store.path) as other:
+            other.prepare_run(more, jobs.items(more), now=clock.now())
+        armed.set()
 
+    upstream.answered = add_a_record
     claim = Store.claim_batch
 
     def claim_as_the_401_lands(self: Store, *args: Any, **kwargs: Any) -> Any:
         if armed.is_set() and threading.current_thread().name.startswith("runner-writer"):
             armed.clear()
-            loop.call_soon_threadsafe(refuse.set)
-            assert refused.wait(timeout=30), "the refused call never came back"
+            upstream.land()
         return claim(self, *args, **kwargs)
 
     monkeypatch.setattr(Store, "claim_batch", claim_as_the_401_lands)
-    outcome = await runs.execute(store, job, provider=Upstream(), clock=clock)
+    outcome = await runs.execute(store, job, provider=upstream, clock=clock)
     assert outcome.stop_kind is FailureKind.AUTH and outcome.status["breaker"]["state"] == BreakerState.OPEN
-    assert calls == [["p000"], ["p001"]]
+    assert upstream.calls == [["p000"], ["p001"]]
 
 
 async def test_a_batch_started_as_a_refused_key_lands_is_not_sent_and_goes_back_to_pending(
     tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slot's 401 lands while another slot's start is being saved: that batch's call is never made."""
-    loop = asyncio.get_running_loop()
-    refuse, refused = asyncio.Event(), threading.Event()
-    calls: list[list[str]] = []
+    upstream = RefusedFirst(asyncio.get_running_loop())
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2, request_retries=0)
-
-    class Upstream:
-        async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-            keys = [p["id"] for p in payloads]
-            calls.append(keys)
-            if keys == ["p000"]:
-                await refuse.wait()
-                loop.call_soon(refused.set)  # runs once the engine has taken the 401 in
-                raise AuthError("401 invalid_api_key: key refused")
-            return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
-
     start = Store.start_batch
 
     def start_as_the_401_lands(self: Store, batch_id: int, **kwargs: Any) -> Any:
         started = start(self, batch_id, **kwargs)
         if [item.key for item in started] == ["p002"]:  # slot B's next batch, chained after p001
-            loop.call_soon_threadsafe(refuse.set)
-            assert refused.wait(timeout=30), "the refused call never came back"
+            upstream.land()
         return started
 
     monkeypatch.setattr(Store, "start_batch", start_as_the_401_lands)
-    outcome = await runs.execute(store, job, provider=Upstream(), clock=clock)
+    outcome = await runs.execute(store, job, provider=upstream, clock=clock)
     assert outcome.stop_kind is FailureKind.AUTH
-    assert calls == [["p000"], ["p001"]]
+    assert upstream.calls == [["p000"], ["p001"]]
     (p002,) = store.rows("SELECT state, attempts, batch_id FROM items WHERE key = 'p002'")
     assert p002 == {"state": "pending", "attempts": 0, "batch_id": None}
 
