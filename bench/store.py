@@ -25,6 +25,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 from runner import breaker, lease, protocol
@@ -167,10 +168,6 @@ def through_raw(path: Path, rows: list[ItemRow], *, inputs_apart: bool = False) 
     return steps
 
 
-def raw_apart(path: Path, rows: list[ItemRow]) -> Steps:
-    return through_raw(path, rows, inputs_apart=True)
-
-
 def breakdown(best: dict[tuple[str, int], Steps], sizes: tuple[int, int]) -> str:
     """Microseconds per item in each transition, store and raw sqlite3, at both sizes."""
     columns = [(kind, count) for kind in ("store", "raw") for count in sizes]
@@ -194,7 +191,7 @@ def run(*, quick: bool) -> list[Row]:
         for count in (small, large):
             rows = make_items(count)
             for _ in range(repeats):  # alternated, so that a slow spell of the disk hits both
-                for kind, through in (("store", through_store), ("raw", through_raw), ("apart", raw_apart)):
+                for kind, through in (("store", through_store), ("raw", through_raw), ("apart", partial(through_raw, inputs_apart=True))):
                     steps = through(next(files), rows)
                     if (kind, count) not in best or steps.total < best[kind, count].total:
                         best[kind, count] = steps

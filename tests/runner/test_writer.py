@@ -81,13 +81,24 @@ async def test_a_failing_write_undoes_itself_alone(tmp_path: Path) -> None:
 
 
 async def test_a_write_is_answered_only_once_committed(tmp_path: Path) -> None:
-    Store(tmp_path / "runs.db").close()
-    writer = Writer(tmp_path / "runs.db")
-    try:
-        await writer(add_run, "durable")
-        assert run_names(tmp_path / "runs.db") == {"durable"}
-    finally:
-        writer.close()
+    later_busy, later_release = threading.Event(), threading.Event()
+
+    def hold_the_commit(store: Store) -> None:
+        later_busy.set()
+        later_release.wait()
+
+    async with held_writer(tmp_path / "runs.db") as (writer, release):
+        durable = writer(add_run, "durable")
+        later = writer(hold_the_commit)  # same group, after it: the commit waits for this one
+        release.set()
+        try:
+            # Once this returns, an answer given before the commit would already have arrived.
+            await asyncio.to_thread(later_busy.wait)
+            assert not durable.done() and run_names(tmp_path / "runs.db") == set()
+        finally:
+            later_release.set()
+        await asyncio.gather(durable, later)
+    assert run_names(tmp_path / "runs.db") == {"durable"}
 
 
 async def test_a_write_that_aborts_the_transaction_fails_its_whole_group(tmp_path: Path) -> None:
