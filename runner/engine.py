@@ -1,8 +1,6 @@
 """The engine: forms batches, holds the slots, and moves items through their states.
 
-The order of one batch; the store's steps are committed by the
-:class:`~runner.writer.Writer` off the event loop (writes of the two slots that
-wait together share one commit):
+The order of one batch, each store step one committed transaction:
 
 1. ``claim_batch``: items of one group become ``queued`` in a new batch, to
    wait for a slot.
@@ -46,7 +44,6 @@ from .states import FailureKind, ItemState
 from .store import Batch, Settlement, StartedItem, Store
 from .tasks import TaskDriver
 from .validation import ResultCheck
-from .writer import Writer
 
 MISSING_LINE = (
     "the finished task has no line for this item: it may have run and been billed; "
@@ -117,8 +114,6 @@ class Engine:
         # One of the two is set when the run starts: the provider either calls, or submits and polls.
         self.tasks: TaskDriver | None = None
         self.caller: Provider | None = None
-        #: The writer of the store's changes while the engine works (its own thread and connection).
-        self.write: Writer
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
         self.run_id = 0
@@ -149,18 +144,14 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
-            self.write = Writer(self.store.path)
-            try:
-                if isinstance(self.provider, TaskProvider):
-                    self.tasks = TaskDriver(
-                        self.store, self.write, self.provider, retry=self.job.retry, clock=self.clock,
-                        run_reference=self.store.reference(self.run_id),
-                    )
-                else:
-                    self.caller = self.provider
-                await self._work()
-            finally:
-                self.write.close()
+            if isinstance(self.provider, TaskProvider):
+                self.tasks = TaskDriver(
+                    self.store, self.provider, retry=self.job.retry, clock=self.clock,
+                    run_reference=self.store.reference(self.run_id),
+                )
+            else:
+                self.caller = self.provider
+            await self._work()
         finally:
             self._tidy(name)
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
@@ -183,7 +174,7 @@ class Engine:
     async def _work(self) -> None:
         try:
             while True:
-                control = await self._turn()
+                control = self._turn()
                 if self._in_flight:
                     done, self._in_flight = await asyncio.wait(
                         self._in_flight, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
@@ -198,25 +189,22 @@ class Engine:
                 task.cancel()
             await asyncio.gather(*self._in_flight, return_exceptions=True)
 
-    async def _turn(self) -> Control | None:
+    def _turn(self) -> Control | None:
         """Beat, read the controls, form and start what may start; None once the store failed."""
         if self.stop_kind is FailureKind.STORE:
             return None
         try:
-            await self._beat()
+            self._beat()
             control = self.store.control(self.run_id)
             if self._may_start():
                 self._take_resumable()
                 free = control.slots(self.job.batch.concurrency) - len(self._in_flight)
                 if len(self._formed) < free:
-                    await self._form(lookahead=free)
-                    # A slot's outcome may have stopped the run, or moved the breaker, meanwhile.
-                    control = self.store.control(self.run_id)
-            if self._may_start():
+                    self._form(lookahead=free)
                 self._start(control)
             return control
         except StoreError as exc:
-            await self._store_failed(exc)
+            self._store_failed(exc)
             return None
 
     def _may_start(self) -> bool:
@@ -239,7 +227,7 @@ class Engine:
         try:
             return await self._idle(control)
         except StoreError as exc:
-            await self._store_failed(exc)
+            self._store_failed(exc)
             return False
 
     async def _idle(self, control: Control) -> bool:
@@ -269,22 +257,22 @@ class Engine:
                 self._resumed.add(confirmed.id)
                 self._formed.appendleft(confirmed)
 
-    async def _form(self, *, lookahead: int) -> None:
+    def _form(self, *, lookahead: int) -> None:
         """Keep up to ``lookahead`` batches queued for the next free slots."""
         limits = self.job.batch
         while len(self._formed) < lookahead:
-            batch = await self.write(
-                Store.claim_batch, self.run_id, max_items=limits.max_items, max_chars=limits.max_chars,
+            batch = self.store.claim_batch(
+                self.run_id, max_items=limits.max_items, max_chars=limits.max_chars,
                 now=self.clock.now(),
             )
             if batch is None:
                 return
             self._formed.append(batch)
 
-    async def _beat(self) -> None:
+    def _beat(self) -> None:
         now = self.clock.now()
         if now - self._last_beat >= HEARTBEAT_SECONDS:
-            if not await self.write(lease.beat, self.job.name, token=self.token, now=now):
+            if not lease.beat(self.store, self.job.name, token=self.token, now=now):
                 self.request_stop("another engine took this run over (this one's heartbeat was late)")
             self._last_beat = now
 
@@ -305,11 +293,11 @@ class Engine:
                 settled = (batch, settlement)
                 following = self._following()
                 if following is None:
-                    await self._settle(*settled)
+                    self._settle(*settled)
                     return
                 batch, step = following, False
         except StoreError as exc:
-            await self._store_failed(exc)
+            self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
             self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
 
@@ -334,18 +322,19 @@ class Engine:
         failed call, and any outcome of a submitted task, is saved here, and None
         returned.
         """
-        items, formed = await self.write.start(
-            begin_batch, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
+        if settled is None and not batch.resume and not self._may_start():
+            # The run stopped (or a 429 came) since this slot was given its batch: not started, back in line.
+            self._formed.appendleft(batch)
+            return None
+        items, formed = begin_batch(
+            self.store, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
             max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step, intent=self.tasks is None,
             claim=len(self._formed) < self.job.batch.concurrency,
         )
         self._formed.extend(formed)
         if not items:
             self.request_stop("another engine took this run over (this one's heartbeat was late)")
-            await self._settle(batch, Settlement())
-            return None
-        if not batch.resume and not self._may_start():  # the run stopped (or a 429 came) while it was saved
-            await self.write(Store.unstart_batch, batch.id, now=self.clock.now())
+            self._settle(batch, Settlement())
             return None
         payloads = [json.loads(item.input) for item in items]
         if self.tasks is not None:
@@ -355,12 +344,12 @@ class Engine:
         try:
             answer = await self._call(self.caller, batch, payloads)
         except UpstreamError as exc:
-            await self._settle_failed_call(batch, items, exc)
+            self._settle_failed_call(batch, items, exc)
             return None
         parsed = protocol.parse_results(answer.content, (item.key for item in items))
         results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
         outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
-        await self.write(Store.record_answer, batch.id, outputs, now=self.clock.now())
+        self.store.record_answer(batch.id, outputs, now=self.clock.now())
         return self._judge_answer(batch, items, outputs, results, _whole_answer_problem(parsed, answer))
 
     async def _process_task(
@@ -373,24 +362,24 @@ class Engine:
             else:
                 result = await tasks.submit_and_wait(batch.id, payloads, now=self.clock.now())
         except TaskUnreachable as exc:
-            await self.write(Store.hold, batch.id, now=self.clock.now())
+            self.store.hold(batch.id, now=self.clock.now())
             self.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
             return
         except UpstreamError as exc:
-            await self._settle_failed_call(batch, items, exc)
+            self._settle_failed_call(batch, items, exc)
             return
         if result is not None and result.failure is not None:
-            await self._settle_failed_call(batch, items, result.failure)
+            self._settle_failed_call(batch, items, result.failure)
             return
         if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
             message = "the batch was never created upstream: it is sent again, which cannot charge twice"
             never = Settlement(not_before=self.clock.now())
             never.retry = {item.id: (FailureKind.TRANSPORT, message) for item in items}
-            await self._settle(batch, never)
+            self._settle(batch, never)
             return
-        await self._settle_task(batch, items, result)
+        self._settle_task(batch, items, result)
 
-    async def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
+    def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
         """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
         results: dict[int, dict[str, Any]] = {}
         for item in items:
@@ -400,7 +389,7 @@ class Engine:
                     results[item.id] = parsed.results[item.key]
         outputs = {item_id: protocol.encode(parsed_result) for item_id, parsed_result in results.items()}
         paid = [item.id for item in items if item.key in result.answers]
-        await self.write(Store.record_answer, batch.id, outputs, paid=paid, now=self.clock.now())
+        self.store.record_answer(batch.id, outputs, paid=paid, now=self.clock.now())
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         for item in items:
             error = result.errors.get(item.key)
@@ -415,7 +404,7 @@ class Engine:
             else:
                 settlement.failed[item.id] = (FailureKind.NOT_FOUND, MISSING_LINE, True)
                 settlement.maybe_paid.add(item.id)
-        await self._settle(batch, settlement)
+        self._settle(batch, settlement)
 
     async def _call(self, caller: Provider, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
@@ -425,11 +414,11 @@ class Engine:
                 return await caller.call(payloads)
             except TransportError as exc:
                 if exc.maybe_billed:
-                    await self.write(Store.count_maybe_paid, batch.id)
+                    self.store.count_maybe_paid(batch.id)
                 wait = exc.retry_after
                 if retry == limits.request_retries or (wait is not None and wait > limits.max_backoff):
                     raise
-                await self.write(Store.count_request_retry, batch.id)
+                self.store.count_request_retry(batch.id)
                 delay = min(limits.backoff * 2**retry, limits.max_backoff) * (0.5 + self.rng.random())
                 await self.clock.sleep(wait if wait is not None else delay)
         raise AssertionError("unreachable")
@@ -475,7 +464,7 @@ class Engine:
         else:
             settlement.retry[item_id] = (FailureKind.ITEM_INVALID, problem)
 
-    async def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
+    def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
         """No usable answer: wait and re-attempt, or fail and stop the run, by the failure's kind."""
         settlement = Settlement(not_before=self._retry_time(exc.retry_after))
         if exc.kind is FailureKind.TRANSPORT:
@@ -491,20 +480,20 @@ class Engine:
                 settlement.retry[item.id] = (exc.kind, exc.message)
             else:
                 settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.stops_run)
-        await self._settle(batch, settlement)
+        self._settle(batch, settlement)
 
-    async def _settle(self, batch: Batch, settlement: Settlement) -> None:
-        split = await self.write(
-            Store.settle_batch, batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
+    def _settle(self, batch: Batch, settlement: Settlement) -> None:
+        split = self.store.settle_batch(
+            batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
         )
         self._formed.extend(split)
 
-    async def _store_failed(self, exc: StoreError) -> None:
+    def _store_failed(self, exc: StoreError) -> None:
         """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""
         reason = f"store: {exc}"
         self.stopped_for, self.stop_kind = reason, FailureKind.STORE
         try:
-            await self.write(Store.open_breaker, self.run_id, reason)
+            self.store.open_breaker(self.run_id, reason)
         except StoreError as again:
             self.stopped_for = f"{reason}; the open breaker could not be saved either: {again}"
 
@@ -544,17 +533,18 @@ def begin_batch(
     batch is formed to wait for a slot.
     """
     formed = []
-    if settled is not None:
-        formed += store.settle_batch(settled[0].id, settled[1], max_attempts=max_attempts, now=now)
-    if batch.resume:
-        items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
-    else:
-        items = store.start_batch(batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent)
-    if claim and items:  # (no items: the lease is another engine's; it forms the run's batches now)
-        queued = store.claim_batch(
-            run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now
-        )
-        formed += [queued] if queued is not None else []
+    with store.write():
+        if settled is not None:
+            formed += store.settle_batch(settled[0].id, settled[1], max_attempts=max_attempts, now=now)
+        if batch.resume:
+            items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
+        else:
+            items = store.start_batch(
+                batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
+            )
+        if claim and items:  # (no items: the lease is another engine's; it forms the run's batches now)
+            queued = store.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
+            formed += [queued] if queued is not None else []
     return items, formed
 
 

@@ -465,20 +465,6 @@ class Store:
                 (BatchState.DONE, now, run_id, BatchState.QUEUED),
             )
 
-    def unstart_batch(self, batch_id: int, *, now: float) -> None:
-        """Take back a started batch whose call was never made: its items pending again, the attempt undone."""
-        with self.write() as conn:
-            conn.execute(
-                "UPDATE items SET state = 'pending', attempts = attempts - 1, batch_id = NULL, updated_at = ? "
-                "WHERE batch_id = ? AND state = 'running'",
-                (now, batch_id),
-            )
-            conn.execute(
-                "UPDATE batches SET state = ?, finished_at = ?, error = 'not sent: the run stopped before its call' "
-                "WHERE id = ?",
-                (BatchState.DONE, now, batch_id),
-            )
-
     def received_items(self, run_id: int) -> list[dict[str, Any]]:
         """Items whose output is saved but not yet validated."""
         return self.rows(

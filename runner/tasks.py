@@ -1,6 +1,6 @@
 """Submit and poll: the order that keeps a submitted task from being lost or paid twice.
 
-1. the intent is committed (``Store.mark_intent``, by the engine's writer) before anything is uploaded;
+1. the intent is committed (``Store.mark_intent``) before anything is uploaded;
 2. the task is submitted with the batch's reference (``run:batch``);
 3. a create whose answer was lost is looked for by that reference, never
    created again; found, it is adopted;
@@ -24,7 +24,6 @@ from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, Up
 from .jobs import RetryLimits
 from .providers import TaskProvider, TaskResult
 from .store import Store
-from .writer import Writer
 
 
 T = TypeVar("T")
@@ -42,11 +41,9 @@ class TaskDriver:
     """Drives one task provider for one run's batches."""
 
     def __init__(
-        self, store: Store, write: Writer, provider: TaskProvider, *, retry: RetryLimits, clock: Sleeper,
-        run_reference: str,
+        self, store: Store, provider: TaskProvider, *, retry: RetryLimits, clock: Sleeper, run_reference: str
     ) -> None:
         self.store = store
-        self.write = write
         self.provider = provider
         self.retry = retry
         self.clock = clock
@@ -58,7 +55,7 @@ class TaskDriver:
         return f"{self.run_reference}:{batch_id}"
 
     async def submit_and_wait(self, batch_id: int, payloads: list[dict[str, Any]], *, now: float) -> TaskResult:
-        await self.write(Store.mark_intent, batch_id, now=now)
+        self.store.mark_intent(batch_id, now=now)
         ref = self.ref(batch_id)
         try:
             task_id = await self.provider.submit(ref, payloads)
@@ -67,7 +64,7 @@ class TaskDriver:
             if found is None:
                 raise TransportError(f"creating batch {ref} failed and the upstream has no such batch") from None
             task_id = found
-        await self.write(Store.save_task_id, batch_id, task_id)
+        self.store.save_task_id(batch_id, task_id)
         return await self.wait(task_id)
 
     async def resume(self, batch_id: int) -> TaskResult | None:
@@ -75,7 +72,7 @@ class TaskDriver:
         task_id = self.store.task_id(batch_id) or await self._find(self.ref(batch_id))
         if task_id is None:
             return None
-        await self.write(Store.save_task_id, batch_id, task_id)
+        self.store.save_task_id(batch_id, task_id)
         return await self.wait(task_id)
 
     async def wait(self, task_id: str) -> TaskResult:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -198,16 +197,12 @@ async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_
 
 
 class RefusedFirst:
-    """An upstream that refuses the key for p000 when told to (``land``), and answers every other batch.
+    """An upstream that refuses the key for p000 once told to (``land``), and answers every other batch."""
 
-    ``land`` is called from the writer's thread, in the middle of a write: it
-    returns once the engine has taken the 401 in.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop, self.calls = loop, list[list[str]]()
-        self._refuse, self._refused = asyncio.Event(), threading.Event()
-        #: Called (on the loop) with the keys of every batch answered.
+    def __init__(self) -> None:
+        self.calls = list[list[str]]()
+        self._refuse = asyncio.Event()
+        #: Called with the keys of every batch answered.
         self.answered: Callable[[list[str]], None] = lambda keys: None
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
@@ -215,21 +210,20 @@ class RefusedFirst:
         self.calls.append(keys)
         if keys == ["p000"]:
             await self._refuse.wait()
-            self.loop.call_soon(self._refused.set)  # runs once the engine has taken the 401 in
             raise AuthError("401 invalid_api_key: key refused")
         self.answered(keys)
         return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
 
     def land(self) -> None:
-        self.loop.call_soon_threadsafe(self._refuse.set)
-        assert self._refused.wait(timeout=30), "the refused call never came back"
+        """Let the refusal come back: its slot goes on before any task created after this call."""
+        self._refuse.set()
 
 
-async def test_no_batch_starts_after_a_refused_key_that_arrives_while_the_next_batch_is_formed(
+async def test_no_batch_starts_after_a_refused_key_that_lands_before_a_new_slot_begins(
     tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A slot's 401 lands while the engine's turn waits for the store to form a batch: nothing starts after it."""
-    upstream, armed = RefusedFirst(asyncio.get_running_loop()), threading.Event()
+    """A slot's 401 lands after a turn gave a batch to a new slot, before that slot began: it is never sent."""
+    upstream, armed = RefusedFirst(), asyncio.Event()
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2), max_items=1, concurrency=2, request_retries=0)
 
     def add_a_record(keys: list[str]) -> None:  # meanwhile a notebook adds a record: a turn will form its batch
@@ -242,34 +236,15 @@ async def test_no_batch_starts_after_a_refused_key_that_arrives_while_the_next_b
     claim = Store.claim_batch
 
     def claim_as_the_401_lands(self: Store, *args: Any, **kwargs: Any) -> Any:
-        if armed.is_set() and threading.current_thread().name.startswith("runner-writer"):
+        formed = claim(self, *args, **kwargs)
+        if armed.is_set() and formed is not None:  # the turn that forms p002's batch, then gives it a slot
             armed.clear()
             upstream.land()
-        return claim(self, *args, **kwargs)
+        return formed
 
     monkeypatch.setattr(Store, "claim_batch", claim_as_the_401_lands)
     outcome = await runs.execute(store, job, provider=upstream, clock=clock)
     assert outcome.stop_kind is FailureKind.AUTH and outcome.status["breaker"]["state"] == BreakerState.OPEN
-    assert upstream.calls == [["p000"], ["p001"]]
-
-
-async def test_a_batch_started_as_a_refused_key_lands_is_not_sent_and_goes_back_to_pending(
-    tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A slot's 401 lands while another slot's start is being saved: that batch's call is never made."""
-    upstream = RefusedFirst(asyncio.get_running_loop())
-    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2, request_retries=0)
-    start = Store.start_batch
-
-    def start_as_the_401_lands(self: Store, batch_id: int, **kwargs: Any) -> Any:
-        started = start(self, batch_id, **kwargs)
-        if [item.key for item in started] == ["p002"]:  # slot B's next batch, chained after p001
-            upstream.land()
-        return started
-
-    monkeypatch.setattr(Store, "start_batch", start_as_the_401_lands)
-    outcome = await runs.execute(store, job, provider=upstream, clock=clock)
-    assert outcome.stop_kind is FailureKind.AUTH
     assert upstream.calls == [["p000"], ["p001"]]
     (p002,) = store.rows("SELECT state, attempts, batch_id FROM items WHERE key = 'p002'")
     assert p002 == {"state": "pending", "attempts": 0, "batch_id": None}
