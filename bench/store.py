@@ -105,7 +105,7 @@ def through_store(path: Path, rows: list[ItemRow]) -> Steps:
             with steps.timing("received"):
                 store.record_answer(batch.id, outputs, now=NOW)
             with steps.timing("completed"):
-                done = Settlement(completed=outputs, breaker=breaker.after_success)
+                done = Settlement(completed=list(outputs), breaker=breaker.after_success)
                 store.settle_batch(batch.id, done, max_attempts=3, now=NOW)
 
 

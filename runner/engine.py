@@ -350,7 +350,7 @@ class Engine:
         results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
         outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
         self.store.record_answer(batch.id, outputs, now=self.clock.now())
-        return self._judge_answer(batch, items, outputs, results, _whole_answer_problem(parsed, answer))
+        return self._judge_answer(batch, items, results, _whole_answer_problem(parsed, answer))
 
     async def _process_task(
         self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
@@ -394,7 +394,7 @@ class Engine:
         for item in items:
             error = result.errors.get(item.key)
             if item.id in outputs:
-                self._judge(item.id, outputs[item.id], results[item.id], settlement)
+                self._judge(item.id, results[item.id], settlement)
             elif error is not None and error.kind in (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED):
                 settlement.retry[item.id] = (error.kind, error.message)
             elif error is not None:
@@ -427,17 +427,16 @@ class Engine:
         self,
         batch: Batch,
         items: list[StartedItem],
-        outputs: dict[int, str],
         results: dict[int, dict[str, Any]],
         problem: str | None,
     ) -> Settlement:
-        """Validate the received outputs: how each item completes, is re-attempted, split or failed."""
+        """Validate the received results: how each item completes, is re-attempted, split or failed."""
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         if problem is not None:
             self._split_or_retry(batch, items, problem, settlement)
         for item in items:
-            if item.id in outputs:
-                self._judge(item.id, outputs[item.id], results[item.id], settlement)
+            if item.id in results:
+                self._judge(item.id, results[item.id], settlement)
             elif problem is None:
                 settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no result for this id")
         return settlement
@@ -456,11 +455,11 @@ class Engine:
         else:
             settlement.split = [[item_id] for item_id in alive]
 
-    def _judge(self, item_id: int, output: str, result: Any, settlement: Settlement) -> None:
-        """Complete an item whose ``result`` (``output`` decoded) is valid; re-attempt it otherwise."""
+    def _judge(self, item_id: int, result: Any, settlement: Settlement) -> None:
+        """Complete an item whose ``result`` (its saved output, decoded) is valid; re-attempt it otherwise."""
         problem = self.check.problem(result)
         if problem is None:
-            settlement.completed[item_id] = output
+            settlement.completed.append(item_id)
         else:
             settlement.retry[item_id] = (FailureKind.ITEM_INVALID, problem)
 
@@ -505,7 +504,7 @@ class Engine:
         by_batch: dict[int, Settlement] = {}
         for row in self.store.received_items(self.run_id):
             settlement = by_batch.setdefault(row["batch_id"], Settlement(not_before=self._retry_time(None)))
-            self._judge(row["id"], row["output"], json.loads(row["output"]), settlement)
+            self._judge(row["id"], json.loads(row["output"]), settlement)
         for batch_id, settlement in by_batch.items():
             self.store.settle_batch(
                 batch_id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()

@@ -31,9 +31,13 @@ def item_payload(key: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": key, **{k: v for k, v in fields.items() if k != "id"}}
 
 
+#: One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def encode(value: Any) -> str:
     """Compact JSON, non-ASCII kept as is: the form items are sent and sized in."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def item_chars(payload: Mapping[str, Any]) -> int:

@@ -63,7 +63,8 @@ class StartedItem:
 class Settlement:
     """How a batch ends, item by item; applied in one transaction."""
 
-    completed: dict[int, str] = field(default_factory=dict)
+    #: Items whose saved output passed validation: completed, with that output as their result.
+    completed: list[int] = field(default_factory=list)
     #: item id -> (kind, message): tried again after ``not_before``, within the attempt bound.
     retry: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)
     #: item id -> (kind, message, retryable by a person).
@@ -372,12 +373,10 @@ class Store:
                     (json.dumps(list(settlement.maybe_paid)), batch_id),
                 )
             if settlement.completed:
-                conn.execute(
-                    LOG_MOVING,
-                    {"batch": batch_id, "from_batch": batch_id, "to": ItemState.COMPLETED, "now": now,
-                     "ids": json.dumps(list(settlement.completed))},
-                )
-                conn.execute(COMPLETE, {"batch": batch_id, "now": now, "results": json.dumps(settlement.completed)})
+                done = conn.execute(
+                    COMPLETE, {"batch": batch_id, "now": now, "ids": json.dumps(settlement.completed)}
+                ).rowcount
+                conn.execute(LOG_BATCH, _move(batch_id, ItemState.RECEIVED, ItemState.COMPLETED, done, now))
             conn.executemany(
                 RETRY_ITEM,
                 [
@@ -624,12 +623,12 @@ WHERE batch_id = :batch AND state = 'running'
     AND (:billed IS NULL OR id IN (SELECT value FROM json_each(:billed)))
 """
 
-#: Items of a batch completed with their result (``:results``: item id -> result).
+#: Received items of a batch (``:ids``) completed, their validated output saved as the result.
 COMPLETE = """
-UPDATE items SET state = 'completed', result = done.value, error_kind = NULL, error = NULL, retryable = NULL,
+UPDATE items SET state = 'completed', result = output, error_kind = NULL, error = NULL, retryable = NULL,
     needs_confirmation = 0, updated_at = :now
-FROM json_each(:results) AS done
-WHERE items.id = CAST(done.key AS INTEGER) AND +items.batch_id = :batch AND items.state IN ('running', 'received')
+FROM json_each(:ids) AS done
+WHERE items.id = done.value AND +items.batch_id = :batch AND items.state = 'received'
 """
 
 RETRY_ITEM = """

@@ -40,7 +40,7 @@ def test_a_batchs_forward_path_is_one_event_per_move_with_how_many_items_moved(t
     answered = {item.id: "{}" for item in started[:4]}
     store.record_answer(batch.id, answered, now=4.0)
     store.settle_batch(batch.id, Settlement(
-        completed=answered, retry={started[4].id: (FailureKind.ITEM_INVALID, "no result")}, not_before=9.0,
+        completed=list(answered), retry={started[4].id: (FailureKind.ITEM_INVALID, "no result")}, not_before=9.0,
     ), max_attempts=3, now=5.0)
     events = [(r["key"], r["batch_id"], r["from_state"], r["to_state"], r["items"], r["at"])
               for r in progress.history(store, run_id)]
@@ -78,13 +78,13 @@ def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tm
     store.start_batch(half.id, lease=LEASE, max_attempts=3, now=5.0)
     store.record_answer(half.id, {ids[0]: "{}", ids[1]: "{}"}, now=6.0)
     store.settle_batch(half.id, Settlement(
-        completed={ids[0]: "{}"}, retry={ids[1]: (FailureKind.ITEM_INVALID, "no label")}, not_before=7.0,
+        completed=[ids[0]], retry={ids[1]: (FailureKind.ITEM_INVALID, "no label")}, not_before=7.0,
     ), max_attempts=3, now=7.0)
     again = store.claim_batch(run_id, max_items=4, max_chars=10**6, now=8.0)
     assert again is not None and again.size == 1
     store.start_batch(again.id, lease=LEASE, max_attempts=3, now=9.0)
     store.record_answer(again.id, {ids[1]: "{}"}, now=10.0)
-    store.settle_batch(again.id, Settlement(completed={ids[1]: "{}"}), max_attempts=3, now=11.0)
+    store.settle_batch(again.id, Settlement(completed=[ids[1]]), max_attempts=3, now=11.0)
 
     assert [b["parent_id"] for b in store.rows("SELECT parent_id FROM batches ORDER BY id")] == [
         None, first.id, first.id, None,
@@ -126,7 +126,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
     items = store.start_batch(answered, lease=LEASE, max_attempts=3, now=2.0)
     store.record_answer(answered, {items[0].id: "{}"}, now=3.0)
     store.settle_batch(answered, Settlement(
-        completed={items[0].id: "{}"}, failed={items[1].id: (FailureKind.BAD_REQUEST, "refused", True)},
+        completed=[items[0].id], failed={items[1].id: (FailureKind.BAD_REQUEST, "refused", True)},
         retry={items[2].id: (FailureKind.TRANSPORT, "reset")}, not_before=4.0,
     ), max_attempts=3, now=3.0)
     sent = claim(3.0)

@@ -70,7 +70,7 @@ class Hand:
         batch, items = self.start(started)
         outputs = {item.id: json.dumps({"id": item.key, "label": "question"}) for item in items}
         self.store.record_answer(batch, outputs, now=finished)
-        self.settle(batch, Settlement(completed=outputs, breaker=breaker.after_success), finished)
+        self.settle(batch, Settlement(completed=list(outputs), breaker=breaker.after_success), finished)
 
     def settle(self, batch: int, settlement: Settlement, at: float) -> None:
         self.store.settle_batch(batch, settlement, max_attempts=3, now=at)
@@ -103,7 +103,7 @@ def _posts(store: Store, folder: Path) -> None:
     store.record_answer(batch, answer, now=NOW - 10)
     refused = "400 the request is malformed: body too long"
     invalid = "'label' is a required property (gave up; attempts: 3, paid calls: 3)"
-    failed = Settlement(completed=answer, failed={
+    failed = Settlement(completed=list(answer), failed={
         items[1].id: (FailureKind.BAD_REQUEST, refused, False),
         items[2].id: (FailureKind.BAD_REQUEST, refused, False),
         items[3].id: (FailureKind.ITEM_INVALID, invalid, True),
