@@ -1,10 +1,9 @@
 """The run store: one SQLite file that knows every item's state.
 
-Every method that changes state is one ``BEGIN IMMEDIATE`` transaction (or,
-called by the engine's :class:`~runner.writer.Writer`, one savepoint of the
-transaction it commits), so a crash leaves either all of a step or none of
-it. Connections run in WAL mode
-with ``synchronous=FULL`` (a committed ``running`` survives a power loss, not
+Every method that changes state is one ``BEGIN IMMEDIATE`` transaction (or
+part of the caller's, inside :meth:`Store.write`), so a crash leaves either
+all of a step or none of it. Connections run in WAL mode with
+``synchronous=FULL`` (a committed ``running`` survives a power loss, not
 only a process crash) and a busy timeout, so that engines, the TUI and
 notebook panels in other processes share the file. The hot transitions are
 fixed SQL on the connection; sqlite-utils serves the queries.
@@ -122,9 +121,8 @@ class Store:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
 
-        Inside a transaction already open (the engine's :class:`~runner.writer.Writer`
-        commits several writes together, each in a savepoint of its own) it
-        joins that transaction.
+        Inside a transaction already open (the engine saves a finished batch,
+        starts the next and forms another in one) it joins that transaction.
         """
         nested = self.conn.in_transaction
         try:
