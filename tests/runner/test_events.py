@@ -54,6 +54,21 @@ def test_a_batchs_forward_path_is_one_event_per_move_with_how_many_items_moved(t
     ]
 
 
+def test_a_settlement_completes_only_items_whose_output_was_received(tmp_path: Path, store: Store) -> None:
+    """Invariant 3 at the store: ``completed`` only over a committed ``received``, the saved output as its result."""
+    job, run_id = prepared(tmp_path, store, posts(2))
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert batch is not None
+    answered, unanswered = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
+    store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, now=4.0)
+    store.settle_batch(batch.id, Settlement(completed=[answered.id, unanswered.id]), max_attempts=3, now=5.0)
+    assert store.rows("SELECT key, state, result FROM items ORDER BY key") == [
+        {"key": "p000", "state": "completed", "result": '{"label":"x"}'},
+        {"key": "p001", "state": "running", "result": None},
+    ]
+    assert counts_kept(store) == counts_of_items(store)
+
+
 def test_adding_items_logs_one_event_for_the_new_ones_and_none_when_there_are_none(
     tmp_path: Path, store: Store
 ) -> None:
