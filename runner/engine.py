@@ -166,7 +166,7 @@ class Engine:
         """Give back unsent batches and the lease; a store that already failed may refuse both."""
         try:
             if self.run_id:
-                self.store.release_queued(self.run_id, now=self.clock.now())
+                self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
             lease.release(self.store, name, token=self.token)
         except StoreError:
             if self.stop_kind is not FailureKind.STORE:

@@ -452,9 +452,15 @@ class Store:
                 (BatchState.DONE, now, run_id, BatchState.DONE),
             )
 
-    def release_queued(self, run_id: int, *, now: float) -> None:
-        """Return formed but unsent batches' items to pending, when an engine stops."""
+    def release_queued(self, run_id: int, *, lease: tuple[str, str], now: float) -> None:
+        """Return formed but unsent batches' items to pending, when an engine stops.
+
+        Only while it still holds the run's ``lease`` (run name, token): the
+        queued batches of an engine that took the run over are its own.
+        """
         with self.write() as conn:
+            if conn.execute("SELECT 1 FROM engines WHERE run = ? AND token = ?", lease).fetchone() is None:
+                return
             conn.execute(RELEASE_QUEUED, (now, run_id))
             conn.execute(
                 "UPDATE batches SET state = ?, finished_at = ?, error = 'not sent: the engine stopped' "

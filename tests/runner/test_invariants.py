@@ -183,6 +183,24 @@ async def test_an_engine_that_lost_its_lease_starts_nothing_more(tmp_path: Path,
     assert outcome.exit_code == 4
 
 
+def test_an_engine_that_lost_its_lease_leaves_the_new_engines_queued_batches_alone(
+    tmp_path: Path, store: Store
+) -> None:
+    """The engine that stopped late gives back nothing: what is queued now was formed by the one that took over."""
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(10))
+    run_id = runs.prepare(store, job, now=1.0)
+    lease.acquire(store, "test", token="late", now=1.0)
+    lease.acquire(store, "test", token="usurper", now=100.0)  # the late engine's heartbeat is 99 s old
+    formed = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=100.0)
+    assert formed is not None
+    store.release_queued(run_id, lease=("test", "late"), now=101.0)
+    assert store.rows("SELECT state, count(*) AS n FROM items GROUP BY state ORDER BY state") == [
+        {"state": "pending", "n": 5}, {"state": "queued", "n": 5},
+    ]
+    store.release_queued(run_id, lease=("test", "usurper"), now=102.0)
+    assert store.rows("SELECT state, count(*) AS n FROM items GROUP BY state") == [{"state": "pending", "n": 10}]
+
+
 def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:
     arrived, release = threading.Event(), threading.Event()
 
