@@ -131,6 +131,8 @@ class Engine:
         self._formed: deque[Batch] = deque()
         #: The slots at work: each a task running batches one after another.
         self._in_flight: set[asyncio.Task[None]] = set()
+        #: Slots that have begun (started a batch) and not yet ended.
+        self._holding = 0
         self._resumed: set[int] = set()
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self._quiet_until = 0.0
@@ -218,9 +220,10 @@ class Engine:
         return self.stopped_for is None and self.clock.now() >= self._quiet_until
 
     def _start(self, control: Control) -> None:
-        """Start formed batches into the free slots the breaker and a person allow (each forms the next one).
+        """Give formed batches to new slots, as many as the breaker and a person allow now.
 
-        No await between reading ``control`` and starting: what it says still holds.
+        Each slot begins on a later step of the loop, and checks again then
+        (``_may_begin``): other slots' outcomes may have changed the run meanwhile.
         """
         slots = control.slots(self.job.batch.concurrency)
         while self._formed and len(self._in_flight) < slots:
@@ -291,7 +294,12 @@ class Engine:
         not three.
         """
         settled: tuple[Batch, Settlement] | None = None
+        holding = False
         try:
+            if not batch.resume and not self._may_begin(step=step):
+                self._formed.appendleft(batch)  # not started: back in line for a later turn
+                return
+            self._holding, holding = self._holding + 1, True
             while True:
                 settlement = await self._one(batch, step=step, settled=settled)
                 if settlement is None:
@@ -306,6 +314,23 @@ class Engine:
             self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
             self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
+        finally:
+            if holding:
+                self._holding -= 1
+
+    def _may_begin(self, *, step: bool) -> bool:
+        """Whether a new slot may still start the batch its turn gave it: the run and its controls as they are now.
+
+        Between the turn and the slot's first step another slot's outcome may
+        have stopped the run (a refused key), opened the breaker or left it
+        probing (one slot), and a person may have paused it.
+        """
+        if not self._may_start():
+            return False
+        control = self.store.control(self.run_id)
+        if control.held and not step:
+            return False
+        return self._holding < control.slots(self.job.batch.concurrency)
 
     def _following(self) -> Batch | None:
         """The batch a slot that just succeeded may start at once, if the controls allow one now.
@@ -315,7 +340,7 @@ class Engine:
         if not self._may_start():
             return None
         control = self.store.control(self.run_id)
-        if control.held or len(self._in_flight) > control.slots(self.job.batch.concurrency):
+        if control.held or self._holding > control.slots(self.job.batch.concurrency):
             return None
         return self._formed.popleft() if self._formed else None
 
@@ -328,10 +353,6 @@ class Engine:
         failed call, and any outcome of a submitted task, is saved here, and None
         returned.
         """
-        if settled is None and not batch.resume and not self._may_start():
-            # The run stopped (or a 429 came) since this slot was given its batch: not started, back in line.
-            self._formed.appendleft(batch)
-            return None
         items, formed = begin_batch(
             self.store, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
             max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step, intent=self.tasks is None,

@@ -14,7 +14,8 @@ from support import StepClock, make_job, posts
 
 from runner import breaker, control, jobs, runs
 from runner.breaker import Control
-from runner.errors import AuthError
+from runner.engine import Outcome
+from runner.errors import AuthError, TransportError, UpstreamError
 from runner.jobs import Job
 from runner.providers import Answer
 from runner.sim import Simulator
@@ -22,6 +23,9 @@ from runner.states import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
 ALWAYS_500 = {"rules": [{"fault": "http_500"}]}
+
+
+URL = "http://127.0.0.1:9/v1"
 
 
 class Watch:
@@ -196,58 +200,112 @@ async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_
     assert outcome.status["counts"][ItemState.RUNNING] == 5
 
 
-class RefusedFirst:
-    """An upstream that refuses the key for p000 once told to (``land``), and answers every other batch."""
+class HeldFailures:
+    """An upstream whose calls for the ``failing`` keys wait for ``land``, then fail; every other call is answered.
 
-    def __init__(self) -> None:
-        self.calls = list[list[str]]()
-        self._refuse = asyncio.Event()
-        #: Called with the keys of every batch answered.
-        self.answered: Callable[[list[str]], None] = lambda keys: None
+    Each call is recorded with the breaker's state in the store as it is made
+    and how many calls were out then.
+    """
+
+    def __init__(self, store: Store, failing: set[str], error: Callable[[], UpstreamError]) -> None:
+        self.store, self.failing, self.error = store, failing, error
+        self.calls: list[tuple[list[str], BreakerState, int]] = []
+        self.out = 0
+        self._land = asyncio.Event()
+        #: Called with the keys of every call as it is made.
+        self.called: Callable[[list[str]], None] = lambda keys: None
+
+    @property
+    def sent(self) -> list[list[str]]:
+        return [keys for keys, _, _ in self.calls]
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
         keys = [p["id"] for p in payloads]
-        self.calls.append(keys)
-        if keys == ["p000"]:
-            await self._refuse.wait()
-            raise AuthError("401 invalid_api_key: key refused")
-        self.answered(keys)
-        return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+        self.out += 1
+        try:
+            self.calls.append((keys, self.store.control(self.store.run_id("test")).breaker, self.out))
+            self.called(keys)
+            if keys[0] in self.failing:
+                await self._land.wait()
+                raise self.error()
+            await asyncio.sleep(0)  # an answer takes a turn of the loop, as a real call takes a while
+            return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+        finally:
+            self.out -= 1
 
     def land(self) -> None:
-        """Let the refusal come back: its slot goes on before any task created after this call."""
-        self._refuse.set()
+        """Let the failures come back: their slots go on before any slot a turn creates after this call."""
+        self._land.set()
+
+
+async def land_before_new_slots_begin(
+    tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch, upstream: HeldFailures,
+    *, first: int, total: int, concurrency: int, add_on: str,
+) -> Outcome:
+    """Run ``first`` posts, one a batch. When ``add_on`` is called, a notebook adds posts up to ``total``; the
+    failures land in the turn that forms the last of them, after it gave them slots and before those slots begin."""
+    job = make_job(tmp_path, URL, posts(first), max_items=1, concurrency=concurrency, request_retries=0)
+    added = asyncio.Event()
+
+    def add_records(keys: list[str]) -> None:
+        if keys == [add_on]:
+            more = make_job(tmp_path, URL, posts(total), max_items=1, concurrency=concurrency)  # rewrites the input
+            with Store(store.path) as other:
+                other.prepare_run(more, jobs.items(more), now=clock.now())
+            added.set()
+
+    upstream.called = add_records
+    claim = Store.claim_batch
+
+    def claim_and_land(self: Store, *args: Any, **kwargs: Any) -> Any:
+        formed = claim(self, *args, **kwargs)
+        if added.is_set() and formed is not None and not self.rows("SELECT 1 FROM items WHERE state = 'pending'"):
+            added.clear()
+            upstream.land()
+        return formed
+
+    monkeypatch.setattr(Store, "claim_batch", claim_and_land)
+    return await runs.execute(store, job, provider=upstream, clock=clock)
 
 
 async def test_no_batch_starts_after_a_refused_key_that_lands_before_a_new_slot_begins(
     tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A slot's 401 lands after a turn gave a batch to a new slot, before that slot began: it is never sent."""
-    upstream, armed = RefusedFirst(), asyncio.Event()
-    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2), max_items=1, concurrency=2, request_retries=0)
-
-    def add_a_record(keys: list[str]) -> None:  # meanwhile a notebook adds a record: a turn will form its batch
-        more = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3), max_items=1, concurrency=2)
-        with Store(store.path) as other:
-            other.prepare_run(more, jobs.items(more), now=clock.now())
-        armed.set()
-
-    upstream.answered = add_a_record
-    claim = Store.claim_batch
-
-    def claim_as_the_401_lands(self: Store, *args: Any, **kwargs: Any) -> Any:
-        formed = claim(self, *args, **kwargs)
-        if armed.is_set() and formed is not None:  # the turn that forms p002's batch, then gives it a slot
-            armed.clear()
-            upstream.land()
-        return formed
-
-    monkeypatch.setattr(Store, "claim_batch", claim_as_the_401_lands)
-    outcome = await runs.execute(store, job, provider=upstream, clock=clock)
+    upstream = HeldFailures(store, {"p000"}, lambda: AuthError("401 invalid_api_key: key refused"))
+    outcome = await land_before_new_slots_begin(
+        tmp_path, store, clock, monkeypatch, upstream, first=2, total=3, concurrency=2, add_on="p001"
+    )
     assert outcome.stop_kind is FailureKind.AUTH and outcome.status["breaker"]["state"] == BreakerState.OPEN
-    assert upstream.calls == [["p000"], ["p001"]]
+    assert upstream.sent == [["p000"], ["p001"]]
     (p002,) = store.rows("SELECT state, attempts, batch_id FROM items WHERE key = 'p002'")
     assert p002 == {"state": "pending", "attempts": 0, "batch_id": None}
+
+
+async def test_a_new_slot_starts_nothing_once_the_breaker_opened_before_it_began(
+    tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two final transport failures open the breaker between a turn giving p002 a slot and that slot's first step."""
+    upstream = HeldFailures(store, {"p000", "p001"}, lambda: TransportError("503 upstream sick"))
+    outcome = await land_before_new_slots_begin(
+        tmp_path, store, clock, monkeypatch, upstream, first=2, total=3, concurrency=3, add_on="p001"
+    )
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert upstream.sent == [["p000"], ["p001"]]
+
+
+async def test_a_probing_breaker_lets_one_new_slot_begin_of_those_a_turn_gave_batches(
+    tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A final transport failure leaves the breaker probing just before two new slots begin: one call at a time."""
+    upstream = HeldFailures(store, {"p000"}, lambda: TransportError("503 upstream sick"))
+    outcome = await land_before_new_slots_begin(
+        tmp_path, store, clock, monkeypatch, upstream, first=1, total=3, concurrency=3, add_on="p000"
+    )
+    # p002 waited for p001, the probe, whose success closed the breaker again.
+    assert upstream.calls[1:3] == [(["p001"], BreakerState.PROBING, 1), (["p002"], BreakerState.CLOSED, 1)]
+    assert all(out == 1 for _, state, out in upstream.calls if state is BreakerState.PROBING), upstream.calls
+    assert outcome.status["counts"][ItemState.COMPLETED] == 2  # p000's upstream never answers it
 
 
 def call_count(sim: Simulator) -> int:
