@@ -10,7 +10,7 @@ validated. The simulator runs in a process of its own (``runner sim
 - a bare httpx loop: the same requests (the same items in the same batches of
   25 by group, the same bodies), 2 at a time on one ``AsyncClient``, each
   answer's JSON decoded, nothing stored;
-- for context, no target: the floor the brief sets, a hand-written durable
+- for context, no target: a floor, a hand-written durable
   loop (``durable_loop``): the bare loop plus the two commits per batch that
   any runner of the brief makes in each slot's path, in raw sqlite3 on one
   bare table;
@@ -137,7 +137,7 @@ async def bare_loop(job: Job) -> int:
     return len(requests)
 
 
-#: The brief's floor: the bare loop plus only the commits the brief puts in each slot's path.
+#: A floor: the bare loop plus only the commits the brief puts in each slot's path.
 FLOOR = "hand-written durable loop"
 FLOOR_TABLE = """
 CREATE TABLE items (id INTEGER PRIMARY KEY, key TEXT NOT NULL, grp TEXT NOT NULL, seq INTEGER NOT NULL,
@@ -331,7 +331,7 @@ def run(*, quick: bool) -> list[Row]:
         *(Row(f"runner job vs {name}, {count:,} items", rate, "items/s", baseline, name,
               Target("ratio", ">=", limit), note)
           for name, (baseline, note), limit in baselines),
-        Row(f"runner job vs the {FLOOR} (the brief's floor), {count:,} items", rate, "items/s", floor_rate,
+        Row(f"runner job vs the {FLOOR} (a floor), {count:,} items", rate, "items/s", floor_rate,
             f"the {FLOOR}"),
         Row(f"the {FLOOR} vs a bare httpx loop, {count:,} items", floor_rate, "items/s", bare_rate,
             "a bare httpx loop"),
