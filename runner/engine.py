@@ -271,8 +271,7 @@ class Engine:
         limits = self.job.batch
         while len(self._formed) < lookahead:
             batch = self.store.claim_batch(
-                self.run_id, max_items=limits.max_items, max_chars=limits.max_chars,
-                now=self.clock.now(),
+                self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
             )
             if batch is None:
                 return

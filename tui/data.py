@@ -21,6 +21,8 @@ from runner.jobs import Job
 from runner.states import UNFINISHED, BreakerState, ItemState
 from runner.store import Store
 
+from . import format
+
 #: Throughput is counted over this many seconds of the run's latest events.
 RATE_WINDOW = 60.0
 EVENT_LINES = 14
@@ -370,7 +372,7 @@ def _who(group: list[dict[str, Any]]) -> str:
     """The items of a log line: a batch's move (or items added) says how many, items' own events name them."""
     first = group[0]
     if first["key"] is None:
-        return f"{first['items']} item" + ("" if first["items"] == 1 else "s")
+        return format.many(first["items"], "item")
     return first["key"] if len(group) == 1 else f"{first['key']} +{len(group) - 1}"
 
 

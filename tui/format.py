@@ -53,15 +53,20 @@ def breaker(control: Control, *, concurrency: int) -> Text:
     """The breaker and a person's hand on it, in one line."""
     slots = control.slots(concurrency)
     text = Text.assemble(("breaker ", "bold"), (control.breaker.value, BREAKER_STYLE[control.breaker]))
-    text.append(f" ({slots} of {concurrency} slot{'s' if concurrency != 1 else ''} open)")
+    text.append(f" ({slots} of {many(concurrency, 'slot')} open)")
     if control.paused:
         text.append(" · ")
         text.append("paused by a person", style="bold yellow")
     if control.steps:
-        text.append(f" · {control.steps} step{'s' if control.steps != 1 else ''} allowed")
+        text.append(f" · {many(control.steps, 'step')} allowed")
     if control.reason:
         text.append(f"\n  {control.reason}", style="italic")
     return text
+
+
+def many(n: int, thing: str) -> str:
+    """``1 item``, ``25 items``."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def count(n: int) -> str:

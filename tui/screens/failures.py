@@ -255,7 +255,7 @@ class HistoryTable(Table):
 
 def _why(line: HistoryLine) -> str:
     if line.batch_items is not None:
-        return f"the batch's move: {line.batch_items} item" + ("" if line.batch_items == 1 else "s")
+        return f"the batch's move: {format.many(line.batch_items, 'item')}"
     return f"{line.kind}: {line.message}" if line.kind else (line.message or "")
 
 
