@@ -11,9 +11,9 @@ validated. The simulator runs in a process of its own (``runner sim
   25 by group, the same bodies), 2 at a time on one ``AsyncClient``, each
   answer's JSON decoded, nothing stored;
 - for context, no target: a floor, a hand-written durable
-  loop (``durable_loop``): the bare loop plus the one commit a call that any
-  runner of the brief makes in each slot's path (the batch running before it
-  is sent), in raw sqlite3 on one bare table;
+  loop (``durable_loop``): the bare loop plus the two commits per batch that
+  any runner of the brief makes in each slot's path, in raw sqlite3 on one
+  bare table;
 - Huey's ``SqliteHuey`` at its defaults (WAL, ``synchronous=FULL``, as durable
   as the store): as many no-op tasks, run by a consumer with 2 worker threads
   polling every 10 ms;
@@ -137,7 +137,7 @@ async def bare_loop(job: Job) -> int:
     return len(requests)
 
 
-#: A floor: the bare loop plus only the commit the brief puts in each slot's path, one a call.
+#: A floor: the bare loop plus only the commits the brief puts in each slot's path.
 FLOOR = "hand-written durable loop"
 FLOOR_TABLE = """
 CREATE TABLE items (id INTEGER PRIMARY KEY, key TEXT NOT NULL, grp TEXT NOT NULL, seq INTEGER NOT NULL,
@@ -147,15 +147,9 @@ CREATE INDEX items_to_claim ON items (state, grp, seq);
 """
 
 
-def floor_step(
-    conn: sqlite3.Connection, batch_id: int, outputs: dict[int, str], done: list[int]
-) -> list[tuple[int, str, str]]:
-    """One commit: the last answer's items received, the batch before it completed, the next 25 of a group running."""
+def floor_start(conn: sqlite3.Connection, batch_id: int, done: list[int]) -> list[tuple[int, str, str]]:
+    """One commit: the slot's previous batch completed, its next batch (25 of one group) running, attempts + 1."""
     conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(
-        "UPDATE items SET state = 'received', output = ? WHERE id = ? AND state = 'running'",
-        [(output, item_id) for item_id, output in outputs.items()],
-    )
     conn.execute(
         "UPDATE items SET state = 'completed', result = output "
         "WHERE id IN (SELECT value FROM json_each(?)) AND state = 'received'",
@@ -172,16 +166,25 @@ def floor_step(
     return started
 
 
+def floor_receive(conn: sqlite3.Connection, outputs: dict[int, str]) -> None:
+    """One commit: the answer's outputs saved, those items received."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(
+        "UPDATE items SET state = 'received', output = ? WHERE id = ? AND state = 'running'",
+        [(output, item_id) for item_id, output in outputs.items()],
+    )
+    conn.execute("COMMIT")
+
+
 async def durable_loop(job: Job, path: Path) -> int:
-    """The floor: the bare loop with the commit the brief puts before each call, hand-written; the calls made.
+    """The floor: the bare loop with the commits the brief puts in each slot's path, hand-written; the calls made.
 
     A new store at ``path`` (WAL, ``synchronous=FULL``, one bare table) takes
-    the input. Each slot commits its next batch running before the call, in
-    one transaction with the last answer's outputs received and the batch
-    before that completed (as the runner does; its validation comes after the
-    commit that saved it received). The bodies are built from the stored
-    inputs and each answer's results are parsed; no events, counts, batch
-    rows, lease or validation.
+    the input. Each slot commits its batch running before the call and the
+    outputs received after it, as the runner must; the batch completes in the
+    commit that starts the slot's next one (as the runner does). The bodies are
+    built from the stored inputs and each answer's results are parsed; no
+    events, counts, batch rows, lease or validation.
     """
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -199,14 +202,8 @@ async def durable_loop(job: Job, path: Path) -> int:
     async with httpx.AsyncClient(limits=httpx.Limits(max_connections=job.batch.concurrency)) as client:
 
         async def slot() -> None:
-            outputs: dict[int, str] = {}
             done: list[int] = []
-            while True:
-                started = floor_step(conn, next(batch_ids), outputs, done)
-                done, outputs = list(outputs), {}
-                if not started:
-                    floor_step(conn, next(batch_ids), {}, done)
-                    return
+            while started := floor_start(conn, next(batch_ids), done):
                 payloads = [json.loads(item_input) for _, _, item_input in started]
                 body = chat_body(job.provider, job.prompt, response_format, payloads)
                 response = await client.post(url, json=body, timeout=job.provider.timeout)
@@ -214,14 +211,12 @@ async def durable_loop(job: Job, path: Path) -> int:
                 content = response.json()["choices"][0]["message"]["content"]
                 results = protocol.parse_results(content, (key for _, key, _ in started)).results
                 outputs = {item_id: protocol.encode(results[key]) for item_id, key, _ in started if key in results}
+                floor_receive(conn, outputs)
+                done = list(outputs)
 
         await asyncio.gather(*(slot() for _ in range(job.batch.concurrency)))
-    (calls, left) = conn.execute(
-        "SELECT count(DISTINCT batch_id), count(*) FILTER (WHERE state != 'completed') FROM items"
-    ).fetchone()
+    (calls,) = conn.execute("SELECT count(DISTINCT batch_id) FROM items").fetchone()
     conn.close()
-    if left:
-        raise RuntimeError(f"the hand-written loop left {left} items not completed")
     return int(calls)
 
 
