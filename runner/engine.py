@@ -7,20 +7,15 @@ The order of one batch, each store step one committed transaction:
 2. ``start_batch``: ``running``, attempts + 1, committed *before* the call.
 3. the upstream call, with bounded request retries for transport trouble
    (the slot is held from here to the end).
-4. ``record_answer``: the output is committed as ``received``; an answer
-   counts as the upstream's success for the breaker.
+4. ``record_answer``: the output is committed as ``received``.
 5. validation, then ``settle_batch``: ``completed`` with the result, or
-   re-attempted later, split, or ``failed`` with its reason (a failed call's
-   items together with the breaker's new state); the slot is released.
+   re-attempted later, split, or ``failed`` with its reason, together with
+   the breaker's new state; the slot is released.
 
-A slot writes steps 4, 2 and 1 together (:func:`begin_batch`): the answer it
-just got is saved as received in the transaction that starts its next batch
-(when the controls let one start now) and forms the batch after it; the next
-call goes out, and the answer is validated, only once that is committed. The
-answer's settlement (step 5) is saved with the engine's next commit, whichever
-slot makes it, or by the next turn (within ``POLL_SECONDS``). So a slot waits
-for one commit between two calls. A slot that starts nothing more saves its
-last answer, then its settlement, at once.
+A slot writes steps 5, 2 and 1 together (:func:`begin_batch`): the batch it
+just finished is saved in the transaction that starts its next one (when the
+controls let one start now), which forms the batch after it. The slot is held
+until that commit, and the next call goes out only after it.
 
 The store's steps run on the event loop, each a short transaction, so no
 other step of the engine runs while one is being written: what a slot reads
@@ -83,20 +78,6 @@ class SystemClock:
 
 
 @dataclass(frozen=True)
-class Answered:
-    """A batch's answer, parsed: saved as received, then validated."""
-
-    batch: Batch
-    items: list[StartedItem]
-    #: item id -> its result, as parsed
-    results: dict[int, dict[str, Any]]
-    #: item id -> its result as saved (compact JSON)
-    outputs: dict[int, str]
-    #: Why the answer as a whole cannot be used, if it cannot.
-    problem: str | None
-
-
-@dataclass(frozen=True)
 class Outcome:
     """How a run ended: done, or stopped because a person is needed (and why)."""
 
@@ -155,8 +136,6 @@ class Engine:
         self._resumed: set[int] = set()
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self._quiet_until = 0.0
-        #: Settlements of answers validated since the last commit, saved with the next one.
-        self._settled: list[tuple[Batch, Settlement]] = []
 
     async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
         """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
@@ -186,9 +165,8 @@ class Engine:
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
 
     def _tidy(self, name: str) -> None:
-        """Save what waits, give back unsent batches and the lease; a store that already failed may refuse all."""
+        """Give back unsent batches and the lease; a store that already failed may refuse both."""
         try:
-            self._save_settled()
             if self.run_id:
                 self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
             lease.release(self.store, name, token=self.token)
@@ -224,7 +202,6 @@ class Engine:
         if self.stop_kind is FailureKind.STORE:
             return None
         try:
-            self._save_settled()
             self._beat()
             control = self.store.control(self.run_id)
             if self._may_start():
@@ -310,13 +287,12 @@ class Engine:
     async def _process(self, batch: Batch, *, step: bool) -> None:
         """One slot: a batch from start to settle, holding the slot for all of it, then maybe the next.
 
-        A batch that was answered is saved as received in the same transaction
-        that starts the slot's next batch, when the controls let one start now,
-        and validated once that is committed: between two calls the slot waits
-        for one commit. Its settlement is saved with the next commit the engine
-        makes (:meth:`_save_settled`).
+        A batch that succeeded is saved in the same transaction that starts the
+        slot's next batch, when the controls let one start now: between two
+        calls the slot waits for two commits (the answer, then save and start),
+        not three.
         """
-        answered: Answered | None = None
+        settled: tuple[Batch, Settlement] | None = None
         holding = False
         try:
             if not batch.resume and not self._may_begin(step=step):
@@ -324,21 +300,13 @@ class Engine:
                 return
             self._holding, holding = self._holding + 1, True
             while True:
-                items = self._begin(batch, step=step, answered=answered)
-                if answered is not None:
-                    self._validate(answered)
-                if not items:
-                    self.request_stop("another engine took this run over (this one's heartbeat was late)")
-                    self._settle(batch, Settlement())
+                settlement = await self._one(batch, step=step, settled=settled)
+                if settlement is None:
                     return
-                answered = await self._send(batch, items)
-                if answered is None:
-                    return
+                settled = (batch, settlement)
                 following = self._following()
                 if following is None:
-                    self._save_settled(answered)
-                    self._validate(answered)
-                    self._save_settled()
+                    self._settle(*settled)
                     return
                 batch, step = following, False
         except StoreError as exc:
@@ -375,22 +343,25 @@ class Engine:
             return None
         return self._formed.popleft() if self._formed else None
 
-    def _begin(self, batch: Batch, *, step: bool, answered: Answered | None) -> list[StartedItem]:
-        """Start a batch in one transaction with what waits to be saved: the items to send."""
-        settled, self._settled = self._settled, []
+    async def _one(
+        self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None
+    ) -> Settlement | None:
+        """Start a batch (saving the slot's previous one), call, record and validate it.
+
+        Returns the settlement of a successful call, for the caller to save; a
+        failed call, and any outcome of a submitted task, is saved here, and None
+        returned.
+        """
         items, formed = begin_batch(
-            self.store, self.run_id, batch, settled=settled, answered=answered, lease=(self.job.name, self.token),
-            limits=self.job.batch, max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step,
-            intent=self.tasks is None, claim=len(self._formed) < self.job.batch.concurrency,
+            self.store, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
+            max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step, intent=self.tasks is None,
+            claim=len(self._formed) < self.job.batch.concurrency,
         )
         self._formed.extend(formed)
-        return items
-
-    async def _send(self, batch: Batch, items: list[StartedItem]) -> Answered | None:
-        """Call (or submit) a started batch: its answer, parsed, or None when it was settled here.
-
-        A failed call, and any outcome of a submitted task, is saved here.
-        """
+        if not items:
+            self.request_stop("another engine took this run over (this one's heartbeat was late)")
+            self._settle(batch, Settlement())
+            return None
         payloads = [json.loads(item.input) for item in items]
         if self.tasks is not None:
             await self._process_task(self.tasks, batch, items, payloads)
@@ -404,13 +375,8 @@ class Engine:
         parsed = protocol.parse_results(answer.content, (item.key for item in items))
         results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
         outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
-        return Answered(batch, items, results, outputs, _whole_answer_problem(parsed, answer))
-
-    def _validate(self, answered: Answered) -> None:
-        """Judge an answer saved as received; its settlement waits for the engine's next commit."""
-        self._settled.append(
-            (answered.batch, self._judge_answer(answered.batch, answered.items, answered.results, answered.problem))
-        )
+        self.store.record_answer(batch.id, outputs, now=self.clock.now())
+        return self._judge_answer(batch, items, results, _whole_answer_problem(parsed, answer))
 
     async def _process_task(
         self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
@@ -491,7 +457,7 @@ class Engine:
         problem: str | None,
     ) -> Settlement:
         """Validate the received results: how each item completes, is re-attempted, split or failed."""
-        settlement = Settlement(not_before=self._retry_time(None))
+        settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         if problem is not None:
             self._split_or_retry(batch, items, problem, settlement)
         for item in items:
@@ -542,18 +508,10 @@ class Engine:
         self._settle(batch, settlement)
 
     def _settle(self, batch: Batch, settlement: Settlement) -> None:
-        """Save a batch's settlement now, after those waiting to be saved."""
-        self._settled.append((batch, settlement))
-        self._save_settled()
-
-    def _save_settled(self, answered: Answered | None = None) -> None:
-        """Save the settlements waiting, then an ``answered`` batch as received, in one transaction."""
-        settled, self._settled = self._settled, []
-        if settled or answered is not None:
-            formed = save_answers(
-                self.store, settled, answered, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
-            )
-            self._formed.extend(formed)
+        split = self.store.settle_batch(
+            batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
+        )
+        self._formed.extend(split)
 
     def _store_failed(self, exc: StoreError) -> None:
         """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""
@@ -584,8 +542,7 @@ def begin_batch(
     run_id: int,
     batch: Batch,
     *,
-    settled: list[tuple[Batch, Settlement]],
-    answered: Answered | None,
+    settled: tuple[Batch, Settlement] | None,
     lease: tuple[str, str],
     limits: BatchLimits,
     max_attempts: int,
@@ -596,13 +553,14 @@ def begin_batch(
 ) -> tuple[list[StartedItem], list[Batch]]:
     """What a slot writes, in one transaction, to start a batch: the items it sends, and batches formed.
 
-    First the settlements waiting are saved (``settled``, validated earlier),
-    then the slot's previous batch's answer as received (``answered``), then
-    the batch starts (or a confirmed one is taken back), then, with ``claim``,
-    the next batch is formed to wait for a slot.
+    First the slot's previous batch is saved (``settled``), then the batch
+    starts (or a confirmed one is taken back), then, with ``claim``, the next
+    batch is formed to wait for a slot.
     """
+    formed = []
     with store.write():
-        formed = save_answers(store, settled, answered, max_attempts=max_attempts, now=now)
+        if settled is not None:
+            formed += store.settle_batch(settled[0].id, settled[1], max_attempts=max_attempts, now=now)
         if batch.resume:
             items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
         else:
@@ -613,24 +571,6 @@ def begin_batch(
             queued = store.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
             formed += [queued] if queued is not None else []
     return items, formed
-
-
-def save_answers(
-    store: Store, settled: list[tuple[Batch, Settlement]], answered: Answered | None, *, max_attempts: int, now: float
-) -> list[Batch]:
-    """In one transaction (or the caller's): settlements in the order they came, then an answer as received.
-
-    The upstream answered, which the breaker counts as a success. Returns the
-    batches the settlements' splits formed.
-    """
-    formed = []
-    with store.write():
-        for done, settlement in settled:
-            formed += store.settle_batch(done.id, settlement, max_attempts=max_attempts, now=now)
-        if answered is not None:
-            store.record_answer(answered.batch.id, answered.outputs, now=now)
-            store.move_breaker(answered.batch.id, breaker.after_success)
-    return formed
 
 
 def _whole_answer_problem(parsed: protocol.ParsedBatch, answer: Answer) -> str | None:

@@ -394,20 +394,15 @@ class Store:
                 (BatchState.DONE, now, batch_id),
             )
             if settlement.breaker is not None:
-                self.move_breaker(batch_id, settlement.breaker)
+                (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
+                before = self.control(run_id)
+                control = settlement.breaker(before)
+                if control != before:
+                    conn.execute(
+                        "UPDATE runs SET breaker = ?, breaker_reason = ?, transport_failures = ? WHERE id = ?",
+                        (control.breaker, control.reason, control.transport_failures, run_id),
+                    )
             return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
-
-    def move_breaker(self, batch_id: int, change: Callable[[Control], Control]) -> None:
-        """Apply how a batch's outcome moves its run's breaker; written only when it changes."""
-        with self.write() as conn:
-            (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
-            before = self.control(run_id)
-            control = change(before)
-            if control != before:
-                conn.execute(
-                    "UPDATE runs SET breaker = ?, breaker_reason = ?, transport_failures = ? WHERE id = ?",
-                    (control.breaker, control.reason, control.transport_failures, run_id),
-                )
 
     def control(self, run_id: int) -> Control:
         """The run's breaker and a person's controls (read by the engine before every start: plain sqlite3)."""

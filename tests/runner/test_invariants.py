@@ -15,7 +15,6 @@ from pathlib import Path
 from support import ROOT, StepClock, make_job, posts, write_jsonl
 
 from runner import lease, progress, runs
-from runner.engine import POLL_SECONDS
 from runner.sim import Simulator
 from runner.states import ItemState
 from runner.store import Settlement, Store
@@ -91,31 +90,6 @@ def test_output_is_committed_as_received_before_validation(tmp_path: Path, sim: 
     rows = item_rows(tmp_path / "runs.db")
     assert {state for state, _, _ in rows.values()} == {ItemState.RECEIVED}
     assert all(json.loads(output)["id"] == key for key, (_, _, output) in rows.items())
-
-
-async def test_an_answer_is_settled_within_a_turn_while_the_slots_next_call_is_out(
-    tmp_path: Path, store: Store
-) -> None:
-    """An answer is saved with the start of the slot's next batch; its settlement waits at most a turn."""
-    first_batch: list[set[str]] = []
-
-    def at_the_second_call(ids: list[str]) -> None:
-        if ids[0] != "p010":
-            return
-        deadline = time.monotonic() + 10 * POLL_SECONDS
-        while True:
-            with sqlite3.connect(store.path) as conn:
-                states = {state for (state,) in conn.execute("SELECT state FROM items WHERE key < 'p010'")}
-            if states == {ItemState.COMPLETED} or time.monotonic() > deadline:
-                first_batch.append(states)
-                return
-            time.sleep(POLL_SECONDS / 10)
-
-    with Simulator(on_request=at_the_second_call).start() as sim:
-        job = make_job(tmp_path, sim.base_url, posts(20), max_items=10, concurrency=1)
-        outcome = await runs.execute(store, job)
-    assert first_batch == [{ItemState.COMPLETED}]
-    assert outcome.status["counts"][ItemState.COMPLETED] == 20
 
 
 async def test_received_output_is_completed_locally_after_a_crash(tmp_path: Path, sim: Simulator) -> None:
