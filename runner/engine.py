@@ -19,7 +19,10 @@ until that commit, and the next call goes out only after it.
 
 The store's steps run on the event loop, each a short transaction, so no
 other step of the engine runs while one is being written: what a slot reads
-of the run (stopped, breaker, controls) still holds when it starts a batch.
+of the run (stopped, breaker, controls) just before it starts a batch still
+holds when it does. While another process holds the store's write lock, the
+steps wait their turn in order without holding up the loop, and a start
+reads the run again after its wait (:mod:`runner.busy`).
 (A writer thread with its own connection was measured slower on 2 cores: the
 commits rarely met, and each waited for the GIL.)
 
@@ -41,9 +44,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import breaker, lease, progress, protocol
+from . import breaker, busy, lease, progress, protocol
 from .breaker import Control
-from .errors import StoreError, TaskUnreachable, TransportError, UpstreamError
+from .errors import StoreBusy, StoreError, TaskUnreachable, TransportError, UpstreamError
 from .jobs import BatchLimits, ItemRow, Job
 from .providers import Answer, Provider, TaskProvider, TaskResult
 from .states import FailureKind, ItemState
@@ -131,11 +134,13 @@ class Engine:
         self._formed: deque[Batch] = deque()
         #: The slots at work: each a task running batches one after another.
         self._in_flight: set[asyncio.Task[None]] = set()
-        #: Slots that have begun (started a batch) and not yet ended.
+        #: Slots at work (each counts itself before its first start) and not yet ended.
         self._holding = 0
         self._resumed: set[int] = set()
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self._quiet_until = 0.0
+        #: The slots' store steps, in order, waiting their turn while another process holds the store.
+        self._steps = busy.StoreSteps()
 
     async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
         """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
@@ -155,11 +160,12 @@ class Engine:
             if isinstance(self.provider, TaskProvider):
                 self.tasks = TaskDriver(
                     self.store, self.provider, retry=self.job.retry, clock=self.clock,
-                    run_reference=self.store.reference(self.run_id),
+                    run_reference=self.store.reference(self.run_id), steps=self._steps,
                 )
             else:
                 self.caller = self.provider
-            await self._work()
+            with self.store.waiting_at_most(busy.WAIT_SECONDS):
+                await self._work()
         finally:
             self._tidy(name)
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
@@ -223,7 +229,7 @@ class Engine:
         """Give formed batches to new slots, as many as the breaker and a person allow now.
 
         Each slot begins on a later step of the loop, and checks again then
-        (``_may_begin``): other slots' outcomes may have changed the run meanwhile.
+        (``_may_go_on``): other slots' outcomes may have changed the run meanwhile.
         """
         slots = control.slots(self.job.batch.concurrency)
         while self._formed and len(self._in_flight) < slots:
@@ -267,20 +273,28 @@ class Engine:
                 self._formed.appendleft(confirmed)
 
     def _form(self, *, lookahead: int) -> None:
-        """Keep up to ``lookahead`` batches queued for the next free slots."""
+        """Keep up to ``lookahead`` batches queued for the next free slots (none while the store is busy)."""
         limits = self.job.batch
-        while len(self._formed) < lookahead:
-            batch = self.store.claim_batch(
-                self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
-            )
+        while len(self._formed) < lookahead and not self._steps.waiting:
+            try:
+                batch = self.store.claim_batch(
+                    self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
+                )
+            except StoreBusy:
+                return
             if batch is None:
                 return
             self._formed.append(batch)
 
     def _beat(self) -> None:
+        """Renew the lease every few seconds; a busy store puts it off to a later turn."""
         now = self.clock.now()
-        if now - self._last_beat >= HEARTBEAT_SECONDS:
-            if not lease.beat(self.store, self.job.name, token=self.token, now=now):
+        if now - self._last_beat >= HEARTBEAT_SECONDS and not self._steps.waiting:
+            try:
+                held = lease.beat(self.store, self.job.name, token=self.token, now=now)
+            except StoreBusy:
+                return
+            if not held:
                 self.request_stop("another engine took this run over (this one's heartbeat was late)")
             self._last_beat = now
 
@@ -293,55 +307,39 @@ class Engine:
         not three.
         """
         settled: tuple[Batch, Settlement] | None = None
-        holding = False
+        self._holding += 1
         try:
-            if not batch.resume and not self._may_begin(step=step):
-                self._formed.appendleft(batch)  # not started: back in line for a later turn
-                return
-            self._holding, holding = self._holding + 1, True
             while True:
                 settlement = await self._one(batch, step=step, settled=settled)
                 if settlement is None:
                     return
                 settled = (batch, settlement)
-                following = self._following()
-                if following is None:
-                    self._settle(*settled)
+                if not self._formed:  # (batches a person confirmed are put first in line by every turn)
+                    await self._settle(*settled)
                     return
-                batch, step = following, False
+                batch, step = self._formed.popleft(), False
         except StoreError as exc:
             self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
             self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
         finally:
-            if holding:
-                self._holding -= 1
+            self._holding -= 1
 
-    def _may_begin(self, *, step: bool) -> bool:
-        """Whether a new slot may still start the batch its turn gave it: the run and its controls as they are now.
+    def _may_go_on(self, *, step: bool) -> bool:
+        """Whether a slot (counted in ``_holding``) may start a batch: the run and its controls as they are now.
 
-        Between the turn and the slot's first step another slot's outcome may
-        have stopped the run (a refused key), opened the breaker or left it
-        probing (one slot), and a person may have paused it.
+        Read just before each start (and again after a wait for a busy store):
+        since the turn that gave the slot its first batch, or since the slot's
+        last call, another slot's outcome may have stopped the run (a refused
+        key), opened the breaker or left it probing (one slot), and a person
+        may have paused it. ``step`` spends a step a person allowed.
         """
         if not self._may_start():
             return False
         control = self.store.control(self.run_id)
         if control.held and not step:
             return False
-        return self._holding < control.slots(self.job.batch.concurrency)
-
-    def _following(self) -> Batch | None:
-        """The batch a slot that just succeeded may start at once, if the controls allow one now.
-
-        Batches a person confirmed are put first in line by every turn (``_turn``).
-        """
-        if not self._may_start():
-            return None
-        control = self.store.control(self.run_id)
-        if control.held or self._holding > control.slots(self.job.batch.concurrency):
-            return None
-        return self._formed.popleft() if self._formed else None
+        return self._holding <= control.slots(self.job.batch.concurrency)
 
     async def _one(
         self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None
@@ -352,15 +350,24 @@ class Engine:
         failed call, and any outcome of a submitted task, is saved here, and None
         returned.
         """
-        items, formed = begin_batch(
-            self.store, self.run_id, batch, settled=settled, lease=(self.job.name, self.token), limits=self.job.batch,
-            max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step, intent=self.tasks is None,
-            claim=len(self._formed) < self.job.batch.concurrency,
+        begun = await self._steps.run(
+            lambda: begin_batch(
+                self.store, self.run_id, batch, settled=settled, lease=(self.job.name, self.token),
+                limits=self.job.batch, max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step,
+                intent=self.tasks is None, claim=len(self._formed) < self.job.batch.concurrency,
+            ),
+            still=lambda: self._may_go_on(step=step),
         )
+        if begun is None:  # the run or its controls say no more now: the batch waits in line
+            self._formed.appendleft(batch)
+            if settled is not None:
+                await self._settle(*settled)
+            return None
+        items, formed = begun
         self._formed.extend(formed)
         if not items:
             self.request_stop("another engine took this run over (this one's heartbeat was late)")
-            self._settle(batch, Settlement())
+            await self._settle(batch, Settlement())
             return None
         payloads = [json.loads(item.input) for item in items]
         if self.tasks is not None:
@@ -370,12 +377,12 @@ class Engine:
         try:
             answer = await self._call(self.caller, batch, payloads)
         except UpstreamError as exc:
-            self._settle_failed_call(batch, items, exc)
+            await self._settle_failed_call(batch, items, exc)
             return None
         parsed = protocol.parse_results(answer.content, (item.key for item in items))
         results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
         outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
-        self.store.record_answer(batch.id, outputs, now=self.clock.now())
+        await self._steps.run(lambda: self.store.record_answer(batch.id, outputs, now=self.clock.now()))
         return self._judge_answer(batch, items, results, _whole_answer_problem(parsed, answer))
 
     async def _process_task(
@@ -388,24 +395,24 @@ class Engine:
             else:
                 result = await tasks.submit_and_wait(batch.id, payloads, now=self.clock.now())
         except TaskUnreachable as exc:
-            self.store.hold(batch.id, now=self.clock.now())
+            await self._steps.run(lambda: self.store.hold(batch.id, now=self.clock.now()))
             self.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
             return
         except UpstreamError as exc:
-            self._settle_failed_call(batch, items, exc)
+            await self._settle_failed_call(batch, items, exc)
             return
         if result is not None and result.failure is not None:
-            self._settle_failed_call(batch, items, result.failure)
+            await self._settle_failed_call(batch, items, result.failure)
             return
         if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
             message = "the batch was never created upstream: it is sent again, which cannot charge twice"
             never = Settlement(not_before=self.clock.now())
             never.retry = {item.id: (FailureKind.TRANSPORT, message) for item in items}
-            self._settle(batch, never)
+            await self._settle(batch, never)
             return
-        self._settle_task(batch, items, result)
+        await self._settle_task(batch, items, result)
 
-    def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
+    async def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
         """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
         results: dict[int, dict[str, Any]] = {}
         for item in items:
@@ -415,7 +422,7 @@ class Engine:
                     results[item.id] = parsed.results[item.key]
         outputs = {item_id: protocol.encode(parsed_result) for item_id, parsed_result in results.items()}
         paid = [item.id for item in items if item.key in result.answers]
-        self.store.record_answer(batch.id, outputs, paid=paid, now=self.clock.now())
+        await self._steps.run(lambda: self.store.record_answer(batch.id, outputs, paid=paid, now=self.clock.now()))
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         for item in items:
             error = result.errors.get(item.key)
@@ -430,7 +437,7 @@ class Engine:
             else:
                 settlement.failed[item.id] = (FailureKind.NOT_FOUND, MISSING_LINE, True)
                 settlement.maybe_paid.add(item.id)
-        self._settle(batch, settlement)
+        await self._settle(batch, settlement)
 
     async def _call(self, caller: Provider, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
@@ -440,11 +447,11 @@ class Engine:
                 return await caller.call(payloads)
             except TransportError as exc:
                 if exc.maybe_billed:
-                    self.store.count_maybe_paid(batch.id)
+                    await self._steps.run(lambda: self.store.count_maybe_paid(batch.id))
                 wait = exc.retry_after
                 if retry == limits.request_retries or (wait is not None and wait > limits.max_backoff):
                     raise
-                self.store.count_request_retry(batch.id)
+                await self._steps.run(lambda: self.store.count_request_retry(batch.id))
                 delay = min(limits.backoff * 2**retry, limits.max_backoff) * (0.5 + self.rng.random())
                 await self.clock.sleep(wait if wait is not None else delay)
         raise AssertionError("unreachable")
@@ -489,7 +496,7 @@ class Engine:
         else:
             settlement.retry[item_id] = (FailureKind.ITEM_INVALID, problem)
 
-    def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
+    async def _settle_failed_call(self, batch: Batch, items: list[StartedItem], exc: UpstreamError) -> None:
         """No usable answer: wait and re-attempt, or fail and stop the run, by the failure's kind."""
         settlement = Settlement(not_before=self._retry_time(exc.retry_after))
         if exc.kind is FailureKind.TRANSPORT:
@@ -505,11 +512,13 @@ class Engine:
                 settlement.retry[item.id] = (exc.kind, exc.message)
             else:
                 settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.stops_run)
-        self._settle(batch, settlement)
+        await self._settle(batch, settlement)
 
-    def _settle(self, batch: Batch, settlement: Settlement) -> None:
-        split = self.store.settle_batch(
-            batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
+    async def _settle(self, batch: Batch, settlement: Settlement) -> None:
+        split = await self._steps.run(
+            lambda: self.store.settle_batch(
+                batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
+            )
         )
         self._formed.extend(split)
 

@@ -5,6 +5,7 @@
     │   └── InputError          the job's input cannot be read (file, line)
     ├── RunError                a run cannot be found or started as asked
     ├── StoreError              the run store cannot be opened, read or written
+    │   └── StoreBusy           another process held its write lock too long; nothing was written
     └── UpstreamError           a classified failure of an upstream call
         ├── TransportError      connection error, timeout, 5xx: worth a request retry
         ├── RateLimited         429 with a time to wait
@@ -46,6 +47,10 @@ class RunError(RunnerError):
 
 class StoreError(RunnerError):
     """The run store cannot be opened, read or written."""
+
+
+class StoreBusy(StoreError):
+    """Another process held the store's write lock for longer than this one waits; nothing was written."""
 
 
 class UpstreamError(RunnerError):

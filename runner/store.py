@@ -25,7 +25,7 @@ from typing import Any
 import sqlite_utils
 
 from . import schema
-from .errors import InputError, RunError, StoreError
+from .errors import InputError, RunError, StoreBusy, StoreError
 from .jobs import ItemRow, Job
 from .breaker import Control
 from .states import BatchState, BreakerState, FailureKind, ItemState
@@ -93,6 +93,8 @@ class Store:
             raise StoreError(f"{self.path}: cannot open as a run store ({exc})") from exc
         self.db = sqlite_utils.Database(conn)
         self.conn = conn
+        #: How long a write waits for another process's write lock before StoreBusy.
+        self.busy_timeout = busy_timeout
         self._migrate()
 
     def close(self) -> None:
@@ -123,11 +125,13 @@ class Store:
 
         Inside a transaction already open (the engine saves a finished batch,
         starts the next and forms another in one) it joins that transaction.
+        A write lock that another process held for all of ``busy_timeout``
+        raises StoreBusy before anything is written.
         """
         nested = self.conn.in_transaction
         try:
             if not nested:
-                self.conn.execute("BEGIN IMMEDIATE")
+                self._begin()
             try:
                 yield self.conn
                 if not nested:
@@ -138,6 +142,31 @@ class Store:
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: store write failed ({exc})") from exc
+
+    def _begin(self) -> None:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            raise StoreBusy(
+                f"{self.path}: the store is busy: another process holds its write lock (adding a large "
+                f"input, say) and kept it for {self.busy_timeout:g} s; nothing was written"
+            ) from exc
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float) -> Iterator[None]:
+        """Inside the block, a write waits at most ``seconds`` for another process's write lock."""
+        before = self.busy_timeout
+        self._set_busy_timeout(seconds)
+        try:
+            yield
+        finally:
+            self._set_busy_timeout(before)
+
+    def _set_busy_timeout(self, seconds: float) -> None:
+        self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        self.busy_timeout = seconds
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         try:

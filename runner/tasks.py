@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from .busy import StoreSteps
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .providers import TaskProvider, TaskResult
@@ -41,9 +42,18 @@ class TaskDriver:
     """Drives one task provider for one run's batches."""
 
     def __init__(
-        self, store: Store, provider: TaskProvider, *, retry: RetryLimits, clock: Sleeper, run_reference: str
+        self,
+        store: Store,
+        provider: TaskProvider,
+        *,
+        retry: RetryLimits,
+        clock: Sleeper,
+        run_reference: str,
+        steps: StoreSteps,
     ) -> None:
         self.store = store
+        #: The engine's store steps: the commits below wait their turn with the slots' own.
+        self.steps = steps
         self.provider = provider
         self.retry = retry
         self.clock = clock
@@ -55,7 +65,7 @@ class TaskDriver:
         return f"{self.run_reference}:{batch_id}"
 
     async def submit_and_wait(self, batch_id: int, payloads: list[dict[str, Any]], *, now: float) -> TaskResult:
-        self.store.mark_intent(batch_id, now=now)
+        await self.steps.run(lambda: self.store.mark_intent(batch_id, now=now))
         ref = self.ref(batch_id)
         try:
             task_id = await self.provider.submit(ref, payloads)
@@ -64,7 +74,7 @@ class TaskDriver:
             if found is None:
                 raise TransportError(f"creating batch {ref} failed and the upstream has no such batch") from None
             task_id = found
-        self.store.save_task_id(batch_id, task_id)
+        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
         return await self.wait(task_id)
 
     async def resume(self, batch_id: int) -> TaskResult | None:
@@ -72,7 +82,7 @@ class TaskDriver:
         task_id = self.store.task_id(batch_id) or await self._find(self.ref(batch_id))
         if task_id is None:
             return None
-        self.store.save_task_id(batch_id, task_id)
+        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
         return await self.wait(task_id)
 
     async def wait(self, task_id: str) -> TaskResult:
