@@ -5,8 +5,9 @@ another run's input takes tens of seconds for a million items. While the
 engine works, its connection waits only ``WAIT_SECONDS`` for the lock, so
 that its event loop goes on with the calls in flight (and their timeouts);
 a step that found the lock taken wrote nothing (``StoreBusy``) and is tried
-again, until ``PATIENCE_SECONDS`` have passed: then it is a failed write like
-any other, and opens the breaker.
+again after a pause that grows to ``LONGEST_PAUSE``, until
+``PATIENCE_SECONDS`` have passed since it was asked for: then it is a failed
+write like any other, and stops the run with its breaker open.
 
 The engine's steps keep the order they were asked for: while one waits, the
 later ones wait behind it (:class:`StoreSteps`), as they would in line for a
@@ -17,8 +18,7 @@ time it is tried: other slots may have stopped the run while it waited.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar, overload
 
 from .errors import StoreBusy
@@ -26,21 +26,23 @@ from .errors import StoreBusy
 T = TypeVar("T")
 
 #: How long one try waits for the lock, holding up the event loop.
-WAIT_SECONDS = 0.05
+WAIT_SECONDS = 0.02
+#: The pause between tries doubles from ``WAIT_SECONDS`` up to this.
+LONGEST_PAUSE = 1.0
 #: How long a step is tried again before the store counts as failed.
 PATIENCE_SECONDS = 600.0
 
 
 class StoreSteps:
-    """One engine's store steps, in the order asked for; while the store is busy they wait their turn."""
+    """One engine's store steps, in the order asked for; while the store is busy they wait their turn.
 
-    def __init__(self) -> None:
+    Time comes from the engine's clock (``now``, ``sleep``).
+    """
+
+    def __init__(self, *, now: Callable[[], float], sleep: Callable[[float], Awaitable[None]]) -> None:
+        self._now = now
+        self._sleep = sleep
         self._line = asyncio.Lock()
-
-    @property
-    def waiting(self) -> bool:
-        """A step is waiting for the store (a write asked for now would jump the line)."""
-        return self._line.locked()
 
     @overload
     async def run(self, step: Callable[[], T]) -> T: ...
@@ -54,14 +56,16 @@ class StoreSteps:
         With a free line and a free store, the step runs at once, without
         giving the event loop a turn.
         """
+        deadline = self._now() + PATIENCE_SECONDS
+        pause = WAIT_SECONDS
         async with self._line:
-            deadline = time.monotonic() + PATIENCE_SECONDS
             while True:
                 if still is not None and not still():
                     return None
                 try:
                     return step()
                 except StoreBusy as exc:
-                    if time.monotonic() >= deadline:
+                    if self._now() >= deadline:
                         raise StoreBusy(f"{exc}; tried again for {PATIENCE_SECONDS:g} s") from exc
-                await asyncio.sleep(WAIT_SECONDS)
+                await self._sleep(pause)
+                pause = min(pause * 2, LONGEST_PAUSE)

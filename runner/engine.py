@@ -140,7 +140,11 @@ class Engine:
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self._quiet_until = 0.0
         #: The slots' store steps, in order, waiting their turn while another process holds the store.
-        self._steps = busy.StoreSteps()
+        self._steps = busy.StoreSteps(now=self.clock.now, sleep=self.clock.sleep)
+        #: The last turn could not form the batches it wanted: another process held the store.
+        self._forming_held_up = False
+        #: Why the run stopped on a store failure, while its open breaker could not be saved yet.
+        self._breaker_unsaved: str | None = None
 
     async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
         """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
@@ -171,11 +175,21 @@ class Engine:
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
 
     def _tidy(self, name: str) -> None:
-        """Give back unsent batches and the lease; a store that already failed may refuse both."""
+        """Save the open breaker a store failure could not, give back unsent batches and the lease.
+
+        A store that failed may refuse all of it; one that another process
+        still holds leaves the batches and the lease to the next engine's
+        recovery (this process, their holder, is gone by then).
+        """
         try:
+            if self._breaker_unsaved is not None:
+                self.store.open_breaker(self.run_id, self._breaker_unsaved)
+                self.stopped_for, self._breaker_unsaved = self._breaker_unsaved, None
             if self.run_id:
                 self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
             lease.release(self.store, name, token=self.token)
+        except StoreBusy:
+            return
         except StoreError:
             if self.stop_kind is not FailureKind.STORE:
                 raise
@@ -213,8 +227,7 @@ class Engine:
             if self._may_start():
                 self._take_resumable()
                 free = control.slots(self.job.batch.concurrency) - len(self._in_flight)
-                if len(self._formed) < free:
-                    self._form(lookahead=free)
+                self._forming_held_up = len(self._formed) < free and not self._form(lookahead=free)
                 self._start(control)
             return control
         except StoreError as exc:
@@ -258,6 +271,10 @@ class Engine:
             await self.clock.sleep(POLL_SECONDS)
             return True
         due = progress.next_due(self.store, self.run_id)
+        if due is None and not self._formed and self._forming_held_up:  # wait for the store, then start it
+            formed = await self._steps.run(self._claim)
+            self._formed.extend([formed] if formed is not None else [])
+            return True
         if due is None and not self._formed:
             self.stopped_for = "items need a person's confirmation"
             return False
@@ -272,24 +289,28 @@ class Engine:
                 self._resumed.add(confirmed.id)
                 self._formed.appendleft(confirmed)
 
-    def _form(self, *, lookahead: int) -> None:
-        """Keep up to ``lookahead`` batches queued for the next free slots (none while the store is busy)."""
-        limits = self.job.batch
-        while len(self._formed) < lookahead and not self._steps.waiting:
+    def _form(self, *, lookahead: int) -> bool:
+        """Keep up to ``lookahead`` batches queued for the next free slots; False if the store was busy."""
+        while len(self._formed) < lookahead:
             try:
-                batch = self.store.claim_batch(
-                    self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
-                )
+                batch = self._claim()
             except StoreBusy:
-                return
+                return False
             if batch is None:
-                return
+                return True
             self._formed.append(batch)
+        return True
+
+    def _claim(self) -> Batch | None:
+        limits = self.job.batch
+        return self.store.claim_batch(
+            self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
+        )
 
     def _beat(self) -> None:
         """Renew the lease every few seconds; a busy store puts it off to a later turn."""
         now = self.clock.now()
-        if now - self._last_beat >= HEARTBEAT_SECONDS and not self._steps.waiting:
+        if now - self._last_beat >= HEARTBEAT_SECONDS:
             try:
                 held = lease.beat(self.store, self.job.name, token=self.token, now=now)
             except StoreBusy:
@@ -348,7 +369,8 @@ class Engine:
 
         Returns the settlement of a successful call, for the caller to save; a
         failed call, and any outcome of a submitted task, is saved here, and None
-        returned.
+        returned. None too when the run or its controls no longer let the batch
+        start: it goes back in line, and the previous one is saved.
         """
         begun = await self._steps.run(
             lambda: begin_batch(
@@ -528,8 +550,9 @@ class Engine:
         self.stopped_for, self.stop_kind = reason, FailureKind.STORE
         try:
             self.store.open_breaker(self.run_id, reason)
-        except StoreError as again:
-            self.stopped_for = f"{reason}; the open breaker could not be saved either: {again}"
+        except StoreError as again:  # tried again when the engine stops (``_tidy``), waiting as any write does
+            self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
+            self._breaker_unsaved = reason
 
     def _retry_time(self, retry_after: float | None) -> float:
         return self.clock.now() + (retry_after if retry_after is not None else self.job.retry.backoff)

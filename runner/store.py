@@ -151,7 +151,7 @@ class Store:
                 raise
             raise StoreBusy(
                 f"{self.path}: the store is busy: another process holds its write lock (adding a large "
-                f"input, say) and kept it for {self.busy_timeout:g} s; nothing was written"
+                f"input, say) and did not let go within {self.busy_timeout:g} s; nothing was written"
             ) from exc
 
     @contextmanager

@@ -5,19 +5,28 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support import counts_kept, counts_of_items, make_job, posts, states_of_items, states_told_by_events
+from support import (
+    StepClock,
+    counts_kept,
+    counts_of_items,
+    make_job,
+    posts,
+    states_of_items,
+    states_told_by_events,
+)
 
-from runner import busy, runs
+from runner import busy, control, runs
 from runner.errors import StoreBusy
 from runner.sim import Simulator
 from runner.states import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
-#: How long the other process holds the store's write lock: three times what one of the store's writes waits.
+#: How long the other process holds the store's write lock.
 HOLD_SECONDS = 1.5
 
 
@@ -45,50 +54,109 @@ class Holder:
 
 
 @pytest.fixture
-def held(tmp_path: Path) -> Iterator[tuple[Store, Simulator, Holder]]:
-    """A store whose writes wait a third of the hold, and a simulator whose first call starts the hold."""
+def held(tmp_path: Path) -> Iterator[tuple[Simulator, Holder]]:
+    """A simulator whose first call has another connection take the store's write lock for ``HOLD_SECONDS``."""
     holder = Holder(tmp_path / "runs.db")
-    with Store(tmp_path / "runs.db", busy_timeout=HOLD_SECONDS / 3) as store, Simulator(
-        on_request=holder
-    ).start() as sim:
-        yield store, sim, holder
-        assert holder.given_back.wait(timeout=10 * HOLD_SECONDS)
-        assert states_told_by_events(store) == states_of_items(store)
-        assert counts_kept(store) == counts_of_items(store)
+    with Simulator(on_request=holder).start() as sim:
+        yield sim, holder
+    assert holder.given_back.wait(timeout=10 * HOLD_SECONDS)
+
+
+@pytest.fixture
+def busy_seen(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often a write found the store busy (``Store._begin`` raising StoreBusy)."""
+    seen: Counter[str] = Counter()
+    begin = Store._begin
+
+    def counted(store: Store) -> None:
+        try:
+            begin(store)
+        except StoreBusy:
+            seen["busy"] += 1
+            raise
+
+    monkeypatch.setattr(Store, "_begin", counted)
+    return seen
+
+
+def assert_consistent(store: Store) -> None:
+    assert states_told_by_events(store) == states_of_items(store)
+    assert counts_kept(store) == counts_of_items(store)
 
 
 async def test_a_store_another_process_holds_for_a_while_is_waited_for_and_the_run_goes_on(
-    tmp_path: Path, held: tuple[Store, Simulator, Holder]
+    tmp_path: Path, held: tuple[Simulator, Holder], busy_seen: Counter[str]
 ) -> None:
-    store, sim, holder = held
-    job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5)
-    outcome = await runs.execute(store, job)
-    assert holder.taken.is_set()
+    sim, holder = held
+    # One write of this store waits a third of the hold: alone, it would fail.
+    with Store(tmp_path / "runs.db", busy_timeout=HOLD_SECONDS / 3) as store:
+        job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5)
+        outcome = await runs.execute(store, job)
+        assert_consistent(store)
+    assert holder.taken.is_set() and busy_seen["busy"] > 0
     assert outcome.exit_code == 0 and outcome.stopped_for is None
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
     assert outcome.status["counts"][ItemState.COMPLETED] == 40
     assert sim.ledger.snapshot()["billed"] == {f"p{i:03d}": 1 for i in range(40)}
 
 
-async def test_a_store_held_past_the_engines_patience_is_a_failed_write(
-    tmp_path: Path, held: tuple[Store, Simulator, Holder], monkeypatch: pytest.MonkeyPatch
+async def test_a_store_held_past_the_engines_patience_is_a_failed_write_that_opens_the_breaker(
+    tmp_path: Path, held: tuple[Simulator, Holder], busy_seen: Counter[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(busy, "PATIENCE_SECONDS", HOLD_SECONDS / 3)
-    store, sim, holder = held
-    job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=1)
-    outcome = await runs.execute(store, job)
-    assert holder.taken.is_set()
+    sim, holder = held
+    # A write of this store outlasts the hold: the engine, stopping, saves its open breaker.
+    with Store(tmp_path / "runs.db", busy_timeout=2 * HOLD_SECONDS) as store:
+        job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=1)
+        outcome = await runs.execute(store, job)
+        assert_consistent(store)
+    assert holder.taken.is_set() and busy_seen["busy"] > 0
     assert outcome.exit_code == 4 and outcome.stop_kind == FailureKind.STORE
-    assert outcome.stopped_for is not None and "the store is busy" in outcome.stopped_for
+    reason = outcome.status["breaker"]["reason"]
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert reason.startswith("store: ") and "the store is busy" in reason and outcome.stopped_for == reason
     assert sim.ledger.snapshot()["requests"] == 1
 
 
-async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_after_its_wait(tmp_path: Path) -> None:
+class ResumedWhileHeld(StepClock):
+    """A clock whose third idle wait is when a person resumes the run, as another process takes the store."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__()
+        self.db, self.waits = db, 0
+        self.holder = Holder(db)
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits += 1
+        if self.waits == 3:
+            with Store(self.db) as other:
+                control.resume(other, "test", now=self.time)
+            self.holder([])
+        await super().sleep(seconds)
+
+
+async def test_a_run_resumed_while_the_store_is_busy_waits_for_it_and_goes_on(
+    tmp_path: Path, sim: Simulator, store: Store, busy_seen: Counter[str]
+) -> None:
+    """Nothing in flight and no batch formed: the store, busy, is waited for, not taken for items left to a person."""
+    job = make_job(tmp_path, sim.base_url, posts(20, groups=2), max_items=5)
+    runs.prepare(store, job, now=1.0)
+    control.pause(store, "test", now=1.0)
+    clock = ResumedWhileHeld(store.path)
+    outcome = await runs.execute(store, job, clock=clock, wait_for_person=True)
+    assert clock.holder.given_back.wait(timeout=10 * HOLD_SECONDS) and busy_seen["busy"] > 0
+    assert outcome.exit_code == 0 and outcome.stopped_for is None
+    assert outcome.status["counts"][ItemState.COMPLETED] == 20
+
+
+async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_before_each_try(tmp_path: Path) -> None:
+    tries: Counter[str] = Counter()
     written: list[str] = []
     may_start = True
 
     def step(name: str) -> Callable[[], str]:
         def write() -> str:
+            tries[name] += 1
             with store.write():
                 written.append(name)
             return name
@@ -98,19 +166,20 @@ async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_after_
     with Store(tmp_path / "runs.db") as store, store.waiting_at_most(busy.WAIT_SECONDS):
         other = sqlite3.connect(store.path, isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
-        with pytest.raises(StoreBusy):
-            step("alone")()
-        steps = busy.StoreSteps()
+        clock = StepClock()
+        steps = busy.StoreSteps(now=clock.now, sleep=clock.sleep)
         line = [
-            asyncio.create_task(steps.run(step("answer"))),
             asyncio.create_task(steps.run(step("start"), still=lambda: may_start)),
+            asyncio.create_task(steps.run(step("answer"))),
             asyncio.create_task(steps.run(step("settle"))),
         ]
-        for _ in range(100):  # let the three get in line behind the busy store
+        for _ in range(100):  # until the start has found the store busy once
+            if tries["start"]:
+                break
             await asyncio.sleep(0)
-        assert steps.waiting
+        assert tries == {"start": 1}
         may_start = False  # another slot stopped the run meanwhile
         other.execute("COMMIT")
         other.close()
-        assert await asyncio.gather(*line) == ["answer", None, "settle"]
-    assert written == ["answer", "settle"]
+        assert await asyncio.gather(*line) == [None, "answer", "settle"]
+    assert written == ["answer", "settle"] and tries["start"] == 1
