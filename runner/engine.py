@@ -224,11 +224,13 @@ class Engine:
         try:
             self._beat()
             control = self.store.control(self.run_id)
+            held_up = False
             if self._may_start():
                 self._take_resumable()
                 free = control.slots(self.job.batch.concurrency) - len(self._in_flight)
-                self._forming_held_up = len(self._formed) < free and not self._form(lookahead=free)
+                held_up = len(self._formed) < free and not self._form(lookahead=free)
                 self._start(control)
+            self._forming_held_up = held_up
             return control
         except StoreError as exc:
             self._store_failed(exc)
