@@ -9,10 +9,12 @@ again after a pause that grows to ``LONGEST_PAUSE``, until
 ``PATIENCE_SECONDS`` have passed since it was asked for: then it is a failed
 write like any other, and stops the run with its breaker open.
 
-The engine's steps keep the order they were asked for: while one waits, the
+The slots' steps keep the order they were asked for: while one waits, the
 later ones wait behind it (:class:`StoreSteps`), as they would in line for a
-lock. A step that lets a batch go upstream says what must ``still`` hold each
-time it is tried: other slots may have stopped the run while it waited.
+lock. (The engine's turn writes a heartbeat and forms batches on its own,
+when the store lets it, and tries again next turn when it does not.) A step
+that lets a batch go upstream says what must ``still`` hold each time it is
+tried: other slots may have stopped the run while it waited.
 """
 
 from __future__ import annotations

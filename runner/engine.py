@@ -171,25 +171,24 @@ class Engine:
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
                 await self._work()
         finally:
-            self._tidy(name)
+            await self._tidy(name)
         return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
 
-    def _tidy(self, name: str) -> None:
+    async def _tidy(self, name: str) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
 
-        A store that failed may refuse all of it; one that another process
-        still holds leaves the batches and the lease to the next engine's
-        recovery (this process, their holder, is gone by then).
+        Each waits for a busy store as any step does; a store that failed may refuse all of it.
         """
         try:
-            if self._breaker_unsaved is not None:
-                self.store.open_breaker(self.run_id, self._breaker_unsaved)
-                self.stopped_for, self._breaker_unsaved = self._breaker_unsaved, None
+            unsaved = self._breaker_unsaved
+            if unsaved is not None:
+                await self._steps.run(lambda: self.store.open_breaker(self.run_id, unsaved))
+                self.stopped_for, self._breaker_unsaved = unsaved, None
             if self.run_id:
-                self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
-            lease.release(self.store, name, token=self.token)
-        except StoreBusy:
-            return
+                await self._steps.run(
+                    lambda: self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
+                )
+            await self._steps.run(lambda: lease.release(self.store, name, token=self.token))
         except StoreError:
             if self.stop_kind is not FailureKind.STORE:
                 raise
@@ -276,6 +275,7 @@ class Engine:
         if due is None and not self._formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self._steps.run(self._claim)
             self._formed.extend([formed] if formed is not None else [])
+            self._forming_held_up = False
             return True
         if due is None and not self._formed:
             self.stopped_for = "items need a person's confirmation"

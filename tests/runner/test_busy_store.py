@@ -183,3 +183,30 @@ async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_before
         other.close()
         assert await asyncio.gather(*line) == [None, "answer", "settle"]
     assert written == ["answer", "settle"] and tries["start"] == 1
+
+
+async def test_a_step_that_waited_in_line_has_only_the_patience_left_from_when_it_was_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(busy, "PATIENCE_SECONDS", 30.0)
+    tries: Counter[str] = Counter()
+
+    def step(name: str) -> Callable[[], None]:
+        def write() -> None:
+            tries[name] += 1
+            with store.write():
+                pass
+
+        return write
+
+    with Store(tmp_path / "runs.db") as store, store.waiting_at_most(busy.WAIT_SECONDS):
+        other = sqlite3.connect(store.path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        clock = StepClock()
+        steps = busy.StoreSteps(now=clock.now, sleep=clock.sleep)
+        first, second = (asyncio.create_task(steps.run(step(name))) for name in ("first", "second"))
+        outcomes = await asyncio.gather(first, second, return_exceptions=True)
+        other.execute("ROLLBACK")
+        other.close()
+    assert all(isinstance(outcome, StoreBusy) for outcome in outcomes)
+    assert tries["first"] > 1 and tries["second"] == 1
