@@ -149,64 +149,62 @@ async def test_a_run_resumed_while_the_store_is_busy_waits_for_it_and_goes_on(
     assert outcome.status["counts"][ItemState.COMPLETED] == 20
 
 
-async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_before_each_try(tmp_path: Path) -> None:
-    tries: Counter[str] = Counter()
-    written: list[str] = []
-    may_start = True
+class Line:
+    """A store another connection holds, and a line of steps over it on a test clock; each step counts its tries."""
 
-    def step(name: str) -> Callable[[], str]:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.other = sqlite3.connect(store.path, isolation_level=None)
+        self.other.execute("BEGIN IMMEDIATE")
+        clock = StepClock()
+        self.steps = busy.StoreSteps(now=clock.now, sleep=clock.sleep)
+        self.tries: Counter[str] = Counter()
+        self.written: list[str] = []
+
+    def step(self, name: str) -> Callable[[], str]:
         def write() -> str:
-            tries[name] += 1
-            with store.write():
-                written.append(name)
+            self.tries[name] += 1
+            with self.store.write():
+                self.written.append(name)
             return name
 
         return write
 
+    def let_go(self) -> None:
+        self.other.execute("ROLLBACK")
+        self.other.close()
+
+
+@pytest.fixture
+def line(tmp_path: Path) -> Iterator[Line]:
     with Store(tmp_path / "runs.db") as store, store.waiting_at_most(busy.WAIT_SECONDS):
-        other = sqlite3.connect(store.path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        clock = StepClock()
-        steps = busy.StoreSteps(now=clock.now, sleep=clock.sleep)
-        line = [
-            asyncio.create_task(steps.run(step("start"), still=lambda: may_start)),
-            asyncio.create_task(steps.run(step("answer"))),
-            asyncio.create_task(steps.run(step("settle"))),
-        ]
-        for _ in range(100):  # until the start has found the store busy once
-            if tries["start"]:
-                break
-            await asyncio.sleep(0)
-        assert tries == {"start": 1}
-        may_start = False  # another slot stopped the run meanwhile
-        other.execute("COMMIT")
-        other.close()
-        assert await asyncio.gather(*line) == [None, "answer", "settle"]
-    assert written == ["answer", "settle"] and tries["start"] == 1
+        yield Line(store)
+
+
+async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_before_each_try(line: Line) -> None:
+    may_start = True
+    tasks = [
+        asyncio.create_task(line.steps.run(line.step("start"), still=lambda: may_start)),
+        asyncio.create_task(line.steps.run(line.step("answer"))),
+        asyncio.create_task(line.steps.run(line.step("settle"))),
+    ]
+    for _ in range(100):  # until the start has found the store busy once
+        if line.tries["start"]:
+            break
+        await asyncio.sleep(0)
+    assert line.tries == {"start": 1}
+    may_start = False  # another slot stopped the run meanwhile
+    line.let_go()
+    assert await asyncio.gather(*tasks) == [None, "answer", "settle"]
+    assert line.written == ["answer", "settle"] and line.tries["start"] == 1
 
 
 async def test_a_step_that_waited_in_line_has_only_the_patience_left_from_when_it_was_asked_for(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    line: Line, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(busy, "PATIENCE_SECONDS", 30.0)
-    tries: Counter[str] = Counter()
-
-    def step(name: str) -> Callable[[], None]:
-        def write() -> None:
-            tries[name] += 1
-            with store.write():
-                pass
-
-        return write
-
-    with Store(tmp_path / "runs.db") as store, store.waiting_at_most(busy.WAIT_SECONDS):
-        other = sqlite3.connect(store.path, isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        clock = StepClock()
-        steps = busy.StoreSteps(now=clock.now, sleep=clock.sleep)
-        first, second = (asyncio.create_task(steps.run(step(name))) for name in ("first", "second"))
-        outcomes = await asyncio.gather(first, second, return_exceptions=True)
-        other.execute("ROLLBACK")
-        other.close()
+    first, second = (asyncio.create_task(line.steps.run(line.step(name))) for name in ("first", "second"))
+    outcomes = await asyncio.gather(first, second, return_exceptions=True)
+    line.let_go()
     assert all(isinstance(outcome, StoreBusy) for outcome in outcomes)
-    assert tries["first"] > 1 and tries["second"] == 1
+    assert line.tries["first"] > 1 and line.tries["second"] == 1
