@@ -10,7 +10,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -152,3 +153,11 @@ def elapsed(run: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One raw sqlite3 write transaction, as the baselines make them."""
+    conn.execute("BEGIN IMMEDIATE")
+    yield
+    conn.execute("COMMIT")

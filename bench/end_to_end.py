@@ -65,6 +65,7 @@ from .common import (
     profile,
     report,
     sample_job,
+    transaction,
 )
 
 #: Large enough that every batch holds 25 items.
@@ -149,31 +150,28 @@ CREATE INDEX items_to_claim ON items (state, grp, seq);
 
 def floor_start(conn: sqlite3.Connection, batch_id: int, done: list[int]) -> list[tuple[int, str, str]]:
     """One commit: the slot's previous batch completed, its next batch (25 of one group) running, attempts + 1."""
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute(
-        "UPDATE items SET state = 'completed', result = output "
-        "WHERE id IN (SELECT value FROM json_each(?)) AND state = 'received'",
-        (json.dumps(done),),
-    )
-    found = conn.execute("SELECT id, grp FROM items WHERE state = 'pending' ORDER BY grp, seq LIMIT 25").fetchall()
-    chosen = [item_id for item_id, group in found if group == found[0][1]]
-    started = conn.execute(
-        "UPDATE items SET state = 'running', attempts = attempts + 1, batch_id = ? "
-        "WHERE id IN (SELECT value FROM json_each(?)) RETURNING id, key, input",
-        (batch_id, json.dumps(chosen)),
-    ).fetchall()
-    conn.execute("COMMIT")
-    return started
+    with transaction(conn):
+        conn.execute(
+            "UPDATE items SET state = 'completed', result = output "
+            "WHERE id IN (SELECT value FROM json_each(?)) AND state = 'received'",
+            (json.dumps(done),),
+        )
+        found = conn.execute("SELECT id, grp FROM items WHERE state = 'pending' ORDER BY grp, seq LIMIT 25").fetchall()
+        chosen = [item_id for item_id, group in found if group == found[0][1]]
+        return conn.execute(
+            "UPDATE items SET state = 'running', attempts = attempts + 1, batch_id = ? "
+            "WHERE id IN (SELECT value FROM json_each(?)) RETURNING id, key, input",
+            (batch_id, json.dumps(chosen)),
+        ).fetchall()
 
 
 def floor_receive(conn: sqlite3.Connection, outputs: dict[int, str]) -> None:
     """One commit: the answer's outputs saved, those items received."""
-    conn.execute("BEGIN IMMEDIATE")
-    conn.executemany(
-        "UPDATE items SET state = 'received', output = ? WHERE id = ? AND state = 'running'",
-        [(output, item_id) for item_id, output in outputs.items()],
-    )
-    conn.execute("COMMIT")
+    with transaction(conn):
+        conn.executemany(
+            "UPDATE items SET state = 'received', output = ? WHERE id = ? AND state = 'running'",
+            [(output, item_id) for item_id, output in outputs.items()],
+        )
 
 
 async def durable_loop(job: Job, path: Path) -> int:
@@ -190,12 +188,11 @@ async def durable_loop(job: Job, path: Path) -> int:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.executescript(FLOOR_TABLE)
-    conn.execute("BEGIN")
-    conn.executemany(
-        "INSERT INTO items (key, grp, seq, input) VALUES (?, ?, ?, ?)",
-        ((row.key, row.group, row.seq, row.input) for row in jobs.items(job)),
-    )
-    conn.execute("COMMIT")
+    with transaction(conn):
+        conn.executemany(
+            "INSERT INTO items (key, grp, seq, input) VALUES (?, ?, ?, ?)",
+            ((row.key, row.group, row.seq, row.input) for row in jobs.items(job)),
+        )
     url = job.provider.base_url + "/chat/completions"
     response_format = protocol.batch_response_format(job.output_schema)
     batch_ids = itertools.count(1)

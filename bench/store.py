@@ -32,7 +32,7 @@ from runner import breaker, lease, protocol
 from runner.jobs import ItemRow
 from runner.store import Settlement, Store
 
-from .common import SEED, Row, Target, machine, options, profile, report, sample_job
+from .common import SEED, Row, Target, machine, options, profile, report, sample_job, transaction
 
 BATCH = 25
 #: A large enough limit that every batch holds 25 items.
@@ -107,13 +107,6 @@ def through_store(path: Path, rows: list[ItemRow]) -> Steps:
             with steps.timing("completed"):
                 done = Settlement(completed=list(outputs), breaker=breaker.after_success)
                 store.settle_batch(batch.id, done, max_attempts=3, now=NOW)
-
-
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    yield
-    conn.execute("COMMIT")
 
 
 def through_raw(path: Path, rows: list[ItemRow], *, inputs_apart: bool = False) -> Steps:
