@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import functools
 import json
 import signal
@@ -323,8 +324,17 @@ def _held_table(name: str, held: list[recovery.HeldItem]) -> Table:
         keys = [item.key for item in held if item.case is case]
         if keys:
             shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-            table.add_row(case.value, str(len(keys)), case.warning, shown)
+            table.add_row(case.value, str(len(keys)), case.warning + _landing(held, case), shown)
     return table
+
+
+def _landing(held: list[recovery.HeldItem], case: recovery.Case) -> str:
+    """When the lost creates of ``adopt`` items can no longer land: the engine looks for them again then."""
+    lands_by = [item.lands_by for item in held if item.case is case and item.lands_by is not None]
+    if not lands_by:
+        return ""
+    when = datetime.datetime.fromtimestamp(max(lands_by)).strftime("%Y-%m-%d %H:%M:%S")
+    return f" (a lost create may still land until {when}: none is concluded only after that)"
 
 
 def _show_control(name: str, now: Control) -> None:

@@ -47,7 +47,7 @@ def retry(store: Store, name: str, *, now: float, kind: str | None = None, keys:
     args = {"kind": kind, "keys": json.dumps(list(keys))}
     with store.write() as conn:
         released = conn.execute(
-            "UPDATE items SET state = 'pending', retry_base = attempts, batch_id = NULL, "
+            "UPDATE items SET state = 'pending', retry_base = attempts - refused, refused_streak = 0, batch_id = NULL, "
             "error_kind = NULL, error = NULL, retryable = NULL, not_before = NULL, updated_at = :now "
             "WHERE run_id = :run AND state = 'failed' AND (:kind IS NULL OR error_kind = :kind) "
             "AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys))) RETURNING id",

@@ -35,18 +35,21 @@ in-memory queue. Time comes from an injected clock.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 import random
 import secrets
-import time
+import traceback
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from . import breaker, busy, lease, progress, protocol
 from .breaker import Control
-from .errors import StoreBusy, StoreError, TaskUnreachable, TransportError, UpstreamError
+from .clock import Clock, SystemClock
+from .errors import BadRequest, StoreBusy, StoreError, TaskUnreachable, TransportError, UpstreamError
 from .jobs import BatchLimits, ItemRow, Job
 from .providers import Answer, Provider, TaskProvider, TaskResult
 from .states import FailureKind, ItemState
@@ -59,25 +62,8 @@ MISSING_LINE = (
     "runner retry sends it again, which may charge twice"
 )
 HEARTBEAT_SECONDS = 2.0
+log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
-
-
-class Clock(Protocol):
-    """Where the engine gets the time and waits; tests pass one they control."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class SystemClock:
-    """Wall-clock time and real sleeping."""
-
-    def now(self) -> float:
-        return time.time()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)
@@ -145,6 +131,10 @@ class Engine:
         self._forming_held_up = False
         #: Why the run stopped on a store failure, while its open breaker could not be saved yet.
         self._breaker_unsaved: str | None = None
+        #: Calls the upstream refused in a row for its rate limit, for the back-off when it gives no time.
+        self._rate_limited = 0
+        #: The reason of the last batch the upstream refused as a bad request, until an answer comes.
+        self._last_refusal: str | None = None
 
     async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
         """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
@@ -165,6 +155,7 @@ class Engine:
                 self.tasks = TaskDriver(
                     self.store, self.provider, retry=self.job.retry, clock=self.clock,
                     run_reference=self.store.reference(self.run_id), steps=self._steps,
+                    lands_within=self.job.provider.timeout + self.job.provider.create_margin,
                 )
             else:
                 self.caller = self.provider
@@ -344,7 +335,7 @@ class Engine:
         except StoreError as exc:
             self._store_failed(exc)
         except Exception as exc:  # a bug must not cancel the other batches in flight
-            self.request_stop(f"unexpected {type(exc).__name__} in batch {batch.id}: {exc}; its items are held")
+            self._engine_failed(batch, exc)
         finally:
             self._holding -= 1
 
@@ -377,7 +368,8 @@ class Engine:
         begun = await self._steps.run(
             lambda: begin_batch(
                 self.store, self.run_id, batch, settled=settled, lease=(self.job.name, self.token),
-                limits=self.job.batch, max_attempts=self.job.retry.max_attempts, now=self.clock.now(), step=step,
+                limits=self.job.batch, max_attempts=self.job.retry.max_attempts,
+                max_refusals=self.job.retry.max_refusals, now=self.clock.now(), step=step,
                 intent=self.tasks is None, claim=len(self._formed) < self.job.batch.concurrency,
             ),
             still=lambda: self._may_go_on(step=step),
@@ -403,11 +395,9 @@ class Engine:
         except UpstreamError as exc:
             await self._settle_failed_call(batch, items, exc)
             return None
-        parsed = protocol.parse_results(answer.content, (item.key for item in items))
-        results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
-        outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
-        await self._steps.run(lambda: self.store.record_answer(batch.id, outputs, now=self.clock.now()))
-        return self._judge_answer(batch, items, results, _whole_answer_problem(parsed, answer))
+        parsed, results, outputs = self._read(batch, answer, items)
+        await self._steps.run(lambda: self.store.record_answer(batch.id, outputs, raw=answer.raw, now=self.clock.now()))
+        return self._judge_answer(batch, items, results, parsed)
 
     async def _process_task(
         self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
@@ -417,7 +407,7 @@ class Engine:
             if batch.resume:
                 result = await tasks.resume(batch.id)
             else:
-                result = await tasks.submit_and_wait(batch.id, payloads, now=self.clock.now())
+                result = await tasks.submit_and_wait(batch.id, payloads)
         except TaskUnreachable as exc:
             await self._steps.run(lambda: self.store.hold(batch.id, now=self.clock.now()))
             self.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
@@ -438,15 +428,16 @@ class Engine:
 
     async def _settle_task(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> None:
         """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
+        answered = [item for item in items if item.key in result.answers]
         results: dict[int, dict[str, Any]] = {}
-        for item in items:
-            if item.key in result.answers:
-                parsed = protocol.parse_results(result.answers[item.key].content, [item.key])
-                if item.key in parsed.results:
-                    results[item.id] = parsed.results[item.key]
-        outputs = {item_id: protocol.encode(parsed_result) for item_id, parsed_result in results.items()}
-        paid = [item.id for item in items if item.key in result.answers]
-        await self._steps.run(lambda: self.store.record_answer(batch.id, outputs, paid=paid, now=self.clock.now()))
+        outputs: dict[int, str] = {}
+        for item in answered:
+            _, found, encoded = self._read(batch, result.answers[item.key], [item])
+            results.update(found)
+            outputs.update(encoded)
+        raw = protocol.encode({item.key: result.answers[item.key].raw for item in answered})
+        await self._steps.run(lambda: self.store.record_answer(
+            batch.id, outputs, raw=raw, answered=[item.id for item in answered], now=self.clock.now()))
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
         for item in items:
             error = result.errors.get(item.key)
@@ -480,37 +471,53 @@ class Engine:
                 await self.clock.sleep(wait if wait is not None else delay)
         raise AssertionError("unreachable")
 
+    def _read(
+        self, batch: Batch, answer: Answer, items: list[StartedItem]
+    ) -> tuple[protocol.ParsedBatch, dict[int, dict[str, Any]], dict[int, str]]:
+        """The answer split by item: what was wrong, each item's result, and each result as saved.
+
+        Never raises: an answer this engine cannot read (a bug, whatever its
+        shape) is an unusable answer, judged as one, and saved all the same.
+        """
+        try:
+            parsed = protocol.parse_results(answer.content, (item.key for item in items))
+            problem = _whole_answer_problem(parsed, answer)
+            results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
+            outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
+        except Exception as exc:
+            log.exception("batch %s: the answer could not be read", batch.id)
+            problem = f"the answer could not be read ({type(exc).__name__}: {exc})"
+            return protocol.ParsedBatch({}, problem), {}, {}
+        return dataclasses.replace(parsed, problem=problem), results, outputs
+
     def _judge_answer(
         self,
         batch: Batch,
         items: list[StartedItem],
         results: dict[int, dict[str, Any]],
-        problem: str | None,
+        parsed: protocol.ParsedBatch,
     ) -> Settlement:
         """Validate the received results: how each item completes, is re-attempted, split or failed."""
+        self._rate_limited, self._last_refusal = 0, None
         settlement = Settlement(not_before=self._retry_time(None), breaker=breaker.after_success)
-        if problem is not None:
-            self._split_or_retry(batch, items, problem, settlement)
+        if parsed.problem is not None:
+            self._split_or_retry(batch, items, parsed.problem, settlement)
         for item in items:
             if item.id in results:
                 self._judge(item.id, results[item.id], settlement)
-            elif problem is None:
-                settlement.retry[item.id] = (FailureKind.ITEM_INVALID, "the answer has no result for this id")
+            elif parsed.problem is None:
+                why = parsed.contradictions.get(item.key, "the answer has no result for this id")
+                settlement.retry[item.id] = (FailureKind.ITEM_INVALID, why)
         return settlement
 
     def _split_or_retry(self, batch: Batch, items: list[StartedItem], problem: str, settlement: Settlement) -> None:
         """A wholly invalid answer: split into halves once, then single items, then plain re-attempts."""
         alive = [item.id for item in items if item.attempts_left > 0]
         for item in items:
-            if item.attempts_left <= 0 or batch.round >= 2 or len(items) == 1:
+            if item.attempts_left <= 0 or not _splits(batch, items):
                 settlement.retry[item.id] = (FailureKind.BATCH_INVALID, problem)
-        if batch.round >= 2 or len(items) == 1 or not alive:
-            return
-        if batch.round == 0:
-            half = (len(alive) + 1) // 2
-            settlement.split = [alive[:half], alive[half:]]
-        else:
-            settlement.split = [[item_id] for item_id in alive]
+        if _splits(batch, items) and alive:
+            settlement.split = _split(batch, alive)
 
     def _judge(self, item_id: int, result: Any, settlement: Settlement) -> None:
         """Complete an item whose ``result`` (its saved output, decoded) is valid; re-attempt it otherwise."""
@@ -526,7 +533,12 @@ class Engine:
         if exc.kind is FailureKind.TRANSPORT:
             settlement.breaker = lambda control: breaker.after_transport_failure(control, exc.message)
         elif exc.kind is FailureKind.RATE_LIMITED:
+            settlement.not_before = self._after_rate_limit(exc.retry_after)
+            settlement.refused = {item.id for item in items}
             self._quiet_until = max(self._quiet_until, settlement.not_before)
+        elif isinstance(exc, BadRequest):
+            await self._settle(batch, self._refused_request(batch, items, exc, settlement))
+            return
         elif exc.stops_run:
             reason = f"{exc.kind.value}: {exc.message}"
             settlement.breaker = lambda control: breaker.opened(control, reason)
@@ -538,13 +550,61 @@ class Engine:
                 settlement.failed[item.id] = (exc.kind, exc.message, exc.retryable or exc.stops_run)
         await self._settle(batch, settlement)
 
+    def _after_rate_limit(self, retry_after: float | None) -> float:
+        """When to try again after a 429: the upstream's time, else back off exponentially, with jitter."""
+        self._rate_limited += 1
+        if retry_after is not None:
+            return self.clock.now() + retry_after
+        limits = self.job.retry
+        delay = limits.backoff * 2.0 ** min(self._rate_limited - 1, 30) * (0.5 + self.rng.random())
+        return self.clock.now() + min(delay, limits.max_backoff)
+
+    def _refused_request(
+        self, batch: Batch, items: list[StartedItem], exc: BadRequest, settlement: Settlement
+    ) -> Settlement:
+        """A 400 (nothing ran, nothing billed): split to find the item refused; only one alone fails.
+
+        A refusal that is not about the batch's content (an unknown model, say)
+        fails the batch at once; the same reason for two batches in a row
+        stops the run for a person: every further call would be refused too.
+        """
+        settlement.refused = {item.id for item in items}
+        if exc.splittable and _splits(batch, items):
+            settlement.split = _split(batch, [item.id for item in items])
+            return settlement
+        for item in items:
+            settlement.failed[item.id] = (FailureKind.BAD_REQUEST, exc.message, not exc.splittable)
+        repeated, self._last_refusal = self._last_refusal == exc.reason, exc.reason
+        if repeated:
+            reason = f"{FailureKind.BAD_REQUEST.value}: {exc.message} (refused so twice in a row)"
+            settlement.breaker = lambda control: breaker.opened(control, reason)
+            self.stopped_for, self.stop_kind = reason, FailureKind.BAD_REQUEST
+        return settlement
+
     async def _settle(self, batch: Batch, settlement: Settlement) -> None:
-        split = await self._steps.run(
-            lambda: self.store.settle_batch(
-                batch.id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
-            )
-        )
+        split = await self._steps.run(lambda: self._save(batch.id, settlement))
         self._formed.extend(split)
+
+    def _save(self, batch_id: int, settlement: Settlement) -> list[Batch]:
+        limits = self.job.retry
+        return self.store.settle_batch(
+            batch_id, settlement, max_attempts=limits.max_attempts, max_refusals=limits.max_refusals,
+            now=self.clock.now(),
+        )
+
+    def _engine_failed(self, batch: Batch, exc: Exception) -> None:
+        """A bug in the engine: log and keep its traceback in the batch's history, and stop the run."""
+        log.error("unexpected error in batch %s", batch.id, exc_info=exc)
+        trace = "".join(traceback.format_exception(exc))
+        try:
+            self.store.note(batch.id, kind="engine_error", message=trace, now=self.clock.now())
+        except StoreError:
+            log.error("the traceback of batch %s could not be saved in the store", batch.id)
+        self.request_stop(
+            f"unexpected {type(exc).__name__} in batch {batch.id} (a bug in runner): {exc}; its traceback is in "
+            "the batch's history (runner tui: an item's detail) and the log; runner run goes on: saved "
+            "answers are kept, sent items held for a person"
+        )
 
     def _store_failed(self, exc: StoreError) -> None:
         """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""
@@ -564,11 +624,12 @@ class Engine:
         by_batch: dict[int, Settlement] = {}
         for row in self.store.received_items(self.run_id):
             settlement = by_batch.setdefault(row["batch_id"], Settlement(not_before=self._retry_time(None)))
-            self._judge(row["id"], json.loads(row["output"]), settlement)
+            if row["output"] is None:
+                settlement.retry[row["id"]] = (FailureKind.ITEM_INVALID, "the saved answer has no usable result for it")
+            else:
+                self._judge(row["id"], json.loads(row["output"]), settlement)
         for batch_id, settlement in by_batch.items():
-            self.store.settle_batch(
-                batch_id, settlement, max_attempts=self.job.retry.max_attempts, now=self.clock.now()
-            )
+            self._save(batch_id, settlement)
 
 
 def begin_batch(
@@ -580,6 +641,7 @@ def begin_batch(
     lease: tuple[str, str],
     limits: BatchLimits,
     max_attempts: int,
+    max_refusals: int,
     now: float,
     step: bool,
     intent: bool,
@@ -594,7 +656,9 @@ def begin_batch(
     formed = []
     with store.write():
         if settled is not None:
-            formed += store.settle_batch(settled[0].id, settled[1], max_attempts=max_attempts, now=now)
+            formed += store.settle_batch(
+                settled[0].id, settled[1], max_attempts=max_attempts, max_refusals=max_refusals, now=now
+            )
         if batch.resume:
             items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
         else:
@@ -605,6 +669,18 @@ def begin_batch(
             queued = store.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
             formed += [queued] if queued is not None else []
     return items, formed
+
+
+def _splits(batch: Batch, items: list[StartedItem]) -> bool:
+    """Whether a batch can still be split to find the items at fault: halves once, then single items."""
+    return batch.round < 2 and len(items) > 1
+
+
+def _split(batch: Batch, ids: list[int]) -> list[list[int]]:
+    if batch.round == 0:
+        half = (len(ids) + 1) // 2
+        return [ids[:half], ids[half:]]
+    return [[item_id] for item_id in ids]
 
 
 def _whole_answer_problem(parsed: protocol.ParsedBatch, answer: Answer) -> str | None:

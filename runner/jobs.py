@@ -72,6 +72,9 @@ class ProviderConfig:
     #: The environment variable holding the key; empty for servers that need none.
     api_key_env: str = ""
     timeout: float = 120.0
+    #: Seconds past ``timeout`` that a task's create whose answer was lost may still land upstream:
+    #: only after both is "nothing was created" concluded.
+    create_margin: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,9 @@ class RetryLimits:
     max_attempts: int = 3
     backoff: float = 1.0
     max_backoff: float = 60.0
+    #: Refused tries in a row (a 429: nothing ran, nothing billed) before an item fails ``rate_limited``;
+    #: they do not count against ``max_attempts``, which bounds the tries that may have cost.
+    max_refusals: int = 10
 
 
 @dataclass(frozen=True)
@@ -291,7 +297,8 @@ def _check_limits(job: Job, where: str) -> None:
     for section, name, least in [
         ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
         ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
-        ("retry", "max_backoff", 0), ("provider", "timeout", 0),
+        ("retry", "max_backoff", 0), ("retry", "max_refusals", 1), ("provider", "timeout", 0),
+        ("provider", "create_margin", 0),
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")

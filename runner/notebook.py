@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from . import control, jobs, progress, recovery, runs
 from .breaker import Control
-from .engine import Clock, Engine, Outcome, SystemClock
+from .clock import Clock, SystemClock
+from .engine import Engine, Outcome
 from .errors import JobError, RunError
 from .jobs import Job
 from .providers import Provider, TaskProvider

@@ -7,10 +7,12 @@ held, never re-sent on their own; each is shown with its case:
 - ``poll``: the upstream task id was saved: confirming polls that task, no
   new task, no new charge; a task the upstream no longer knows fails the
   items (``not_found``), never replaced by a new one.
-- ``adopt``: a task was being submitted but its id was not saved:
+- ``adopt``: a task's create was sent but its id was not saved:
   confirming looks for it by its reference and polls it; if the upstream
-  has none, nothing was created and the items are sent again, which cannot
-  charge twice.
+  has none once a create sent then can no longer land (``lands_by``: the
+  provider's timeout and ``create_margin`` after it was sent; the engine
+  waits until then and looks again), nothing was created and the items are
+  sent again, which cannot charge twice.
 - ``resubmit``: a call was made and its answer lost: confirming sends the
   items again, which may run and charge twice.
 
@@ -25,6 +27,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from .store import Store
 
@@ -44,7 +47,8 @@ class Case(StrEnum):
         return {
             Case.POLL: "polls the task already submitted: no new task, no new charge",
             Case.ADOPT: "looks for the task it may have created and polls it (no new charge); "
-            "if there is none, sends the items again, which cannot charge twice",
+            "if there is none once a create sent then can no longer land, sends the items again, "
+            "which cannot charge twice",
             Case.RESUBMIT: "sends the items again: the first call may have run, so this may run and charge twice",
         }[self]
 
@@ -63,20 +67,34 @@ class HeldItem:
     task_id: str | None
     attempts: int
     paid_calls: int
+    #: ``adopt``: until when the create whose answer was lost may still land upstream.
+    lands_by: float | None = None
 
 
 def held(store: Store, name: str) -> list[HeldItem]:
     """The items of a run that wait for a person, with their case."""
     rows = store.rows(
-        "SELECT i.key, i.grp, b.upstream_id, b.submits, i.attempts, i.paid_calls FROM items i "
+        "SELECT i.key, i.grp, b.upstream_id, b.submits, b.create_sent_at, i.attempts, i.paid_calls FROM items i "
         "LEFT JOIN batches b ON b.id = i.batch_id "
         "WHERE i.run_id = ? AND i.needs_confirmation = ? ORDER BY i.seq",
         [store.run_id(name), HELD],
     )
-    return [HeldItem(r["key"], r["grp"], _case(r), r["upstream_id"], r["attempts"], r["paid_calls"]) for r in rows]
+    adopting = any(_case(r) is Case.ADOPT and r["create_sent_at"] is not None for r in rows)
+    window = _create_window(store, name) if adopting else 0.0
+    return [
+        HeldItem(r["key"], r["grp"], _case(r), r["upstream_id"], r["attempts"], r["paid_calls"],
+                 r["create_sent_at"] + window if _case(r) is Case.ADOPT and r["create_sent_at"] else None)
+        for r in rows
+    ]
 
 
-def _case(row: dict[str, object]) -> Case:
+def _create_window(store: Store, name: str) -> float:
+    """How long after it was sent a lost create may still land: the provider's timeout and margin."""
+    provider = store.job(name).provider
+    return provider.timeout + provider.create_margin
+
+
+def _case(row: dict[str, Any]) -> Case:
     if row["upstream_id"]:
         return Case.POLL
     return Case.ADOPT if row["submits"] else Case.RESUBMIT

@@ -13,7 +13,8 @@ from contextlib import AsyncExitStack
 import httpx
 
 from . import jobs, lease
-from .engine import Clock, Engine, Outcome, SystemClock
+from .clock import Clock, SystemClock
+from .engine import Engine, Outcome
 from .errors import JobError
 from .jobs import Job
 from .providers import Provider, TaskProvider

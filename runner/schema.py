@@ -290,6 +290,42 @@ BATCH_EVENTS = [
     "CREATE INDEX events_by_batch ON events (batch_id) WHERE item_id IS NULL",
 ]
 
+# Version 7: what keeps a paid answer and a lost create from costing twice.
+# ``batches.answer`` is the raw answer as it came back (a call's content as
+# received, JSON-encoded unless it was text; a task's answered lines as an object
+# of key -> content), saved in the transaction that makes its items received, so
+# that no answer's shape can lose it. ``create_sent_at`` is when a task's create
+# was sent: a create whose answer was lost may still land until ``timeout`` plus
+# ``create_margin`` after it (the batches submitted before take their intent's
+# time). ``items.refused`` counts the tries the upstream refused before running
+# anything (a 429, a 400 found by splitting): they cost nothing and do not count
+# against ``max_attempts``, which now bounds the tries that may have cost
+# (``retry_base`` counts those, no longer all tries, at a person's last retry);
+# ``refused_streak`` counts the refusals in a row, bounded by ``max_refusals``.
+# ``duplicates``: an upstream task found carrying a batch's reference beside the
+# one the batch kept (a create sent twice, by a proxy's own retry or a create that
+# landed late), with whether its cancel was accepted: it may have billed the lines
+# it ran.
+ANSWERS = [
+    "ALTER TABLE batches ADD COLUMN answer TEXT",
+    "ALTER TABLE batches ADD COLUMN create_sent_at REAL",
+    "UPDATE batches SET create_sent_at = intent_at WHERE submits = 1",
+    "ALTER TABLE items ADD COLUMN refused INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE items ADD COLUMN refused_streak INTEGER NOT NULL DEFAULT 0",
+    """
+    CREATE TABLE duplicates (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        batch_id INTEGER NOT NULL REFERENCES batches(id),
+        upstream_id TEXT NOT NULL,
+        found_at REAL NOT NULL,
+        cancelled INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        UNIQUE (batch_id, upstream_id)
+    )
+    """,
+]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
@@ -298,6 +334,7 @@ MIGRATIONS: list[list[str]] = [
     FAILED_INDEX,
     INPUTS,
     BATCH_EVENTS,
+    ANSWERS,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

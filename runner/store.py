@@ -26,7 +26,7 @@ import sqlite_utils
 
 from . import schema
 from .errors import InputError, RunError, StoreBusy, StoreError
-from .jobs import ItemRow, Job
+from .jobs import ItemRow, Job, RetryLimits
 from .breaker import Control
 from .states import BatchState, BreakerState, FailureKind, ItemState
 
@@ -56,6 +56,8 @@ class StartedItem:
     input: str
     #: Attempts left before this one counts against the bound (a person's retry resets it).
     attempts_left: int
+    #: Tries of this item the upstream refused in a row, before this one.
+    refused_streak: int = 0
 
 
 @dataclass
@@ -72,6 +74,9 @@ class Settlement:
     split: list[list[int]] = field(default_factory=list)
     #: Items whose call may have been billed with no answer to show for it.
     maybe_paid: set[int] = field(default_factory=set)
+    #: Items whose try the upstream refused before running anything (a 429; nothing billed): such a
+    #: try counts against ``max_refusals`` in a row, not against ``max_attempts``.
+    refused: set[int] = field(default_factory=set)
     not_before: float = 0.0
     #: How this batch moves the breaker, applied to its state inside the same transaction.
     breaker: Callable[[Control], Control] | None = None
@@ -285,7 +290,7 @@ class Store:
                 "UPDATE items SET state = 'running', attempts = attempts + 1, updated_at = ? "
                 "WHERE batch_id = ? AND state = 'queued' "
                 "AND EXISTS (SELECT 1 FROM engines WHERE run = ? AND token = ?) "
-                f"RETURNING id, key, {INPUT_OF_ITEM}, ? - (attempts - retry_base)",
+                f"RETURNING {STARTED_ITEM}",
                 (now, batch_id, *lease, max_attempts),
             ).fetchall()
             conn.execute(LOG_BATCH, _move(batch_id, ItemState.QUEUED, ItemState.RUNNING, len(rows), now))
@@ -328,6 +333,44 @@ class Store:
         with self.write() as conn:
             conn.execute("UPDATE batches SET upstream_id = ? WHERE id = ?", (task_id, batch_id))
 
+    def mark_create_sent(self, batch_id: int, *, now: float) -> None:
+        """Commit that a task's create is about to be sent: until when a lost answer may still land."""
+        with self.write() as conn:
+            conn.execute("UPDATE batches SET create_sent_at = ? WHERE id = ?", (now, batch_id))
+
+    def create_sent_at(self, batch_id: int) -> float | None:
+        """When the batch's create was sent, if it was."""
+        (row,) = self.rows("SELECT create_sent_at FROM batches WHERE id = ?", [batch_id])
+        return None if row["create_sent_at"] is None else float(row["create_sent_at"])
+
+    def record_duplicate(self, batch_id: int, upstream_id: str, *, cancelled: bool, message: str, now: float) -> bool:
+        """A second upstream task carrying the batch's reference: kept once, with an unknown charge.
+
+        Each of the batch's items still running may have paid for the lines
+        the duplicate ran (``maybe_paid`` + 1), and the batch's history says
+        so. False when this duplicate was recorded before.
+        """
+        with self.write() as conn:
+            added = conn.execute(
+                "INSERT INTO duplicates (run_id, batch_id, upstream_id, found_at, cancelled, message) "
+                "SELECT run_id, id, ?, ?, ?, ? FROM batches WHERE id = ? ON CONFLICT DO NOTHING RETURNING id",
+                (upstream_id, now, int(cancelled), message, batch_id),
+            ).fetchone()
+            if added is None:
+                return False
+            items = conn.execute(
+                "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running'", (batch_id,)
+            ).rowcount
+            conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RUNNING, "items": items,
+                                "kind": "duplicate", "message": message, "now": now})
+        return True
+
+    def note(self, batch_id: int, *, kind: str, message: str, now: float) -> None:
+        """A line in the batch's history that moves no item (an engine error's traceback, say)."""
+        with self.write() as conn:
+            conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RUNNING, "items": 0,
+                                "kind": kind, "message": message, "now": now})
+
     def reference(self, run_id: int) -> str:
         """The run's name and nonce, unique across stores: the prefix of its tasks' references."""
         (row,) = self.rows("SELECT name, nonce FROM runs WHERE id = ?", [run_id])
@@ -364,27 +407,39 @@ class Store:
             rows = conn.execute(
                 "UPDATE items SET needs_confirmation = 0, updated_at = ? "
                 "WHERE batch_id = ? AND state = 'running' AND needs_confirmation = 2 "
-                f"RETURNING id, key, {INPUT_OF_ITEM}, ? - (attempts - retry_base)",
+                f"RETURNING {STARTED_ITEM}",
                 (now, batch_id, max_attempts),
             ).fetchall()
             conn.execute("UPDATE batches SET state = ?, finished_at = NULL WHERE id = ?", (BatchState.RUNNING, batch_id))
         return [StartedItem(*row) for row in rows]
 
     def record_answer(
-        self, batch_id: int, outputs: Mapping[int, str], *, now: float, paid: Iterable[int] | None = None
+        self,
+        batch_id: int,
+        outputs: Mapping[int, str],
+        *,
+        raw: str,
+        now: float,
+        answered: Iterable[int] | None = None,
     ) -> None:
-        """Save an answer: those answered become received; the ``paid`` items (default all) paid a call."""
+        """Save an answer as it came back (``raw``) and the ``answered`` items (default all) as received.
+
+        Each answered item paid the call and becomes received, with its
+        result in ``outputs`` if the answer held a usable one, else none (it
+        is judged for that): whatever the answer's shape, it is saved before
+        anything is validated, and no paid answer is left running.
+        """
         answer = {
-            "batch": batch_id, "now": now, "outputs": json.dumps(outputs),
-            "billed": None if paid is None else json.dumps(list(paid)),
+            "batch": batch_id, "now": now, "raw": raw, "outputs": json.dumps(outputs),
+            "answered": None if answered is None else json.dumps(list(answered)),
         }
         with self.write() as conn:
             received = conn.execute(RECEIVE, answer).rowcount
             conn.execute(LOG_BATCH, _move(batch_id, ItemState.RUNNING, ItemState.RECEIVED, received, now))
-            conn.execute(PAID_WITHOUT_ANSWER, answer)
+            conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", answer)
 
     def settle_batch(
-        self, batch_id: int, settlement: Settlement, *, max_attempts: int, now: float
+        self, batch_id: int, settlement: Settlement, *, max_attempts: int, max_refusals: int = RetryLimits.max_refusals, now: float
     ) -> list[Batch]:
         """Apply a batch's outcome and release it: completed, re-attempted, split or failed.
 
@@ -399,6 +454,8 @@ class Store:
                     f"WHERE id IN (SELECT value FROM json_each(?)) {IN_BATCH}",
                     (json.dumps(list(settlement.maybe_paid)), batch_id),
                 )
+            if settlement.refused or settlement.retry or settlement.failed:  # (an answer ended streaks already)
+                conn.execute(COUNT_REFUSED, {"refused": json.dumps(list(settlement.refused)), "batch": batch_id})
             if settlement.completed:
                 done = conn.execute(
                     COMPLETE, {"batch": batch_id, "now": now, "ids": json.dumps(settlement.completed)}
@@ -408,7 +465,7 @@ class Store:
                 RETRY_ITEM,
                 [
                     {"id": i, "batch": batch_id, "kind": kind, "message": message, "max": max_attempts,
-                     "not_before": settlement.not_before, "now": now}
+                     "max_refusals": max_refusals, "not_before": settlement.not_before, "now": now}
                     for i, (kind, message) in settlement.retry.items()
                 ],
             )
@@ -456,8 +513,9 @@ class Store:
     def recover(self, run_id: int, *, now: float) -> None:
         """Take over what a dead engine left: unsent items go back to pending, sent ones are held.
 
-        Items still ``queued``, or ``running`` in a batch whose submit intent
-        was never written, were never sent, so they return to pending. Other
+        Items still ``queued``, or ``running`` in a batch whose call intent
+        was never written or whose task's create was never sent, were never
+        sent, so they return to pending. Other
         ``running`` items may or may not have reached the upstream: they are
         held for a person's confirmation, never re-sent on their own.
         ``received`` items keep their output for local validation.
@@ -466,8 +524,8 @@ class Store:
             conn.execute(RELEASE_QUEUED, (now, run_id))
             conn.execute(
                 "UPDATE items SET state = 'pending', batch_id = NULL, updated_at = ? "
-                "WHERE run_id = ? AND state = 'running' "
-                "AND batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL)",
+                "WHERE run_id = ? AND state = 'running' AND batch_id IN "
+                "(SELECT id FROM batches WHERE intent_at IS NULL OR (submits = 1 AND create_sent_at IS NULL))",
                 (now, run_id),
             )
             conn.execute(
@@ -557,6 +615,12 @@ IN_BATCH = "AND batch_id = ? AND state IN ('running', 'received')"
 # by the trigger ``events_count_batch``; the trigger ``items_change`` counts and
 # logs every other state change per item (see ``schema``).
 
+#: A line in a batch's history about ``:items`` of its items that stay in ``:state``.
+NOTE = """
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, kind, message)
+SELECT run_id, id, :now, :state, :state, :items, :kind, :message FROM batches WHERE id = :batch
+"""
+
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
 INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
@@ -589,7 +653,8 @@ ON CONFLICT (run_id, key) DO UPDATE SET
         WHEN state IN ('failed', 'queued') THEN 'pending'
         ELSE state END,
     batch_id = CASE WHEN state = 'queued' THEN NULL ELSE batch_id END,
-    retry_base = CASE WHEN state = 'failed' THEN attempts ELSE retry_base END,
+    retry_base = CASE WHEN state = 'failed' THEN attempts - refused ELSE retry_base END,
+    refused_streak = CASE WHEN state = 'failed' THEN 0 ELSE refused_streak END,
     error_kind = CASE
         WHEN state IN ('running', 'received', 'completed') THEN 'input_changed'
         WHEN state = 'failed' THEN NULL
@@ -640,20 +705,22 @@ WHERE id = ?
 # The set-based updates below take the items from the JSON argument and each by
 # its id (``+batch_id`` keeps SQLite from scanning the batch for every one).
 
-#: Answered items of a batch become received with their output (``:outputs``:
-#: item id -> output); each paid a call unless ``:billed`` lists those who did.
+#: The answered items of a batch (``:answered``, or all when NULL) become received, each having
+#: paid the call, with its result from ``:outputs`` (item id -> output) or none.
 RECEIVE = """
-UPDATE items SET state = 'received', output = answer.value, updated_at = :now,
-    paid_calls = paid_calls + (:billed IS NULL OR items.id IN (SELECT value FROM json_each(:billed)))
-FROM json_each(:outputs) AS answer
-WHERE items.id = CAST(answer.key AS INTEGER) AND +items.batch_id = :batch AND items.state = 'running'
+UPDATE items SET state = 'received', output = json_extract(:outputs, '$."' || id || '"'), updated_at = :now,
+    paid_calls = paid_calls + 1, refused_streak = 0
+WHERE batch_id = :batch AND state = 'running'
+    AND (:answered IS NULL OR id IN (SELECT value FROM json_each(:answered)))
 """
 
-#: The items left running that paid for an answer that did not serve them.
-PAID_WITHOUT_ANSWER = """
-UPDATE items SET paid_calls = paid_calls + 1
-WHERE batch_id = :batch AND state = 'running'
-    AND (:billed IS NULL OR id IN (SELECT value FROM json_each(:billed)))
+#: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,
+#: item ids) are counted, in a row too; any other ends a streak of refusals.
+COUNT_REFUSED = """
+UPDATE items SET
+    refused = refused + (id IN (SELECT value FROM json_each(:refused))),
+    refused_streak = CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN refused_streak + 1 ELSE 0 END
+WHERE batch_id = :batch AND state IN ('running', 'received')
 """
 
 #: Received items of a batch (``:ids``) completed, their validated output saved as the result.
@@ -664,14 +731,23 @@ FROM json_each(:ids) AS done
 WHERE items.id = done.value AND +items.batch_id = :batch AND items.state = 'received'
 """
 
+#: An item re-attempted after ``:not_before``, or failed once the tries that may have cost reach
+#: ``:max`` or the refusals in a row reach ``:max_refusals``.
 RETRY_ITEM = """
 UPDATE items SET
-    state = CASE WHEN attempts - retry_base >= :max THEN 'failed' ELSE 'waiting' END,
+    state = CASE WHEN attempts - refused - retry_base >= :max OR refused_streak >= :max_refusals
+        THEN 'failed' ELSE 'waiting' END,
     not_before = :not_before, error_kind = :kind, retryable = 1, needs_confirmation = 0, updated_at = :now,
-    error = CASE WHEN attempts - retry_base >= :max
-        THEN :message || ' (gave up; attempts: ' || (attempts - retry_base)
-            || ', paid calls: ' || paid_calls
+    error = CASE WHEN attempts - refused - retry_base >= :max OR refused_streak >= :max_refusals
+        THEN :message || CASE WHEN refused_streak >= :max_refusals
+            THEN ' (gave up after ' || refused_streak || ' refusals in a row, nothing billed for them; '
+            ELSE ' (gave up; ' END
+            || 'attempts: ' || attempts || ', refused: ' || refused || ', paid calls: ' || paid_calls
             || CASE WHEN maybe_paid > 0 THEN ', maybe paid: ' || maybe_paid ELSE '' END || ')'
         ELSE :message END
 WHERE id = :id AND batch_id = :batch AND state IN ('running', 'received')
 """
+
+#: A started item as the engine needs it, in a RETURNING clause of an update of ``items``
+#: (the attempts left bound ``?``).
+STARTED_ITEM = f"id, key, {INPUT_OF_ITEM}, ? - (attempts - refused - retry_base), refused_streak"

@@ -1,38 +1,44 @@
 """Submit and poll: the order that keeps a submitted task from being lost or paid twice.
 
 1. the intent is committed (``Store.mark_intent``) before anything is uploaded;
-2. the task is submitted with the batch's reference (``run:batch``);
+2. the input is uploaded, then the moment the create is sent is committed
+   (``Store.mark_create_sent``) and the task created with the batch's
+   reference (``run:batch``);
 3. a create whose answer was lost is looked for by that reference, never
-   created again; found, it is adopted;
+   created again; found, it is adopted. Not found, "nothing was created" is
+   concluded only once the lost create can no longer land: ``lands_within``
+   seconds (the provider's timeout plus its ``create_margin``) after it was
+   sent, the upstream is asked once more;
 4. the task id is committed (``Store.save_task_id``) before waiting;
-5. the task is polled with back-off until it ends.
+5. every task carrying the reference besides the one kept (a create sent
+   twice, by a proxy that retries on its own) is cancelled at once and
+   recorded as a duplicate that may have billed what it ran
+   (``Store.record_duplicate``); the upstream is asked again when the task
+   ends, for one that landed late;
+6. the task is polled with back-off until it ends.
 
 After a crash, a batch whose task id was saved is polled again (``resume``);
-one with an intent but no id is looked for first; a task the upstream no
-longer knows fails its items (``NotFound``), never replaced by a new one.
-When a task can be neither polled nor looked for (the upstream keeps
-failing), ``TaskUnreachable`` says so, and the engine holds its items: a
-batch that may be running upstream is never sent again on its own.
+one whose create was sent but whose id was not is looked for as in 3; a
+task the upstream no longer knows fails its items (``NotFound``), never
+replaced by a new one. When a task can be neither polled nor looked for (the
+upstream keeps failing), ``TaskUnreachable`` says so, and the engine holds
+its items: a batch that may be running upstream is never sent again on its
+own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from .busy import StoreSteps
+from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .providers import TaskProvider, TaskResult
 from .store import Store
 
-
 T = TypeVar("T")
-
-
-class Sleeper(Protocol):
-    async def sleep(self, seconds: float) -> None: ...
-
 
 #: Polls or look-ups failing in a row before a task counts as unreachable for now.
 UNREACHABLE_AFTER = 8
@@ -47,9 +53,10 @@ class TaskDriver:
         provider: TaskProvider,
         *,
         retry: RetryLimits,
-        clock: Sleeper,
+        clock: Clock,
         run_reference: str,
         steps: StoreSteps,
+        lands_within: float,
     ) -> None:
         self.store = store
         #: The engine's store steps: the commits below wait their turn with the slots' own.
@@ -59,31 +66,39 @@ class TaskDriver:
         self.clock = clock
         #: The run's unique reference (name and nonce): the prefix of its batches' references.
         self.run_reference = run_reference
+        #: Seconds after a create was sent within which it may still land upstream, its answer lost.
+        self.lands_within = lands_within
 
     def ref(self, batch_id: int) -> str:
         """The batch's own reference, sent in the task's metadata and file name."""
         return f"{self.run_reference}:{batch_id}"
 
-    async def submit_and_wait(self, batch_id: int, payloads: list[dict[str, Any]], *, now: float) -> TaskResult:
-        await self.steps.run(lambda: self.store.mark_intent(batch_id, now=now))
+    async def submit_and_wait(self, batch_id: int, payloads: list[dict[str, Any]]) -> TaskResult:
+        """Submit the batch and wait for its task.
+
+        A create whose answer was lost and that made nothing, once it can no
+        longer land, is a transport failure: sending it again cannot charge twice.
+        """
+        await self.steps.run(lambda: self.store.mark_intent(batch_id, now=self.clock.now()))
         ref = self.ref(batch_id)
+        uploaded = await self.provider.upload(ref, payloads)
+        await self.steps.run(lambda: self.store.mark_create_sent(batch_id, now=self.clock.now()))
         try:
-            task_id = await self.provider.submit(ref, payloads)
-        except SubmitUnknown:
-            found = await self._find(ref)
+            task_id = await self.provider.create(ref, uploaded)
+        except SubmitUnknown as lost:
+            found = await self._adopt(batch_id)
             if found is None:
-                raise TransportError(f"creating batch {ref} failed and the upstream has no such batch") from None
+                raise TransportError(
+                    f"{lost.message}; the upstream has no batch {ref}, and one sent then can no longer land: "
+                    "nothing was created, it is sent again (cannot charge twice)"
+                ) from lost
             task_id = found
-        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
-        return await self.wait(task_id)
+        return await self._keep(batch_id, task_id)
 
     async def resume(self, batch_id: int) -> TaskResult | None:
         """Poll a confirmed batch's saved task, or adopt the one it created; None if none was."""
-        task_id = self.store.task_id(batch_id) or await self._find(self.ref(batch_id))
-        if task_id is None:
-            return None
-        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
-        return await self.wait(task_id)
+        task_id = self.store.task_id(batch_id) or await self._adopt(batch_id)
+        return None if task_id is None else await self._keep(batch_id, task_id)
 
     async def wait(self, task_id: str) -> TaskResult:
         """Poll until the task ends; only a task the upstream no longer knows ends it otherwise."""
@@ -91,7 +106,44 @@ class TaskDriver:
         assert result is not None  # _ended let only a finished task through
         return result
 
-    async def _find(self, ref: str) -> str | None:
+    async def _keep(self, batch_id: int, task_id: str) -> TaskResult:
+        """Save the task's id, cancel any other task of the batch's reference, and wait for it."""
+        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
+        await self._cancel_others(batch_id, task_id)
+        result = await self.wait(task_id)
+        await self._cancel_others(batch_id, task_id)
+        return result
+
+    async def _adopt(self, batch_id: int) -> str | None:
+        """The task a lost create made, the oldest if several; None once it can no longer land."""
+        ref = self.ref(batch_id)
+        found = await self._find(ref)
+        sent = self.store.create_sent_at(batch_id)
+        wait = (sent or 0.0) + self.lands_within - self.clock.now()
+        if not found and wait > 0:  # it may still land: look again once it no longer can
+            await self.clock.sleep(wait)
+            found = await self._find(ref)
+        return found[0] if found else None
+
+    async def _cancel_others(self, batch_id: int, kept: str) -> None:
+        """Cancel every other task carrying the batch's reference; each may have billed what it ran."""
+        ref = self.ref(batch_id)
+        try:
+            others = [task for task in await self._find(ref) if task != kept]
+        except TaskUnreachable:  # the list is down: the task is polled all the same, and the list asked again
+            return
+        for other in others:
+            try:
+                cancelled = await self.provider.cancel(other)
+            except UpstreamError:
+                cancelled = False
+            outcome = "cancelled it" if cancelled else "could not cancel it"
+            message = (f"a second upstream batch {other} carries this batch's reference {ref} (a create sent "
+                       f"twice); runner {outcome}; it may have billed the lines it ran")
+            await self.steps.run(lambda: self.store.record_duplicate(
+                batch_id, other, cancelled=cancelled, message=message, now=self.clock.now()))
+
+    async def _find(self, ref: str) -> list[str]:
         return await self._patiently(f"looking for the task of {ref}", lambda: self.provider.find(ref))
 
     async def _patiently(

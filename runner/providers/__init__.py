@@ -43,14 +43,28 @@ class TaskResult:
 
 @runtime_checkable
 class TaskProvider(Protocol):
-    """Submits a batch as an upstream task, finds it again by its reference, and polls it."""
+    """Submits a batch as an upstream task, finds it again by its reference, and polls it.
 
-    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+    Submitting is two calls, so that the engine can commit the moment the
+    create is sent between them: ``upload`` puts the batch's input where the
+    upstream can read it (nothing runs, nothing is billed), ``create`` starts
+    the task (from then on the upstream may bill it).
+    """
+
+    async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> Any:
+        """Put the input of the task for ``ref`` upstream; what ``create`` needs of it."""
+        ...
+
+    async def create(self, ref: str, uploaded: Any) -> str:
         """Create the task for ``ref``; its id. Raises ``SubmitUnknown`` when the answer was lost."""
         ...
 
-    async def find(self, ref: str) -> str | None:
-        """The id of the task created for ``ref``, if the upstream has one."""
+    async def find(self, ref: str) -> list[str]:
+        """The ids of every task the upstream has for ``ref``, oldest first (a create sent twice makes two)."""
+        ...
+
+    async def cancel(self, task_id: str) -> bool:
+        """Ask the upstream to cancel a task; whether it accepted (lines already run stay billed)."""
         ...
 
     async def poll(self, task_id: str) -> TaskResult | None:

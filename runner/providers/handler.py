@@ -43,31 +43,44 @@ class PythonHandler:
 
 Submit = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
 Poll = Callable[[str], Awaitable["list[dict[str, Any]] | None"]]
-Find = Callable[[str], Awaitable["str | None"]]
+Find = Callable[[str], Awaitable["str | list[str] | None"]]
+Cancel = Callable[[str], Awaitable[bool]]
 
 
 class PythonTasks:
-    """A user's own submit/poll pair (and optional find), with the Batch API's guarantees.
+    """A user's own submit/poll pair (and optional find and cancel), with the Batch API's guarantees.
 
     ``submit(ref, payloads)`` starts a task and returns its id; the engine
     saves it before it polls. ``poll(task_id)`` returns None while the task
     runs, then its results (dicts with an ``"id"``); it raises ``NotFound``
     for a task its upstream no longer knows. ``find(ref)`` returns the task
-    created for ``ref``, if any: give it when a submit's answer can be lost
-    (raise ``SubmitUnknown`` from ``submit`` then); without it, a lost submit
-    is taken as never created.
+    created for ``ref`` (or a list of every one, oldest first), if any: give
+    it when a submit's answer can be lost (raise ``SubmitUnknown`` from
+    ``submit`` then); without it, a lost submit is taken as never created.
+    ``cancel(task_id)`` cancels a second task found for the same ``ref``
+    (True if it did); without it, such a task is recorded as not cancelled.
     """
 
-    def __init__(self, submit: Submit, poll: Poll, find: Find | None = None) -> None:
+    def __init__(self, submit: Submit, poll: Poll, find: Find | None = None, cancel: Cancel | None = None) -> None:
         self._submit = submit
         self._poll = poll
         self._find = find
+        self._cancel = cancel
 
-    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
-        return await _classified(self._submit(ref, payloads))
+    async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> Any:
+        return payloads  # the user's submit takes the payloads themselves
 
-    async def find(self, ref: str) -> str | None:
-        return await _classified(self._find(ref)) if self._find else None
+    async def create(self, ref: str, uploaded: Any) -> str:
+        return await _classified(self._submit(ref, uploaded))
+
+    async def find(self, ref: str) -> list[str]:
+        found = await _classified(self._find(ref)) if self._find else None
+        if found is None:
+            return []
+        return [found] if isinstance(found, str) else list(found)
+
+    async def cancel(self, task_id: str) -> bool:
+        return bool(await _classified(self._cancel(task_id))) if self._cancel else False
 
     async def poll(self, task_id: str) -> TaskResult | None:
         results = await _classified(self._poll(task_id))

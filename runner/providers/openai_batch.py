@@ -4,13 +4,15 @@ One runner batch is one upstream batch: a JSONL file with one request line
 per item (``custom_id`` = the item key, the chat request under the batch
 protocol for that item alone), uploaded to ``POST /files``, then
 ``POST /batches`` with the runner's own reference in ``metadata`` and in the
-file name. The engine saves the returned batch id before it polls
+file name (two calls, so that the engine commits the moment of the create
+between them). The engine saves the returned batch id before it polls
 ``GET /batches/{id}``, and reads the output and error files when it ends.
 
 Nothing here retries a create: its answer may be lost after the batch was
 made, so a failed create is *unknown* (``SubmitUnknown``) and is resolved by
 ``find``, which lists the upstream's batches for the one carrying the
-reference, never by creating another.
+reference, never by creating another. ``find`` returns every batch carrying
+it, so that a second one (a proxy's own retry of the create) is cancelled.
 """
 
 from __future__ import annotations
@@ -43,30 +45,41 @@ class OpenAIBatch(OpenAIUpstream):
         )
         return "".join(protocol.encode(line) + "\n" for line in lines).encode()
 
-    async def submit(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+    async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+        """Upload the batch's requests file; its file id."""
         upload = await self._send(
             "POST", "/files", data={"purpose": "batch"},
             files={"file": (f"{ref.replace(':', '-')}.jsonl", self.requests_file(payloads), "application/jsonl")},
         )
+        return str(upload["id"])
+
+    async def create(self, ref: str, uploaded: Any) -> str:
         try:
             created = await self._send("POST", "/batches", json={
-                "input_file_id": upload["id"], "endpoint": ENDPOINT, "completion_window": "24h",
+                "input_file_id": uploaded, "endpoint": ENDPOINT, "completion_window": "24h",
                 "metadata": {METADATA_KEY: ref},
             })
         except errors.TransportError as exc:
             raise errors.SubmitUnknown(f"the answer to creating batch {ref} was lost ({exc.message})") from exc
         return str(created["id"])
 
-    async def find(self, ref: str) -> str | None:
+    async def find(self, ref: str) -> list[str]:
+        """Every batch whose metadata carries ``ref``, oldest first (the list comes newest first)."""
+        found: list[str] = []
         after: str | None = None
         while True:
             page = await self._send("GET", "/batches", params={"limit": 100, **({"after": after} if after else {})})
-            for batch in page.get("data", []):
-                if (batch.get("metadata") or {}).get(METADATA_KEY) == ref:
-                    return str(batch["id"])
+            found += [str(b["id"]) for b in page.get("data", []) if (b.get("metadata") or {}).get(METADATA_KEY) == ref]
             if not page.get("has_more") or not page.get("data"):
-                return None
+                return found[::-1]
             after = page["data"][-1]["id"]
+
+    async def cancel(self, task_id: str) -> bool:
+        try:
+            batch = await self._send("POST", f"/batches/{task_id}/cancel")
+        except errors.UpstreamError:
+            return False
+        return batch.get("status") in ("cancelling", "cancelled")
 
     async def poll(self, task_id: str) -> TaskResult | None:
         try:

@@ -20,7 +20,8 @@ from textual.widgets._footer import FooterKey
 from tui_support import settle
 
 from runner import runs
-from runner.engine import Outcome, SystemClock
+from runner.clock import SystemClock
+from runner.engine import Outcome
 from runner.sim import Simulator
 from runner.states import ItemState
 from runner.store import Store
