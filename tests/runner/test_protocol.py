@@ -1,10 +1,15 @@
-"""The batch protocol: what counts as a result for which item."""
+"""The batch protocol: what counts as an answer's text, and as a result for which item."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from runner import protocol
+from runner.providers import Answer
+from runner.providers.openai_chat import answer_of
 
 
 def test_a_numeric_id_matches_its_key_and_odd_ids_are_ignored() -> None:
@@ -18,3 +23,33 @@ def test_an_answer_that_is_not_the_protocol_says_why() -> None:
     assert protocol.parse_results('{"results": [', ["1"]).problem == "answer is not JSON (Expecting value at char 13)"
     assert protocol.parse_results('{"items": []}', ["1"]).problem == 'answer has no "results" list'
     assert protocol.parse_results("", ["1"]).problem == "empty answer"
+
+
+def chat(content: Any, finish_reason: Any = "stop") -> dict[str, Any]:
+    return {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}]}
+
+
+@pytest.mark.parametrize("body, expected", [
+    (chat('{"results": []}'), Answer('{"results": []}', "stop", raw='{"results": []}')),
+    (chat([{"type": "text", "text": '{"results": '}, {"type": "image_url", "image_url": {"url": "x"}},
+           {"type": "text", "text": "[]}"}]),
+     Answer('{"results": []}', "stop", raw='[{"type":"text","text":"{\\"results\\": "},'
+            '{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"[]}"}]')),
+    (chat([{"type": "thinking", "thinking": "hm"}, "text", {"type": "text", "text": 7}]),
+     Answer("", "stop", raw='[{"type":"thinking","thinking":"hm"},"text",{"type":"text","text":7}]')),
+    (chat({"results": []}), Answer(None, "stop", raw='{"results":[]}',
+                                   problem='the answer\'s content is not text but {"results":[]}')),
+    (chat(42, finish_reason=1), Answer(None, None, raw="42", problem="the answer's content is not text but 42")),
+    (chat(None, finish_reason="content_filter"), Answer(None, "content_filter", raw="null")),
+    ({"choices": []}, Answer(None)),
+    ({"choices": [{"message": "hi"}]}, Answer(None)),
+    ("not a body", Answer(None)),
+])
+def test_an_answer_is_the_text_of_its_content_and_keeps_the_content_as_received(
+    body: Any, expected: Answer
+) -> None:
+    assert answer_of(body) == expected
+
+
+def test_an_answer_a_handler_gives_as_text_is_its_own_raw() -> None:
+    assert Answer('{"results": []}').raw == '{"results": []}'
