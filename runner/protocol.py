@@ -12,8 +12,9 @@ engine counts as a batch's size is exactly what the upstream receives.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_SYSTEM = (
@@ -88,36 +89,68 @@ def find_items(text: str) -> list[dict[str, Any]] | None:
 
 @dataclass(frozen=True)
 class ParsedBatch:
-    """A model answer split by item: results by key, and what was wrong."""
+    """A model answer split by item: results by key, what was wrong as a whole, and per key."""
 
     results: dict[str, dict[str, Any]]
     problem: str | None
+    #: Keys the answer gave disagreeing results for, and why: those keys are not in ``results``.
+    contradictions: dict[str, str] = field(default_factory=dict)
 
 
-def parse_results(content: str | None, keys: Iterable[str]) -> ParsedBatch:
+#: A Markdown code fence, with or without a language tag: models often wrap their JSON in one.
+_FENCE = re.compile(r"```[\w+-]*[ \t]*(.*?)```", re.DOTALL)
+
+
+def parse_results(content: object, keys: Iterable[str]) -> ParsedBatch:
     """Split the model's answer into one result per batch key.
 
-    ``problem`` is set when the answer as a whole cannot be used (not JSON,
-    no ``results`` list); results whose id is not in the batch are dropped,
-    so that a missing key shows up as a missing result. A numeric id is
-    matched as text (models often write ``1`` for ``"1"``).
+    ``problem`` is set when the answer as a whole cannot be used (not text,
+    not JSON, no ``results`` list); JSON inside a Markdown code fence is read
+    as JSON. Results whose id is not in the batch are dropped, so that a
+    missing key shows up as a missing result. A numeric id is matched as
+    text (models often write ``1`` for ``"1"``). A key given results that
+    differ is a contradiction, not a result; copies of one result are one.
     """
-    wanted = set(keys)
-    if not content:
+    if content is None or content == "":
         return ParsedBatch({}, "empty answer")
-    try:
-        body = json.loads(content)
-    except json.JSONDecodeError as exc:
-        return ParsedBatch({}, f"answer is not JSON ({exc.msg} at char {exc.pos})")
+    if not isinstance(content, str):
+        return ParsedBatch({}, f"answer is not text but {type(content).__name__}")
+    body, problem = _json_of(content)
+    if problem is not None:
+        return ParsedBatch({}, problem)
     if not isinstance(body, dict) or not isinstance(body.get("results"), list):
         return ParsedBatch({}, 'answer has no "results" list')
-    results: dict[str, dict[str, Any]] = {}
+    wanted = set(keys)
+    given: dict[str, list[dict[str, Any]]] = {}
     for result in body["results"]:
-        if not isinstance(result, dict):
-            continue
-        key = result.get("id")
-        if isinstance(key, int) and not isinstance(key, bool):
-            key = str(key)
-        if isinstance(key, str) and key in wanted:
-            results.setdefault(key, {**result, "id": key})
-    return ParsedBatch(results, None)
+        key = _key_of(result)
+        if key in wanted:
+            given.setdefault(key, []).append({**result, "id": key})
+    results = {key: copies[0] for key, copies in given.items() if all(c == copies[0] for c in copies)}
+    contradictions = {
+        key: f'the answer gave {len(copies)} results for id "{key}" that disagree'
+        for key, copies in given.items() if key not in results
+    }
+    return ParsedBatch(results, None, contradictions)
+
+
+def _json_of(text: str) -> tuple[Any, str | None]:
+    """The JSON value of an answer, or of its first code fence that holds one; else why not."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        problem = f"answer is not JSON ({exc.msg} at char {exc.pos})"
+    for fence in _FENCE.finditer(text):
+        try:
+            return json.loads(fence.group(1)), None
+        except json.JSONDecodeError as exc:
+            problem = f"answer is not JSON, nor is its code fence ({exc.msg} at char {exc.pos} of the fence)"
+    return None, problem
+
+
+def _key_of(result: Any) -> str | None:
+    """A result's id as a key: text, or a number written for it."""
+    key = result.get("id") if isinstance(result, dict) else None
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key)
+    return key if isinstance(key, str) else None

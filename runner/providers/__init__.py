@@ -18,10 +18,19 @@ from ..errors import UpstreamError
 
 @dataclass(frozen=True)
 class Answer:
-    """A billed answer from the upstream: the model's text, and how it ended."""
+    """A billed answer from the upstream: the text to parse, how it ended, and what exactly came back."""
 
+    #: The model's text to parse under the batch protocol (text parts joined); None when it has none.
     content: str | None
     finish_reason: str | None = None
+    #: The content exactly as received, JSON-encoded when it was not a string; ``content`` when not given.
+    raw: str = ""
+    #: Why the content is not text (a JSON object, a number...), when it is not: the answer is invalid.
+    problem: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.raw and self.content:  # a handler's answer is text as received
+            object.__setattr__(self, "raw", self.content)
 
 
 @runtime_checkable

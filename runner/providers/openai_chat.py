@@ -102,12 +102,33 @@ def answer_from(response: httpx.Response) -> Answer:
 
 
 def answer_of(body: Any) -> Answer:
-    """The model's text from a chat completion body; an unusable one is an empty answer."""
+    """The model's answer from a chat completion body (a response's, or a Batch API line's).
+
+    A content sent as a list of parts is the text of its text parts; a
+    content of any other shape is kept in ``raw`` with a ``problem``, never
+    raised. An unusable envelope is an empty answer.
+    """
     try:
         choice = body["choices"][0]
-        return Answer(choice["message"]["content"], choice.get("finish_reason"))
+        content = choice["message"]["content"]
     except (KeyError, IndexError, TypeError):
         return Answer(None, None)
+    finish = choice.get("finish_reason")
+    raw = content if isinstance(content, str) else protocol.encode(content)
+    text, problem = _text_of(content)
+    return Answer(text, finish if isinstance(finish, str) else None, raw=raw, problem=problem)
+
+
+def _text_of(content: Any) -> tuple[str | None, str | None]:
+    """The text to parse in a message's content, or None and why it is not text."""
+    if content is None or isinstance(content, str):
+        return content, None
+    if isinstance(content, list):  # parts, as OpenAI-compatible servers may send; images or thinking are no answer
+        return "".join(
+            part["text"] for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        ), None
+    return None, f"the answer's content is not text but {protocol.encode(content)[:100]}"
 
 
 def error_for(response: httpx.Response) -> errors.UpstreamError:
