@@ -141,11 +141,15 @@ def failures(name: str, db: str, as_json: bool) -> None:
 
     Example: runner failures demo --json
     """
-    failed = progress.failures(Store(db, create=False), name)
+    store = Store(db, create=False)
+    failed = progress.failures(store, name)
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
-    Console().print(_failures_table(name, failed))
+    console = Console()
+    console.print(_failures_table(name, failed))
+    for duplicate in progress.duplicates(store, store.run_id(name)):
+        console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {duplicate['message']}")
 
 
 @main.command()
@@ -378,6 +382,9 @@ def _status_table(status: dict[str, Any], control: Control) -> Table:
     caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
     if status["needs_confirmation"]:
         caption += f" · {status['needs_confirmation']} need confirmation"
+    if status["duplicate_tasks"]:
+        caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found and cancelled, "
+                    f"may have billed: runner failures {status['run']}")
     table = Table(
         title=f"run {status['run']}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
         show_edge=False, pad_edge=False,

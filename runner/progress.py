@@ -59,7 +59,16 @@ def status(store: Store, name: str, *, now: float) -> dict[str, Any]:
         "breaker": {"state": BreakerState(run["breaker"]).value, "reason": run["breaker_reason"]},
         "needs_confirmation": held["n"],
         "engine": {"alive": lease.alive(store, name, now=now)},
+        "duplicate_tasks": len(duplicates(store, run_id)),
     }
+
+
+def duplicates(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Upstream tasks found beside a batch's own, carrying its reference: each may have billed what it ran."""
+    return store.rows(
+        "SELECT batch_id, upstream_id, found_at, cancelled, message FROM duplicates WHERE run_id = ? ORDER BY id",
+        [run_id],
+    )
 
 
 def failures(store: Store, name: str) -> list[dict[str, Any]]:

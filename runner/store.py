@@ -723,12 +723,13 @@ UPDATE items SET
 WHERE batch_id = :batch AND state IN ('running', 'received')
 """
 
-#: Received items of a batch (``:ids``) completed, their validated output saved as the result.
+#: Received items of a batch (``:ids``) completed, their validated output saved as the result (an item
+#: received with no usable result has nothing to complete with).
 COMPLETE = """
 UPDATE items SET state = 'completed', result = output, error_kind = NULL, error = NULL, retryable = NULL,
     needs_confirmation = 0, updated_at = :now
 FROM json_each(:ids) AS done
-WHERE items.id = done.value AND +items.batch_id = :batch AND items.state = 'received'
+WHERE items.id = done.value AND +items.batch_id = :batch AND items.state = 'received' AND items.output IS NOT NULL
 """
 
 #: An item re-attempted after ``:not_before``, or failed once the tries that may have cost reach
@@ -742,7 +743,8 @@ UPDATE items SET
         THEN :message || CASE WHEN refused_streak >= :max_refusals
             THEN ' (gave up after ' || refused_streak || ' refusals in a row, nothing billed for them; '
             ELSE ' (gave up; ' END
-            || 'attempts: ' || attempts || ', refused: ' || refused || ', paid calls: ' || paid_calls
+            || 'attempts: ' || attempts || CASE WHEN refused > 0 THEN ', refused: ' || refused ELSE '' END
+            || ', paid calls: ' || paid_calls
             || CASE WHEN maybe_paid > 0 THEN ', maybe paid: ' || maybe_paid ELSE '' END || ')'
         ELSE :message END
 WHERE id = :id AND batch_id = :batch AND state IN ('running', 'received')

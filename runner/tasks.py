@@ -117,13 +117,15 @@ class TaskDriver:
     async def _adopt(self, batch_id: int) -> str | None:
         """The task a lost create made, the oldest if several; None once it can no longer land."""
         ref = self.ref(batch_id)
-        found = await self._find(ref)
-        sent = self.store.create_sent_at(batch_id)
-        wait = (sent or 0.0) + self.lands_within - self.clock.now()
-        if not found and wait > 0:  # it may still land: look again once it no longer can
-            await self.clock.sleep(wait)
-            found = await self._find(ref)
-        return found[0] if found else None
+        deadline = (self.store.create_sent_at(batch_id) or 0.0) + self.lands_within
+        delay = self.retry.backoff
+        while not (found := await self._find(ref)):
+            left = deadline - self.clock.now()
+            if left <= 0:
+                return None
+            await self.clock.sleep(min(delay, left))  # it may still land: look again, the last time at the deadline
+            delay = min(delay * 2, self.retry.max_backoff)
+        return found[0]
 
     async def _cancel_others(self, batch_id: int, kept: str) -> None:
         """Cancel every other task carrying the batch's reference; each may have billed what it ran."""

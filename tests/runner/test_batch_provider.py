@@ -105,6 +105,7 @@ def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
     store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
     store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=now, intent=False)
     store.mark_intent(batch.id, now=now)
+    store.mark_create_sent(batch.id, now=now)
     store.db.execute("DELETE FROM engines")
     return batch.id
 
@@ -123,6 +124,47 @@ async def test_after_a_crash_the_batch_it_may_have_created_is_looked_for_once_co
     assert upstream.ledger.snapshot()["batches_created"] == 1
 
 
+async def test_after_a_crash_before_the_create_was_sent_the_items_go_back_to_pending_with_no_person(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = batch_job(tmp_path, upstream, posts(5))
+    batch_id = leave_a_sent_batch(store, job, clock.now())
+    store.db.execute("UPDATE batches SET create_sent_at = NULL WHERE id = ?", [batch_id])
+    done = await runs.execute(store, job, clock=clock)
+    assert done.exit_code == 0 and done.status["counts"][ItemState.COMPLETED] == 5
+    assert upstream.ledger.snapshot()["batches_created"] == 1
+
+
+async def test_a_slow_create_that_lands_after_the_client_gave_up_is_adopted_not_created_again(
+    tmp_path: Path, upstream: Simulator, store: Store
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "create_slow", "seconds": 1.0, "times": 1}]})
+    job = batch_job(tmp_path, upstream, posts(5), timeout=0.3)
+    job = replace(job, provider=replace(job.provider, create_margin=1.5))
+    outcome = await runs.execute(store, job)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.status["counts"][ItemState.COMPLETED] == 5
+    assert ledger["batches_created"] == 1 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(5)}
+
+
+async def test_a_create_made_twice_upstream_is_cancelled_and_shown_as_an_unknown_charge(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(batch_seconds=30.0).start() as sim:
+        sim.set_faults({"rules": [{"fault": "create_twice", "times": 1}]})
+        clock = SharedClock(sim)
+        outcome = await runs.execute(store, batch_job(tmp_path, sim, posts(4)), clock=clock)
+        ledger = sim.ledger.snapshot()
+    (duplicate,) = progress.duplicates(store, 1)
+    assert duplicate["cancelled"] == 1 and "may have billed" in duplicate["message"]
+    assert outcome.status["duplicate_tasks"] == 1
+    assert outcome.status["counts"][ItemState.COMPLETED] == 4
+    assert ledger["batches_created"] == 2 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(4)}
+    assert {r["maybe_paid"] for r in store.rows("SELECT maybe_paid FROM items")} == {1}
+    history = progress.item_history(store, 1)
+    assert [h["kind"] for h in history if h["kind"] == "duplicate"] == ["duplicate"]
+
+
 async def test_after_a_crash_a_saved_task_is_polled_once_confirmed_and_never_submitted_again(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
@@ -131,7 +173,7 @@ async def test_after_a_crash_a_saved_task_is_polled_once_confirmed_and_never_sub
     async with httpx.AsyncClient() as client:
         provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None)
         payloads = [json.loads(r["input"]) for r in store.db.query("SELECT input FROM inputs JOIN items ON items.id = inputs.item_id ORDER BY seq")]
-        store.save_task_id(batch_id, await provider.submit("elsewhere:1", payloads))
+        store.save_task_id(batch_id, await provider.create("elsewhere:1", await provider.upload("elsewhere:1", payloads)))
     held = await runs.execute(store, job, clock=clock)
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}
     assert "no new charge" in recovery.Case.POLL.warning

@@ -104,6 +104,8 @@ max_items = 5
 [provider]
 kind = "{kind}"
 base_url = "{base_url}"
+timeout = 2
+create_margin = 0.5
 [retry]
 backoff = 0.02
 max_backoff = 0.2
@@ -123,7 +125,9 @@ def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: P
         killer = Killer(rng, span=8 if kind == "openai-chat" else 24)
         hooks = {"on_request": killer} if kind == "openai-chat" else {"on_call": killer.on_call}
         confirmed: Counter[str] = Counter()
-        with Simulator(latency=0.005, jitter=0.01, seed=trial, batch_seconds=0.05, **hooks).start() as sim:
+        # Some creates take a while upstream, and land after an engine killed during them.
+        slow = {"seed": trial, "rules": [{"fault": "create_slow", "seconds": 0.3, "rate": 0.5}]}
+        with Simulator(latency=0.005, jitter=0.01, seed=trial, batch_seconds=0.05, faults=slow, **hooks).start() as sim:
             (folder / "job.toml").write_text(JOB.format(kind=kind, base_url=sim.base_url))
             for attempt in range(8):
                 code = run_engine(folder, killer, kill=attempt < 2)
@@ -175,6 +179,49 @@ def test_a_held_item_is_shown_with_its_case_and_the_double_charge_warning(tmp_pa
     assert billed == {f"p{i:03d}": 2 for i in range(5)}
     assert json.loads(subprocess.run([sys.executable, "-m", "runner", "status", "crash", "--json"], cwd=tmp_path,
                                      env=env, capture_output=True, text=True).stdout)["needs_confirmation"] == 0
+
+
+class SlowCreate:
+    """Kills the engine as its create arrives, and lands that create only once the test lets it."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.land = threading.Event()
+        self.listed = threading.Event()
+
+    def on_call(self, method: str, path: str) -> None:
+        if (method, path) == ("POST", "/v1/batches") and self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
+            self.land.wait(timeout=60)
+        elif (method, path) == ("GET", "/v1/batches"):
+            self.listed.set()
+
+
+def test_a_kill_during_a_slow_create_holds_its_items_until_that_create_can_no_longer_land(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(5))
+    upstream = SlowCreate()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "runner"]
+    with Simulator(batch_seconds=0.05, on_call=upstream.on_call).start() as sim:
+        job = JOB.format(kind="openai-batch", base_url=sim.base_url).replace("create_margin = 0.5", "create_margin = 20")
+        (tmp_path / "job.toml").write_text(job)
+        killed = subprocess.Popen([*command, "run", "job.toml"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
+        upstream.pid = killed.pid
+        assert killed.wait(timeout=60) == -signal.SIGKILL
+        held = subprocess.run([*command, "run", "crash"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        status = subprocess.run([*command, "status", "crash"], cwd=tmp_path, env=env, capture_output=True, text=True)
+        subprocess.run([*command, "confirm", "crash", "--all"], cwd=tmp_path, env=env, check=True, capture_output=True)
+        upstream.listed.clear()
+        resumed = subprocess.Popen([*command, "run", "crash"], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
+        assert upstream.listed.wait(timeout=60)  # it looked for the batch, which has not landed yet
+        upstream.land.set()
+        _, stderr = resumed.communicate(timeout=120)
+        ledger = sim.ledger.snapshot()
+    assert held.returncode == 4
+    assert "adopt" in status.stdout and "may still land until" in " ".join(status.stdout.split())
+    assert resumed.returncode == 0, stderr
+    assert ledger["batches_created"] == 1 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(5)}
 
 
 def test_an_item_whose_input_changed_while_interrupted_is_not_restored(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_a_batchs_forward_path_is_one_event_per_move_with_how_many_items_moved(t
     assert batch is not None
     started = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
     answered = {item.id: "{}" for item in started[:4]}
-    store.record_answer(batch.id, answered, now=4.0)
+    store.record_answer(batch.id, answered, raw="{}", answered=list(answered), now=4.0)
     store.settle_batch(batch.id, Settlement(
         completed=list(answered), retry={started[4].id: (FailureKind.ITEM_INVALID, "no result")}, not_before=9.0,
     ), max_attempts=3, now=5.0)
@@ -60,7 +60,7 @@ def test_a_settlement_completes_only_items_whose_output_was_received(tmp_path: P
     batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
     assert batch is not None
     answered, unanswered = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
-    store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, now=4.0)
+    store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, raw="{}", answered=[answered.id], now=4.0)
     store.settle_batch(batch.id, Settlement(completed=[answered.id, unanswered.id]), max_attempts=3, now=5.0)
     assert store.rows("SELECT key, state, result FROM items ORDER BY key") == [
         {"key": "p000", "state": "completed", "result": '{"label":"x"}'},
@@ -91,14 +91,14 @@ def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tm
     halves = store.settle_batch(first.id, Settlement(split=[ids[:2], ids[2:]]), max_attempts=3, now=4.0)
     half = halves[0]
     store.start_batch(half.id, lease=LEASE, max_attempts=3, now=5.0)
-    store.record_answer(half.id, {ids[0]: "{}", ids[1]: "{}"}, now=6.0)
+    store.record_answer(half.id, {ids[0]: "{}", ids[1]: "{}"}, raw="{}", now=6.0)
     store.settle_batch(half.id, Settlement(
         completed=[ids[0]], retry={ids[1]: (FailureKind.ITEM_INVALID, "no label")}, not_before=7.0,
     ), max_attempts=3, now=7.0)
     again = store.claim_batch(run_id, max_items=4, max_chars=10**6, now=8.0)
     assert again is not None and again.size == 1
     store.start_batch(again.id, lease=LEASE, max_attempts=3, now=9.0)
-    store.record_answer(again.id, {ids[1]: "{}"}, now=10.0)
+    store.record_answer(again.id, {ids[1]: "{}"}, raw="{}", now=10.0)
     store.settle_batch(again.id, Settlement(completed=[ids[1]]), max_attempts=3, now=11.0)
 
     assert [b["parent_id"] for b in store.rows("SELECT parent_id FROM batches ORDER BY id")] == [
@@ -139,7 +139,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
 
     answered = claim(2.0)  # the oversized item fails here, with no call
     items = store.start_batch(answered, lease=LEASE, max_attempts=3, now=2.0)
-    store.record_answer(answered, {items[0].id: "{}"}, now=3.0)
+    store.record_answer(answered, {items[0].id: "{}"}, raw="{}", answered=[items[0].id], now=3.0)
     store.settle_batch(answered, Settlement(
         completed=[items[0].id], failed={items[1].id: (FailureKind.BAD_REQUEST, "refused", True)},
         retry={items[2].id: (FailureKind.TRANSPORT, "reset")}, not_before=4.0,
@@ -197,3 +197,18 @@ def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
         ]
         assert states_told_by_events(store) == states_of_items(store)
         assert counts_kept(store) == counts_of_items(store)
+
+
+def test_an_item_received_without_a_usable_result_is_never_completed(tmp_path: Path, store: Store) -> None:
+    """Invariant 3 again: an answer saved for an item that held no result of it gives nothing to complete."""
+    job, run_id = prepared(tmp_path, store, posts(2))
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert batch is not None
+    answered, unusable = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
+    store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, raw='{"results": "broken"}', now=4.0)
+    store.settle_batch(batch.id, Settlement(completed=[answered.id, unusable.id]), max_attempts=3, now=5.0)
+    assert store.rows("SELECT key, state, output, result FROM items ORDER BY key") == [
+        {"key": "p000", "state": "completed", "output": '{"label":"x"}', "result": '{"label":"x"}'},
+        {"key": "p001", "state": "received", "output": None, "result": None},
+    ]
+    assert store.rows("SELECT answer FROM batches") == [{"answer": '{"results": "broken"}'}]

@@ -150,7 +150,7 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
         b.id: store.start_batch(b.id, lease=("test", "engine"), max_attempts=3, now=2.0) for b in batches if b
     }
     for batch_id, items in started.items():
-        store.record_answer(batch_id, {item.id: "{}" for item in items}, now=2.5)
+        store.record_answer(batch_id, {item.id: "{}" for item in items}, raw="{}", now=2.5)
     together = threading.Barrier(2, timeout=30)
 
     def settle(batch_id: int) -> None:

@@ -69,7 +69,7 @@ class Hand:
     def complete(self, started: float, finished: float) -> None:
         batch, items = self.start(started)
         outputs = {item.id: json.dumps({"id": item.key, "label": "question"}) for item in items}
-        self.store.record_answer(batch, outputs, now=finished)
+        self.store.record_answer(batch, outputs, raw="{}", answered=list(outputs), now=finished)
         self.settle(batch, Settlement(completed=list(outputs), breaker=breaker.after_success), finished)
 
     def settle(self, batch: int, settlement: Settlement, at: float) -> None:
@@ -100,7 +100,7 @@ def _posts(store: Store, folder: Path) -> None:
     hand.settle(batch, waiting, NOW - 15)
     batch, items = hand.start(NOW - 14)
     answer = {items[0].id: json.dumps({"id": items[0].key, "label": "question"})}
-    store.record_answer(batch, answer, now=NOW - 10)
+    store.record_answer(batch, answer, raw="{}", answered=list(answer), now=NOW - 10)
     refused = "400 the request is malformed: body too long"
     invalid = "'label' is a required property (gave up; attempts: 3, paid calls: 3)"
     failed = Settlement(completed=list(answer), failed={
