@@ -11,12 +11,16 @@
         ├── RateLimited         429 with a time to wait
         ├── OutputInvalid       the answer cannot be used as a whole
         ├── AuthError           the credentials were refused (401)
-        ├── BillingError        balance or quota exhausted (402, insufficient_quota)
+        ├── BillingError        balance, quota or spend limit exhausted (402, insufficient_quota)
         ├── PermissionDenied    not allowed (403)
         ├── BadRequest          the upstream refused the request as malformed (400)
         ├── NotFound            the model, resource or task is not known (404)
         ├── SubmitUnknown       a create whose answer was lost: it may or may not exist
         └── TaskUnreachable     a submitted task cannot be polled or found for now
+
+An error says whether the upstream ``refused`` the call (a 4xx or 429
+answer: nothing ran, nothing was billed) or may have run it
+(``maybe_billed``: the answer was lost after sending); a 5xx claims neither.
 
 Foreign exceptions (``httpx``, ``sqlite3``, ``tomllib``, ``json``) are
 translated where they enter, with ``raise ... from exc``. The CLI turns these
@@ -61,6 +65,8 @@ class UpstreamError(RunnerError):
     retryable: bool = True
     #: Whether every further call would fail too, so the run must stop for a person.
     stops_run: bool = False
+    #: The upstream answered with a refusal before running anything: nothing ran, nothing was billed.
+    refused: bool = False
 
     def __init__(
         self, message: str, *, retry_after: float | None = None, maybe_billed: bool = False
@@ -83,6 +89,7 @@ class RateLimited(UpstreamError):
     """429: the upstream asks us to wait, ``retry_after`` seconds when it says."""
 
     kind = FailureKind.RATE_LIMITED
+    refused = True
 
 
 class OutputInvalid(UpstreamError):
@@ -97,14 +104,16 @@ class AuthError(UpstreamError):
     kind = FailureKind.AUTH
     retryable = False
     stops_run = True
+    refused = True
 
 
 class BillingError(UpstreamError):
-    """Balance, quota or spend limit exhausted (402, 429 insufficient_quota)."""
+    """Balance, quota or spend limit exhausted (402, or a billing code such as insufficient_quota at any status)."""
 
     kind = FailureKind.BILLING
     retryable = False
     stops_run = True
+    refused = True
 
 
 class PermissionDenied(UpstreamError):
@@ -113,6 +122,7 @@ class PermissionDenied(UpstreamError):
     kind = FailureKind.PERMISSION
     retryable = False
     stops_run = True
+    refused = True
 
 
 class BadRequest(UpstreamError):
@@ -120,6 +130,14 @@ class BadRequest(UpstreamError):
 
     kind = FailureKind.BAD_REQUEST
     retryable = False
+    refused = True
+
+    def __init__(self, message: str, *, reason: str | None = None, splittable: bool = False) -> None:
+        super().__init__(message)
+        #: The refusal's gist, the same each time the upstream refuses for the same cause.
+        self.reason = gist(message) if reason is None else reason
+        #: A smaller batch might pass (its input was too long); False when every call would be refused alike.
+        self.splittable = splittable
 
 
 class NotFound(UpstreamError):
@@ -127,6 +145,7 @@ class NotFound(UpstreamError):
 
     kind = FailureKind.NOT_FOUND
     retryable = False
+    refused = True
 
 
 class SubmitUnknown(UpstreamError):
@@ -139,3 +158,13 @@ class TaskUnreachable(UpstreamError):
     """A submitted task cannot be polled or found for now: its items are held, never sent again on their own."""
 
     kind = FailureKind.TRANSPORT
+
+
+def gist(message: str) -> str:
+    """A message without what varies between repeats of one failure.
+
+    Lower case, each word with a digit in it (a count, a size, an id) as
+    ``#``, at most 200 characters.
+    """
+    words = ("#" if any(c.isdigit() for c in word) else word for word in message.lower().split())
+    return " ".join(words)[:200]

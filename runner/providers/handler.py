@@ -38,7 +38,7 @@ class PythonHandler:
         try:
             return Answer(protocol.encode({"results": answer}))
         except (TypeError, ValueError) as exc:
-            raise BadRequest(f"the handler returned results that are not JSON: {exc}") from exc
+            raise _bug(f"the handler returned results that are not JSON: {exc}") from exc
 
 
 Submit = Callable[[str, list[dict[str, Any]]], Awaitable[str]]
@@ -100,4 +100,11 @@ async def _classified(call: Awaitable[T]) -> T:
     except (TimeoutError, ConnectionError) as exc:
         raise TransportError(f"the handler raised {type(exc).__name__}: {exc}", maybe_billed=True) from exc
     except Exception as exc:
-        raise BadRequest(f"the handler raised {type(exc).__name__}: {exc}") from exc
+        raise _bug(f"the handler raised {type(exc).__name__}: {exc}") from exc
+
+
+def _bug(message: str) -> BadRequest:
+    """A handler's own failure: not the upstream's refusal, so whatever it called may have run."""
+    bug = BadRequest(message)
+    bug.refused = False
+    return bug

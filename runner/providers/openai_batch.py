@@ -24,7 +24,7 @@ import httpx
 
 from .. import errors, protocol
 from . import TaskResult
-from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, error_for, transport_error
+from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, error_for, redact, transport_error
 
 ENDPOINT = "/v1/chat/completions"
 METADATA_KEY = "runner_batch"
@@ -88,19 +88,20 @@ class OpenAIBatch(OpenAIUpstream):
             lost = errors.NotFound(f"recovery failed: the upstream no longer knows batch {task_id}; "
                                    "nothing was submitted again (retry to send the items anew)")
             lost.retryable = True
+            lost.refused = False  # the batch was known before: it may have run
             raise lost from exc
         if batch["status"] in RUNNING:
             return None
         if batch["status"] == "failed":
             problems = (batch.get("errors") or {}).get("data", [])
-            reasons = "; ".join(e.get("message", "") for e in problems) or "no reason given"
+            reasons = redact("; ".join(e.get("message", "") for e in problems), self._api_key) or "no reason given"
             if any(e.get("code") == "token_limit_exceeded" for e in problems):
                 quota = errors.RateLimited(f"batch {task_id} was refused for the token quota, nothing ran: {reasons}")
                 return TaskResult(failure=quota)
             return TaskResult(failure=errors.BadRequest(f"batch {task_id} failed validation: {reasons}"))
         result = TaskResult()
         for line in await self._lines(batch.get("output_file_id")) + await self._lines(batch.get("error_file_id")):
-            _read_line(line, result)
+            _read_line(line, result, self._api_key)
         return result
 
     async def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
@@ -133,14 +134,14 @@ class OpenAIBatch(OpenAIUpstream):
                 method, url, headers=self._headers, timeout=self._config.timeout, **kwargs
             )
         except httpx.TransportError as exc:
-            raise transport_error(exc, f"{method} {url}") from exc
+            raise transport_error(exc, f"{method} {url}", secret=self._api_key) from exc
         if response.status_code != 200:
-            raise error_for(response)
+            raise error_for(response, secret=self._api_key)
         return response
 
 
-def _read_line(line: dict[str, Any], result: TaskResult) -> None:
-    """One output or error line: an answer (billed) or a classified error for its item."""
+def _read_line(line: dict[str, Any], result: TaskResult, secret: str | None) -> None:
+    """One output or error line: an answer (billed) or a classified error for its item, ``secret`` masked."""
     key = str(line.get("custom_id"))
     response = line.get("response") or {}
     error = line.get("error")
@@ -149,6 +150,6 @@ def _read_line(line: dict[str, Any], result: TaskResult) -> None:
     elif error and error.get("code") in NOT_RUN:
         result.errors[key] = errors.TransportError(f"{error['code']}: not run by the upstream, not billed")
     elif response:
-        result.errors[key] = classify(int(response.get("status_code") or 0), response.get("body"))
+        result.errors[key] = classify(int(response.get("status_code") or 0), response.get("body"), secret=secret)
     else:
-        result.errors[key] = errors.TransportError(f"line error: {error}")
+        result.errors[key] = errors.TransportError(redact(f"line error: {error}", secret))

@@ -9,7 +9,10 @@ decides what to retry, so no request is ever retried behind its back.
 from __future__ import annotations
 
 import email.utils
-from typing import Any
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -17,8 +20,9 @@ from .. import errors, protocol
 from ..jobs import Prompt, ProviderConfig
 from . import Answer
 
-#: 429 codes that mean money, not speed: waiting will not help.
+#: Codes that mean money, not speed, at whatever status: waiting will not help.
 BILLING_CODES = {
+    "budget_exceeded",  # LiteLLM's spend limit (422; 400 in older releases, 429 if configured)
     "insufficient_quota",
     "credit_balance_exhausted",
     "billing_hard_limit_reached",
@@ -26,6 +30,14 @@ BILLING_CODES = {
     "spend_limit_reached",
     "enforced_spend_limit_reached",
 }
+
+#: LiteLLM's 400 for a model it does not serve (OpenAI answers 404 ``model_not_found``).
+INVALID_MODEL = "invalid model name passed in model="
+#: Words of a refusal for a batch too long for the model's context: a smaller batch may pass.
+TOO_LONG = ("context_length_exceeded", "contextwindowexceedederror", "maximum context length")
+#: LiteLLM without its database knows only its master key and refuses any other with this type.
+NO_DB = "no_db_connection"
+
 
 class OpenAIUpstream:
     """What both OpenAI providers hold: the job's model and prompt, an httpx client and the key."""
@@ -43,6 +55,8 @@ class OpenAIUpstream:
         self._prompt = prompt
         self._response_format = protocol.batch_response_format(output_schema)
         self._client = client
+        #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
+        self._api_key = api_key
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._base = config.base_url.rstrip("/")
 
@@ -59,13 +73,12 @@ class OpenAIChat(OpenAIUpstream):
                 url, json=body, headers=self._headers, timeout=self._config.timeout
             )
         except httpx.TransportError as exc:
-            raise transport_error(exc, url) from exc
-        if response.status_code == 404:
-            missing = error_for(response)
-            missing.stops_run = True  # the model or endpoint is not there: no call can succeed
-            raise missing
+            raise transport_error(exc, url, secret=self._api_key) from exc
         if response.status_code != 200:
-            raise error_for(response)
+            error = error_for(response, secret=self._api_key)
+            if response.status_code == 404:
+                error.stops_run = True  # the model or the endpoint is not there: no call can succeed
+            raise error
         return answer_from(response)
 
 
@@ -73,12 +86,12 @@ class OpenAIChat(OpenAIUpstream):
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 
 
-def transport_error(exc: httpx.TransportError, url: str) -> errors.TransportError:
+def transport_error(exc: httpx.TransportError, url: str, *, secret: str | None = None) -> errors.TransportError:
     """An httpx failure as a TransportError, saying whether the request may have run and been billed."""
     sent = not isinstance(exc, NOT_SENT)
     what = "timed out" if isinstance(exc, httpx.TimeoutException) else f"{type(exc).__name__}: {str(exc) or 'failed'}"
     suffix = " after the request was sent (it may have run and been billed)" if sent else ""
-    return errors.TransportError(f"{what}{suffix} ({url})", maybe_billed=sent)
+    return errors.TransportError(redact(f"{what}{suffix} ({url})", secret), maybe_billed=sent)
 
 
 def chat_body(
@@ -131,65 +144,152 @@ def _text_of(content: Any) -> tuple[str | None, str | None]:
     return None, f"the answer's content is not text but {protocol.encode(content)[:100]}"
 
 
-def error_for(response: httpx.Response) -> errors.UpstreamError:
-    """Classify a non-200 response into runner's error tree."""
+def error_for(response: httpx.Response, *, secret: str | None = None) -> errors.UpstreamError:
+    """Classify a non-200 response into runner's error tree, ``secret`` (the job's key) masked."""
     try:
         body = response.json()
     except ValueError:
         body = {"error": {"message": response.text[:200]}}
-    return classify(response.status_code, body, retry_after_seconds(response.headers), response.reason_phrase)
+    return classify(response.status_code, body, response.headers, secret=secret)
 
 
-def classify(status: int, body: Any, retry_after: float | None = None, reason: str = "") -> errors.UpstreamError:
-    """Classify an HTTP status and OpenAI error body (a response, or a Batch API error line)."""
-    codes, message = _error_fields(body)
-    code = codes[0] if codes else None
-    text = f"{status} {code or reason}: {message}".rstrip(": ")
+def classify(
+    status: int, body: Any, headers: Mapping[str, str] | None = None, *, secret: str | None = None
+) -> errors.UpstreamError:
+    """Classify an HTTP status, its OpenAI-style error body and headers (a response, or a Batch API line).
+
+    The message reads "status code: message", the status said once, with
+    ``secret`` and anything that looks like a key masked (see ``redact``).
+    """
+    fields = _error_fields(body)
+    message = redact(fields.message, secret)
+    label = _label(status, fields.codes)
+    text = f"{status} {label}: {message}".rstrip(": ")
+    if BILLING_CODES.intersection(fields.codes) or "credit balance is too low" in message.lower():
+        return errors.BillingError(text)  # a proxy's spend limit comes as 400, 422 or 429: money, not speed
     if status == 429:
-        if BILLING_CODES.intersection(codes):
-            return errors.BillingError(text)
-        return errors.RateLimited(text, retry_after=retry_after)
+        return errors.RateLimited(text, retry_after=retry_after_seconds(headers or {}))
     if status in (408, 409) or status >= 500:
-        return errors.TransportError(text, retry_after=retry_after)
+        return errors.TransportError(text, retry_after=retry_after_seconds(headers or {}))
+    if (status == 404 and "model_not_found" in fields.codes) or (status == 400 and INVALID_MODEL in message.lower()):
+        missing = errors.NotFound(text)
+        missing.stops_run = True  # the job's model: every call would ask for it again
+        return missing
     kinds: dict[int, type[errors.UpstreamError]] = {
         401: errors.AuthError,
         402: errors.BillingError,
         403: errors.PermissionDenied,
         404: errors.NotFound,
     }
-    if status == 400 and "credit balance" in message.lower():
-        return errors.BillingError(text)
-    return kinds.get(status, errors.BadRequest)(text)
+    if status in kinds:
+        return kinds[status](text)
+    return _bad_request(f"{status} {label}: {errors.gist(message)}", fields, text)
 
 
-def _error_fields(body: Any) -> tuple[list[str], str]:
-    """The error's code and type (in that order, those present) and its message."""
+def _bad_request(reason: str, fields: _Fields, text: str) -> errors.BadRequest:
+    """A refusal as malformed, saying whether a smaller batch might pass and whether every call would fail."""
+    about = " ".join([*fields.codes, fields.message]).lower()
+    if any(words in about for words in TOO_LONG):
+        return errors.BadRequest(text, reason=reason, splittable=True)
+    if NO_DB in fields.codes:
+        wrong_key = errors.BadRequest(f"{text} (a LiteLLM proxy without its database accepts only its master key)",
+                                      reason=reason)
+        wrong_key.stops_run = True
+        return wrong_key
+    # A parameter other than the messages is a setting of the job, sent alike in every batch.
+    about_input = fields.param is None or fields.param.startswith("messages")
+    return errors.BadRequest(text, reason=reason, splittable=about_input)
+
+
+class _Fields(NamedTuple):
+    """What an error body says: its codes (``code``, ``type``, ``details.error_code``), message and param."""
+
+    codes: list[str]
+    message: str
+    param: str | None
+
+
+def _error_fields(body: Any) -> _Fields:
+    """The fields of an OpenAI-style error body (or Anthropic's); any other body is its own message."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return _Fields([], str(body)[:200], None)
+    details = error.get("details")
+    found = [error.get("code"), error.get("type"), details.get("error_code") if isinstance(details, dict) else None]
+    param = error.get("param")
+    return _Fields([str(c) for c in found if _given(c)], str(error.get("message") or ""),
+                   str(param) if _given(param) else None)
+
+
+def _given(value: Any) -> bool:
+    """Whether an error field was given: LiteLLM writes a missing one as "None"."""
+    return value not in (None, "", "None")
+
+
+def _label(status: int, codes: list[str]) -> str:
+    """The first code that says more than the status (LiteLLM repeats it as ``code``), else its reason phrase."""
+    return next((c for c in codes if c != str(status)), httpx.codes.get_reason_phrase(status))
+
+
+#: Anything that looks like an OpenAI-style secret key (``sk-...``, ``sk-proj-...``), the job's or another.
+KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
+#: A key shorter than this is not looked for in messages: it would mask ordinary words.
+SHORTEST_SECRET = 8
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with the job's key ``secret``, and anything that looks like a key, masked.
+
+    Upstreams and proxies echo keys in their messages; the messages are
+    stored, shown and exported. A mask keeps the last 4 characters of a
+    long key, so that a person can tell which key was refused.
+    """
+    if secret and len(secret) >= SHORTEST_SECRET:
+        text = text.replace(secret, _masked(secret))
+    return KEY_LIKE.sub(lambda found: _masked(found.group()), text)
+
+
+def _masked(key: str) -> str:
+    return f"[key ...{key[-4:]}]" if len(key) >= 16 else "[key]"
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a response asks for, in seconds, or None when it gives none that can be read.
+
+    The first usable one of ``retry-after-ms``, ``retry-after`` (seconds or
+    an HTTP date), then the same two as a LiteLLM proxy forwards them
+    (``llm_provider-`` in front); a negative, infinite or unreadable value
+    is skipped.
+    """
+    headers = httpx.Headers(headers)
+    for prefix in ("", "llm_provider-"):
+        millis = _number(headers.get(prefix + "retry-after-ms"))
+        if millis is not None:
+            return millis / 1000
+        seconds = headers.get(prefix + "retry-after")
+        wait = _number(seconds)
+        if wait is None and seconds is not None:
+            wait = _until(seconds, headers.get("date"))
+        if wait is not None:
+            return wait
+    return None
+
+
+def _number(value: str | None) -> float | None:
+    """A header's value as a finite number not below zero, or None."""
     try:
-        error = body["error"]
-        codes = [str(error[f]) for f in ("code", "type") if error.get(f)]
-        return codes, str(error.get("message") or "")
-    except (KeyError, TypeError, AttributeError):
-        return [], str(body)[:200]
-
-
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """``retry-after-ms``, or ``Retry-After`` in seconds or as an HTTP date."""
-    if "retry-after-ms" in headers:
-        try:
-            return max(float(headers["retry-after-ms"]) / 1000, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
+        number = float(value) if value is not None else math.nan
     except ValueError:
-        pass
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+def _until(value: str, date: str | None) -> float | None:
+    """Seconds from the response's ``Date`` (or now) to the HTTP date ``value``; a past one is 0."""
     try:
         when = email.utils.parsedate_to_datetime(value)
-        date = email.utils.parsedate_to_datetime(headers["date"]) if "date" in headers else None
+        sent = email.utils.parsedate_to_datetime(date) if date else None
     except (TypeError, ValueError, IndexError):
         return None
-    now = date.timestamp() if date else email.utils.localtime().timestamp()
+    now = sent.timestamp() if sent else email.utils.localtime().timestamp()
     return max(when.timestamp() - now, 0.0)

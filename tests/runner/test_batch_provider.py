@@ -14,7 +14,8 @@ from support import StepClock, make_job, posts
 
 from runner import progress, recovery, runs
 from runner.errors import SubmitUnknown
-from runner.jobs import Job
+from runner.jobs import Job, Prompt, ProviderConfig
+from runner.providers import Answer
 from runner.providers.handler import PythonTasks
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
@@ -293,3 +294,25 @@ async def test_a_python_submit_poll_pair_has_its_task_id_saved_before_it_is_poll
     assert outcome.status["counts"][ItemState.COMPLETED] == 12
     assert len(tasks_upstream.created) == 3
     assert sorted(tasks_upstream.saved_when_polled) == sorted(tasks_upstream.created)
+
+
+async def test_a_line_s_content_in_parts_or_of_another_shape_is_read_as_a_chat_answer_s() -> None:
+    def line(key: str, content: Any) -> dict[str, Any]:
+        body = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
+        return {"custom_id": key, "response": {"status_code": 200, "body": body}}
+
+    lines = [line("p001", [{"type": "text", "text": '{"results": []}'}]), line("p002", {"results": []})]
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/batches/batch_1":
+            return httpx.Response(200, json={"id": "batch_1", "status": "completed", "output_file_id": "file_o"})
+        return httpx.Response(200, text="".join(json.dumps(line) + "\n" for line in lines))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as client:
+        provider = OpenAIBatch(ProviderConfig(base_url="http://upstream/v1"), Prompt(), None, client=client, api_key=None)
+        result = await provider.poll("batch_1")
+    assert result is not None
+    assert result.answers == {
+        "p001": Answer('{"results": []}', "stop", raw='[{"type":"text","text":"{\\"results\\": []}"}]'),
+        "p002": Answer(None, "stop", raw='{"results":[]}', problem='the answer\'s content is not text but {"results":[]}'),
+    }

@@ -1,16 +1,22 @@
-"""The failure table of the brief, one test per row, against the simulator's faults over HTTP."""
+"""The failure table of the brief: one test per row against the simulator's faults over HTTP,
+then how each upstream answer is classified, case by case, at the provider's boundary."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support import StepClock, make_job, posts
 
 from runner import errors, progress, runs
+from runner.jobs import Prompt, ProviderConfig
 from runner.providers.handler import PythonHandler
+from runner.providers.openai_batch import OpenAIBatch
+from runner.providers.openai_chat import OpenAIChat, classify, redact, retry_after_seconds, transport_error
 from runner.sim import Simulator
 from runner.states import BreakerState, FailureKind, ItemState
 from runner.store import Store
@@ -179,3 +185,224 @@ async def test_a_python_handler_classifies_its_own_failures(
     assert first == (kind,)
     assert set(item_states(store)) == {f"p{i:03d}" for i in range(5)}
     assert {s for s, _, _ in item_states(store).values()} == {state}
+
+
+def body(message: str, type: str | None = None, code: str | None = None, param: str | None = None,
+         **more: Any) -> dict[str, Any]:
+    """An OpenAI-style error body."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code, **more}}
+
+
+BUDGET = "Budget has been exceeded! Current cost: 1.02, Max budget: 1.0"
+
+
+@pytest.mark.parametrize("status, error", [
+    (422, body(BUDGET, "budget_exceeded", "422")),  # LiteLLM
+    (400, body(BUDGET, "budget_exceeded", "400")),  # older LiteLLM
+    (429, body(BUDGET, "budget_exceeded", "429")),  # LiteLLM configured so
+    (429, body("You exceeded your current quota.", "insufficient_quota", "insufficient_quota")),
+    (400, body("Billing hard limit has been reached.", "invalid_request_error", "billing_hard_limit_reached")),
+    (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "Spend limit reached.",
+                                      "details": {"error_code": "enforced_spend_limit_reached"}}}),  # Anthropic
+    (400, {"type": "error", "error": {"type": "invalid_request_error",
+                                      "message": "Your credit balance is too low to access the API."}}),
+    (402, body("Payment required.", "billing_error")),
+])
+def test_a_spend_limit_stops_the_run_as_billing_whatever_the_status(status: int, error: dict[str, Any]) -> None:
+    classified = classify(status, error, {"retry-after": "60"})
+    assert (type(classified), classified.stops_run, classified.retry_after) == (errors.BillingError, True, None)
+
+
+@pytest.mark.parametrize("status, error, message", [
+    (429, body("Rate limited.", "throttling_error", "429"), "429 throttling_error: Rate limited."),
+    (400, body("Bad.", "None", "400", "None"), "400 Bad Request: Bad."),
+    (500, {"error": {"message": "Oops.", "code": "500"}}, "500 Internal Server Error: Oops."),
+    (429, body("Slow down.", "requests", "rate_limit_exceeded"), "429 rate_limit_exceeded: Slow down."),
+    (503, "<html>busy</html>", "503 Service Unavailable: <html>busy</html>"),
+])
+def test_a_message_says_the_status_once(status: int, error: Any, message: str) -> None:
+    assert classify(status, error).message == message
+
+
+@pytest.mark.parametrize("status, error", [
+    (404, body("The model `gpt-9` does not exist or you do not have access to it.", "invalid_request_error",
+               "model_not_found")),
+    (400, body("litellm.BadRequestError: Invalid model name passed in model=gpt-9. Call `/v1/models` to view "
+               "available models for your key.", "None", "400", "None")),
+])
+def test_an_unknown_model_stops_the_run(status: int, error: dict[str, Any]) -> None:
+    classified = classify(status, error)
+    assert (type(classified), classified.kind, classified.stops_run) == (errors.NotFound, FailureKind.NOT_FOUND, True)
+
+
+def test_a_missing_task_or_file_does_not_stop_the_run_by_itself() -> None:
+    assert classify(404, body("No batch found with id 'batch_1'.", code="not_found")).stops_run is False
+
+
+CONTEXT = ("This model's maximum context length is 8192 tokens. However, your messages resulted in {} tokens. "
+           "Please reduce the length of the messages.")
+
+
+@pytest.mark.parametrize("status, error, splittable, stops_run", [
+    (400, body(CONTEXT.format(9000), "invalid_request_error", "context_length_exceeded", "messages"), True, False),
+    (400, body("litellm.ContextWindowExceededError: litellm.BadRequestError: prompt is too long",
+               "invalid_request_error", "400", "None"), True, False),
+    (400, body(CONTEXT.format(9000), "BadRequestError", "400"), True, False),  # vLLM
+    (413, {"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum size"}},
+     True, False),
+    (400, body("Invalid 'messages[1].content': string too long.", "invalid_request_error", None, "messages[1].content"),
+     True, False),
+    (400, body("Invalid request.", "invalid_request_error"), True, False),
+    (400, body("Invalid schema for response_format 'batch_results'.", "invalid_request_error", None,
+               "response_format"), False, False),
+    (400, body("No connected db.", "no_db_connection", "400", "None"), False, True),  # LiteLLM, a wrong key
+])
+def test_a_refused_request_says_whether_a_smaller_batch_might_pass(
+    status: int, error: dict[str, Any], splittable: bool, stops_run: bool
+) -> None:
+    classified = classify(status, error)
+    assert isinstance(classified, errors.BadRequest)
+    assert (classified.splittable, classified.stops_run, classified.refused) == (splittable, stops_run, True)
+
+
+def test_litellm_without_its_database_is_told_to_use_its_master_key() -> None:
+    assert classify(400, body("No connected db.", "no_db_connection", "400")).message == (
+        "400 no_db_connection: No connected db. (a LiteLLM proxy without its database accepts only its master key)")
+
+
+def reason(status: int, error: Any) -> str:
+    classified = classify(status, error)
+    assert isinstance(classified, errors.BadRequest)
+    return classified.reason
+
+
+def test_a_refusal_gives_the_same_reason_each_time_whatever_its_numbers_and_ids() -> None:
+    first = reason(400, body(CONTEXT.format(9000), "invalid_request_error", "context_length_exceeded"))
+    again = reason(400, body(CONTEXT.format(12345), "invalid_request_error", "context_length_exceeded"))
+    other = reason(400, body("Invalid 'temperature': decimal above maximum value.", "invalid_request_error"))
+    assert first == again == ("400 context_length_exceeded: this model's maximum context length is # tokens. "
+                              "however, your messages resulted in # tokens. please reduce the length of the messages.")
+    assert other != first
+    assert reason(400, body("Bad id req_8f2a in item p001.")) == reason(400, body("Bad id req_77c1 in item p002."))
+    assert errors.BadRequest("the handler raised ValueError: 3 is odd").reason == "the handler raised valueerror: # is odd"
+
+
+KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789WXYZ"
+
+
+@pytest.mark.parametrize("text, secret, expected", [
+    (f"Incorrect API key provided: {KEY}.", KEY, "Incorrect API key provided: [key ...WXYZ]."),
+    ("Received API Key = sk-1234567890abcdefghij, Key Hash = 5e88", None,
+     "Received API Key = [key ...ghij], Key Hash = 5e88"),  # a proxy's key, or another
+    ("token my-own-secret-token-2024 refused", "my-own-secret-token-2024", "token [key ...2024] refused"),
+    ("token shortkey refused", "shortkey", "token [key] refused"),
+    ("the key ollama is not a secret worth a mask", "ollama", "the key ollama is not a secret worth a mask"),
+    ("task-0123456789abcdefghij and sk-short", None, "task-0123456789abcdefghij and sk-short"),
+])
+def test_a_key_in_an_upstream_message_is_masked(text: str, secret: str | None, expected: str) -> None:
+    assert redact(text, secret) == expected
+
+
+def test_every_message_built_from_a_response_masks_the_jobs_key() -> None:
+    echoed = body(f"Incorrect API key provided: {KEY}. You can find your API key at ...", "invalid_request_error",
+                  "invalid_api_key")
+    assert classify(401, echoed, secret=KEY).message == (
+        "401 invalid_api_key: Incorrect API key provided: [key ...WXYZ]. You can find your API key at ...")
+    failed = transport_error(httpx.LocalProtocolError(f"Illegal header value b'Bearer {KEY}\\n'"), "POST /x", secret=KEY)
+    assert KEY not in failed.message and "[key ...WXYZ]" in failed.message
+
+
+def provider(kind: type[OpenAIChat] | type[OpenAIBatch], answer: Callable[[httpx.Request], httpx.Response],
+             ) -> OpenAIChat | OpenAIBatch:
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return kind(ProviderConfig(base_url="http://upstream/v1"), Prompt(), None, client=client, api_key=KEY)
+
+
+def echo_key(request: httpx.Request) -> httpx.Response:
+    """An upstream that echoes the key it was sent in its 401."""
+    return httpx.Response(401, json=body(f"Incorrect API key provided: {request.headers['authorization'][7:]}."))
+
+
+def refuse_to_send(request: httpx.Request) -> httpx.Response:
+    raise httpx.LocalProtocolError(f"Illegal header value {request.headers['authorization']!r}")
+
+
+@pytest.mark.parametrize("answer", [echo_key, refuse_to_send])
+async def test_the_chat_provider_never_puts_its_key_in_an_error(answer: Callable[[httpx.Request], httpx.Response]) -> None:
+    chat = provider(OpenAIChat, answer)
+    assert isinstance(chat, OpenAIChat)
+    with pytest.raises(errors.UpstreamError) as raised:
+        await chat.call([{"id": "p001", "text": "hello"}])
+    assert KEY not in raised.value.message and "[key ...WXYZ]" in raised.value.message
+
+
+async def test_the_batch_provider_never_puts_its_key_in_a_line_or_batch_error() -> None:
+    lines = [
+        {"custom_id": "p001", "response": {"status_code": 401, "body": body(f"Incorrect API key provided: {KEY}.")}},
+        {"custom_id": "p002", "response": None, "error": {"code": "odd", "message": f"key {KEY} refused"}},
+    ]
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/batches/batch_done":
+            return httpx.Response(200, json={"id": "batch_done", "status": "completed", "error_file_id": "file_e"})
+        if request.url.path == "/v1/batches/batch_failed":
+            return httpx.Response(200, json={"id": "batch_failed", "status": "failed", "errors": {
+                "data": [{"code": "invalid_request", "message": f"the key {KEY} may not use this model"}]}})
+        return httpx.Response(200, text="".join(json.dumps(line) + "\n" for line in lines))
+
+    batch = provider(OpenAIBatch, upstream)
+    assert isinstance(batch, OpenAIBatch)
+    done, failed = await batch.poll("batch_done"), await batch.poll("batch_failed")
+    assert done is not None and failed is not None and failed.failure is not None
+    messages = [error.message for error in done.errors.values()] + [failed.failure.message]
+    assert len(messages) == 3 and all(KEY not in m and "[key ...WXYZ]" in m for m in messages)
+
+
+@pytest.mark.parametrize("headers, wait", [
+    ({"retry-after-ms": "1500", "retry-after": "30", "llm_provider-retry-after": "60"}, 1.5),
+    ({"retry-after": "30", "llm_provider-retry-after": "60"}, 30.0),
+    ({"Retry-After": "Wed, 21 Oct 2026 07:28:30 GMT", "Date": "Wed, 21 Oct 2026 07:28:00 GMT"}, 30.0),
+    ({"Retry-After": "Wed, 21 Oct 2026 07:27:00 GMT", "Date": "Wed, 21 Oct 2026 07:28:00 GMT"}, 0.0),
+    ({"llm_provider-retry-after": "60"}, 60.0),  # LiteLLM's router forwards the provider's header so
+    ({"llm_provider-retry-after-ms": "250", "llm_provider-retry-after": "60"}, 0.25),
+    ({"retry-after-ms": "soon", "retry-after": "-3", "llm_provider-retry-after": "7"}, 7.0),  # bad values skipped
+    ({"retry-after-ms": "inf", "retry-after": "nan"}, None),
+    ({"retry-after": "in a while"}, None),
+    ({}, None),
+])
+def test_a_wait_is_read_from_the_first_usable_retry_header(headers: dict[str, str], wait: float | None) -> None:
+    assert retry_after_seconds(headers) == wait
+
+
+def test_a_rate_limit_carries_the_wait_its_headers_give() -> None:
+    limited = classify(429, body("Rate limited.", "throttling_error", "429"), {"llm_provider-retry-after": "60"})
+    assert (type(limited), limited.retry_after) == (errors.RateLimited, 60.0)
+
+
+@pytest.mark.parametrize("status, refused", [
+    (400, True), (401, True), (402, True), (403, True), (404, True), (413, True), (422, True), (429, True),
+    (408, False), (409, False), (500, False), (502, False), (503, False),
+])
+def test_a_refusal_is_told_from_an_answer_that_may_have_run(status: int, refused: bool) -> None:
+    assert classify(status, body("Something.")).refused is refused
+
+
+@pytest.mark.parametrize("failure, refused", [
+    (transport_error(httpx.ReadTimeout("timed out"), "POST /x"), False),
+    (transport_error(httpx.ConnectError("refused"), "POST /x"), False),
+    (errors.OutputInvalid("not JSON"), False),
+    (errors.SubmitUnknown("lost"), False),
+    (errors.RateLimited("slow down"), True),
+    (errors.BadRequest("bad"), True),
+])
+def test_only_an_upstream_s_refusal_is_refused(failure: errors.UpstreamError, refused: bool) -> None:
+    assert failure.refused is refused
+
+
+async def test_a_python_handler_s_own_bug_is_not_taken_for_a_refusal() -> None:
+    async def handler(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        raise ValueError("my bug, after a paid call")
+
+    with pytest.raises(errors.BadRequest) as raised:
+        await PythonHandler(handler).call([{"id": "p001"}])
+    assert raised.value.refused is False
