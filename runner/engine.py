@@ -445,6 +445,8 @@ class Engine:
                 self._judge(item.id, results[item.id], settlement)
             elif error is not None and error.kind in (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED):
                 settlement.retry[item.id] = (error.kind, error.message)
+                if error.refused:
+                    settlement.refused.add(item.id)
             elif error is not None:
                 settlement.failed[item.id] = (error.kind, error.message, error.retryable)
             elif item.key in result.answers:
@@ -481,7 +483,7 @@ class Engine:
         """
         try:
             parsed = protocol.parse_results(answer.content, (item.key for item in items))
-            problem = _whole_answer_problem(parsed, answer)
+            problem = answer.problem or _whole_answer_problem(parsed, answer)
             results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
             outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
         except Exception as exc:
@@ -536,7 +538,7 @@ class Engine:
             settlement.not_before = self._after_rate_limit(exc.retry_after)
             settlement.refused = {item.id for item in items}
             self._quiet_until = max(self._quiet_until, settlement.not_before)
-        elif isinstance(exc, BadRequest):
+        elif isinstance(exc, BadRequest) and not exc.stops_run:
             await self._settle(batch, self._refused_request(batch, items, exc, settlement))
             return
         elif exc.stops_run:
@@ -686,7 +688,7 @@ def _split(batch: Batch, ids: list[int]) -> list[list[int]]:
 def _whole_answer_problem(parsed: protocol.ParsedBatch, answer: Answer) -> str | None:
     """Why the answer as a whole cannot be used, or None when some results belong to the batch."""
     problem = parsed.problem
-    if problem is None and not parsed.results:
+    if problem is None and not parsed.results and not parsed.contradictions:
         problem = "no result carries an id of this batch"
     if problem is None or not answer.finish_reason or answer.finish_reason == "stop":
         return problem

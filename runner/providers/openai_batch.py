@@ -148,7 +148,8 @@ def _read_line(line: dict[str, Any], result: TaskResult, secret: str | None) -> 
     if response.get("status_code") == 200:
         result.answers[key] = answer_of(response.get("body"))
     elif error and error.get("code") in NOT_RUN:
-        result.errors[key] = errors.TransportError(f"{error['code']}: not run by the upstream, not billed")
+        result.errors[key] = not_run = errors.TransportError(f"{error['code']}: not run by the upstream, not billed")
+        not_run.refused = True  # nothing ran: the try cost nothing, and does not count against max_attempts
     elif response:
         result.errors[key] = classify(int(response.get("status_code") or 0), response.get("body"), secret=secret)
     else:

@@ -151,17 +151,6 @@ async def test_credentials_balance_and_permission_fail_the_items_and_stop_the_ru
     assert outcome.status["breaker"]["reason"].startswith(f"{kind.value}: ")
 
 
-async def test_a_refused_request_fails_its_items_and_the_run_goes_on(
-    tmp_path: Path, faulty: Simulator, store: Store
-) -> None:
-    faulty.set_faults({"rules": [{"fault": "http_400", "keys": ["p000"]}]})
-    job = make_job(tmp_path, faulty.base_url, posts(20, groups=4), max_items=5, concurrency=1)
-    outcome = await runs.execute(store, job)
-    failures = progress.failures(store, "test")
-    assert {(f["kind"], f["retryable"]) for f in failures} == {(FailureKind.BAD_REQUEST, False)}
-    assert len(failures) == 5 and outcome.status["counts"][ItemState.COMPLETED] == 15
-
-
 @pytest.mark.parametrize("raised, kind, state", [
     (errors.RateLimited("slow down", retry_after=60), FailureKind.RATE_LIMITED, ItemState.COMPLETED),
     (errors.TransportError("connection reset"), FailureKind.TRANSPORT, ItemState.COMPLETED),

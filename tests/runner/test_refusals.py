@@ -41,20 +41,31 @@ async def test_a_refused_batch_is_split_until_the_item_the_upstream_refuses_fail
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
 
-async def test_a_refusal_that_repeats_on_every_call_stops_the_run_after_two_batches(
+async def test_a_refusal_that_repeats_on_every_call_stops_the_run_after_two_batches_in_a_row(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "http_400"}]})
+    job = make_job(tmp_path, upstream.base_url, posts(100), max_items=10, concurrency=1)
+    outcome = await runs.execute(store, job, clock=clock)
+    assert outcome.exit_code == 4
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert outcome.status["breaker"]["reason"].startswith("bad_request: 400 ")
+    assert outcome.status["breaker"]["reason"].endswith("(refused so twice in a row)")
+    assert outcome.status["counts"][ItemState.FAILED] == 2
+    assert outcome.status["counts"][ItemState.COMPLETED] == 0
+    assert len(calls(upstream)) < 20 and upstream.ledger.snapshot()["billed"] == {}
+
+
+async def test_an_unknown_model_stops_the_run_at_its_first_refusal(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
     upstream.set_faults({"rules": [{"fault": "invalid_model"}]})
     job = make_job(tmp_path, upstream.base_url, posts(100), max_items=10, concurrency=1)
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.exit_code == 4
-    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
-    assert outcome.status["breaker"]["reason"].startswith("bad_request: ")
+    assert outcome.status["breaker"]["reason"].startswith("not_found: ")
     assert "Invalid model name" in outcome.status["breaker"]["reason"]
-    assert len(calls(upstream)) == 2
-    assert outcome.status["counts"][ItemState.FAILED] == 20
-    assert outcome.status["counts"][ItemState.PENDING] == 80
-    assert {f["retryable"] for f in progress.failures(store, "test")} == {True}
+    assert len(calls(upstream)) == 1 and outcome.status["counts"][ItemState.PENDING] == 90
 
 
 async def test_a_rate_limit_without_a_hint_backs_off_exponentially_and_costs_no_attempt(
