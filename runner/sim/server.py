@@ -398,6 +398,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The listen backlog: connections the system holds for accept() while
+    # the serving loop starts threads. The default of 5 resets a burst of
+    # a few dozen, which no real upstream does.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], sim: Simulator) -> None:
         self.sim = sim
