@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 
 from runner.sim.batch_states import ENDPOINT, TERMINAL, WINDOW, parse_input
 from runner.sim.faults import Scope
-from runner.sim.replies import DROPPED, ERRORS, Reply, Request, error_reply, json_object
+from runner.sim.replies import DROPPED, Reply, Request, error_reply, json_object, named_error
 
 if TYPE_CHECKING:
     from runner.sim.server import Simulator
@@ -99,15 +99,14 @@ def create_batch(sim: Simulator, request: Request) -> Reply:
     if fault is not None and fault.name == "create_lost":
         return DROPPED
     if fault is not None and fault.name == "create_500":
-        status, kind, code, message = ERRORS["http_500"]
-        return error_reply(status, message, kind=kind, code=code)
+        return named_error("http_500")
     return Reply(200, batch)
 
 
 def get_batch(sim: Simulator, request: Request) -> Reply:
     """``GET /v1/batches/{id}``: the batch object as of the simulator's clock."""
     if sim.choose_fault([], Scope.POLL) is not None:
-        return _overloaded()
+        return named_error("http_503")
     batch = sim.batches.batch(request.params["id"], sim.clock.now())
     return _no_batch(request) if batch is None else Reply(200, batch)
 
@@ -115,7 +114,7 @@ def get_batch(sim: Simulator, request: Request) -> Reply:
 def list_batches(sim: Simulator, request: Request) -> Reply:
     """``GET /v1/batches?limit=&after=``: a page of batches, newest first."""
     if sim.choose_fault([], Scope.LIST) is not None:
-        return _overloaded()
+        return named_error("http_503")
     query = parse_qs(request.query)
     limit_text = query.get("limit", [str(DEFAULT_LIMIT)])[-1]
     if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_LIMIT:
@@ -136,11 +135,6 @@ def list_batches(sim: Simulator, request: Request) -> Reply:
             "has_more": has_more,
         },
     )
-
-
-def _overloaded() -> Reply:
-    status, kind, code, message = ERRORS["http_503"]
-    return error_reply(status, message, kind=kind, code=code)
 
 
 def cancel_batch(sim: Simulator, request: Request) -> Reply:
