@@ -57,21 +57,23 @@ Faults of ``POST /v1/chat/completions``, and of no other route:
   OpenAI-compatible servers send it) and ``fenced`` (the JSON inside a
   Markdown code fence: a line ```` ```json ````, the JSON, a line ```` ``` ````).
 
-The waits of ``timeout`` and of the simulator's ``latency`` are real
-seconds: the simulator's clock (:mod:`runner.sim.clock`)
-times batches only, and moving it forward cuts no wait short.
-
 The fault of ``POST /v1/files``:
 
 - ``upload_lost``: the file is stored, then the connection is closed with
   nothing sent.
 
-Faults of ``POST /v1/batches``, chosen when the batch is created. The batch
-is created all the same; unless a fault says otherwise, it runs and bills
+Faults of ``POST /v1/batches``, chosen when the create arrives. The batch
+is made all the same; unless a fault says otherwise, it runs and bills
 the lines it answers when it ends:
 
 - ``create_lost``: the connection is closed with nothing sent;
 - ``create_500``: the answer is a 500 ``server_error``;
+- ``create_slow``: the create waits ``seconds`` (default 5) before it makes
+  the batch and answers, so a client that gives up sooner leaves a batch
+  made after it left;
+- ``create_twice``: two batches are made of the same file and metadata, as
+  by a proxy that sent the create again on its own; the answer is the
+  second, and both run and bill;
 - ``batch_unknown``: from then on the batch is unknown: a 404 when read or
   cancelled, absent from the list, never billed;
 - ``expire``: the batch ends ``expired`` at its 24 h deadline: the first half
@@ -82,6 +84,10 @@ the lines it answers when it ends:
 
 On ``GET /v1/batches/{id}`` (a poll) and ``GET /v1/batches`` (the list):
 ``poll_503`` and ``list_503`` answer 503 ``server_is_overloaded``.
+
+The waits of ``timeout``, of ``create_slow`` and of the simulator's
+``latency`` are real seconds: the simulator's clock (:mod:`runner.sim.clock`)
+times batches only, and moving it forward cuts no wait short.
 """
 
 from __future__ import annotations
@@ -100,6 +106,7 @@ from typing import Any
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_SHARE = 0.5
 DEFAULT_PARTS = 2
+DEFAULT_CREATE_SECONDS = 5.0
 _HINT_KEYS = frozenset({"retry_after", "retry_after_ms", "http_date"})
 # Where http_429 may put its hint: the keys each place takes, and whether it
 # needs one of them.
@@ -170,6 +177,8 @@ FAULTS: dict[str, dict[str, Param]] = {
     "upload_lost": {},
     "create_lost": {},
     "create_500": {},
+    "create_slow": {"seconds": _SECONDS},
+    "create_twice": {},
     "batch_unknown": {},
     "expire": {},
     "missing_rows": {},
@@ -193,6 +202,8 @@ _NOT_CHAT = {
     "upload_lost": Scope.UPLOAD,
     "create_lost": Scope.BATCH,
     "create_500": Scope.BATCH,
+    "create_slow": Scope.BATCH,
+    "create_twice": Scope.BATCH,
     "batch_unknown": Scope.BATCH,
     "expire": Scope.BATCH,
     "missing_rows": Scope.BATCH,

@@ -158,6 +158,10 @@ class Simulator:
         """
         self._faults = FaultPlan(plan)
 
+    def wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` of real time, as a slow upstream; True if stopped meanwhile."""
+        return self._closing.wait(seconds)
+
     def start(self) -> Simulator:
         """Serve in a daemon thread; returns the simulator for ``with``."""
         self._thread = threading.Thread(
@@ -317,7 +321,7 @@ def _faulted(
         return fault_error(fault, model=body["model"], key=key, now=time.time())
     if fault.name == "drop":
         return DROPPED
-    if fault.name == "timeout" and sim._closing.wait(fault.params.get("seconds", DEFAULT_TIMEOUT)):
+    if fault.name == "timeout" and sim.wait(fault.params.get("seconds", DEFAULT_TIMEOUT)):
         return DROPPED  # stopped while waiting: the answer was never made
     reply = chat.completion(sim._next_number(), body, items, fault, created=sim.clock.now())
     return replace(reply, drop=fault.name == "billed_then_dropped")

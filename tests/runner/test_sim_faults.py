@@ -309,6 +309,7 @@ def test_a_rate_with_a_seed_gives_the_same_faults_again_near_that_rate(sim: Simu
         ('{"rules": [{"fault": "http_429", "header": "retry-after-ms", "http_date": true, "retry_after": 1}]}',
          "'header' 'retry-after-ms' takes no 'http_date'"),
         ('{"rules": [{"fault": "content_parts", "parts": 1}]}', "'parts' must be a whole number, 2 or more"),
+        ('{"rules": [{"fault": "create_slow", "seconds": -1}]}', "'seconds' must be a number of seconds"),
         ('{"rules": [', "the fault plan is not JSON"),
         ('"drop"', "a fault plan is a JSON object"),
     ],
