@@ -86,24 +86,31 @@ def result_schema(response_format: Mapping[str, Any] | None) -> Schema | None:
     return schema if isinstance(schema, Mapping) else None
 
 
-def _result(item: Mapping[str, Any], schema: Schema | None, salt: str = "") -> dict[str, Any]:
-    """The item's result; another ``salt`` makes other choices."""
+def _result(
+    item: Mapping[str, Any],
+    schema: Schema | None,
+    *,
+    path: str | None = None,
+    text: str | None = None,
+) -> dict[str, Any]:
+    """The item's result; another ``path`` makes other choices, another ``text`` other words."""
     key = str(item["id"])
-    text = _summary(item)
+    path = key if path is None else path
+    text = _summary(item) if text is None else text
     if schema is None:
-        return {"id": key, "label": LABELS[_digest(key + salt) % len(LABELS)], "summary": text}
-    value = _value(schema, key + salt, text or key)
+        return {"id": key, "label": LABELS[_digest(path) % len(LABELS)], "summary": text}
+    value = _value(schema, path, text or key)
     fields = value if isinstance(value, dict) else {}
     return {"id": key, **{name: v for name, v in fields.items() if name != "id"}}
 
 
 def _again(item: Mapping[str, Any], schema: Schema | None, first: dict[str, Any]) -> dict[str, Any]:
-    """The item's result made with other choices: one that differs from ``first`` if any does."""
+    """The item's result made again: other choices where the schema leaves any, else other words."""
     for attempt in range(1, AGAIN_TRIES + 1):
-        again = _result(item, schema, salt=f"/again{attempt}")
+        again = _result(item, schema, path=f"{item['id']}/again{attempt}")
         if again != first:
-            break
-    return again
+            return again
+    return _result(item, schema, text=f"(again) {_summary(item)}")
 
 
 def _parts(text: str, count: int) -> list[dict[str, str]]:

@@ -51,7 +51,8 @@ Faults of ``POST /v1/chat/completions``, and of no other route:
   ``invalid_items`` (the results of ``keys``, else of a ``share`` of the
   batch, default a half, keep only their id) and ``duplicate_ids`` (the
   result of ``keys``, else of the batch's first item, comes again at the
-  end with other values where its schema leaves a choice);
+  end with other values: other choices, such as another label, where its
+  schema leaves any, else other words);
 - billed 200s with the normal answer dressed differently: ``content_parts``
   (``message.content`` a list of ``parts`` text parts, default 2, as some
   OpenAI-compatible servers send it) and ``fenced`` (the JSON inside a

@@ -210,7 +210,17 @@ def test_duplicate_ids_answers_one_id_twice_with_other_values(
     assert answered[:-1] == expected
     [first] = [r for r in expected if r["id"] == twice]
     assert answered[-1]["label"] != first["label"]
+    assert answered[-1]["summary"] == first["summary"]
     assert sim.ledger.snapshot()["billed"] == {key: 2 for key in KEYS}
+
+
+def test_duplicate_ids_under_a_schema_of_words_only_answers_other_words(sim: Simulator, client: httpx.Client) -> None:
+    result_schema = {"type": "object", "properties": {"id": {"type": "string"}, "note": {"type": "string"}}}
+    body = {**chat(ITEMS[:1]), "response_format": protocol.batch_response_format(result_schema)}
+    sim.set_faults({"rules": [{"fault": "duplicate_ids"}]})
+    first, again = json.loads(content(client.post("/chat/completions", json=body)))["results"]
+    assert (first["id"], again["id"]) == ("p001", "p001")
+    assert (first["note"], again["note"]) == ("post number 1", "(again) post number 1")
 
 
 @pytest.mark.parametrize("fault, billed", [("drop", {}), ("billed_then_dropped", ALL_BILLED)])
