@@ -4,9 +4,9 @@ Requests go through one small routing table, ``(method, path) -> route``,
 where a path segment such as ``{id}`` matches any one segment. A route turns
 a :class:`Request` into a :class:`Reply` and does not write to the socket;
 the handler (:mod:`runner.sim.httpd`) sends the reply and bills its items
-at that moment. Faults of
-the fault plan (:mod:`runner.sim.faults`) change what a route builds (an
-error, a broken body, a reply to drop), never how it is sent. The Files and
+at that moment. Faults of the fault plan (:mod:`runner.sim.faults`) change
+what a route builds (an error, a broken body, a reply to drop), never how
+it is sent. The Files and
 Batches routes are in :mod:`runner.sim.batch_routes`; their batches bill
 when the simulator's clock has ended them.
 """
@@ -101,7 +101,7 @@ class Simulator:
             seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill, seed=seed
         )
         self._faults = FaultPlan(faults)
-        # Set by stop(), to cut short the waits of timeout faults.
+        # Set by stop(), to cut short the waits of timeout and create_slow faults.
         self._closing = threading.Event()
         self._server = httpd.server(host, port, self)
         self._thread: threading.Thread | None = None
@@ -175,7 +175,7 @@ class Simulator:
         self._server.serve_forever(poll_interval=POLL_INTERVAL)
 
     def stop(self) -> None:
-        """Stop serving, drop requests held by timeout faults, close the socket."""
+        """Stop serving, drop requests held by timeout or create_slow faults, close the socket."""
         self._closing.set()
         if self._thread is not None:
             self._server.shutdown()
