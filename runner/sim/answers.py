@@ -6,8 +6,8 @@ generator, so the same batch always gets the same answer, in any process.
 
 With a ``json_schema`` response format, each result is generated to satisfy
 the per-result schema; without one, each result gets a ``label`` and a
-``summary``. :func:`content` encodes the results as the model's message,
-broken as a content fault of the fault plan says.
+``summary``. :func:`reply` encodes the results as the model's message,
+broken or dressed as a content fault of the fault plan says.
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runner import protocol
-from runner.sim.faults import Fault
+from runner.sim.faults import DEFAULT_PARTS, Fault
 
 LABELS = ("question", "bug_report", "feature_request", "praise", "complaint", "other")
 SUMMARY_WORDS = 8
+# How many other choices duplicate_ids tries for a result that differs.
+AGAIN_TRIES = 8
 
 Schema = Mapping[str, Any]
+#: A message's content: a string, or a list of text parts.
+Content = str | list[dict[str, str]]
 
 
 def answer(
@@ -34,18 +38,40 @@ def answer(
     return [_result(item, schema) for item in items]
 
 
-def content(results: list[dict[str, Any]], fault: Fault | None = None) -> tuple[str, str]:
-    """The message content and finish reason for ``results``, as ``fault`` breaks them.
+def reply(
+    items: list[dict[str, Any]],
+    response_format: dict[str, Any] | None,
+    fault: Fault | None = None,
+) -> tuple[Content, str]:
+    """The message content and finish reason answering ``items``, as ``fault`` makes them.
 
     A fault that is not about content leaves the normal answer.
     """
+    schema = result_schema(response_format)
+    results = [_result(item, schema) for item in items]
     if fault is not None and fault.name in _BREAKERS:
         results = _BREAKERS[fault.name](results, set(fault.targets))
-    text = protocol.encode({"results": results})
-    if fault is not None and fault.name == "malformed":
+    if fault is not None and fault.name == "duplicate_ids":
+        results += [
+            _again(item, schema, first)
+            for item, first in zip(items, results, strict=True)
+            if first["id"] in fault.targets
+        ]
+    return _dressed(protocol.encode({"results": results}), fault)
+
+
+def _dressed(text: str, fault: Fault | None) -> tuple[Content, str]:
+    """The encoded results as the message content, and the finish reason."""
+    if fault is None:
+        return text, "stop"
+    if fault.name == "malformed":
         # Cut off half-way, as when max_tokens runs out; a strict prefix of
         # a JSON object is never valid JSON.
         return text[: len(text) // 2], "length"
+    if fault.name == "fenced":
+        return f"```json\n{text}\n```", "stop"
+    if fault.name == "content_parts":
+        return _parts(text, fault.params.get("parts", DEFAULT_PARTS)), "stop"
     return text, "stop"
 
 
@@ -60,14 +86,37 @@ def result_schema(response_format: Mapping[str, Any] | None) -> Schema | None:
     return schema if isinstance(schema, Mapping) else None
 
 
-def _result(item: Mapping[str, Any], schema: Schema | None) -> dict[str, Any]:
+def _result(
+    item: Mapping[str, Any],
+    schema: Schema | None,
+    *,
+    path: str | None = None,
+    text: str | None = None,
+) -> dict[str, Any]:
+    """The item's result; another ``path`` makes other choices, another ``text`` other words."""
     key = str(item["id"])
-    text = _summary(item)
+    path = key if path is None else path
+    text = _summary(item) if text is None else text
     if schema is None:
-        return {"id": key, "label": LABELS[_digest(key) % len(LABELS)], "summary": text}
-    value = _value(schema, key, text or key)
+        return {"id": key, "label": LABELS[_digest(path) % len(LABELS)], "summary": text}
+    value = _value(schema, path, text or key)
     fields = value if isinstance(value, dict) else {}
     return {"id": key, **{name: v for name, v in fields.items() if name != "id"}}
+
+
+def _again(item: Mapping[str, Any], schema: Schema | None, first: dict[str, Any]) -> dict[str, Any]:
+    """The item's result made again: other choices where the schema leaves any, else other words."""
+    for attempt in range(1, AGAIN_TRIES + 1):
+        again = _result(item, schema, path=f"{item['id']}/again{attempt}")
+        if again != first:
+            return again
+    return _result(item, schema, text=f"(again) {_summary(item)}")
+
+
+def _parts(text: str, count: int) -> list[dict[str, str]]:
+    """``text`` cut into ``count`` text parts of about the same length."""
+    cuts = [len(text) * n // count for n in range(count + 1)]
+    return [{"type": "text", "text": text[a:b]} for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 def _summary(item: Mapping[str, Any]) -> str:

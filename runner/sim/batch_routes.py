@@ -3,9 +3,10 @@
 Each route turns a :class:`Request` into a :class:`Reply`, like the chat
 route; the files and batches themselves live in the simulator's
 :class:`~runner.sim.batches.BatchStore`, and batch states follow its clock.
-Upload and creation faults of the fault plan are applied here, after the
-file or batch was stored, as an upstream that did the work and lost the
-answer.
+Upload and creation faults of the fault plan are applied here: most after
+the file or batch was stored, as an upstream that did the work and lost the
+answer; ``create_slow`` before the batch is made, ``create_twice`` by
+making it twice.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from email.parser import BytesParser
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from runner.sim.batch_states import ENDPOINT, TERMINAL, WINDOW, parse_input
-from runner.sim.faults import Scope
-from runner.sim.replies import DROPPED, ERRORS, Reply, Request, error_reply, json_object
+from runner.sim.batch_states import ENDPOINT, TERMINAL, WINDOW, Input, parse_input
+from runner.sim.faults import DEFAULT_CREATE_SECONDS, Fault, Scope
+from runner.sim.replies import DROPPED, Reply, Request, error_reply, json_object, named_error
 
 if TYPE_CHECKING:
     from runner.sim.server import Simulator
@@ -86,28 +87,54 @@ def create_batch(sim: Simulator, request: Request) -> Reply:
     if stored.purpose != "batch":
         return error_reply(400, f"{stored.id} is not a file for batches", param="input_file_id")
     read = parse_input(stored.content, ENDPOINT)
+    return _made(sim, stored.id, body.get("metadata"), read)
+
+
+def _made(sim: Simulator, file_id: str, metadata: dict[str, str] | None, read: Input) -> Reply:
+    """Make the batch as the plan's fault (if any) says; the reply to its create."""
     fault = sim.choose_fault(read.ids, Scope.BATCH)
+    name = None if fault is None else fault.name
+    if (
+        fault is not None
+        and fault.name == "create_slow"
+        and sim.wait(fault.params.get("seconds", DEFAULT_CREATE_SECONDS))
+    ):
+        return DROPPED  # stopped while waiting: the batch was never made
+    batch = _create(sim, file_id, metadata, read, fault)
+    if name == "create_twice":
+        # A proxy's second try, whose answer the client gets.
+        batch = _create(sim, file_id, metadata, read, fault)
+    if name == "create_lost":
+        return DROPPED
+    if name == "create_500":
+        return named_error("http_500")
+    return Reply(200, batch)
+
+
+def _create(
+    sim: Simulator,
+    input_file_id: str,
+    metadata: dict[str, str] | None,
+    read: Input,
+    fault: Fault | None,
+) -> dict[str, Any]:
+    """Make one batch over a read input file, now; its object as created."""
     batch = sim.batches.create(
-        input_file_id=stored.id,
+        input_file_id=input_file_id,
         endpoint=ENDPOINT,
-        metadata=body.get("metadata"),
+        metadata=metadata,
         read=read,
         fault=fault,
         now=sim.clock.now(),
     )
     sim.ledger.count_batch()
-    if fault is not None and fault.name == "create_lost":
-        return DROPPED
-    if fault is not None and fault.name == "create_500":
-        status, kind, code, message = ERRORS["http_500"]
-        return error_reply(status, message, kind=kind, code=code)
-    return Reply(200, batch)
+    return batch
 
 
 def get_batch(sim: Simulator, request: Request) -> Reply:
     """``GET /v1/batches/{id}``: the batch object as of the simulator's clock."""
     if sim.choose_fault([], Scope.POLL) is not None:
-        return _overloaded()
+        return named_error("http_503")
     batch = sim.batches.batch(request.params["id"], sim.clock.now())
     return _no_batch(request) if batch is None else Reply(200, batch)
 
@@ -115,7 +142,7 @@ def get_batch(sim: Simulator, request: Request) -> Reply:
 def list_batches(sim: Simulator, request: Request) -> Reply:
     """``GET /v1/batches?limit=&after=``: a page of batches, newest first."""
     if sim.choose_fault([], Scope.LIST) is not None:
-        return _overloaded()
+        return named_error("http_503")
     query = parse_qs(request.query)
     limit_text = query.get("limit", [str(DEFAULT_LIMIT)])[-1]
     if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_LIMIT:
@@ -136,11 +163,6 @@ def list_batches(sim: Simulator, request: Request) -> Reply:
             "has_more": has_more,
         },
     )
-
-
-def _overloaded() -> Reply:
-    status, kind, code, message = ERRORS["http_503"]
-    return error_reply(status, message, kind=kind, code=code)
 
 
 def cancel_batch(sim: Simulator, request: Request) -> Reply:

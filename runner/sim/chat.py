@@ -46,10 +46,11 @@ def completion(
 ) -> Reply:
     """The 200 answer to a well-formed batch request, billing all its items."""
     response_format = body.get("response_format")
-    results = answers.answer(items, response_format if isinstance(response_format, dict) else None)
-    content, finish_reason = answers.content(results, fault)
+    content, finish_reason = answers.reply(
+        items, response_format if isinstance(response_format, dict) else None, fault
+    )
     prompt_tokens = tokens(sum(len(text(m.get("content"))) for m in body["messages"]))
-    completion_tokens = tokens(len(content))
+    completion_tokens = tokens(len(text(content)))
     payload = {
         "id": f"chatcmpl-{number}",
         "object": "chat.completion",

@@ -1,7 +1,10 @@
 """The simulator's clock: real time plus an offset that tests move forward.
 
 Batch timestamps and transitions read this clock, so that a test can finish
-a 24-hour batch by advancing it instead of sleeping.
+a 24-hour batch by advancing it instead of sleeping. Waits are not on it:
+the simulator's ``latency`` and the ``timeout`` and ``create_slow`` faults
+wait real seconds, which advancing the clock does not cut short (a batch
+that ``create_slow`` makes is dated by this clock when it is made).
 """
 
 from __future__ import annotations

@@ -27,28 +27,54 @@ Faults of ``POST /v1/chat/completions``, and of no other route:
 
 - errors, never billed: ``http_400``, ``http_401``, ``http_402``,
   ``http_403``, ``http_500``, ``http_503`` (``retry_after`` seconds),
-  ``http_429`` (``retry_after`` seconds, ``retry_after_ms``, ``http_date``:
-  Retry-After as a date) and ``insufficient_quota`` (a 429 not worth retrying);
+  ``http_429`` (below) and ``insufficient_quota`` (a 429 not worth retrying);
+- ``http_429`` puts its hint where ``header`` says: ``"retry-after"`` (the
+  default, as OpenAI): ``Retry-After`` from ``retry_after`` seconds, a date
+  with ``http_date``, and ``retry-after-ms`` from ``retry_after_ms``;
+  ``"retry-after-ms"``: that header alone, from ``retry_after_ms`` or else
+  ``retry_after``; ``"llm_provider-retry-after"``: that header alone, from
+  ``retry_after``, as a LiteLLM proxy forwards it; ``"none"``: no hint at
+  all, and LiteLLM's mock ``throttling_error`` body (code ``"429"``);
+- errors as OpenAI or a LiteLLM proxy words them, never billed:
+  ``budget_exceeded`` (LiteLLM's 422 ``budget_exceeded``), ``context_length``
+  (a 400 ``context_length_exceeded``; it needs ``keys``, the items too long
+  for the model), ``invalid_model`` (LiteLLM's 400 "Invalid model name
+  passed in model=..."), ``model_not_found`` (OpenAI's 404 for the request's
+  model) and ``echo_key`` (a 401 whose message holds the bearer key the
+  client sent, as some proxies do);
 - ``timeout``: wait ``seconds`` (default 30), then answer normally;
 - ``drop``: close the connection with nothing sent, not billed;
 - ``billed_then_dropped``: bill the answer, then close with nothing sent;
 - billed 200s with broken content: ``malformed`` (cut-off JSON, finish reason
   ``length``), ``wrong_ids`` (every id gets a ``-x``), ``missing_ids`` (the
-  results of ``keys``, else of the batch's second half, are left out) and
+  results of ``keys``, else of the batch's second half, are left out),
   ``invalid_items`` (the results of ``keys``, else of a ``share`` of the
-  batch, default a half, keep only their id).
+  batch, default a half, keep only their id) and ``duplicate_ids`` (the
+  result of ``keys``, else of the batch's first item, comes again at the
+  end with other values: other choices, such as another label, where its
+  schema leaves any, else other words);
+- billed 200s with the normal answer dressed differently: ``content_parts``
+  (``message.content`` a list of ``parts`` text parts, default 2, as some
+  OpenAI-compatible servers send it) and ``fenced`` (the JSON inside a
+  Markdown code fence: a line ```` ```json ````, the JSON, a line ```` ``` ````).
 
 The fault of ``POST /v1/files``:
 
 - ``upload_lost``: the file is stored, then the connection is closed with
   nothing sent.
 
-Faults of ``POST /v1/batches``, chosen when the batch is created. The batch
-is created all the same; unless a fault says otherwise, it runs and bills
+Faults of ``POST /v1/batches``, chosen when the create arrives. The batch
+is made all the same; unless a fault says otherwise, it runs and bills
 the lines it answers when it ends:
 
 - ``create_lost``: the connection is closed with nothing sent;
 - ``create_500``: the answer is a 500 ``server_error``;
+- ``create_slow``: the create waits ``seconds`` (default 5) before it makes
+  the batch and answers, so a client that gives up sooner leaves a batch
+  made after it left;
+- ``create_twice``: two batches are made of the same file and metadata, as
+  by a proxy that sent the create again on its own; the answer is the
+  second, and both run and bill;
 - ``batch_unknown``: from then on the batch is unknown: a 404 when read or
   cancelled, absent from the list, never billed;
 - ``expire``: the batch ends ``expired`` at its 24 h deadline: the first half
@@ -59,6 +85,10 @@ the lines it answers when it ends:
 
 On ``GET /v1/batches/{id}`` (a poll) and ``GET /v1/batches`` (the list):
 ``poll_503`` and ``list_503`` answer 503 ``server_is_overloaded``.
+
+The waits of ``timeout``, of ``create_slow`` and of the simulator's
+``latency`` are real seconds: the simulator's clock (:mod:`runner.sim.clock`)
+times batches only, and moving it forward cuts no wait short.
 """
 
 from __future__ import annotations
@@ -76,6 +106,19 @@ from typing import Any
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_SHARE = 0.5
+DEFAULT_PARTS = 2
+DEFAULT_CREATE_SECONDS = 5.0
+_HINT_KEYS = frozenset({"retry_after", "retry_after_ms", "http_date"})
+# Where http_429 may put its hint: the keys each place takes, and whether it
+# needs one of them.
+_HINTS: dict[str, tuple[frozenset[str], bool]] = {
+    "retry-after": (_HINT_KEYS, False),
+    "retry-after-ms": (frozenset({"retry_after", "retry_after_ms"}), True),
+    "llm_provider-retry-after": (frozenset({"retry_after"}), True),
+    "none": (frozenset(), False),
+}
+#: Where ``http_429`` may put its hint; the first is the default.
+HINT_HEADERS = tuple(_HINTS)
 
 # A parameter's check, and what it must be, for the error message.
 Param = tuple[Callable[[Any], bool], str]
@@ -108,8 +151,18 @@ FAULTS: dict[str, dict[str, Param]] = {
     "http_401": {},
     "http_402": {},
     "http_403": {},
-    "http_429": {"retry_after": _WHOLE, "retry_after_ms": _WHOLE, "http_date": _FLAG},
+    "http_429": {
+        "retry_after": _WHOLE,
+        "retry_after_ms": _WHOLE,
+        "http_date": _FLAG,
+        "header": (lambda v: v in HINT_HEADERS, f"one of {', '.join(HINT_HEADERS)}"),
+    },
     "insufficient_quota": {},
+    "budget_exceeded": {},
+    "context_length": {},
+    "invalid_model": {},
+    "model_not_found": {},
+    "echo_key": {},
     "http_500": {},
     "http_503": {"retry_after": _WHOLE},
     "timeout": {"seconds": _SECONDS},
@@ -119,9 +172,14 @@ FAULTS: dict[str, dict[str, Param]] = {
     "wrong_ids": {},
     "missing_ids": {},
     "invalid_items": {"share": (lambda v: _is_number(v) and 0 < v <= 1, "a number above 0, up to 1")},
+    "duplicate_ids": {},
+    "content_parts": {"parts": (lambda v: _is_whole(v) and v >= 2, "a whole number, 2 or more")},
+    "fenced": {},
     "upload_lost": {},
     "create_lost": {},
     "create_500": {},
+    "create_slow": {"seconds": _SECONDS},
+    "create_twice": {},
     "batch_unknown": {},
     "expire": {},
     "missing_rows": {},
@@ -145,6 +203,8 @@ _NOT_CHAT = {
     "upload_lost": Scope.UPLOAD,
     "create_lost": Scope.BATCH,
     "create_500": Scope.BATCH,
+    "create_slow": Scope.BATCH,
+    "create_twice": Scope.BATCH,
     "batch_unknown": Scope.BATCH,
     "expire": Scope.BATCH,
     "missing_rows": Scope.BATCH,
@@ -161,8 +221,9 @@ SCOPES: dict[str, Scope] = {name: _NOT_CHAT.get(name, Scope.CHAT) for name in FA
 class Fault:
     """The fault chosen for one request: its name, parameters and target ids.
 
-    ``targets`` are the ids whose results a content fault breaks, in batch
-    order; for ``missing_rows``, the ids whose lines go missing.
+    ``targets`` are the ids whose results a content fault breaks (or, for
+    ``duplicate_ids``, repeats), in batch order; for ``missing_rows``, the
+    ids whose lines go missing.
     """
 
     name: str
@@ -209,12 +270,14 @@ class FaultPlan:
             return tuple(ids)
         if name == "missing_rows" and "keys" in rule:
             return tuple(key for key in ids if key in set(rule["keys"]))
-        if name not in ("missing_ids", "invalid_items"):
+        if name not in ("missing_ids", "invalid_items", "duplicate_ids"):
             return ()
         if "keys" in rule:
             chosen = set(rule["keys"])
         elif name == "missing_ids":
             chosen = set(ids[len(ids) // 2 :])
+        elif name == "duplicate_ids":
+            chosen = set(ids[:1])
         else:
             count = math.ceil(rule.get("share", DEFAULT_SHARE) * len(ids))
             chosen = set(self._rng.sample(list(ids), count))
@@ -253,11 +316,34 @@ def _checked_rule(number: int, rule: object) -> dict[str, Any]:
         check, wanted = allowed[key]
         if not check(value):
             raise ValueError(f"{where}: {key!r} must be {wanted}, not {_show(value)}")
-    if rule.get("http_date") and "retry_after" not in rule:
-        raise ValueError(f"{where}: 'http_date' needs 'retry_after'")
-    if "share" in rule and "keys" in rule:
-        raise ValueError(f"{where}: give 'keys' or 'share', not both")
+    problem = _clash(rule)
+    if problem is not None:
+        raise ValueError(f"{where}: {problem}")
     return {key: copy.deepcopy(value) for key, value in rule.items()}
+
+
+def _clash(rule: Mapping[str, Any]) -> str | None:
+    """What is wrong with a rule's keys taken together; None when nothing."""
+    if rule.get("http_date") and "retry_after" not in rule:
+        return "'http_date' needs 'retry_after'"
+    if "share" in rule and "keys" in rule:
+        return "give 'keys' or 'share', not both"
+    if rule["fault"] == "context_length" and "keys" not in rule:
+        return "needs 'keys', the items too long for the model"
+    if rule["fault"] == "http_429":
+        return _hint_clash(rule.get("header", HINT_HEADERS[0]), set(rule))
+    return None
+
+
+def _hint_clash(header: str, given: set[str]) -> str | None:
+    """What an ``http_429`` rule's ``header`` cannot take among the ``given`` keys."""
+    takes, needs_one = _HINTS[header]
+    refused = sorted(given & _HINT_KEYS - takes)
+    if refused:
+        return f"'header' {header!r} takes no {refused[0]!r}"
+    if needs_one and not given & takes:
+        return f"'header' {header!r} needs {' or '.join(map(repr, sorted(takes)))}"
+    return None
 
 
 def parse_plan(text: str | bytes) -> dict[str, Any]:

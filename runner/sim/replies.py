@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from email.message import Message
 from email.utils import formatdate
 from typing import Any
 
-from runner.sim.faults import Fault
+from runner.sim.faults import HINT_HEADERS, Fault
+
+#: The context window that a ``context_length`` fault says was exceeded.
+CONTEXT_TOKENS = 128000
 
 
 @dataclass(frozen=True)
@@ -54,12 +57,15 @@ class Reply:
 DROPPED = Reply(0, None, drop=True)
 
 
+def bearer_key(request: Request) -> str | None:
+    """The key of the request's ``Authorization: Bearer <key>`` header, if it has one."""
+    scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
+    return key.strip() if scheme == "Bearer" else None
+
+
 def key_accepted(request: Request, api_key: str | None) -> bool:
     """Whether ``request`` carries ``Authorization: Bearer <api_key>`` (any, without a key)."""
-    if api_key is None:
-        return True
-    scheme, _, key = (request.headers.get("Authorization") or "").partition(" ")
-    return scheme == "Bearer" and key.strip() == api_key
+    return api_key is None or bearer_key(request) == api_key
 
 
 def json_object(body: bytes) -> dict[str, Any] | None:
@@ -89,7 +95,8 @@ def error_reply(
 UNAUTHORIZED = error_reply(401, "Incorrect API key provided.", code="invalid_api_key")
 
 
-#: The error faults: status, error type, error code, message.
+#: The error faults: status, error type, error code, message. A message may
+#: name the request's ``{model}`` and the bearer ``{key}`` it was sent with.
 ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     "http_400": (400, "invalid_request_error", None, "Invalid request (a simulated fault)."),
     "http_401": (401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided."),
@@ -114,27 +121,89 @@ ERRORS: dict[str, tuple[int, str, str | None, str]] = {
         "The server had an error while processing your request.",
     ),
     "http_503": (503, "server_error", "server_is_overloaded", "The server is overloaded."),
+    # A LiteLLM proxy's spend limit: its code is the status, as a string.
+    "budget_exceeded": (
+        422,
+        "budget_exceeded",
+        "422",
+        "Budget has been exceeded! Current cost: 1.2, Max budget: 1.0",
+    ),
+    # OpenAI's code, with the exception that a LiteLLM proxy names.
+    "context_length": (
+        400,
+        "invalid_request_error",
+        "context_length_exceeded",
+        f"This model's maximum context length is {CONTEXT_TOKENS} tokens. However, your "
+        "messages resulted in more tokens. Please reduce the length of the messages. "
+        "(ContextWindowExceededError)",
+    ),
+    "invalid_model": (
+        400,
+        "invalid_request_error",
+        "400",
+        "/chat/completions: Invalid model name passed in model={model}. "
+        "Call `/v1/models` to view available models for your key.",
+    ),
+    "model_not_found": (
+        404,
+        "invalid_request_error",
+        "model_not_found",
+        "The model `{model}` does not exist or you do not have access to it.",
+    ),
+    "echo_key": (
+        401,
+        "invalid_request_error",
+        "invalid_api_key",
+        "Incorrect API key provided: {key}. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.",
+    ),
 }
 
+# An http_429 with no hint, as a LiteLLM proxy's mock rate limit answers.
+_THROTTLED = (
+    429,
+    "throttling_error",
+    "429",
+    "litellm.RateLimitError: this is a mock rate limit error",
+)
 
-def fault_error(fault: Fault, *, now: float) -> Reply:
+# The param an error names, where OpenAI names one.
+_PARAMS = {"context_length": "messages", "invalid_model": "model"}
+
+
+def named_error(name: str, *, model: str = "", key: str = "") -> Reply:
+    """The error reply of :data:`ERRORS` ``name``, its message naming ``model`` and ``key``."""
+    status, kind, code, message = ERRORS[name]
+    text = message.format(model=model, key=key)
+    return error_reply(status, text, kind=kind, code=code, param=_PARAMS.get(name))
+
+
+def fault_error(fault: Fault, *, model: str, key: str, now: float) -> Reply:
     """The error reply of an error fault; ``now`` dates a Retry-After date."""
-    status, kind, code, message = ERRORS[fault.name]
-    return error_reply(status, message, kind=kind, code=code, headers=_retry_headers(fault, now))
+    if fault.params.get("header") == "none":
+        status, kind, code, message = _THROTTLED
+        return error_reply(status, message, kind=kind, code=code)
+    reply = named_error(fault.name, model=model, key=key)
+    return replace(reply, headers=_retry_headers(fault, now))
 
 
 def _retry_headers(fault: Fault, now: float) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    if "retry_after_ms" in fault.params:
-        headers["retry-after-ms"] = str(fault.params["retry_after_ms"])
-    if "retry_after" not in fault.params:
+    header = fault.params.get("header", HINT_HEADERS[0])
+    seconds, ms = fault.params.get("retry_after"), fault.params.get("retry_after_ms")
+    if header == "retry-after-ms":
+        # The plan's check made sure that one of the two is given.
+        return {"retry-after-ms": str(ms if ms is not None else fault.params["retry_after"] * 1000)}
+    if header == "llm_provider-retry-after":
+        return {"llm_provider-retry-after": str(seconds)}
+    headers = {} if ms is None else {"retry-after-ms": str(ms)}
+    if seconds is None:
         return headers
     if fault.params.get("http_date"):
         # Date and Retry-After share one whole second, so that their
         # difference is exactly the wait, whichever clock a client trusts.
         second = int(now)
         headers["Date"] = formatdate(second, usegmt=True)
-        headers["Retry-After"] = formatdate(second + fault.params["retry_after"], usegmt=True)
+        headers["Retry-After"] = formatdate(second + seconds, usegmt=True)
     else:
-        headers["Retry-After"] = str(fault.params["retry_after"])
+        headers["Retry-After"] = str(seconds)
     return headers

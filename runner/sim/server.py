@@ -3,9 +3,10 @@
 Requests go through one small routing table, ``(method, path) -> route``,
 where a path segment such as ``{id}`` matches any one segment. A route turns
 a :class:`Request` into a :class:`Reply` and does not write to the socket;
-the handler sends the reply and bills its items at that moment. Faults of
-the fault plan (:mod:`runner.sim.faults`) change what a route builds (an
-error, a broken body, a reply to drop), never how it is sent. The Files and
+the handler (:mod:`runner.sim.httpd`) sends the reply and bills its items
+at that moment. Faults of the fault plan (:mod:`runner.sim.faults`) change
+what a route builds (an error, a broken body, a reply to drop), never how
+it is sent. The Files and
 Batches routes are in :mod:`runner.sim.batch_routes`; their batches bill
 when the simulator's clock has ended them.
 """
@@ -13,23 +14,18 @@ when the simulator's clock has ended them.
 from __future__ import annotations
 
 import copy
-import ipaddress
 import itertools
-import json
 import math
 import random
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlsplit
 
 from runner import protocol
-from runner.sim import batch_routes, chat
+from runner.sim import batch_routes, chat, httpd
 from runner.sim.batches import BatchStore
 from runner.sim.clock import Clock
 from runner.sim.faults import DEFAULT_TIMEOUT, Fault, FaultPlan, Scope, parse_plan
@@ -40,6 +36,7 @@ from runner.sim.replies import (
     UNAUTHORIZED,
     Reply,
     Request,
+    bearer_key,
     error_reply,
     fault_error,
     json_object,
@@ -84,7 +81,7 @@ class Simulator:
         batch_seconds: float = 1.0,
         clock: Clock | None = None,
     ) -> None:
-        _require_loopback(host)
+        httpd.require_loopback(host)
         if not math.isfinite(batch_seconds) or batch_seconds < 0:
             raise ValueError(f"batch_seconds must be 0 or more, not {batch_seconds!r}")
         self.on_request = on_request
@@ -104,9 +101,9 @@ class Simulator:
             seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill, seed=seed
         )
         self._faults = FaultPlan(faults)
-        # Set by stop(), to cut short the waits of timeout faults.
+        # Set by stop(), to cut short the waits of timeout and create_slow faults.
         self._closing = threading.Event()
-        self._server = (_Server6 if ":" in host else _Server)((host, port), self)
+        self._server = httpd.server(host, port, self)
         self._thread: threading.Thread | None = None
 
     @property
@@ -161,6 +158,10 @@ class Simulator:
         """
         self._faults = FaultPlan(plan)
 
+    def wait(self, seconds: float) -> bool:
+        """Wait ``seconds`` of real time, as a slow upstream; True if stopped meanwhile."""
+        return self._closing.wait(seconds)
+
     def start(self) -> Simulator:
         """Serve in a daemon thread; returns the simulator for ``with``."""
         self._thread = threading.Thread(
@@ -174,7 +175,7 @@ class Simulator:
         self._server.serve_forever(poll_interval=POLL_INTERVAL)
 
     def stop(self) -> None:
-        """Stop serving, drop requests held by timeout faults, close the socket."""
+        """Stop serving, drop requests held by timeout or create_slow faults, close the socket."""
         self._closing.set()
         if self._thread is not None:
             self._server.shutdown()
@@ -217,17 +218,6 @@ class Simulator:
         self._batches.settle(self._clock.now())
 
 
-def _require_loopback(host: str) -> None:
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise ValueError(f"the simulator only listens on loopback, not on {host!r}")
-
-
 # Routes ------------------------------------------------------------------
 
 
@@ -246,7 +236,7 @@ def chat_completions(sim: Simulator, request: Request) -> Reply:
             sim.on_request(ids)
         fault = sim.choose_fault(ids)
         time.sleep(sim._delay())
-        return _faulted(sim, fault, body, items)
+        return _faulted(sim, fault, request, body, items)
 
 
 def ledger_snapshot(sim: Simulator, request: Request) -> Reply:
@@ -317,92 +307,21 @@ def _match(pattern: str, path: str) -> dict[str, str] | None:
 
 
 def _faulted(
-    sim: Simulator, fault: Fault | None, body: dict[str, Any], items: list[dict[str, Any]]
+    sim: Simulator,
+    fault: Fault | None,
+    request: Request,
+    body: dict[str, Any],
+    items: list[dict[str, Any]],
 ) -> Reply:
     """The reply to a well-formed batch request, as ``fault`` (if any) makes it."""
     if fault is None:
         return chat.completion(sim._next_number(), body, items, None, created=sim.clock.now())
     if fault.name in ERRORS:
-        return fault_error(fault, now=time.time())
+        key = bearer_key(request) or ""
+        return fault_error(fault, model=body["model"], key=key, now=time.time())
     if fault.name == "drop":
         return DROPPED
-    if fault.name == "timeout" and sim._closing.wait(fault.params.get("seconds", DEFAULT_TIMEOUT)):
+    if fault.name == "timeout" and sim.wait(fault.params.get("seconds", DEFAULT_TIMEOUT)):
         return DROPPED  # stopped while waiting: the answer was never made
     reply = chat.completion(sim._next_number(), body, items, fault, created=sim.clock.now())
     return replace(reply, drop=fault.name == "billed_then_dropped")
-
-
-# HTTP plumbing -------------------------------------------------------------
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, so httpx reuses connections
-    # Headers and body go out in two writes; with Nagle's algorithm on, the
-    # body would wait for a delayed ACK, some 40 ms per request.
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def do_GET(self) -> None:
-        self._dispatch("GET")
-
-    def do_POST(self) -> None:
-        self._dispatch("POST")
-
-    def do_PUT(self) -> None:
-        self._dispatch("PUT")
-
-    def do_DELETE(self) -> None:
-        self._dispatch("DELETE")
-
-    def handle(self) -> None:
-        try:
-            super().handle()
-        except ConnectionError:
-            # A client that gave up waiting (a timeout fault) resets the
-            # connection while its late answer is written: nothing to report.
-            self.close_connection = True
-
-    def _dispatch(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        url = urlsplit(self.path)
-        request = Request(method, url.path, self.headers, body, query=url.query)
-        self._send(self.server.sim.handle(request))
-
-    def _send(self, reply: Reply) -> None:
-        self.server.sim.ledger.bill(reply.bill)
-        if reply.drop:
-            # Nothing written, and a FIN both ways: the client sees the
-            # connection end instead of waiting for an answer.
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            return
-        payload = reply.payload
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        headers = {
-            "Server": self.version_string(),
-            "Date": self.date_time_string(),
-            "Content-Type": "application/json",
-            "Content-Length": str(len(data)),
-            **reply.headers,  # may date the reply itself, with a Retry-After date
-        }
-        self.send_response_only(reply.status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Stay quiet: the ledger, not stderr, is the record of requests."""
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], sim: Simulator) -> None:
-        self.sim = sim
-        super().__init__(address, _Handler)
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6

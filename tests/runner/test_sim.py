@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -162,3 +163,17 @@ def test_sim_reset_clears_the_ledger(sim: Simulator, client: httpx.Client) -> No
     assert client.post(f"http://127.0.0.1:{sim.port}/_sim/reset").json() == {"ok": True}
     after = client.get(ledger_url).json()
     assert (after["requests"], after["billed"], after["calls"]) == (0, {}, [])
+
+
+async def test_hundreds_of_concurrent_connections_are_all_answered() -> None:
+    count = 300
+    # No keep-alive: httpcore's pool slows down with hundreds of idle connections.
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+    with Simulator(latency=0.5).start() as sim:
+        async with httpx.AsyncClient(base_url=sim.base_url, limits=limits, timeout=60) as client:
+            responses = await asyncio.gather(
+                *(client.post("/chat/completions", json=chat([{"id": f"k{n}", "body": "hi"}])) for n in range(count))
+            )
+        snapshot = sim.ledger.snapshot()
+    assert [response.status_code for response in responses] == [200] * count
+    assert snapshot["max_in_flight"] > count // 2

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from runner import protocol
-from runner.sim import Simulator
+from runner.sim import Clock, Simulator
 
 DAY = 24 * 3600
 ITEMS = [{"id": f"p{n}", "body": f"post number {n}"} for n in range(1, 6)]
@@ -28,6 +30,13 @@ def sim() -> Iterator[Simulator]:
 @pytest.fixture
 def client(sim: Simulator) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sim.base_url) as client:
+        yield client
+
+
+@pytest.fixture
+def sdk(sim: Simulator) -> Iterator[openai.OpenAI]:
+    """The official SDK, without its retries unless a test asks for them."""
+    with openai.OpenAI(api_key="sk-test", base_url=sim.base_url, max_retries=0) as client:
         yield client
 
 
@@ -53,6 +62,24 @@ def upload(client: httpx.Client, content: bytes = REQUESTS) -> str:
 def create(client: httpx.Client, file_id: str) -> httpx.Response:
     body = {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
     return client.post("/batches", json={**body, "metadata": {"group": "2024-03"}})
+
+
+def sdk_create(sdk: openai.OpenAI) -> Any:
+    uploaded = sdk.files.create(file=("requests.jsonl", REQUESTS), purpose="batch")
+    return sdk.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        metadata={"group": "2024-03"},
+    )
+
+
+def eventually(count: Callable[[], int], wanted: int, seconds: float = 10) -> None:
+    """Wait until ``count()`` reaches ``wanted``: a batch made after its client gave up."""
+    deadline = time.monotonic() + seconds
+    while count() < wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert count() == wanted
 
 
 def start(client: httpx.Client) -> dict[str, Any]:
@@ -126,6 +153,25 @@ def test_the_list_pages_newest_first(client: httpx.Client) -> None:
     assert ([b["id"] for b in rest["data"]], rest["has_more"]) == ([ids[0]], False)
 
 
+def test_the_sdk_pages_through_the_list_newest_first(sdk: openai.OpenAI) -> None:
+    ids = [sdk_create(sdk).id for _ in range(5)]
+    first = sdk.batches.list(limit=2)
+    assert ([batch.id for batch in first.data], first.has_more) == (ids[:2:-1], True)
+    assert [batch.id for batch in sdk.batches.list(limit=2)] == ids[::-1]  # every page, in turn
+
+
+def test_a_cancelled_batch_is_listed_cancelling_then_cancelled() -> None:
+    # A clock that stands still until moved: the cancel is seen as it happens.
+    with Simulator(clock=Clock(lambda: 1_700_000_000.0), batch_seconds=60).start() as sim:
+        with httpx.Client(base_url=sim.base_url) as client:
+            ids = [start(client)["id"] for _ in range(2)]
+            assert client.post(f"/batches/{ids[0]}/cancel").json()["status"] == "cancelling"
+            statuses = [{b["id"]: b["status"] for b in client.get("/batches").json()["data"]}]
+            sim.advance(10)
+            statuses.append({b["id"]: b["status"] for b in client.get("/batches").json()["data"]})
+    assert statuses == [{ids[1]: "validating", ids[0]: "cancelling"}, {ids[1]: "in_progress", ids[0]: "cancelled"}]
+
+
 def test_a_cancelled_batch_bills_nothing(sim: Simulator, client: httpx.Client) -> None:
     batch_id = start(client)["id"]
     sim.advance(30)
@@ -181,6 +227,58 @@ def test_a_create_without_its_answer_still_runs_and_bills(sim: Simulator, client
         assert create(client, file_id).json()["error"]["type"] == "server_error"
     [listed] = client.get("/batches").json()["data"]
     assert ended(sim, client, listed["id"])["status"] == "completed"
+    assert sim.ledger.snapshot()["billed"] == ALL_BILLED
+
+
+def test_a_slow_create_makes_its_batch_after_the_client_gave_up(sim: Simulator, client: httpx.Client) -> None:
+    file_id = upload(client)
+    sim.set_faults({"rules": [{"fault": "create_slow", "seconds": 1}]})
+    with httpx.Client(base_url=sim.base_url, timeout=0.2) as impatient, pytest.raises(httpx.ReadTimeout):
+        create(impatient, file_id)
+    assert client.get("/batches").json()["data"] == []
+    eventually(lambda: len(client.get("/batches").json()["data"]), 1)
+    [landed] = client.get("/batches").json()["data"]
+    assert (landed["input_file_id"], landed["metadata"]) == (file_id, {"group": "2024-03"})
+    assert ended(sim, client, landed["id"])["status"] == "completed"
+    snapshot = sim.ledger.snapshot()
+    assert (snapshot["billed"], snapshot["faults"]) == (ALL_BILLED, {"create_slow": 1})
+
+
+def test_the_sdk_retrying_a_slow_create_on_its_own_pays_three_times(sim: Simulator) -> None:
+    sim.set_faults({"rules": [{"fault": "create_slow", "seconds": 0.5}]})
+    with openai.OpenAI(api_key="sk-test", base_url=sim.base_url, timeout=0.2) as sdk:  # its default 2 retries
+        with pytest.raises(openai.APITimeoutError):
+            sdk_create(sdk)
+        eventually(lambda: len(sdk.batches.list().data), 3)
+        assert {batch.metadata["group"] for batch in sdk.batches.list()} == {"2024-03"}
+    sim.advance(DAY)
+    assert sim.ledger.snapshot()["billed"] == {key: 3 for key in ALL_BILLED}
+
+
+def test_create_twice_runs_two_batches_that_both_bill(sim: Simulator, sdk: openai.OpenAI) -> None:
+    sim.set_faults({"rules": [{"fault": "create_twice", "times": 1}]})
+    answered = sdk_create(sdk)
+    listed = sdk.batches.list().data
+    assert [batch.id for batch in listed][0] == answered.id  # the second, newest first
+    assert [(batch.input_file_id, batch.metadata) for batch in listed] == [
+        (answered.input_file_id, {"group": "2024-03"})] * 2
+    sim.advance(DAY)
+    assert [sdk.batches.retrieve(batch.id).status for batch in listed] == ["completed"] * 2
+    snapshot = sim.ledger.snapshot()
+    assert (snapshot["billed"], snapshot["batches_created"]) == ({key: 2 for key in ALL_BILLED}, 2)
+
+
+def test_cancelling_the_duplicate_of_create_twice_pays_once(sim: Simulator, sdk: openai.OpenAI) -> None:
+    sim.set_faults({"rules": [{"fault": "create_twice"}]})
+    answered = sdk_create(sdk)
+    [duplicate] = [batch for batch in sdk.batches.list() if batch.id != answered.id]
+    sim.advance(30)
+    assert sdk.batches.cancel(duplicate.id).status == "cancelling"
+    assert sdk.batches.retrieve(duplicate.id).status == "cancelled"
+    assert {batch.id: batch.status for batch in sdk.batches.list()} == {
+        answered.id: "in_progress", duplicate.id: "cancelled"}
+    sim.advance(DAY)
+    assert sdk.batches.retrieve(answered.id).status == "completed"
     assert sim.ledger.snapshot()["billed"] == ALL_BILLED
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from runner import protocol
@@ -25,9 +26,24 @@ def client(sim: Simulator) -> Iterator[httpx.Client]:
         yield client
 
 
+@pytest.fixture
+def sdk(sim: Simulator) -> Iterator[openai.OpenAI]:
+    """The official SDK, without its retries unless a test asks for them."""
+    with openai.OpenAI(api_key=SECRET, base_url=sim.base_url, max_retries=0) as client:
+        yield client
+
+
+SECRET = "sk-proj-simulated-0123456789"
+
+
 def chat(items: list[dict[str, Any]]) -> dict[str, Any]:
     user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", items)
     return {"model": "sim-model", "messages": [{"role": "user", "content": user}]}
+
+
+def sdk_ask(sdk: openai.OpenAI, items: list[dict[str, Any]] = ITEMS) -> Any:
+    body = chat(items)
+    return sdk.chat.completions.create(model=body["model"], messages=body["messages"])
 
 
 def ask(client: httpx.Client, items: list[dict[str, Any]] = ITEMS) -> httpx.Response:
@@ -87,6 +103,124 @@ def test_retry_after_as_a_date_is_counted_from_the_date_header(sim: Simulator, c
     retry_at = parsedate_to_datetime(response.headers["retry-after"])
     assert (retry_at - parsedate_to_datetime(response.headers["date"])).total_seconds() == 7
     assert response.headers.get_list("date") == [response.headers["date"]]
+
+
+@pytest.mark.parametrize(
+    "rule, error, status, kind, code, param, message",
+    [
+        ({"fault": "budget_exceeded"}, openai.UnprocessableEntityError, 422, "budget_exceeded", "422", None,
+         "Budget has been exceeded! Current cost: 1.2, Max budget: 1.0"),
+        ({"fault": "context_length", "keys": ["p002"]}, openai.BadRequestError, 400, "invalid_request_error",
+         "context_length_exceeded", "messages", "(ContextWindowExceededError)"),
+        ({"fault": "invalid_model"}, openai.BadRequestError, 400, "invalid_request_error", "400", "model",
+         "Invalid model name passed in model=sim-model."),
+        ({"fault": "model_not_found"}, openai.NotFoundError, 404, "invalid_request_error", "model_not_found", None,
+         "The model `sim-model` does not exist or you do not have access to it."),
+        ({"fault": "echo_key"}, openai.AuthenticationError, 401, "invalid_request_error", "invalid_api_key", None,
+         f"Incorrect API key provided: {SECRET}."),
+        ({"fault": "http_429", "header": "none"}, openai.RateLimitError, 429, "throttling_error", "429", None,
+         "litellm.RateLimitError"),
+    ],
+)
+def test_a_proxy_or_openai_error_reaches_the_sdk_as_sent_and_bills_nothing(
+    sim: Simulator, sdk: openai.OpenAI, rule: dict[str, Any], error: type[openai.APIStatusError],
+    status: int, kind: str, code: str, param: str | None, message: str,
+) -> None:
+    sim.set_faults({"rules": [rule]})
+    with pytest.raises(error) as raised:
+        sdk_ask(sdk)
+    assert (raised.value.status_code, raised.value.type, raised.value.code, raised.value.param) == (
+        status, kind, code, param)
+    assert message in raised.value.message
+    snapshot = sim.ledger.snapshot()
+    assert (snapshot["billed"], snapshot["faults"]) == ({}, {rule["fault"]: 1})
+
+
+def test_context_length_answers_only_the_requests_holding_its_keys(sim: Simulator, client: httpx.Client) -> None:
+    sim.set_faults({"rules": [{"fault": "context_length", "keys": ["p002"]}]})
+    assert [ask(client, batch).status_code for batch in (ITEMS[:2], ITEMS[2:], ITEMS[1:2])] == [400, 200, 400]
+    assert sim.ledger.snapshot()["billed"] == {"p003": 1, "p004": 1}
+
+
+@pytest.mark.parametrize(
+    "rule, headers",
+    [
+        ({"retry_after": 2}, {"retry-after": "2"}),
+        ({"retry_after": 2, "header": "retry-after"}, {"retry-after": "2"}),
+        ({"retry_after_ms": 1500, "header": "retry-after-ms"}, {"retry-after-ms": "1500"}),
+        ({"retry_after": 2, "header": "retry-after-ms"}, {"retry-after-ms": "2000"}),
+        ({"retry_after": 60, "header": "llm_provider-retry-after"}, {"llm_provider-retry-after": "60"}),
+        ({"header": "none"}, {}),
+    ],
+)
+def test_http_429_puts_its_hint_in_the_header_it_is_told(
+    sim: Simulator, client: httpx.Client, rule: dict[str, Any], headers: dict[str, str]
+) -> None:
+    sim.set_faults({"rules": [{"fault": "http_429", **rule}]})
+    response = ask(client)
+    hints = ("retry-after", "retry-after-ms", "llm_provider-retry-after")
+    assert response.status_code == 429
+    assert {name: response.headers[name] for name in hints if name in response.headers} == headers
+
+
+def test_the_sdk_waits_a_retry_after_ms_hint_and_is_answered(sim: Simulator) -> None:
+    sim.set_faults({"rules": [{"fault": "http_429", "times": 1, "header": "retry-after-ms", "retry_after_ms": 50}]})
+    with openai.OpenAI(api_key=SECRET, base_url=sim.base_url, max_retries=1) as sdk:
+        answered = json.loads(sdk_ask(sdk).choices[0].message.content)["results"]
+    assert [r["id"] for r in answered] == KEYS
+    snapshot = sim.ledger.snapshot()
+    assert (snapshot["billed"], snapshot["faults"]) == (ALL_BILLED, {"http_429": 1})
+
+
+def normal(client: httpx.Client) -> str:
+    """The answer to ITEMS without a fault, to compare a dressed one with."""
+    return content(ask(client))
+
+
+@pytest.mark.parametrize("parts", [None, 3])
+def test_content_parts_is_a_billed_200_with_the_answer_in_text_parts(
+    sim: Simulator, sdk: openai.OpenAI, client: httpx.Client, parts: int | None
+) -> None:
+    expected = normal(client)
+    sim.set_faults({"rules": [{"fault": "content_parts", **({} if parts is None else {"parts": parts})}]})
+    message = sdk_ask(sdk).choices[0].message
+    assert isinstance(message.content, list)  # the SDK hands on what it got
+    assert [part["type"] for part in message.content] == ["text"] * (parts or 2)
+    assert "".join(part["text"] for part in message.content) == expected
+    assert sim.ledger.snapshot()["billed"] == {key: 2 for key in KEYS}
+
+
+def test_fenced_is_a_billed_200_with_the_answer_in_a_markdown_fence(sim: Simulator, client: httpx.Client) -> None:
+    expected = normal(client)
+    sim.set_faults({"rules": [{"fault": "fenced"}]})
+    response = ask(client)
+    assert content(response) == f"```json\n{expected}\n```"
+    assert response.json()["choices"][0]["finish_reason"] == "stop"
+    assert sim.ledger.snapshot()["billed"] == {key: 2 for key in KEYS}
+
+
+@pytest.mark.parametrize("rule, twice", [({}, "p001"), ({"keys": ["p003"]}, "p003")])
+def test_duplicate_ids_answers_one_id_twice_with_other_values(
+    sim: Simulator, client: httpx.Client, rule: dict[str, Any], twice: str
+) -> None:
+    expected = json.loads(normal(client))["results"]
+    sim.set_faults({"rules": [{"fault": "duplicate_ids", **rule}]})
+    answered = json.loads(content(ask(client)))["results"]
+    assert [r["id"] for r in answered] == [*KEYS, twice]
+    assert answered[:-1] == expected
+    [first] = [r for r in expected if r["id"] == twice]
+    assert answered[-1]["label"] != first["label"]
+    assert answered[-1]["summary"] == first["summary"]
+    assert sim.ledger.snapshot()["billed"] == {key: 2 for key in KEYS}
+
+
+def test_duplicate_ids_under_a_schema_of_words_only_answers_other_words(sim: Simulator, client: httpx.Client) -> None:
+    result_schema = {"type": "object", "properties": {"id": {"type": "string"}, "note": {"type": "string"}}}
+    body = {**chat(ITEMS[:1]), "response_format": protocol.batch_response_format(result_schema)}
+    sim.set_faults({"rules": [{"fault": "duplicate_ids"}]})
+    first, again = json.loads(content(client.post("/chat/completions", json=body)))["results"]
+    assert (first["id"], again["id"]) == ("p001", "p001")
+    assert (first["note"], again["note"]) == ("post number 1", "(again) post number 1")
 
 
 @pytest.mark.parametrize("fault, billed", [("drop", {}), ("billed_then_dropped", ALL_BILLED)])
@@ -178,6 +312,14 @@ def test_a_rate_with_a_seed_gives_the_same_faults_again_near_that_rate(sim: Simu
         ('{"rules": [{"fault": "drop", "rat": 0.3}]}', "rule 1 (drop): unknown key 'rat'"),
         ('{"rules": [{"fault": "drop"}, {"fault": "drop", "rate": "0.3"}]}', "rule 2 (drop): 'rate' must be a number"),
         ('{"seed": 1, "rule": []}', "unknown key 'rule'"),
+        ('{"rules": [{"fault": "context_length"}]}', "rule 1 (context_length): needs 'keys'"),
+        ('{"rules": [{"fault": "http_429", "header": "Retry-After"}]}', "'header' must be one of retry-after,"),
+        ('{"rules": [{"fault": "http_429", "header": "none", "retry_after": 1}]}', "'header' 'none' takes no 'retry_after'"),
+        ('{"rules": [{"fault": "http_429", "header": "llm_provider-retry-after"}]}', "needs 'retry_after'"),
+        ('{"rules": [{"fault": "http_429", "header": "retry-after-ms", "http_date": true, "retry_after": 1}]}',
+         "'header' 'retry-after-ms' takes no 'http_date'"),
+        ('{"rules": [{"fault": "content_parts", "parts": 1}]}', "'parts' must be a whole number, 2 or more"),
+        ('{"rules": [{"fault": "create_slow", "seconds": -1}]}', "'seconds' must be a number of seconds"),
         ('{"rules": [', "the fault plan is not JSON"),
         ('"drop"', "a fault plan is a JSON object"),
     ],
