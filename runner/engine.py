@@ -604,8 +604,8 @@ class Engine:
             log.error("the traceback of batch %s could not be saved in the store", batch.id)
         self.request_stop(
             f"unexpected {type(exc).__name__} in batch {batch.id} (a bug in runner): {exc}; its traceback is in "
-            "the batch's history (runner tui: an item's detail) and the log; runner run goes on: saved "
-            "answers are kept, sent items held for a person"
+            "the log and the batch's history (runner tui, an item's detail); running again keeps the saved "
+            "answers and holds what was sent for a person"
         )
 
     def _store_failed(self, exc: StoreError) -> None:
