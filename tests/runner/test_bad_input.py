@@ -67,18 +67,62 @@ CASES = {
 }
 
 
+def refused(folder: Path) -> str:
+    """``runner run job.toml`` in ``folder`` fails as bad input: exit 1, one line, the store untouched.
+
+    Returns that line, without ``error: `` and the folder (so that messages read as in the job's folder).
+    """
+    before = dump(folder / "runs.db")
+    result = runner_cli("run", "job.toml", cwd=folder)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
+    assert dump(folder / "runs.db") == before
+    return result.stderr.removeprefix("error: ").rstrip("\n").replace(f"{folder.resolve()}/", "")
+
+
 @pytest.mark.parametrize("job_text, jsonl, message", CASES.values(), ids=CASES.keys())
 def test_bad_input_is_one_line_exit_1_and_the_store_unchanged(folder: Path, job_text: str, jsonl: str | None, message: str) -> None:
     (folder / "job.toml").write_text(job_text, encoding="utf-8")
     (folder / "posts.csv").write_text("month,title\n2026-01,hello\n", encoding="utf-8")
     if jsonl is not None:
         (folder / "posts.jsonl").write_bytes(jsonl.encode("utf-8").replace(b"\xc3\xa9", b"\xe9"))
-    before = dump(folder / "runs.db")
-    result = runner_cli("run", "job.toml", cwd=folder)
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
-    assert message in result.stderr
-    assert dump(folder / "runs.db") == before
+    assert message in refused(folder)
+
+
+CSV_JOB = GOOD_JOB.replace("posts.jsonl", "posts.csv")
+BAD_CSV = {
+    "an unclosed quote is named where it opens": (
+        'id,month,title\np1,m,"fine"\np2,m,"no end\np3,m,swallowed\np4,m,swallowed\n',
+        "posts.csv line 3: a quoted field opens here and is not closed (unexpected end of data)",
+    ),
+    "a duplicate header name": ("id,month,id\np1,m,x\n", "posts.csv line 1: the header names the column 'id' twice"),
+    "fewer fields than the header": (
+        "id,month,title\np1,m,x\np2,m\n", "posts.csv line 3: expected 3 fields as in the header, got 2",
+    ),
+    "more fields than the header": (
+        "id,month,title\np1,m,x,y\n", "posts.csv line 2: expected 3 fields as in the header, got 4",
+    ),
+}
+
+
+@pytest.mark.parametrize("csv_text, message", BAD_CSV.values(), ids=BAD_CSV.keys())
+def test_malformed_csv_is_refused_with_its_line_never_read_short(folder: Path, csv_text: str, message: str) -> None:
+    (folder / "job.toml").write_text(CSV_JOB, encoding="utf-8")
+    (folder / "posts.csv").write_text(csv_text, encoding="utf-8", newline="")
+    assert refused(folder) == message
+
+
+def test_a_jsonl_line_nested_thousands_deep_is_refused_with_its_line(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB, encoding="utf-8")
+    deep = '{"id": "p2", "month": "m", "body": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (folder / "posts.jsonl").write_text('{"id": "p1", "month": "m"}\n' + deep + "\n", encoding="utf-8")
+    assert refused(folder) == "posts.jsonl line 2: nested deeper than 128 levels"
+
+
+def test_a_jsonl_lone_surrogate_escape_is_refused_with_its_line(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB, encoding="utf-8")
+    (folder / "posts.jsonl").write_text('{"id": "p1", "month": "m", "body": "half \\ud800 a pair"}\n', encoding="utf-8")
+    assert refused(folder) == "posts.jsonl line 1: \\ud800 is half of a UTF-16 surrogate pair, not a character"
 
 
 def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
