@@ -128,7 +128,7 @@ def _csv(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
         try:
             yield from _csv_records(spec.path, handle)
         except UnicodeDecodeError as exc:
-            raise not_utf8(spec.path) from exc
+            raise InputError(not_utf8(spec.path)) from exc
 
 
 def _csv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -196,15 +196,15 @@ def _open_quote(lines: Iterable[str], first: int) -> tuple[int, bool]:
     return opened, state == "quoted"
 
 
-def not_utf8(path: Path) -> InputError:
-    """The error for a text file that is not UTF-8, naming the first line that is not."""
+def not_utf8(path: Path) -> str:
+    """The message for a text file that is not UTF-8, naming the first line that is not."""
     with path.open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                return InputError(f"{path} line {number}: not UTF-8 (byte {exc.start + 1})")
-    return InputError(f"{path}: not UTF-8")
+                return f"{path} line {number}: not UTF-8 (byte {exc.start + 1})"
+    return f"{path}: not UTF-8"
 
 
 def _sqlite(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:

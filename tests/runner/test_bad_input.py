@@ -45,7 +45,7 @@ def folder(tmp_path: Path) -> Path:
 CASES = {
     "unknown top key": ('colour = "red"\n' + GOOD_JOB, None, "job.toml: unknown key 'colour'"),
     "unknown section key": (GOOD_JOB + "[batch]\nmax_item = 3\n", None, "job.toml [batch]: unknown key 'max_item'"),
-    "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be int"),
+    "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be an integer, not 'two'"),
     "not TOML": ("name = \n", None, "job.toml: not valid TOML: "),
     "negative retries": (GOOD_JOB + "[retry]\nrequest_retries = -1\n", None,
                          "job.toml [retry]: 'request_retries' must be at least 0"),
@@ -143,3 +143,29 @@ def test_an_unknown_run_name_is_named(folder: Path) -> None:
     result = runner_cli("status", "tset", cwd=folder)
     assert result.returncode == 1
     assert result.stderr == "error: no run named 'tset' in runs.db (runs: test)\n"
+
+
+def test_a_job_file_that_is_not_utf8_is_refused_with_its_line(folder: Path) -> None:
+    (folder / "job.toml").write_bytes(GOOD_JOB.encode() + b"# caf\xe9\n")
+    assert refused(folder) == "job.toml line 7: not UTF-8 (byte 6)"
+
+
+def test_a_schema_ref_to_a_missing_pointer_is_refused_when_the_job_loads(folder: Path) -> None:
+    schema = '[output.schema]\ntype = "object"\nproperties = { label = { "$ref" = "#/$defs/label" } }\n'
+    (folder / "job.toml").write_text(GOOD_JOB + schema, encoding="utf-8")
+    assert refused(folder) == (
+        "job.toml [output]: the output schema has a $ref that leads nowhere: Pointer '/$defs/label' does not exist"
+    )
+
+
+def test_a_job_file_value_of_the_wrong_type_is_refused_naming_the_key_and_the_type(folder: Path) -> None:
+    (folder / "job.toml").write_text("version = { a = 1 }\n" + GOOD_JOB, encoding="utf-8")
+    assert refused(folder) == "job.toml: 'version' must be a string, not a table"
+
+
+def test_an_api_key_env_that_names_no_variable_is_refused_on_one_line(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB + 'api_key_env = "OPENAI\\nKEY"\n', encoding="utf-8")
+    assert refused(folder) == (
+        "job.toml [provider]: 'api_key_env' must be an environment variable's name (letters, digits, _), "
+        "not 'OPENAI\\nKEY'"
+    )
