@@ -40,6 +40,7 @@ import json
 import math
 import re
 import reprlib
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -200,8 +201,10 @@ def load(path: str | Path) -> Job:
         raise JobError(not_utf8(path)) from exc
     try:
         data = tomllib.loads(text)
-    except ValueError as exc:  # TOMLDecodeError, or an integer over Python's digit limit
+    except tomllib.TOMLDecodeError as exc:
         raise JobError(f"{path}: not valid TOML: {exc}") from exc
+    except ValueError as exc:  # the only other one: an integer over Python's digit limit
+        raise JobError(f"{path}: not valid TOML: a number longer than {sys.get_int_max_str_digits()} digits") from exc
     except RecursionError as exc:
         raise JobError(f"{path}: not valid TOML: arrays or tables nested too deeply") from exc
     return from_dict(data, base=path.parent, where=str(path))
@@ -289,7 +292,10 @@ def _input(value: Any, base: Path, where: str) -> InputSpec:
     if not isinstance(value, dict):
         raise JobError(f"{where}: 'input' must be a path or a table {{ path, format, table }}")
     _refuse_unknown(value, ("path", "format", "table"), f"{where} input")
-    path = (base / _text(value, "path", f"{where} input")).resolve()
+    given = _text(value, "path", f"{where} input")
+    if not given.isprintable():  # messages name the input file, and must stay one line
+        raise JobError(f"{where} input: 'path' must be a printable file name, not {given!r}")
+    path = (base / given).resolve()
     fmt = _text(value, "format", f"{where} input") if "format" in value else format_of(path)
     if fmt not in get_args(Format):
         raise JobError(f"{where}: input format must be jsonl, csv or sqlite, not {fmt!r}")

@@ -104,3 +104,10 @@ def test_a_csv_that_is_not_utf8_is_named_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         list(read_records(InputSpec(tmp_path / "in.csv", "csv")))
     assert str(caught.value) == f"{tmp_path / 'in.csv'} line 3: not UTF-8 (byte 6)"
+
+
+def test_a_jsonl_integer_longer_than_python_reads_is_refused_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"id": "a"}\n{"id": ' + "9" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        list(read_records(InputSpec(tmp_path / "in.jsonl", "jsonl")))
+    assert str(caught.value) == f"{tmp_path / 'in.jsonl'} line 2: a number longer than 4300 digits"

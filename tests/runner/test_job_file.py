@@ -96,3 +96,16 @@ def test_a_python_job_whose_schema_has_a_ref_to_nothing_is_refused_as_a_job_erro
     assert str(caught.value) == (
         "Job(output_schema=...): the output schema has a $ref that leads nowhere: Pointer '/$defs/nothing' does not exist"
     )
+
+
+@pytest.mark.parametrize("top, message", [
+    ("version = " + "9" * 5000, ": not valid TOML: a number longer than 4300 digits"),
+    ("version = " + "[" * 5000 + "]" * 5000, ": not valid TOML: arrays or tables nested too deeply"),
+], ids=["an integer longer than Python reads", "nested thousands deep"])
+def test_toml_that_python_cannot_read_is_refused_as_not_valid_toml(tmp_path: Path, top: str, message: str) -> None:
+    assert refusal(job_file(tmp_path, top=top)) == message
+
+
+def test_an_input_path_that_would_break_a_message_over_lines_is_refused(tmp_path: Path) -> None:
+    path = job_file(tmp_path, input_='path = "posts\\n.jsonl"')
+    assert refusal(path) == " input: 'path' must be a printable file name, not 'posts\\n.jsonl'"
