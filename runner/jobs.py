@@ -29,7 +29,8 @@ A job file looks like this (every section but the top keys is optional)::
     [retry]
     max_attempts = 3
 
-Unknown keys are errors. Relative paths are relative to the job file.
+Unknown keys are errors, and so is a value of the wrong type (read by one typed
+reader, ``_typed``). Relative paths are relative to the job file.
 """
 
 from __future__ import annotations
