@@ -347,11 +347,9 @@ def _check_provider(provider: ProviderConfig, where: str) -> None:
     if provider.kind not in PROVIDER_KINDS:
         raise JobError(f"{where}: unknown kind {provider.kind!r} (known: {', '.join(PROVIDER_KINDS)})")
     try:
-        url = httpx.URL(provider.base_url)
-    except httpx.InvalidURL as exc:
+        httpx.URL(provider.base_url)
+    except httpx.InvalidURL as exc:  # raised later when the run builds its client, as a traceback
         raise JobError(f"{where}: 'base_url' is not a URL ({exc})") from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise JobError(f"{where}: 'base_url' must be an http or https URL, not {provider.base_url!r}")
     # A name that the shell could not export is a typo (or a pasted key), never a variable.
     if provider.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", provider.api_key_env):
         raise JobError(

@@ -65,8 +65,9 @@ def test_a_section_key_of_the_wrong_type_is_named_with_the_type_it_wants(
     ("[batch]\nmax_chars = 9223372036854775808\n", " [batch]: 'max_chars' must be an integer, not an integer over 64 bits"),
     ("[retry]\nbackoff = nan\n", " [retry]: 'backoff' must be a finite number, not nan"),
     ("[provider]\ntimeout = inf\n", " [provider]: 'timeout' must be a finite number, not inf"),
-    ('[provider]\nbase_url = "localhost:8000/v1"\n', " [provider]: 'base_url' must be an http or https URL, not 'localhost:8000/v1'"),
-], ids=["true is no integer", "integers are 64-bit", "nan", "inf", "a URL without a scheme"])
+    ('[provider]\nbase_url = "http://api\\n.example.com"\n',
+     " [provider]: 'base_url' is not a URL (Invalid non-printable ASCII character in URL, '\\n' at position 10.)"),
+], ids=["true is no integer", "integers are 64-bit", "nan", "inf", "a URL httpx cannot parse"])
 def test_values_toml_allows_but_a_job_cannot_use_are_refused(tmp_path: Path, tables: str, message: str) -> None:
     assert refusal(job_file(tmp_path, tables=tables)) == message
 
