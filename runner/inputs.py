@@ -8,9 +8,11 @@ sits in memory whole.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +31,10 @@ SUFFIXES: dict[str, Format] = {
     ".sqlite": "sqlite",
     ".sqlite3": "sqlite",
 }
+
+#: Records nested deeper are refused. Far below Python's recursion limit, so that
+#: a record read here can be parsed and encoded again anywhere in the engine.
+MAX_DEPTH = 128
 
 
 @dataclass(frozen=True)
@@ -66,33 +72,139 @@ def _jsonl(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
     with spec.path.open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
             where = f"{spec.path} line {number}"
-            try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                if not line.strip():
-                    continue
-                record = json.loads(line)
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{where}: not UTF-8 (byte {exc.start + 1})") from exc
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.pos + 1})") from exc
-            if not isinstance(record, dict):
-                raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
-            yield where, record
+            record = _json_record(raw, where, bom=number == 1)
+            if record is not None:
+                yield where, record
+
+
+def _json_record(raw: bytes, where: str, *, bom: bool) -> dict[str, Any] | None:
+    """One JSONL line as a record, None for a blank line."""
+    try:
+        line = raw.decode("utf-8-sig" if bom else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 (byte {exc.start + 1})") from exc
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.pos + 1})") from exc
+    except RecursionError as exc:
+        raise InputError(f"{where}: nested deeper than {MAX_DEPTH} levels") from exc
+    except ValueError as exc:  # the only other one: an integer over Python's digit limit
+        raise InputError(f"{where}: a number longer than {sys.get_int_max_str_digits()} digits") from exc
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    # Both checks walk the record, so a cheap look at the line decides whether they are needed.
+    if line.count("[") + line.count("{") > MAX_DEPTH and _depth(record) > MAX_DEPTH:
+        raise InputError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    if "\\u" in line:
+        _refuse_lone_surrogates(record, where)
+    return record
+
+
+def _depth(value: Any) -> int:
+    """How many arrays and objects deep a JSON value goes, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def _refuse_lone_surrogates(record: dict[str, Any], where: str) -> None:
+    """Refuse text holding half a UTF-16 pair (from an escape such as \\ud800): it is not UTF-8."""
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        half = ord(exc.object[exc.start])
+        raise InputError(f"{where}: \\u{half:04x} is half of a UTF-16 surrogate pair, not a character") from exc
 
 
 def _csv(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
     with spec.path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle)
         try:
-            for record in reader:
-                where = f"{spec.path} line {reader.line_num}"
-                if None in record:
-                    raise InputError(f"{where}: more fields than the header has")
-                yield where, dict(record)
-        except csv.Error as exc:
-            raise InputError(f"{spec.path} line {reader.line_num}: {exc}") from exc
+            yield from _csv_records(spec.path, handle)
         except UnicodeDecodeError as exc:
-            raise InputError(f"{spec.path}: not UTF-8 ({exc.reason})") from exc
+            raise InputError(not_utf8(spec.path)) from exc
+
+
+def _csv_records(path: Path, lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Records as header name to field, each named by the line it starts on."""
+    # strict: at the end of the file (or at the field size limit) inside a quoted field,
+    # the csv module raises instead of returning that field holding every later line.
+    reader = csv.reader(lines, strict=True)
+    header: list[str] | None = None
+    while True:
+        first = reader.line_num + 1
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            raise _csv_error(path, first, reader.line_num, exc) from exc
+        if row is None:
+            return
+        where = f"{path} line {first}"
+        if not row:
+            continue  # a blank line
+        if header is None:
+            header = _csv_header(row, where)
+        elif len(row) != len(header):
+            raise InputError(f"{where}: expected {len(header)} fields as in the header, got {len(row)}")
+        else:
+            yield where, dict(zip(header, row))
+
+
+def _csv_header(row: list[str], where: str) -> list[str]:
+    seen: set[str] = set()
+    for name in row:
+        if name in seen:
+            raise InputError(f"{where}: the header names the column {name!r} twice")
+        seen.add(name)
+    return row
+
+
+def _csv_error(path: Path, first: int, last: int, exc: csv.Error) -> InputError:
+    """The error for a record the csv module refused, naming the line its open quote is on."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        opened, still_open = _open_quote(itertools.islice(handle, first - 1, last), first)
+    if still_open:
+        return InputError(f"{path} line {opened}: a quoted field opens here and is not closed ({exc})")
+    inside = f", in a quoted field that opened on line {opened}" if opened < last else ""
+    return InputError(f"{path} line {last}: bad quoting ({exc}){inside}")
+
+
+def _open_quote(lines: Iterable[str], first: int) -> tuple[int, bool]:
+    """The line where a record's last quoted field opened, and whether it is still open after ``lines``.
+
+    The csv module's own quote states (default dialect), followed here only
+    because the module does not say where a quoted field began.
+    """
+    opened, state = first, "start"
+    for number, line in enumerate(lines, start=first):
+        for char in line:
+            if state == "quoted":
+                state = "quote" if char == '"' else "quoted"
+            elif char in ",\r\n":
+                state = "start"
+            elif char == '"' and state in ("start", "quote"):
+                opened = number if state == "start" else opened
+                state = "quoted"
+            else:
+                state = "field"
+    return opened, state == "quoted"
+
+
+def not_utf8(path: Path) -> str:
+    """The message for a text file that is not UTF-8, naming the first line that is not."""
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{path} line {number}: not UTF-8 (byte {exc.start + 1})"
+    return f"{path}: not UTF-8"
 
 
 def _sqlite(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:

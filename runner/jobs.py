@@ -29,7 +29,8 @@ A job file looks like this (every section but the top keys is optional)::
     [retry]
     max_attempts = 3
 
-Unknown keys are errors. Relative paths are relative to the job file.
+Unknown keys are errors, and so is a value of the wrong type (read by one typed
+reader, ``_typed``). Relative paths are relative to the job file.
 """
 
 from __future__ import annotations
@@ -37,16 +38,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import re
+import reprlib
+import sys
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
+
+import httpx
 
 from . import protocol
 from .errors import InputError, JobError
-from .inputs import InputSpec, format_of, read_records
-from .validation import check_schema
+from .inputs import Format, InputSpec, format_of, not_utf8, read_records
+from .validation import compile_schema
 
 DEFAULT_GROUP = "all"
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
@@ -192,11 +199,21 @@ def load(path: str | Path) -> Job:
     """Read and check a TOML job file; every problem is one JobError saying what and where."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise JobError(f"{path}: job file not found") from None
+    except OSError as exc:
+        raise JobError(f"{path}: cannot read the job file ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise JobError(not_utf8(path)) from exc
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise JobError(f"{path}: not valid TOML: {exc}") from exc
+    except ValueError as exc:  # the only other one: an integer over Python's digit limit
+        raise JobError(f"{path}: not valid TOML: a number longer than {sys.get_int_max_str_digits()} digits") from exc
+    except RecursionError as exc:
+        raise JobError(f"{path}: not valid TOML: arrays or tables nested too deeply") from exc
     return from_dict(data, base=path.parent, where=str(path))
 
 
@@ -206,9 +223,7 @@ TOP_KEYS = {"name", "input", "key", "group", "version", "output", *SECTIONS}
 
 def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
     """Build a job from parsed TOML (or an equivalent dict), paths relative to ``base``."""
-    unknown = sorted(set(data) - TOP_KEYS)
-    if unknown:
-        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")
+    _refuse_unknown(data, sorted(TOP_KEYS), where)
     for required in ("name", "input"):
         if required not in data:
             raise JobError(f"{where}: missing key {required!r}")
@@ -218,18 +233,63 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         input=_input(data["input"], base, where),
         key=_text(data, "key", where, "id"),
         group=_text(data, "group", where) if "group" in data else None,
-        version=str(data.get("version", "1")),
+        version=_text(data, "version", where, "1"),
         output_schema=_output(data.get("output", {}), base, f"{where} [output]"),
         **sections,
     )
-    _check_limits(job, where)
+    _check_values(job, where)
     return job
 
 
+def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+
+
+#: How messages name the type a key wants.
+TYPE_NAMES: dict[type[Any], str] = {
+    str: "a string", int: "an integer", float: "a finite number", bool: "true or false", tuple: "a list of strings",
+}
+INT64 = range(-(2**63), 2**63)
+
+
+def _typed(value: Any, wanted: type[Any], key: str, where: str) -> Any:
+    """A job file value as the type its key wants, or a JobError naming the key and that type.
+
+    The one place every scalar of a job file is checked. An integer serves where
+    a number is wanted; integers beyond 64 bits (TOML has none, SQLite stores
+    none) and TOML's inf and nan are refused.
+    """
+    if wanted is float and _is(value, int) and value in INT64:
+        value = float(value)
+    if wanted is tuple and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    if _is(value, wanted) and (wanted is not float or math.isfinite(value)) and (wanted is not int or value in INT64):
+        return value
+    raise JobError(f"{where}: {key!r} must be {TYPE_NAMES[wanted]}, not {_shown(value)}")
+
+
+def _is(value: Any, wanted: type[Any]) -> bool:
+    """isinstance, except that true and false are not integers here."""
+    return isinstance(value, wanted) and isinstance(value, bool) == (wanted is bool)
+
+
+def _shown(value: Any) -> str:
+    """A wrong value as a message shows it: short, and on one line."""
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and value not in INT64:
+        return "an integer over 64 bits"
+    return reprlib.repr(value)
+
+
 def _text(data: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    value = data.get(key, default)
-    if not isinstance(value, str) or not value:
-        raise JobError(f"{where}: {key!r} must be a non-empty string")
+    value: str = _typed(data.get(key, default), str, key, where)
+    if not value:
+        raise JobError(f"{where}: {key!r} must not be empty")
     return value
 
 
@@ -238,62 +298,47 @@ def _input(value: Any, base: Path, where: str) -> InputSpec:
         value = {"path": value}
     if not isinstance(value, dict):
         raise JobError(f"{where}: 'input' must be a path or a table {{ path, format, table }}")
-    unknown = sorted(set(value) - {"path", "format", "table"})
-    if unknown:
-        raise JobError(f"{where}: unknown key {unknown[0]!r} in 'input'")
-    path = (base / _text(value, "path", f"{where} input")).resolve()
-    fmt = value.get("format") or format_of(path)
-    if fmt not in ("jsonl", "csv", "sqlite"):
+    _refuse_unknown(value, ("path", "format", "table"), f"{where} input")
+    given = _text(value, "path", f"{where} input")
+    if not given.isprintable():  # messages name the input file, and must stay one line
+        raise JobError(f"{where} input: 'path' must be a printable file name, not {given!r}")
+    path = (base / given).resolve()
+    fmt = _text(value, "format", f"{where} input") if "format" in value else format_of(path)
+    if fmt not in get_args(Format):
         raise JobError(f"{where}: input format must be jsonl, csv or sqlite, not {fmt!r}")
-    return InputSpec(path, fmt, value.get("table"))
+    table = _text(value, "table", f"{where} input") if "table" in value else None
+    return InputSpec(path, cast(Format, fmt), table)
 
 
 def _section(cls: type[Any], value: Any, where: str) -> Any:
     """A section dataclass from a TOML table: unknown keys and wrong types are errors."""
     if not isinstance(value, dict):
         raise JobError(f"{where}: must be a table")
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(value) - set(known))
-    if unknown:
-        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+    _refuse_unknown(value, [f.name for f in dataclasses.fields(cls)], where)
     defaults = cls()
-    checked: dict[str, Any] = {}
-    for name, given in value.items():
-        expected = type(getattr(defaults, name))
-        if expected is tuple:
-            if not isinstance(given, list) or not all(isinstance(v, str) for v in given):
-                raise JobError(f"{where}: {name!r} must be a list of strings")
-            given = tuple(given)
-        elif expected is float and isinstance(given, int) and not isinstance(given, bool):
-            given = float(given)
-        elif not isinstance(given, expected) or isinstance(given, bool) is not (expected is bool):
-            raise JobError(f"{where}: {name!r} must be {expected.__name__}, not {given!r}")
-        checked[name] = given
-    return cls(**checked)
+    return cls(**{name: _typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
 
 
 def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise JobError(f"{where}: must be a table")
-    unknown = sorted(set(value) - {"schema"})
-    if unknown:
-        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: schema)")
+    _refuse_unknown(value, ["schema"], where)
     schema = value.get("schema")
     if isinstance(schema, str):
         path = base / schema
         try:
             schema = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # ValueError: not UTF-8, not JSON
             raise JobError(f"{where}: cannot read schema {path}: {exc}") from exc
     if schema is None:
         return None
     if not isinstance(schema, dict):
         raise JobError(f"{where}: 'schema' must be a table or a path to a JSON file")
-    check_schema(schema, where)
+    compile_schema(schema, where)
     return schema
 
 
-def _check_limits(job: Job, where: str) -> None:
+def _check_values(job: Job, where: str) -> None:
     for section, name, least in [
         ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
         ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
@@ -302,6 +347,19 @@ def _check_limits(job: Job, where: str) -> None:
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
-    if job.provider.kind not in PROVIDER_KINDS:
-        known = ", ".join(PROVIDER_KINDS)
-        raise JobError(f"{where} [provider]: unknown kind {job.provider.kind!r} (known: {known})")
+    _check_provider(job.provider, f"{where} [provider]")
+
+
+def _check_provider(provider: ProviderConfig, where: str) -> None:
+    if provider.kind not in PROVIDER_KINDS:
+        raise JobError(f"{where}: unknown kind {provider.kind!r} (known: {', '.join(PROVIDER_KINDS)})")
+    try:
+        httpx.URL(provider.base_url)
+    except httpx.InvalidURL as exc:  # raised later when the run builds its client, as a traceback
+        raise JobError(f"{where}: 'base_url' is not a URL ({exc})") from exc
+    # A name that the shell could not export is a typo (or a pasted key), never a variable.
+    if provider.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", provider.api_key_env):
+        raise JobError(
+            f"{where}: 'api_key_env' must be an environment variable's name (letters, digits, _), "
+            f"not {provider.api_key_env!r}"
+        )

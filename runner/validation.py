@@ -15,13 +15,21 @@ import jsonschema_rs
 from .errors import JobError
 
 
-def check_schema(schema: dict[str, Any], where: str) -> None:
-    """Refuse an output schema that is not itself a valid JSON Schema."""
+def compile_schema(schema: dict[str, Any], where: str) -> jsonschema_rs.Draft202012Validator:
+    """The validator for an output schema; refuses one that is not valid JSON Schema or has a ``$ref`` to nothing.
+
+    Building it checks the schema against the meta-schema and resolves every
+    ``$ref``, so a job file is checked whole when it is loaded.
+    """
     try:
-        jsonschema_rs.meta.validate(schema)
+        return jsonschema_rs.Draft202012Validator(schema)
     except jsonschema_rs.ValidationError as exc:
+        if isinstance(exc.kind, jsonschema_rs.ValidationErrorKind.Referencing):
+            raise JobError(f"{where}: the output schema has a $ref that leads nowhere: {exc.message}") from exc
         at = "/".join(str(p) for p in exc.instance_path)
         raise JobError(f"{where}: the output schema is not valid JSON Schema: at /{at}: {exc.message}") from exc
+    except ValueError as exc:  # jsonschema-rs' other refusals, such as "Recursion limit reached"
+        raise JobError(f"{where}: the output schema cannot be used: {exc}") from exc
 
 
 class ResultCheck:
@@ -32,7 +40,7 @@ class ResultCheck:
         schema: dict[str, Any] | None,
         check: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> None:
-        self._validator = jsonschema_rs.Draft202012Validator(schema) if schema else None
+        self._validator = compile_schema(schema, "Job(output_schema=...)") if schema else None
         self._check = check
 
     def problem(self, result: Any) -> str | None:

@@ -45,7 +45,7 @@ def folder(tmp_path: Path) -> Path:
 CASES = {
     "unknown top key": ('colour = "red"\n' + GOOD_JOB, None, "job.toml: unknown key 'colour'"),
     "unknown section key": (GOOD_JOB + "[batch]\nmax_item = 3\n", None, "job.toml [batch]: unknown key 'max_item'"),
-    "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be int"),
+    "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be an integer, not 'two'"),
     "not TOML": ("name = \n", None, "job.toml: not valid TOML: "),
     "negative retries": (GOOD_JOB + "[retry]\nrequest_retries = -1\n", None,
                          "job.toml [retry]: 'request_retries' must be at least 0"),
@@ -67,18 +67,62 @@ CASES = {
 }
 
 
+def refused(folder: Path) -> str:
+    """``runner run job.toml`` in ``folder`` fails as bad input: exit 1, one line, the store untouched.
+
+    Returns that line, without ``error: `` and the folder (so that messages read as in the job's folder).
+    """
+    before = dump(folder / "runs.db")
+    result = runner_cli("run", "job.toml", cwd=folder)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: "), result.stderr
+    assert dump(folder / "runs.db") == before
+    return result.stderr.removeprefix("error: ").rstrip("\n").replace(f"{folder.resolve()}/", "")
+
+
 @pytest.mark.parametrize("job_text, jsonl, message", CASES.values(), ids=CASES.keys())
 def test_bad_input_is_one_line_exit_1_and_the_store_unchanged(folder: Path, job_text: str, jsonl: str | None, message: str) -> None:
     (folder / "job.toml").write_text(job_text, encoding="utf-8")
     (folder / "posts.csv").write_text("month,title\n2026-01,hello\n", encoding="utf-8")
     if jsonl is not None:
         (folder / "posts.jsonl").write_bytes(jsonl.encode("utf-8").replace(b"\xc3\xa9", b"\xe9"))
-    before = dump(folder / "runs.db")
-    result = runner_cli("run", "job.toml", cwd=folder)
-    assert result.returncode == 1
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
-    assert message in result.stderr
-    assert dump(folder / "runs.db") == before
+    assert message in refused(folder)
+
+
+CSV_JOB = GOOD_JOB.replace("posts.jsonl", "posts.csv")
+BAD_CSV = {
+    "an unclosed quote is named where it opens": (
+        'id,month,title\np1,m,"fine"\np2,m,"no end\np3,m,swallowed\np4,m,swallowed\n',
+        "posts.csv line 3: a quoted field opens here and is not closed (unexpected end of data)",
+    ),
+    "a duplicate header name": ("id,month,id\np1,m,x\n", "posts.csv line 1: the header names the column 'id' twice"),
+    "fewer fields than the header": (
+        "id,month,title\np1,m,x\np2,m\n", "posts.csv line 3: expected 3 fields as in the header, got 2",
+    ),
+    "more fields than the header": (
+        "id,month,title\np1,m,x,y\n", "posts.csv line 2: expected 3 fields as in the header, got 4",
+    ),
+}
+
+
+@pytest.mark.parametrize("csv_text, message", BAD_CSV.values(), ids=BAD_CSV.keys())
+def test_malformed_csv_is_refused_with_its_line_never_read_short(folder: Path, csv_text: str, message: str) -> None:
+    (folder / "job.toml").write_text(CSV_JOB, encoding="utf-8")
+    (folder / "posts.csv").write_text(csv_text, encoding="utf-8", newline="")
+    assert refused(folder) == message
+
+
+def test_a_jsonl_line_nested_thousands_deep_is_refused_with_its_line(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB, encoding="utf-8")
+    deep = '{"id": "p2", "month": "m", "body": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (folder / "posts.jsonl").write_text('{"id": "p1", "month": "m"}\n' + deep + "\n", encoding="utf-8")
+    assert refused(folder) == "posts.jsonl line 2: nested deeper than 128 levels"
+
+
+def test_a_jsonl_lone_surrogate_escape_is_refused_with_its_line(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB, encoding="utf-8")
+    (folder / "posts.jsonl").write_text('{"id": "p1", "month": "m", "body": "half \\ud800 a pair"}\n', encoding="utf-8")
+    assert refused(folder) == "posts.jsonl line 1: \\ud800 is half of a UTF-16 surrogate pair, not a character"
 
 
 def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
@@ -99,3 +143,29 @@ def test_an_unknown_run_name_is_named(folder: Path) -> None:
     result = runner_cli("status", "tset", cwd=folder)
     assert result.returncode == 1
     assert result.stderr == "error: no run named 'tset' in runs.db (runs: test)\n"
+
+
+def test_a_job_file_that_is_not_utf8_is_refused_with_its_line(folder: Path) -> None:
+    (folder / "job.toml").write_bytes(GOOD_JOB.encode() + b"# caf\xe9\n")
+    assert refused(folder) == "job.toml line 7: not UTF-8 (byte 6)"
+
+
+def test_a_schema_ref_to_a_missing_pointer_is_refused_when_the_job_loads(folder: Path) -> None:
+    schema = '[output.schema]\ntype = "object"\nproperties = { label = { "$ref" = "#/$defs/label" } }\n'
+    (folder / "job.toml").write_text(GOOD_JOB + schema, encoding="utf-8")
+    assert refused(folder) == (
+        "job.toml [output]: the output schema has a $ref that leads nowhere: Pointer '/$defs/label' does not exist"
+    )
+
+
+def test_a_job_file_value_of_the_wrong_type_is_refused_naming_the_key_and_the_type(folder: Path) -> None:
+    (folder / "job.toml").write_text("version = { a = 1 }\n" + GOOD_JOB, encoding="utf-8")
+    assert refused(folder) == "job.toml: 'version' must be a string, not a table"
+
+
+def test_an_api_key_env_that_names_no_variable_is_refused_on_one_line(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB + 'api_key_env = "OPENAI\\nKEY"\n', encoding="utf-8")
+    assert refused(folder) == (
+        "job.toml [provider]: 'api_key_env' must be an environment variable's name (letters, digits, _), "
+        "not 'OPENAI\\nKEY'"
+    )

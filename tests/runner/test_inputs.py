@@ -6,10 +6,12 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 import sqlite_utils
 
 from runner import jobs
-from runner.inputs import InputSpec
+from runner.errors import InputError
+from runner.inputs import InputSpec, read_records
 from runner.jobs import Job, Prompt
 
 RECORDS = [
@@ -66,3 +68,46 @@ def test_a_byte_order_mark_and_numeric_keys_and_groups_are_read_as_text(tmp_path
     for spec in (InputSpec(tmp_path / "in.jsonl", "jsonl"), InputSpec(tmp_path / "in.csv", "csv")):
         rows = jobs.items(Job(name="t", input=spec, group="month"))
         assert [(row.key, row.group) for row in rows][:1] == [("7", "2026")]
+
+
+def read_csv(path: Path, text: str) -> list[tuple[str, dict[str, str]]]:
+    path.write_text(text, encoding="utf-8", newline="")
+    return [(where.removeprefix(f"{path} "), record) for where, record in read_records(InputSpec(path, "csv"))]
+
+
+def test_quoted_csv_fields_that_close_may_span_lines_and_records_are_named_by_their_first_line(tmp_path: Path) -> None:
+    text = 'id,body\r\n1,"one\r\n""two""\r\n, three"\r\n\r\n2,"x"\r\n'
+    assert read_csv(tmp_path / "in.csv", text) == [
+        ("line 2", {"id": "1", "body": 'one\r\n"two"\r\n, three'}),
+        ("line 6", {"id": "2", "body": "x"}),
+    ]
+
+
+def test_an_unclosed_csv_quote_is_named_on_its_own_line_after_a_closed_multiline_field(tmp_path: Path) -> None:
+    text = 'id,body,note\n1,"a\nb","never closed\n2,x,y\n'
+    with pytest.raises(InputError) as caught:
+        read_csv(tmp_path / "in.csv", text)
+    assert str(caught.value) == f"{tmp_path / 'in.csv'} line 3: a quoted field opens here and is not closed (unexpected end of data)"
+
+
+def test_a_stray_csv_quote_closed_on_a_later_line_names_both_lines(tmp_path: Path) -> None:
+    text = 'id,body\n1,"no end\n2,"x"\n'
+    with pytest.raises(InputError) as caught:
+        read_csv(tmp_path / "in.csv", text)
+    assert str(caught.value) == (
+        f"{tmp_path / 'in.csv'} line 3: bad quoting (',' expected after '\"'), in a quoted field that opened on line 2"
+    )
+
+
+def test_a_csv_that_is_not_utf8_is_named_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "in.csv").write_bytes(b"id,body\n1,ok\n2,caf\xe9\n")
+    with pytest.raises(InputError) as caught:
+        list(read_records(InputSpec(tmp_path / "in.csv", "csv")))
+    assert str(caught.value) == f"{tmp_path / 'in.csv'} line 3: not UTF-8 (byte 6)"
+
+
+def test_a_jsonl_integer_longer_than_python_reads_is_refused_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"id": "a"}\n{"id": ' + "9" * 5000 + "}\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        list(read_records(InputSpec(tmp_path / "in.jsonl", "jsonl")))
+    assert str(caught.value) == f"{tmp_path / 'in.jsonl'} line 2: a number longer than 4300 digits"

@@ -1,0 +1,112 @@
+"""Job files: every scalar key is read as its type; a wrong one is named with the key and the type it wants."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from runner import jobs
+from runner.errors import JobError
+from runner.validation import ResultCheck
+
+#: For each type a key wants: a TOML value of another type, and how the message shows it.
+WRONG = {str: ("{ a = 1 }", "a table"), int: ('"x"', "'x'"), float: ('"x"', "'x'"), tuple: ("[1]", "[1]")}
+TOP = [("name", str), ("key", str), ("group", str), ("version", str)]
+INPUT = [("path", str), ("format", str), ("table", str)]
+SECTIONS = [
+    (section, field.name, type(getattr(cls(), field.name)))
+    for section, cls in jobs.SECTIONS.items()
+    for field in dataclasses.fields(cls)
+]
+
+
+def job_file(tmp_path: Path, top: str = "", input_: str = 'path = "in.jsonl"', tables: str = "") -> Path:
+    lines = {"name": 'name = "t"', "input": f"input = {{ {input_} }}"}
+    for line in top.splitlines():
+        lines[line.split(" = ")[0]] = line
+    (tmp_path / "job.toml").write_text("\n".join(lines.values()) + "\n" + tables, encoding="utf-8")
+    return tmp_path / "job.toml"
+
+
+def refusal(path: Path) -> str:
+    with pytest.raises(JobError) as caught:
+        jobs.load(path)
+    return str(caught.value).removeprefix(f"{path}")
+
+
+@pytest.mark.parametrize("key, wanted", TOP, ids=[k for k, _ in TOP])
+def test_a_top_key_of_the_wrong_type_is_named_with_the_type_it_wants(tmp_path: Path, key: str, wanted: type) -> None:
+    value, shown = WRONG[wanted]
+    path = job_file(tmp_path, top=f"{key} = {value}")
+    assert refusal(path) == f": {key!r} must be {jobs.TYPE_NAMES[wanted]}, not {shown}"
+
+
+@pytest.mark.parametrize("key, wanted", INPUT, ids=[k for k, _ in INPUT])
+def test_an_input_key_of_the_wrong_type_is_named_with_the_type_it_wants(tmp_path: Path, key: str, wanted: type) -> None:
+    value, shown = WRONG[wanted]
+    given = {"path": '"in.jsonl"', "format": '"jsonl"', "table": '"t"', key: value}
+    path = job_file(tmp_path, input_=", ".join(f"{k} = {v}" for k, v in given.items()))
+    assert refusal(path) == f" input: {key!r} must be {jobs.TYPE_NAMES[wanted]}, not {shown}"
+
+
+@pytest.mark.parametrize("section, key, wanted", SECTIONS, ids=[f"{s}.{k}" for s, k, _ in SECTIONS])
+def test_a_section_key_of_the_wrong_type_is_named_with_the_type_it_wants(
+    tmp_path: Path, section: str, key: str, wanted: type
+) -> None:
+    value, shown = WRONG[wanted]
+    path = job_file(tmp_path, tables=f"[{section}]\n{key} = {value}\n")
+    assert refusal(path) == f" [{section}]: {key!r} must be {jobs.TYPE_NAMES[wanted]}, not {shown}"
+
+
+@pytest.mark.parametrize("tables, message", [
+    ("[batch]\nmax_items = true\n", " [batch]: 'max_items' must be an integer, not true"),
+    ("[batch]\nmax_chars = 9223372036854775808\n", " [batch]: 'max_chars' must be an integer, not an integer over 64 bits"),
+    ("[retry]\nbackoff = nan\n", " [retry]: 'backoff' must be a finite number, not nan"),
+    ("[provider]\ntimeout = inf\n", " [provider]: 'timeout' must be a finite number, not inf"),
+    ('[provider]\nbase_url = "http://api\\n.example.com"\n',
+     " [provider]: 'base_url' is not a URL (Invalid non-printable ASCII character in URL, '\\n' at position 10.)"),
+], ids=["true is no integer", "integers are 64-bit", "nan", "inf", "a URL httpx cannot parse"])
+def test_values_toml_allows_but_a_job_cannot_use_are_refused(tmp_path: Path, tables: str, message: str) -> None:
+    assert refusal(job_file(tmp_path, tables=tables)) == message
+
+
+def test_an_integer_serves_where_a_number_is_wanted(tmp_path: Path) -> None:
+    job = jobs.load(job_file(tmp_path, tables="[provider]\ntimeout = 30\n[retry]\nbackoff = 2\n"))
+    assert (job.provider.timeout, job.retry.backoff) == (30.0, 2.0)
+
+
+def test_a_job_file_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    path = job_file(tmp_path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert jobs.load(path).name == "t"
+
+
+def test_a_schema_whose_refs_resolve_loads(tmp_path: Path) -> None:
+    schema = '[output.schema]\nproperties = { label = { "$ref" = "#/$defs/label" } }\n[output.schema."$defs".label]\ntype = "string"\n'
+    job = jobs.load(job_file(tmp_path, tables=schema))
+    assert ResultCheck(job.output_schema).problem({"label": 1}) == (
+        'result does not fit the output schema at /label: 1 is not of type "string"'
+    )
+
+
+def test_a_python_job_whose_schema_has_a_ref_to_nothing_is_refused_as_a_job_error() -> None:
+    with pytest.raises(JobError) as caught:
+        ResultCheck({"$ref": "#/$defs/nothing"})
+    assert str(caught.value) == (
+        "Job(output_schema=...): the output schema has a $ref that leads nowhere: Pointer '/$defs/nothing' does not exist"
+    )
+
+
+@pytest.mark.parametrize("top, message", [
+    ("version = " + "9" * 5000, ": not valid TOML: a number longer than 4300 digits"),
+    ("version = " + "[" * 5000 + "]" * 5000, ": not valid TOML: arrays or tables nested too deeply"),
+], ids=["an integer longer than Python reads", "nested thousands deep"])
+def test_toml_that_python_cannot_read_is_refused_as_not_valid_toml(tmp_path: Path, top: str, message: str) -> None:
+    assert refusal(job_file(tmp_path, top=top)) == message
+
+
+def test_an_input_path_that_would_break_a_message_over_lines_is_refused(tmp_path: Path) -> None:
+    path = job_file(tmp_path, input_='path = "posts\\n.jsonl"')
+    assert refusal(path) == " input: 'path' must be a printable file name, not 'posts\\n.jsonl'"
