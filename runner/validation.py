@@ -22,7 +22,7 @@ def compile_schema(schema: dict[str, Any], where: str) -> jsonschema_rs.Draft202
     ``$ref``, so a job file is checked whole when it is loaded.
     """
     try:
-        return jsonschema_rs.Draft202012Validator(schema)
+        return jsonschema_rs.Draft202012Validator(schema, retriever=_no_remote_schemas)
     except jsonschema_rs.ValidationError as exc:
         if isinstance(exc.kind, jsonschema_rs.ValidationErrorKind.Referencing):
             raise JobError(f"{where}: the output schema has a $ref that leads nowhere: {exc.message}") from exc
@@ -30,6 +30,11 @@ def compile_schema(schema: dict[str, Any], where: str) -> jsonschema_rs.Draft202
         raise JobError(f"{where}: the output schema is not valid JSON Schema: at /{at}: {exc.message}") from exc
     except ValueError as exc:  # jsonschema-rs' other refusals, such as "Recursion limit reached"
         raise JobError(f"{where}: the output schema cannot be used: {exc}") from exc
+
+
+def _no_remote_schemas(uri: str) -> Any:
+    """A ``$ref`` to another address is not fetched: a job runs on what its files say, with no surprise request."""
+    raise ValueError(f"{uri} is not fetched (put the schema it names in the job's own schema, under $defs)")
 
 
 class ResultCheck:

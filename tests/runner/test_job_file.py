@@ -99,6 +99,13 @@ def test_a_python_job_whose_schema_has_a_ref_to_nothing_is_refused_as_a_job_erro
     )
 
 
+def test_a_schema_ref_to_another_address_is_refused_never_fetched() -> None:
+    with pytest.raises(JobError) as caught:
+        ResultCheck({"$ref": "http://192.0.2.1/label.json"})
+    assert "http://192.0.2.1/label.json is not fetched" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
 @pytest.mark.parametrize("top, message", [
     ("version = " + "9" * 5000, ": not valid TOML: a number longer than 4300 digits"),
     ("version = " + "[" * 5000 + "]" * 5000, ": not valid TOML: arrays or tables nested too deeply"),
