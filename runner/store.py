@@ -115,9 +115,11 @@ class Store:
         if read_only:
             self._open_reading()
         else:
-            self._use(self._connect_writing())
-            with _closed_on_error(self.conn):
-                self._migrate()
+            conn, version = self._connect_writing()
+            self._use(conn)
+            if version < schema.SCHEMA_VERSION:  # else no write: opening waits for no other writer
+                with _closed_on_error(conn):
+                    self._migrate()
 
     def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
         self.conn = conn
@@ -125,12 +127,13 @@ class Store:
         #: Read as the file stood when opened, no -wal or -shm beside it (see ``_connect_reading``).
         self._snapshot = snapshot
 
-    def _connect_writing(self) -> sqlite3.Connection:
+    def _connect_writing(self) -> tuple[sqlite3.Connection, int]:
+        """A connection that writes, and the schema version it found."""
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             with _closed_on_error(conn):
                 # Before anything that writes (journal_mode does): another program's database stays as it was.
-                self._identify(conn)
+                version = self._identify(conn)
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("PRAGMA foreign_keys = ON")
@@ -138,7 +141,7 @@ class Store:
             if _cannot_write(exc):
                 raise _write_failed(self.path, exc) from exc
             raise StoreError(f"{self.path}: cannot open as a run store ({exc})") from exc
-        return conn
+        return conn, version
 
     def _open_reading(self) -> None:
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import v4_store
-from unwritable import NOW, Folder, small_store
+from unwritable import NOW, Folder, small_store, write_lock_held
 
 from runner import control, progress, schema
 from runner.errors import StoreError
@@ -76,3 +76,9 @@ def test_a_store_opened_for_reading_writes_nothing_whoever_runs_it(tmp_path: Pat
     with Store(db, read_only=True) as view, pytest.raises(StoreError, match="cannot be written here .* nothing was written"):
         control.pause(view, "posts", now=NOW)
     assert db.read_bytes() == before
+
+
+def test_opening_a_store_at_the_current_schema_for_writing_waits_for_no_other_writer(tmp_path: Path) -> None:
+    db = small_store(tmp_path)
+    with write_lock_held(db), Store(db, busy_timeout=30.0) as store:
+        assert store.run_names() == ["posts"]
