@@ -118,17 +118,17 @@ def status(name: str | None, db: str, as_json: bool) -> None:
 
     Example: runner status demo --json
     """
-    store = Store(db, create=False)
-    names = [name] if name else store.run_names()
-    statuses = [progress.status(store, n, now=time.time()) for n in names]
-    if as_json:
-        click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
-        return
-    console = Console()
-    for status in statuses:
-        console.print(_status_table(status, store.control(store.run_id(status["run"]))))
-        if status["needs_confirmation"]:
-            console.print(_held_table(status["run"], recovery.held(store, status["run"])))
+    with Store(db, read_only=True) as store:
+        names = [name] if name else store.run_names()
+        statuses = [progress.status(store, n, now=time.time()) for n in names]
+        if as_json:
+            click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
+            return
+        console = Console()
+        for status in statuses:
+            console.print(_status_table(status, store.control(store.run_id(status["run"]))))
+            if status["needs_confirmation"]:
+                console.print(_held_table(status["run"], recovery.held(store, status["run"])))
 
 
 @main.command()
@@ -141,14 +141,15 @@ def failures(name: str, db: str, as_json: bool) -> None:
 
     Example: runner failures demo --json
     """
-    store = Store(db, create=False)
-    failed = progress.failures(store, name)
+    with Store(db, read_only=True) as store:
+        failed = progress.failures(store, name)
+        duplicates = progress.duplicates(store, store.run_id(name))
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
     console = Console()
     console.print(_failures_table(name, failed))
-    for duplicate in progress.duplicates(store, store.run_id(name)):
+    for duplicate in duplicates:
         console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {duplicate['message']}")
 
 
@@ -238,7 +239,7 @@ def tui(name: str | None, db: str) -> None:
 
     Example: runner tui demo
     """
-    Store(db, create=False).close()
+    Store(db, read_only=True).close()
     from tui.app import run_tui  # the UI is imported only when asked for
 
     run_tui(db, name)

@@ -5,7 +5,9 @@
     │   └── InputError          the job's input cannot be read (file, line)
     ├── RunError                a run cannot be found or started as asked
     ├── StoreError              the run store cannot be opened, read or written
-    │   └── StoreBusy           another process held its write lock too long; nothing was written
+    │   ├── StoreBusy           another process held its write lock too long; nothing was written
+    │   ├── NotARunStore        a SQLite database of another program; left as it was
+    │   └── StoreOutdated       a store of an older schema, which only a writing command upgrades
     └── UpstreamError           a classified failure of an upstream call
         ├── TransportError      connection error, timeout, 5xx: worth a request retry
         ├── RateLimited         429 with a time to wait
@@ -55,6 +57,14 @@ class StoreError(RunnerError):
 
 class StoreBusy(StoreError):
     """Another process held the store's write lock for longer than this one waits; nothing was written."""
+
+
+class NotARunStore(StoreError):
+    """The file is another program's SQLite database: refused, and left byte for byte as it was."""
+
+
+class StoreOutdated(StoreError):
+    """A store of an older schema, read by a view that cannot migrate it; a writing command upgrades it."""
 
 
 class UpstreamError(RunnerError):

@@ -303,7 +303,7 @@ class Run:
 
     def status(self) -> dict[str, Any]:
         """The status contract (``runner status NAME --json``), read from the store."""
-        with self._store() as store:
+        with self._store(read_only=True) as store:
             return progress.status(store, self.name, now=self.clock.now())
 
     @overload
@@ -313,7 +313,7 @@ class Run:
 
     def results(self, *, frame: bool = False) -> Any:
         """Completed items: ``key``, ``group`` and the result's fields, in input order (a DataFrame with ``frame``)."""
-        with self._store() as store:
+        with self._store(read_only=True) as store:
             rows = [_result_row(row) for row in progress.results(store, store.run_id(self.name))]
         return to_frame(rows) if frame else rows
 
@@ -324,7 +324,7 @@ class Run:
 
     def failures(self, *, frame: bool = False) -> Any:
         """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable."""
-        with self._store() as store:
+        with self._store(read_only=True) as store:
             rows = progress.failures(store, self.name)
         return to_frame(rows) if frame else rows
 
@@ -342,7 +342,7 @@ class Run:
         row. An item's history holds its own rows and its batches' moves
         (``batch_move`` 1).
         """
-        with self._store() as store:
+        with self._store(read_only=True) as store:
             run_id = store.run_id(self.name)
             if key is None:
                 rows = progress.history(store, run_id)
@@ -355,7 +355,7 @@ class Run:
 
     def item(self, key: str) -> dict[str, Any]:
         """One item as the store keeps it: input, raw output, result, error, attempts, paid calls, history."""
-        with self._store() as store:
+        with self._store(read_only=True) as store:
             found = progress.item(store, store.run_id(self.name), key)
             if found is None:
                 raise RunError(f"run {self.name!r} has no item {key!r}")
@@ -363,7 +363,7 @@ class Run:
 
     def held(self) -> list[recovery.HeldItem]:
         """Items held for a person's confirmation after a crash, each with its case and warning."""
-        with self._store() as store:
+        with self._store(read_only=True) as store:
             return recovery.held(store, self.name)
 
     # A person's hand ----------------------------------------------------------
@@ -400,9 +400,10 @@ class Run:
         return RunPanel(self.db, self.name, interval=interval, now=self.clock.now)
 
     @contextmanager
-    def _store(self) -> Iterator[Store]:
-        # A connection per call: cheap, and safe from whichever thread calls.
-        with Store(self.db) as store:
+    def _store(self, *, read_only: bool = False) -> Iterator[Store]:
+        # A connection per call: cheap, and safe from whichever thread calls. What only
+        # reads opens the store read-only, so it works where this process cannot write.
+        with Store(self.db, read_only=read_only) as store:
             yield store
 
 

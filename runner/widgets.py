@@ -1,9 +1,11 @@
 """The notebook panel: one run's counts, groups, breaker, failures and confirmations, live, in ipywidgets.
 
 The panel is a view over the run store. It reads through
-:mod:`runner.progress` and :mod:`runner.recovery` and writes only through
-:mod:`runner.control` and :mod:`runner.recovery`, so it shows and steers a
-run whether its engine lives in this kernel, another kernel or a CLI process.
+:mod:`runner.progress` and :mod:`runner.recovery`, on a read-only connection
+(so it shows a store it cannot write, and never waits for a writer), and
+writes only through :mod:`runner.control` and :mod:`runner.recovery`, on a
+connection opened for each command, so it shows and steers a run whether its
+engine lives in this kernel, another kernel or a CLI process.
 Refreshing never calls upstream: a periodic task on the kernel's running loop
 (every ``interval`` seconds) runs cheap reads and sets widget traits, which
 ipywidgets only sends when a value changed.
@@ -189,7 +191,7 @@ class RunPanel:
 
     def _open(self) -> Store:
         if self._store is None:
-            self._store = Store(self.db, create=False)
+            self._store = Store(self.db, read_only=True)
         return self._store
 
     def _show_counts(self, status: Mapping[str, Any]) -> None:
@@ -297,10 +299,11 @@ class RunPanel:
     def _command(self, action: Callable[..., Any], said: str | Callable[[Any], str], **options: Any) -> None:
         """Write one command through the core; its outcome, or why it was refused, goes in the message line."""
         try:
-            store = self._open()
-            done = action(store, self.name, now=self._now(), **options)
+            with Store(self.db, create=False) as store:
+                done = action(store, self.name, now=self._now(), **options)
+                alive = progress.status(store, self.name, now=self._now())["engine"]["alive"]
             text = said(done) if callable(said) else said
-            if not progress.status(store, self.name, now=self._now())["engine"]["alive"]:
+            if not alive:
                 text += " (no engine is running this run: the next one obeys)"
         except RunnerError as exc:
             self.message.value = _error(str(exc))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support import StepClock, counts_kept, counts_of_items, states_of_items, states_told_by_events
+from unwritable import Folder
 
 from runner.sim import Simulator
 from runner.store import Store
@@ -34,3 +35,14 @@ def store(tmp_path: Path) -> Iterator[Store]:
 @pytest.fixture
 def clock() -> StepClock:
     return StepClock()
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Iterator[Folder]:
+    """A folder the test can make read-only, or fill up, for this very process (root or not).
+
+    Ask for it before any fixture that keeps a store open in it: it is removed after them.
+    """
+    folder = Folder(tmp_path / "unwritable")
+    yield folder
+    folder.remove()

@@ -1,11 +1,12 @@
-"""The TUI's one connection to the run store, on a thread of its own.
+"""The TUI's connections to the run store, on a thread of its own.
 
-A sqlite3 connection belongs to the thread that opened it, and opening a
-``Store`` checks its schema in a short write transaction. So the TUI opens the
-store once, on a thread it keeps, and the screens' workers hand their reads
-and a person's commands to that thread, one at a time. The engine writing the
-same file in another process is never locked out: these are reads, plus the
-short transactions of the commands (WAL, with a busy timeout).
+A sqlite3 connection belongs to the thread that opened it. So the TUI keeps
+one thread, and the screens' workers hand their reads and a person's
+commands to it, one at a time. Reads go through one read-only ``Store``,
+opened once: it never writes, so it works on a store this process cannot
+write and never waits for an engine writing the same file in another
+process (WAL). A command opens the store for writing just for itself: where
+the store cannot be written, that one command fails and says why.
 """
 
 from __future__ import annotations
@@ -22,21 +23,23 @@ T = TypeVar("T")
 
 
 class StoreThread:
-    """Runs calls over one ``Store(path, create=False)``, opened on first use, on its own thread."""
+    """Runs calls over a ``Store(path, read_only=True)``, opened on first use, on its own thread."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner-tui-store")
         self._store: Store | None = None  # touched only on the executor's thread
 
-    def call(self, work: Callable[[Store], T]) -> T:
+    def call(self, work: Callable[[Store], T], *, write: bool = False) -> T:
         """Run ``work`` with the store and return its result; blocks the calling (worker) thread.
 
-        A store that cannot be opened yet (no file: no run has started) raises
-        the core's ``StoreError`` here, and is tried again on the next call.
+        ``write``: ``work`` writes (a person's command), so it gets the store
+        opened for writing. A store that cannot be opened (no file yet: no
+        run has started) raises the core's ``StoreError`` here, and is tried
+        again on the next call.
         """
         try:
-            future = self._executor.submit(self._run, work)
+            future = self._executor.submit(self._write if write else self._read, work)
         except RuntimeError as exc:  # closed: the app is on its way out
             raise StoreError(f"{self.path}: the TUI closed its connection") from exc
         return future.result()
@@ -46,10 +49,14 @@ class StoreThread:
         self._executor.submit(self._close).result()
         self._executor.shutdown()
 
-    def _run(self, work: Callable[[Store], T]) -> T:
+    def _read(self, work: Callable[[Store], T]) -> T:
         if self._store is None:
-            self._store = Store(self.path, create=False)
+            self._store = Store(self.path, read_only=True)
         return work(self._store)
+
+    def _write(self, work: Callable[[Store], T]) -> T:
+        with Store(self.path, create=False) as store:
+            return work(store)
 
     def _close(self) -> None:
         if self._store is not None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from support import ROOT, make_job, posts, write_jsonl
+from unwritable import SMALL_COUNTS, Folder, small_store, write_lock_held
 
 from runner import cli, jobs, progress, runs
 from runner.jobs import RetryLimits
@@ -283,3 +284,24 @@ async def test_the_panel_refreshes_itself_on_the_running_loop_and_waits_for_the_
     finally:
         panel.close()
     assert panel._task is None
+
+
+@pytest.mark.parametrize("made", ["read_only", "fill"])
+def test_the_panel_shows_a_store_it_cannot_write_and_says_why_a_pause_was_not_written(
+    unwritable: Folder, panels: list[RunPanel], made: str
+) -> None:
+    db = small_store(unwritable.path)
+    getattr(unwritable, made)()
+    panel = panel_of(panels, db, "posts")
+    assert shown(panel) == SMALL_COUNTS and panel.tabs.titles[1] == "Failures (1)"
+    panel.pause_button.click()
+    assert panel.message.value.startswith(f"<span style='color:#c62828'>{db} cannot be written here (")
+    assert panel.message.value.endswith("); nothing was written</span>")
+    assert shown(panel) == SMALL_COUNTS and not panel.pause_button.disabled
+
+
+def test_the_panel_opens_while_another_process_holds_the_write_lock(panels: list[RunPanel], tmp_path: Path) -> None:
+    db = small_store(tmp_path)
+    with write_lock_held(db):  # its breaker opened but not committed: not shown
+        panel = panel_of(panels, db, "posts")
+        assert shown(panel) == SMALL_COUNTS and "closed" in panel.breaker.value

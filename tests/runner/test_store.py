@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from support import v4_store
+from unwritable import NOW, Folder, small_store, write_lock_held
 
-from runner import schema
+from runner import control, progress, schema
 from runner.errors import StoreError
 from runner.store import Store
 
@@ -55,3 +56,29 @@ def test_a_store_of_an_older_version_is_migrated_keeping_every_item_and_input(tm
             {"key": "k1", "state": "completed", "input": '{"id":"k1"}'},
             {"key": "k2", "state": "running", "input": '{"id":"k2"}'},
         ]
+
+
+def test_a_store_read_where_no_wal_could_be_made_is_read_afresh_once_a_writer_writes(unwritable: Folder) -> None:
+    db = small_store(unwritable.path)
+    unwritable.read_only()
+    with Store(db, read_only=True) as view:
+        before = progress.status(view, "posts", now=NOW)["breaker"]
+        unwritable.writable()
+        with Store(db) as engine:
+            engine.open_breaker(engine.run_id("posts"), "opened after the view")
+            after = progress.status(view, "posts", now=NOW)["breaker"]
+    assert (before, after) == ({"state": "closed", "reason": None}, {"state": "open", "reason": "opened after the view"})
+
+
+def test_a_store_opened_for_reading_writes_nothing_whoever_runs_it(tmp_path: Path) -> None:
+    db = small_store(tmp_path)
+    before = db.read_bytes()
+    with Store(db, read_only=True) as view, pytest.raises(StoreError, match="cannot be written here .* nothing was written"):
+        control.pause(view, "posts", now=NOW)
+    assert db.read_bytes() == before
+
+
+def test_opening_a_store_at_the_current_schema_for_writing_waits_for_no_other_writer(tmp_path: Path) -> None:
+    db = small_store(tmp_path)
+    with write_lock_held(db), Store(db, busy_timeout=30.0) as store:
+        assert store.run_names() == ["posts"]

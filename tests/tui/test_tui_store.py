@@ -9,33 +9,13 @@ import sqlite3
 from pathlib import Path
 
 from support import make_job, posts
-from textual.message import Message
-from textual.notifications import Notify
-from tui_support import NOW, Hand, build, job, settle
+from tui_support import NOW, Hand, Told, build, job, settle, shown_runs
 
 from runner import runs
 from runner.store import Settlement, Store
 from tui import data
 from tui.app import RunnerApp
 from tui.data import RunState
-from tui.screens.runs import RunsScreen
-
-
-class Told:
-    """The notifications an app showed."""
-
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def __call__(self, message: Message) -> None:
-        if isinstance(message, Notify):
-            self.messages.append(message.notification.message)
-
-
-def shown_runs(app: RunnerApp) -> list[str]:
-    screen = app.screen
-    assert isinstance(screen, RunsScreen) and screen.runs is not None
-    return [run.name for run in screen.runs]
 
 
 async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:

@@ -14,13 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from support import make_job, posts
+from textual.message import Message
+from textual.notifications import Notify
 from textual.pilot import Pilot
 
 from runner import breaker, control, jobs
 from runner.jobs import ItemRow, Job
 from runner.states import FailureKind
 from runner.store import Settlement, StartedItem, Store
+from tui.app import RunnerApp
 from tui.screens.base import StoreScreen
+from tui.screens.runs import RunsScreen
 
 #: The time the TUI is shown at, in every snapshot.
 NOW = 1_800_000_100.0
@@ -158,3 +162,20 @@ async def settle(pilot: Pilot[None], *, read: bool = False) -> None:
         if not any(worker.is_running for worker in app.workers):
             return
     raise AssertionError("the app's workers kept running")
+
+
+class Told:
+    """The notifications an app showed."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def __call__(self, message: Message) -> None:
+        if isinstance(message, Notify):
+            self.messages.append(message.notification.message)
+
+
+def shown_runs(app: RunnerApp) -> list[str]:
+    screen = app.screen
+    assert isinstance(screen, RunsScreen) and screen.runs is not None
+    return [run.name for run in screen.runs]

@@ -118,7 +118,7 @@ class StoreScreen(Screen[None], Generic[T]):
     def _command(self, act: Act) -> None:
         app = self.runner
         try:
-            text = app.connection.call(lambda store: act(store, app.clock()))
+            text = app.connection.call(lambda store: act(store, app.clock()), write=True)
         except RunnerError as exc:
             self.post_message(self.Failed(str(exc), command=True))
         else:
