@@ -175,19 +175,18 @@ async def test_failures_and_events_as_rows_and_frames(tmp_path: Path) -> None:
     with Simulator(faults={"rules": [{"fault": "http_400", "keys": ["p001"]}]}).start() as sim:
         run = run_of(tmp_path, sim, posts(4), batch={"max_items": 2})
         assert (await run.go()).exit_code == 3
-    assert [(f["key"], f["kind"], f["retryable"]) for f in run.failures()] == [
-        ("p000", "bad_request", False), ("p001", "bad_request", False),
-    ]
+    assert [(f["key"], f["kind"], f["retryable"]) for f in run.failures()] == [("p001", "bad_request", False)]
     assert [(e["to_state"], e["items"], e["batch_move"]) for e in run.events("p001")] == [
-        ("queued", 2, 1), ("running", 2, 1), ("failed", 1, 0),
+        ("queued", 2, 1), ("running", 2, 1), ("queued", 1, 1), ("running", 1, 1), ("failed", 1, 0),
     ]
     assert sorted((e["key"] or "", e["to_state"], e["items"]) for e in run.events() if e["to_state"] != "queued"
                   and e["to_state"] != "running") == [
-        ("", "completed", 2), ("", "pending", 4), ("", "received", 2), ("p000", "failed", 1), ("p001", "failed", 1),
+        ("", "completed", 1), ("", "completed", 2), ("", "pending", 4), ("", "received", 1), ("", "received", 2),
+        ("p001", "failed", 1),
     ]
-    assert run.item("p001")["kind"] == "bad_request" and len(run.item("p001")["history"]) == 3
+    assert run.item("p001")["kind"] == "bad_request" and len(run.item("p001")["history"]) == 5
     pytest.importorskip("pandas")
-    assert list(run.failures(frame=True)["kind"]) == ["bad_request", "bad_request"]
+    assert list(run.failures(frame=True)["kind"]) == ["bad_request"]
     assert list(run.events("p001", frame=True)["to_state"])[-1] == "failed"
     with pytest.raises(RunError, match="no item 'nope'"):
         run.events("nope")
