@@ -133,7 +133,7 @@ def small_store(folder: Path) -> Path:
         batch = store.claim_batch(run_id, max_items=2, max_chars=10_000, now=NOW)
         assert batch is not None
         done, bad = store.start_batch(batch.id, lease=("posts", LEASE), max_attempts=3, now=NOW)
-        store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, now=NOW)
+        store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, raw="{}", now=NOW)
         settlement = Settlement(completed=[done.id], failed={bad.id: (FailureKind.ITEM_INVALID, "no label", True)},
                                 breaker=breaker.after_success)
         store.settle_batch(batch.id, settlement, max_attempts=3, now=NOW)

@@ -83,9 +83,9 @@ def test_quickstart_runs_the_sample_job_in_the_background_to_the_end(tmp_path: P
 
 def test_exploring_failures_finds_two_kinds_and_retries_one(tmp_path: Path) -> None:
     notebook = execute("02-exploring-failures", tmp_path)
-    assert printed(tagged(notebook, "kinds"))[0] == str({"bad_request": 5, "item_invalid": 4})
+    assert printed(tagged(notebook, "kinds"))[0] == str({"bad_request": 1, "item_invalid": 4})
     status = final_status(notebook)
-    assert (status["counts"]["completed"], status["counts"]["failed"]) == (25, 5)
+    assert (status["counts"]["completed"], status["counts"]["failed"]) == (29, 1)
     assert shows_a_widget(tagged(notebook, "panel"))
     assert panel_labels(notebook) == STATES
 
