@@ -104,7 +104,7 @@ def _posts(store: Store, folder: Path) -> None:
     hand.settle(batch, waiting, NOW - 15)
     batch, items = hand.start(NOW - 14)
     answer = {items[0].id: json.dumps({"id": items[0].key, "label": "question"})}
-    store.record_answer(batch, answer, raw="{}", answered=list(answer), now=NOW - 10)
+    store.record_answer(batch, answer, raw="{}", now=NOW - 10)
     refused = "400 the request is malformed: body too long"
     invalid = "'label' is a required property (gave up; attempts: 3, paid calls: 3)"
     failed = Settlement(completed=list(answer), failed={
@@ -124,9 +124,11 @@ def _tickets(store: Store, folder: Path) -> None:
     hand.complete(NOW - 590, NOW - 560)
     polled, _ = hand.start(NOW - 550, intent=False)
     store.mark_intent(polled, now=NOW - 550)
+    store.mark_create_sent(polled, now=NOW - 550)
     store.save_task_id(polled, "batch_6f1c2e")
     adopted, _ = hand.start(NOW - 549, intent=False)
     store.mark_intent(adopted, now=NOW - 549)
+    store.mark_create_sent(adopted, now=NOW - 549)
     hand.start(NOW - 548, intent=True)
     hand.leave()
     store.recover(hand.run_id, now=NOW - 300)
