@@ -384,8 +384,8 @@ def _status_table(status: dict[str, Any], control: Control) -> Table:
     if status["needs_confirmation"]:
         caption += f" · {status['needs_confirmation']} need confirmation"
     if status["duplicate_tasks"]:
-        caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found and cancelled, "
-                    f"may have billed: runner failures {status['run']}")
+        caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found (cancelled where the "
+                    f"upstream let it), may have billed: runner failures {status['run']}")
     table = Table(
         title=f"run {status['run']}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
         show_edge=False, pad_edge=False,

@@ -163,6 +163,11 @@ class SubmitUnknown(UpstreamError):
 
     kind = FailureKind.TRANSPORT
 
+    def __init__(self, message: str, *, cause: UpstreamError | None = None) -> None:
+        super().__init__(message)
+        #: The create's own failure (a refusal after a proxy sent it on, say), for when none turns up.
+        self.cause = cause
+
 
 class TaskUnreachable(UpstreamError):
     """A submitted task cannot be polled or found for now: its items are held, never sent again on their own."""

@@ -360,6 +360,6 @@ def _check_provider(provider: ProviderConfig, where: str) -> None:
     # A name that the shell could not export is a typo (or a pasted key), never a variable.
     if provider.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", provider.api_key_env):
         raise JobError(
-            f"{where}: 'api_key_env' must be an environment variable's name (letters, digits, _), "
-            f"not {provider.api_key_env!r}"
+            f"{where}: 'api_key_env' must be the name of the environment variable that holds the key "
+            "(letters, digits, _), not the key or anything else (its value is not shown)"
         )

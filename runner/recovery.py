@@ -10,8 +10,8 @@ held, never re-sent on their own; each is shown with its case:
 - ``adopt``: a task's create was sent but its id was not saved:
   confirming looks for it by its reference and polls it; if the upstream
   has none once a create sent then can no longer land (``lands_by``: the
-  provider's timeout and ``create_margin`` after it was sent; the engine
-  waits until then and looks again), nothing was created and the items are
+  provider's timeout and ``create_margin`` after it was sent, saved then;
+  the engine keeps looking until then), nothing was created and the items are
   sent again, which cannot charge twice.
 - ``resubmit``: a call was made and its answer lost: confirming sends the
   items again, which may run and charge twice.
@@ -74,24 +74,16 @@ class HeldItem:
 def held(store: Store, name: str) -> list[HeldItem]:
     """The items of a run that wait for a person, with their case."""
     rows = store.rows(
-        "SELECT i.key, i.grp, b.upstream_id, b.submits, b.create_sent_at, i.attempts, i.paid_calls FROM items i "
+        "SELECT i.key, i.grp, b.upstream_id, b.submits, b.lands_by, i.attempts, i.paid_calls FROM items i "
         "LEFT JOIN batches b ON b.id = i.batch_id "
         "WHERE i.run_id = ? AND i.needs_confirmation = ? ORDER BY i.seq",
         [store.run_id(name), HELD],
     )
-    adopting = any(_case(r) is Case.ADOPT and r["create_sent_at"] is not None for r in rows)
-    window = _create_window(store, name) if adopting else 0.0
     return [
         HeldItem(r["key"], r["grp"], _case(r), r["upstream_id"], r["attempts"], r["paid_calls"],
-                 r["create_sent_at"] + window if _case(r) is Case.ADOPT and r["create_sent_at"] else None)
+                 r["lands_by"] if _case(r) is Case.ADOPT else None)
         for r in rows
     ]
-
-
-def _create_window(store: Store, name: str) -> float:
-    """How long after it was sent a lost create may still land: the provider's timeout and margin."""
-    provider = store.job(name).provider
-    return provider.timeout + provider.create_margin
 
 
 def _case(row: dict[str, Any]) -> Case:

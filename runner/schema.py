@@ -294,10 +294,10 @@ BATCH_EVENTS = [
 # ``batches.answer`` is the raw answer as it came back (a call's content as
 # received, JSON-encoded unless it was text; a task's answered lines as an object
 # of key -> content), saved in the transaction that makes its items received, so
-# that no answer's shape can lose it. ``create_sent_at`` is when a task's create
-# was sent: a create whose answer was lost may still land until ``timeout`` plus
-# ``create_margin`` after it (the batches submitted before take their intent's
-# time). ``items.refused`` counts the tries the upstream refused before running
+# that no answer's shape can lose it. ``lands_by``, written as a task's create is
+# sent, is until when that create may still land upstream if its answer is lost
+# (the provider's ``timeout`` plus its ``create_margin``, as they were then; the
+# batches submitted before take ten minutes after their intent). ``items.refused`` counts the tries the upstream refused before running
 # anything (a 429, a 400 found by splitting): they cost nothing and do not count
 # against ``max_attempts``, which now bounds the tries that may have cost
 # (``retry_base`` counts those, no longer all tries, at a person's last retry);
@@ -308,8 +308,8 @@ BATCH_EVENTS = [
 # it ran.
 ANSWERS = [
     "ALTER TABLE batches ADD COLUMN answer TEXT",
-    "ALTER TABLE batches ADD COLUMN create_sent_at REAL",
-    "UPDATE batches SET create_sent_at = intent_at WHERE submits = 1",
+    "ALTER TABLE batches ADD COLUMN lands_by REAL",
+    "UPDATE batches SET lands_by = intent_at + 600 WHERE submits = 1",
     "ALTER TABLE items ADD COLUMN refused INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE items ADD COLUMN refused_streak INTEGER NOT NULL DEFAULT 0",
     """

@@ -446,15 +446,15 @@ class Store:
         with self.write() as conn:
             conn.execute("UPDATE batches SET upstream_id = ? WHERE id = ?", (task_id, batch_id))
 
-    def mark_create_sent(self, batch_id: int, *, now: float) -> None:
-        """Commit that a task's create is about to be sent: until when a lost answer may still land."""
+    def mark_create_sent(self, batch_id: int, *, lands_by: float) -> None:
+        """Commit that a task's create is about to be sent, and until when it may land if its answer is lost."""
         with self.write() as conn:
-            conn.execute("UPDATE batches SET create_sent_at = ? WHERE id = ?", (now, batch_id))
+            conn.execute("UPDATE batches SET lands_by = ? WHERE id = ?", (lands_by, batch_id))
 
-    def create_sent_at(self, batch_id: int) -> float | None:
-        """When the batch's create was sent, if it was."""
-        (row,) = self.rows("SELECT create_sent_at FROM batches WHERE id = ?", [batch_id])
-        return None if row["create_sent_at"] is None else float(row["create_sent_at"])
+    def lands_by(self, batch_id: int) -> float | None:
+        """Until when the batch's create, sent, may still land upstream; None if it was never sent."""
+        (row,) = self.rows("SELECT lands_by FROM batches WHERE id = ?", [batch_id])
+        return None if row["lands_by"] is None else float(row["lands_by"])
 
     def record_duplicate(self, batch_id: int, upstream_id: str, *, cancelled: bool, message: str, now: float) -> bool:
         """A second upstream task carrying the batch's reference: kept once, with an unknown charge.
@@ -547,7 +547,7 @@ class Store:
             "answered": None if answered is None else json.dumps(list(answered)),
         }
         with self.write() as conn:
-            received = conn.execute(RECEIVE, answer).rowcount
+            received = conn.execute(RECEIVE, answer).rowcount + conn.execute(RECEIVE_EMPTY, answer).rowcount
             conn.execute(LOG_BATCH, _move(batch_id, ItemState.RUNNING, ItemState.RECEIVED, received, now))
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", answer)
 
@@ -638,7 +638,8 @@ class Store:
             conn.execute(
                 "UPDATE items SET state = 'pending', batch_id = NULL, updated_at = ? "
                 "WHERE run_id = ? AND state = 'running' AND batch_id IN "
-                "(SELECT id FROM batches WHERE intent_at IS NULL OR (submits = 1 AND create_sent_at IS NULL))",
+                "(SELECT id FROM batches WHERE intent_at IS NULL "
+                "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))",
                 (now, run_id),
             )
             conn.execute(
@@ -842,11 +843,20 @@ WHERE id = ?
 # The set-based updates below take the items from the JSON argument and each by
 # its id (``+batch_id`` keeps SQLite from scanning the batch for every one).
 
-#: The answered items of a batch (``:answered``, or all when NULL) become received, each having
-#: paid the call, with its result from ``:outputs`` (item id -> output) or none.
+#: The items of a batch with a result in ``:outputs`` (item id -> output) become received with
+#: it, each having paid the call.
 RECEIVE = """
-UPDATE items SET state = 'received', output = json_extract(:outputs, '$."' || id || '"'), updated_at = :now,
+UPDATE items SET state = 'received', output = answer.value, updated_at = :now,
     paid_calls = paid_calls + 1, refused_streak = 0
+FROM json_each(:outputs) AS answer
+WHERE items.id = CAST(answer.key AS INTEGER) AND +items.batch_id = :batch AND items.state = 'running'
+"""
+
+#: The other answered items of the batch (``:answered``, or all when NULL) become received with no
+#: result: the answer held none of theirs, and they paid the call all the same.
+RECEIVE_EMPTY = """
+UPDATE items SET state = 'received', output = NULL, updated_at = :now, paid_calls = paid_calls + 1,
+    refused_streak = 0
 WHERE batch_id = :batch AND state = 'running'
     AND (:answered IS NULL OR id IN (SELECT value FROM json_each(:answered)))
 """
@@ -858,6 +868,7 @@ UPDATE items SET
     refused = refused + (id IN (SELECT value FROM json_each(:refused))),
     refused_streak = CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN refused_streak + 1 ELSE 0 END
 WHERE batch_id = :batch AND state IN ('running', 'received')
+    AND (refused_streak > 0 OR id IN (SELECT value FROM json_each(:refused)))
 """
 
 #: Received items of a batch (``:ids``) completed, their validated output saved as the result (an item

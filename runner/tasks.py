@@ -82,11 +82,14 @@ class TaskDriver:
         await self.steps.run(lambda: self.store.mark_intent(batch_id, now=self.clock.now()))
         ref = self.ref(batch_id)
         uploaded = await self.provider.upload(ref, payloads)
-        await self.steps.run(lambda: self.store.mark_create_sent(batch_id, now=self.clock.now()))
+        lands_by = self.clock.now() + self.lands_within
+        await self.steps.run(lambda: self.store.mark_create_sent(batch_id, lands_by=lands_by))
         try:
             task_id = await self.provider.create(ref, uploaded)
         except SubmitUnknown as lost:
             found = await self._adopt(batch_id)
+            if found is None and lost.cause is not None:
+                raise lost.cause from lost  # nothing was created: the create's own failure stands
             if found is None:
                 raise TransportError(
                     f"{lost.message}; the upstream has no batch {ref}, and one sent then can no longer land: "
@@ -117,7 +120,7 @@ class TaskDriver:
     async def _adopt(self, batch_id: int) -> str | None:
         """The task a lost create made, the oldest if several; None once it can no longer land."""
         ref = self.ref(batch_id)
-        deadline = (self.store.create_sent_at(batch_id) or 0.0) + self.lands_within
+        deadline = self.store.lands_by(batch_id) or 0.0
         delay = self.retry.backoff
         while not (found := await self._find(ref)):
             left = deadline - self.clock.now()
@@ -146,7 +149,12 @@ class TaskDriver:
                 batch_id, other, cancelled=cancelled, message=message, now=self.clock.now()))
 
     async def _find(self, ref: str) -> list[str]:
-        return await self._patiently(f"looking for the task of {ref}", lambda: self.provider.find(ref))
+        """The tasks carrying ``ref``; a list the upstream does not serve (404) is unreachable, never "none"."""
+        what = f"looking for the task of {ref}"
+        try:
+            return await self._patiently(what, lambda: self.provider.find(ref))
+        except NotFound as exc:
+            raise TaskUnreachable(f"{what}: the upstream's list of tasks answered {exc.message}") from exc
 
     async def _patiently(
         self, what: str, call: Callable[[], Awaitable[T]], done: Callable[[T], bool] = lambda _: True

@@ -17,6 +17,7 @@ it, so that a second one (a proxy's own retry of the create) is cancelled.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -24,7 +25,7 @@ import httpx
 
 from .. import errors, protocol
 from . import TaskResult
-from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, error_for, redact, transport_error
+from .openai_chat import NOT_SENT, OpenAIUpstream, answer_of, chat_body, classify, error_for, redact, transport_error
 
 ENDPOINT = "/v1/chat/completions"
 METADATA_KEY = "runner_batch"
@@ -54,13 +55,24 @@ class OpenAIBatch(OpenAIUpstream):
         return str(upload["id"])
 
     async def create(self, ref: str, uploaded: Any) -> str:
+        """Create the batch, within ``timeout`` in all (httpx's applies to each phase of a request apart).
+
+        Any failure but one before the request was sent leaves it unknown: a
+        proxy in front may have sent a create on before it failed (LiteLLM
+        retries on its own), so the batch is looked for, never created again.
+        """
+        body = {"input_file_id": uploaded, "endpoint": ENDPOINT, "completion_window": "24h",
+                "metadata": {METADATA_KEY: ref}}
         try:
-            created = await self._send("POST", "/batches", json={
-                "input_file_id": uploaded, "endpoint": ENDPOINT, "completion_window": "24h",
-                "metadata": {METADATA_KEY: ref},
-            })
-        except errors.TransportError as exc:
-            raise errors.SubmitUnknown(f"the answer to creating batch {ref} was lost ({exc.message})") from exc
+            async with asyncio.timeout(self._config.timeout):
+                created = await self._send("POST", "/batches", json=body)
+        except TimeoutError as exc:
+            raise errors.SubmitUnknown(
+                f"the answer to creating batch {ref} was lost (none within {self._config.timeout:g} s)") from exc
+        except errors.UpstreamError as exc:
+            if isinstance(exc.__cause__, NOT_SENT):
+                raise
+            raise errors.SubmitUnknown(f"creating batch {ref} failed ({exc.message})", cause=exc) from exc
         return str(created["id"])
 
     async def find(self, ref: str) -> list[str]:

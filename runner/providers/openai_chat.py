@@ -149,7 +149,7 @@ def error_for(response: httpx.Response, *, secret: str | None = None) -> errors.
     try:
         body = response.json()
     except ValueError:
-        body = {"error": {"message": response.text[:200]}}
+        body = {"error": {"message": response.text}}
     return classify(response.status_code, body, response.headers, secret=secret)
 
 
@@ -162,7 +162,7 @@ def classify(
     ``secret`` and anything that looks like a key masked (see ``redact``).
     """
     fields = _error_fields(body)
-    message = redact(fields.message, secret)
+    message = _shortened(redact(fields.message, secret))  # masked first: a cut must not split a key
     label = _label(status, fields.codes)
     text = f"{status} {label}: {message}".rstrip(": ")
     if BILLING_CODES.intersection(fields.codes) or "credit balance is too low" in message.lower():
@@ -213,7 +213,7 @@ def _error_fields(body: Any) -> _Fields:
     """The fields of an OpenAI-style error body (or Anthropic's); any other body is its own message."""
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
-        return _Fields([], str(body)[:200], None)
+        return _Fields([], str(body), None)
     details = error.get("details")
     found = [error.get("code"), error.get("type"), details.get("error_code") if isinstance(details, dict) else None]
     param = error.get("param")
@@ -235,6 +235,12 @@ def _label(status: int, codes: list[str]) -> str:
 KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
 #: A key shorter than this is not looked for in messages: it would mask ordinary words.
 SHORTEST_SECRET = 8
+
+
+def _shortened(text: str, most: int = 300) -> str:
+    """At most ``most`` characters of an upstream's message, on one line."""
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -163,9 +163,10 @@ def test_a_job_file_value_of_the_wrong_type_is_refused_naming_the_key_and_the_ty
     assert refused(folder) == "job.toml: 'version' must be a string, not a table"
 
 
-def test_an_api_key_env_that_names_no_variable_is_refused_on_one_line(folder: Path) -> None:
-    (folder / "job.toml").write_text(GOOD_JOB + 'api_key_env = "OPENAI\\nKEY"\n', encoding="utf-8")
+@pytest.mark.parametrize("given", ["OPENAI\\nKEY", "sk-proj-0123456789abcdefghij"], ids=["a newline", "a key pasted in"])
+def test_an_api_key_env_that_names_no_variable_is_refused_on_one_line_never_showing_it(folder: Path, given: str) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB + f'api_key_env = "{given}"\n', encoding="utf-8")
     assert refused(folder) == (
-        "job.toml [provider]: 'api_key_env' must be an environment variable's name (letters, digits, _), "
-        "not 'OPENAI\\nKEY'"
+        "job.toml [provider]: 'api_key_env' must be the name of the environment variable that holds the key "
+        "(letters, digits, _), not the key or anything else (its value is not shown)"
     )

@@ -106,7 +106,7 @@ def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
     store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
     store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=now, intent=False)
     store.mark_intent(batch.id, now=now)
-    store.mark_create_sent(batch.id, now=now)
+    store.mark_create_sent(batch.id, lands_by=now + 90)
     store.db.execute("DELETE FROM engines")
     return batch.id
 
@@ -130,7 +130,7 @@ async def test_after_a_crash_before_the_create_was_sent_the_items_go_back_to_pen
 ) -> None:
     job = batch_job(tmp_path, upstream, posts(5))
     batch_id = leave_a_sent_batch(store, job, clock.now())
-    store.db.execute("UPDATE batches SET create_sent_at = NULL WHERE id = ?", [batch_id])
+    store.db.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
     done = await runs.execute(store, job, clock=clock)
     assert done.exit_code == 0 and done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 1

@@ -252,8 +252,8 @@ def test_a_second_engine_on_the_same_run_refuses_and_nothing_is_sent_twice(tmp_p
         release.wait(timeout=30)
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with Simulator(on_request=hold).start() as sim:
-        (tmp_path / "job.toml").write_text(JOB.format(kind="openai-chat", base_url=sim.base_url))
+    with Simulator(on_request=hold).start() as sim:  # (the held call must not time out and be sent again)
+        (tmp_path / "job.toml").write_text(JOB.format(kind="openai-chat", base_url=sim.base_url).replace("timeout = 2", "timeout = 60"))
         first = subprocess.Popen([sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         assert arrived.wait(timeout=30)

@@ -35,7 +35,7 @@ def crashed(store: Store, job: Job, *, submits: bool) -> None:
     store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=1.0, intent=not submits)
     if submits:
         store.mark_intent(batch.id, now=1.0)
-        store.mark_create_sent(batch.id, now=1.0)
+        store.mark_create_sent(batch.id, lands_by=181.0)
     store.db.execute("DELETE FROM engines")
 
 
