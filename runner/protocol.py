@@ -98,7 +98,7 @@ class ParsedBatch:
 
 
 #: A Markdown code fence, with or without a language tag: models often wrap their JSON in one.
-_FENCE = re.compile(r"```[\w+-]*[ \t]*(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```[\w+-]*[ \t]*")
 
 
 def parse_results(content: object, keys: Iterable[str]) -> ParsedBatch:
@@ -134,17 +134,24 @@ def parse_results(content: object, keys: Iterable[str]) -> ParsedBatch:
     return ParsedBatch(results, None, contradictions)
 
 
+_DECODER = json.JSONDecoder()
+
+
 def _json_of(text: str) -> tuple[Any, str | None]:
     """The JSON value of an answer, or of its first code fence that holds one; else why not."""
     try:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
         problem = f"answer is not JSON ({exc.msg} at char {exc.pos})"
-    for fence in _FENCE.finditer(text):
+    for fence in _FENCE.finditer(text):  # the JSON read whole, so that a fence quoted inside it does not end it
+        start = len(text) - len(text[fence.end():].lstrip())
         try:
-            return json.loads(fence.group(1)), None
+            value, end = _DECODER.raw_decode(text, start)
         except json.JSONDecodeError as exc:
-            problem = f"answer is not JSON, nor is its code fence ({exc.msg} at char {exc.pos} of the fence)"
+            problem = f"answer is not JSON, nor is its code fence ({exc.msg} at char {exc.pos - start} of the fence)"
+            continue
+        if text[end:].lstrip().startswith("```"):
+            return value, None
     return None, problem
 
 

@@ -69,8 +69,14 @@ def test_json_inside_a_markdown_code_fence_is_read_as_json(content: str) -> None
     assert protocol.parse_results(content, ["1"]) == protocol.ParsedBatch({"1": {"id": "1", "label": "a"}}, None)
 
 
+def test_a_code_fence_quoted_inside_the_fenced_json_does_not_end_it() -> None:
+    quoted = {"results": [{"id": "1", "label": "```pip install x```"}]}
+    content = f"```json\n{json.dumps(quoted)}\n```"
+    assert protocol.parse_results(content, ["1"]) == protocol.ParsedBatch({"1": quoted["results"][0]}, None)
+
+
 @pytest.mark.parametrize("content, problem", [
-    ("```json\n{\"results\": [\n```", "answer is not JSON, nor is its code fence (Expecting value at char 15 of the fence)"),
+    ("```json\n{\"results\": [\n```", "answer is not JSON, nor is its code fence (Expecting value at char 14 of the fence)"),
     ("```json\n" + RESULTS, "answer is not JSON (Expecting value at char 0)"),  # cut before the fence closed
     ({"results": []}, "answer is not text but dict"),
     (["results"], "answer is not text but list"),
