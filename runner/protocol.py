@@ -143,16 +143,17 @@ def _json_of(text: str) -> tuple[Any, str | None]:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
         problem = f"answer is not JSON ({exc.msg} at char {exc.pos})"
+    fence_problem = None
     for fence in _FENCE.finditer(text):  # the JSON read whole, so that a fence quoted inside it does not end it
         start = len(text) - len(text[fence.end():].lstrip())
         try:
             value, end = _DECODER.raw_decode(text, start)
         except json.JSONDecodeError as exc:
-            problem = f"answer is not JSON, nor is its code fence ({exc.msg} at char {exc.pos - start} of the fence)"
+            fence_problem = fence_problem or f"{exc.msg} at char {exc.pos - start} of the fence"
             continue
         if text[end:].lstrip().startswith("```"):
             return value, None
-    return None, problem
+    return None, problem if fence_problem is None else f"answer is not JSON, nor is its code fence ({fence_problem})"
 
 
 def _key_of(result: Any) -> str | None:
