@@ -142,12 +142,16 @@ class BadRequest(UpstreamError):
     retryable = False
     refused = True
 
-    def __init__(self, message: str, *, reason: str | None = None, splittable: bool = False) -> None:
+    def __init__(
+        self, message: str, *, reason: str | None = None, splittable: bool = False, too_long: bool = False
+    ) -> None:
         super().__init__(message)
         #: The refusal's gist, the same each time the upstream refuses for the same cause.
         self.reason = gist(message) if reason is None else reason
         #: A smaller batch might pass (its input was too long); False when every call would be refused alike.
         self.splittable = splittable
+        #: The input was too long for the model: about the items sent, never a sign that every call would fail.
+        self.too_long = too_long
 
 
 class NotFound(UpstreamError):

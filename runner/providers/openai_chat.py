@@ -190,7 +190,7 @@ def _bad_request(reason: str, fields: _Fields, text: str) -> errors.BadRequest:
     """A refusal as malformed, saying whether a smaller batch might pass and whether every call would fail."""
     about = " ".join([*fields.codes, fields.message]).lower()
     if any(words in about for words in TOO_LONG):
-        return errors.BadRequest(text, reason=reason, splittable=True)
+        return errors.BadRequest(text, reason=reason, splittable=True, too_long=True)
     if NO_DB in fields.codes:
         wrong_key = errors.BadRequest(f"{text} (a LiteLLM proxy without its database accepts only its master key)",
                                       reason=reason)
