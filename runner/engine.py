@@ -576,6 +576,8 @@ class Engine:
             return settlement
         for item in items:
             settlement.failed[item.id] = (FailureKind.BAD_REQUEST, exc.message, not exc.splittable)
+        if exc.too_long:  # about these items alone: it says nothing of the next call
+            return settlement
         repeated, self._last_refusal = self._last_refusal == exc.reason, exc.reason
         if repeated:
             reason = f"{FailureKind.BAD_REQUEST.value}: {exc.message} (refused so twice in a row)"

@@ -41,6 +41,17 @@ async def test_a_refused_batch_is_split_until_the_item_the_upstream_refuses_fail
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
 
+async def test_two_items_each_too_long_fail_alone_and_do_not_stop_the_run(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "context_length", "keys": ["p007", "p008"]}]})
+    job = make_job(tmp_path, upstream.base_url, posts(22), max_items=22, concurrency=1)
+    outcome = await runs.execute(store, job, clock=clock)
+    assert outcome.exit_code == 3
+    assert sorted(f["key"] for f in progress.failures(store, "test")) == ["p007", "p008"]
+    assert outcome.status["counts"][ItemState.COMPLETED] == 20
+
+
 async def test_a_refusal_that_repeats_on_every_call_stops_the_run_after_two_batches_in_a_row(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
