@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import click
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -150,7 +151,7 @@ def failures(name: str, db: str, as_json: bool) -> None:
     console = Console()
     console.print(_failures_table(name, failed))
     for duplicate in duplicates:
-        console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {duplicate['message']}")
+        console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {escape(duplicate['message'])}")
 
 
 @main.command()
@@ -284,10 +285,10 @@ def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_per
     outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
     Console().print(_status_table(outcome.status, store.control(store.run_id(job.name))))
     if outcome.stopped_for:
-        console.print(f"[yellow]stopped:[/] {outcome.stopped_for}")
-        console.print(_next_steps(job.name, outcome))
+        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
+        console.print(escape(_next_steps(job.name, outcome)))
     elif outcome.status["counts"][ItemState.FAILED]:
-        console.print(f"some items failed: runner failures {job.name}")
+        console.print(f"some items failed: runner failures {escape(job.name)}")
     return outcome
 
 
@@ -322,14 +323,14 @@ async def _run_watched(
 
 
 def _held_table(name: str, held: list[recovery.HeldItem]) -> Table:
-    table = Table(title=f"waiting for a person: runner confirm {name} --all (or KEYS)", box=box.SIMPLE_HEAD)
+    table = Table(title=f"waiting for a person: runner confirm {escape(name)} --all (or KEYS)", box=box.SIMPLE_HEAD)
     for column in ("case", "items", "what confirming does", "keys"):
         table.add_column(column)
     for case in recovery.Case:
         keys = [item.key for item in held if item.case is case]
         if keys:
             shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-            table.add_row(case.value, str(len(keys)), case.warning + _landing(held, case), shown)
+            table.add_row(case.value, str(len(keys)), case.warning + _landing(held, case), escape(shown))
     return table
 
 
@@ -352,14 +353,14 @@ def _failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in failed:
         by_kind.setdefault(item["kind"], []).append(item)
-    table = Table(title=f"run {name}: {len(failed)} failed items", box=box.SIMPLE_HEAD)
+    table = Table(title=f"run {escape(name)}: {len(failed)} failed items", box=box.SIMPLE_HEAD)
     for column in ("kind", "items", "retryable", "example"):
         table.add_column(column)
     for kind, items in by_kind.items():
         retryable = sum(1 for item in items if item["retryable"])
         first = items[0]
         example = f"{first['key']} ({first['attempts']} attempts): {first['message']}"
-        table.add_row(kind, str(len(items)), str(retryable), example)
+        table.add_row(escape(kind), str(len(items)), str(retryable), escape(example))
     return table
 
 
@@ -377,7 +378,7 @@ def _next_steps(name: str, outcome: Outcome) -> str:
 def _status_table(status: dict[str, Any], control: Control) -> Table:
     states = [s.value for s in ItemState]
     breaker = status["breaker"]
-    caption = f"breaker {breaker['state']}" + (f" ({breaker['reason']})" if breaker["reason"] else "")
+    caption = f"breaker {breaker['state']}" + (f" ({escape(breaker['reason'])})" if breaker["reason"] else "")
     if control.paused:
         caption += " · paused" + (f", {control.steps} step(s) allowed" if control.steps else "")
     caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
@@ -387,13 +388,13 @@ def _status_table(status: dict[str, Any], control: Control) -> Table:
         caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found (cancelled where the "
                     f"upstream let it), may have billed: runner failures {status['run']}")
     table = Table(
-        title=f"run {status['run']}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
+        title=f"run {escape(status['run'])}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
         show_edge=False, pad_edge=False,
     )
     table.add_column("group")
     for state in states:
         table.add_column(state, justify="right")
     for group, counts in status["groups"].items():
-        table.add_row(group, *(str(counts[s] or "") for s in states))
+        table.add_row(escape(group), *(str(counts[s] or "") for s in states))
     table.add_row("total", *(str(status["counts"][s]) for s in states), style="bold")
     return table

@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import ROOT
+from support import ROOT, make_job, posts
 
+from runner import runs
 from runner.cli import main
+from runner.errors import AuthError
+from runner.providers.handler import PythonHandler
+from runner.store import Store
 from runner.sim import Simulator
 from runner.states import ItemState
 
@@ -106,3 +110,17 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
     assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])
     assert len(calls) == 4
     assert "breaker closed · paused" in " ".join(after.stdout.split())
+
+
+async def test_an_upstream_message_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
+    said = "Bad key [/bold] see [link=x]docs[/link] [red]"
+
+    async def refuse(payloads: list[dict[str, object]]) -> str:
+        raise AuthError(said)
+
+    with Store(tmp_path / "runs.db") as store:
+        await runs.execute(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), provider=PythonHandler(refuse))
+    status = runner_cli("status", "test", cwd=tmp_path)
+    failures = runner_cli("failures", "test", cwd=tmp_path)
+    assert (status.returncode, failures.returncode) == (0, 0), status.stderr + failures.stderr
+    assert said in " ".join(status.stdout.split()) and said in " ".join(failures.stdout.split())
