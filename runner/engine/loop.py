@@ -220,17 +220,13 @@ class Engine:
         allowed. Returns whether forming was held up by a busy store.
         """
         self._take_resumable()
-        free = self.gate(control, in_flight=len(self._in_flight))
+        free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=len(self._in_flight),
+                         quiet_until=self.quiet_until, now=self.clock.now())
         held_up = len(self.formed) < free and not self._form(lookahead=free)
         for _ in range(min(free, len(self.formed))):
             batch = self.formed.popleft()
             self._in_flight.add(asyncio.create_task(Slot(self).run(batch, step=gate.held(control))))
         return held_up
-
-    def gate(self, control: Control, *, in_flight: int) -> int:
-        """How many batches may start now besides ``in_flight`` (:func:`runner.rules.gate.gate`)."""
-        return gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=in_flight,
-                         quiet_until=self.quiet_until, now=self.clock.now())
 
     async def _idle_or_stop(self, control: Control) -> bool:
         try:

@@ -182,7 +182,7 @@ class Slot:
     async def _receive(self, batch: Batch, items: list[StartedItem], answer: Answer) -> Answered:
         """Commit the call's answer, each item with its usable result, as received; the answer as read."""
         engine = self.engine
-        answered, outputs = read(batch.id, answer, items)
+        answered, outputs = read_answer(batch.id, answer, items)
         await engine.steps.run(
             lambda: engine.store.record_answer(batch.id, outputs, raw=answer.raw, now=engine.clock.now())
         )
@@ -195,7 +195,7 @@ class Slot:
         results: dict[int, Any] = {}
         outputs: dict[int, str] = {}
         for item in answered:
-            line, encoded = read(batch.id, result.answers[item.key], [item])
+            line, encoded = read_answer(batch.id, result.answers[item.key], [item])
             results.update(line.results)
             outputs.update(encoded)
         raw = protocol.encode({item.key: result.answers[item.key].raw for item in answered})
@@ -218,7 +218,7 @@ class Slot:
         self.engine.formed.extend(split)
 
 
-def read(batch_id: int, answer: Answer, items: list[StartedItem]) -> tuple[Answered, dict[int, str]]:
+def read_answer(batch_id: int, answer: Answer, items: list[StartedItem]) -> tuple[Answered, dict[int, str]]:
     """The answer split by item, as the judge reads it, and each usable result as it is saved.
 
     Never raises: an answer this engine cannot read (a bug, whatever its

@@ -221,7 +221,9 @@ def split(split_round: int, ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
     return tuple((item_id,) for item_id in ids)
 
 
-def _answered(split_round: int, items: Sequence[Started], answer: Answered, check: Check, *, not_before: float) -> Verdict:
+def _answered(
+    split_round: int, items: Sequence[Started], answer: Answered, check: Check, *, not_before: float
+) -> Verdict:
     """An answer: valid results completed, the others re-attempted; a wholly invalid one split. Streaks end."""
     completed: list[int] = []
     retry: dict[int, tuple[FailureKind, str]] = {}

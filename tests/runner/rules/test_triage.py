@@ -42,5 +42,7 @@ def test_confirming_a_held_item_polls_its_task_adopts_a_lost_create_or_resubmits
     ({"upstream_id": None, "submits": 1}, recovery.Case.ADOPT),
     ({"upstream_id": None, "submits": 0}, recovery.Case.RESUBMIT),
 ])
-def test_a_held_item_is_shown_with_the_case_triage_gives_confirming_it(row: dict[str, object], case: recovery.Case) -> None:
+def test_a_held_item_is_shown_with_the_case_triage_gives_confirming_it(
+    row: dict[str, object], case: recovery.Case
+) -> None:
     assert recovery._case(row) is case
