@@ -208,12 +208,12 @@ def whole_answer_problem(parsed: ParsedBatch, finish_reason: str | None) -> str 
     return f"{problem} (finish_reason: {finish_reason})"
 
 
-def splits(split_round: int, items: Sequence[Started]) -> bool:
+def _splits(split_round: int, items: Sequence[Started]) -> bool:
     """Whether a batch can still be split to find the items at fault: halves once, then single items."""
     return split_round < 2 and len(items) > 1
 
 
-def split(split_round: int, ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+def _split(split_round: int, ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
     """``ids`` in halves when the batch was never split, else one by one."""
     if split_round == 0:
         half = (len(ids) + 1) // 2
@@ -246,11 +246,11 @@ def _split_or_retry(
 
     An item with no attempt left is re-attempted (the store fails it for its bound), never split again.
     """
-    can_split = splits(split_round, items)
+    can_split = _splits(split_round, items)
     alive = [item.id for item in items if item.attempts_left > 0]
     retry = {item.id: (FailureKind.BATCH_INVALID, problem) for item in items
              if item.attempts_left <= 0 or not can_split}
-    return retry, split(split_round, alive) if can_split and alive else ()
+    return retry, _split(split_round, alive) if can_split and alive else ()
 
 
 def _check(
@@ -300,8 +300,8 @@ def _refused_request(
     stops the run for a person: every further call would be refused too.
     """
     refused = frozenset(item.id for item in items)
-    if exc.splittable and splits(split_round, items):
-        return Verdict(split=split(split_round, [item.id for item in items]), refused=refused,
+    if exc.splittable and _splits(split_round, items):
+        return Verdict(split=_split(split_round, [item.id for item in items]), refused=refused,
                        not_before=not_before, streaks=streaks)
     failed = {item.id: (FailureKind.BAD_REQUEST, exc.message, not exc.splittable) for item in items}
     verdict = Verdict(failed=failed, refused=refused, not_before=not_before,
