@@ -1,73 +1,7 @@
-"""The breaker: how many batches may start, given the upstream's recent health and a person's hand.
-
-- ``closed``: normal, ``concurrency`` slots.
-- one final transport failure: ``probing``, one slot.
-- a second consecutive one: ``open``, no new batches. A success resets the count.
-- ``open`` and a manual pause last until a person resumes (a restart does not);
-  resuming goes to ``probing``. A step lets exactly one batch start while
-  paused or open, and the run stays paused.
-- credentials, balance and permission failures, and a failed store write,
-  open it at once: every further call would fail or could not be recorded.
-
-Pure functions over the persisted ``Control`` row; the store writes the
-result in the same transaction as the batch that caused it.
-"""
+"""The breaker's first address, kept for the code that imports it from here: :mod:`runner.rules.breaker` holds it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from .rules.breaker import OPEN_AFTER, Control, after_success, after_transport_failure, opened, resumed
 
-from .states import BreakerState
-
-#: Consecutive final transport failures that open the breaker.
-OPEN_AFTER = 2
-
-
-@dataclass(frozen=True)
-class Control:
-    """A run's breaker and a person's controls, as the store keeps them."""
-
-    breaker: BreakerState = BreakerState.CLOSED
-    reason: str | None = None
-    transport_failures: int = 0
-    paused: bool = False
-    steps: int = 0
-
-    @property
-    def held(self) -> bool:
-        """No batch may start without a person: paused, or the breaker open."""
-        return self.paused or self.breaker is BreakerState.OPEN
-
-    def slots(self, concurrency: int) -> int:
-        """How many batches may be in flight now."""
-        if self.held:
-            return 1 if self.steps > 0 else 0
-        return 1 if self.breaker is BreakerState.PROBING else concurrency
-
-
-def after_success(control: Control) -> Control:
-    """A batch got its answer: the upstream is healthy again."""
-    if control.breaker is BreakerState.OPEN:
-        return replace(control, transport_failures=0)
-    return replace(control, breaker=BreakerState.CLOSED, reason=None, transport_failures=0)
-
-
-def after_transport_failure(control: Control, message: str) -> Control:
-    """A batch's call failed for good after its request retries."""
-    failures = control.transport_failures + 1
-    if control.breaker is BreakerState.OPEN:  # keep the reason it opened for
-        return replace(control, transport_failures=failures)
-    state = BreakerState.OPEN if failures >= OPEN_AFTER else BreakerState.PROBING
-    reason = f"{failures} consecutive transport failures, last: {message}"
-    return replace(control, breaker=state, reason=reason, transport_failures=failures)
-
-
-def opened(control: Control, reason: str) -> Control:
-    """Open at once: every further call would fail, or could not be recorded."""
-    return replace(control, breaker=BreakerState.OPEN, reason=reason)
-
-
-def resumed(control: Control) -> Control:
-    """A person resumes: one batch at a time until one succeeds."""
-    reason = "resumed by a person: one batch at a time until one succeeds"
-    return replace(control, breaker=BreakerState.PROBING, reason=reason, paused=False, steps=0)
+__all__ = ["OPEN_AFTER", "Control", "after_success", "after_transport_failure", "opened", "resumed"]

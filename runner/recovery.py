@@ -18,7 +18,9 @@ held, never re-sent on their own; each is shown with its case:
 
 Items whose input changed are never restored (``input_changed``, see
 ``Store.prepare_run``), and saved outputs are completed locally with no call
-(``Engine``); neither needs a person.
+(``Engine``); neither needs a person. The order of all these cases is
+:func:`runner.rules.triage.triage`'s; a held item's case is what it says
+confirming does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from .rules import triage
 from .store import Store
 
 #: ``items.needs_confirmation``: 1 held for a person, 2 confirmed (poll the saved task).
@@ -87,9 +90,9 @@ def held(store: Store, name: str) -> list[HeldItem]:
 
 
 def _case(row: dict[str, Any]) -> Case:
-    if row["upstream_id"]:
-        return Case.POLL
-    return Case.ADOPT if row["submits"] else Case.RESUBMIT
+    """What confirming a held item does (a held task's create was sent, or its items would be pending)."""
+    left = triage.Left(sent=True, task_id_saved=bool(row["upstream_id"]), create_sent=bool(row["submits"]))
+    return Case(triage.on_confirm(left))
 
 
 def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) -> dict[Case, int]:

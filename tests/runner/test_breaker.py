@@ -1,4 +1,7 @@
-"""The breaker and a person's hand on it: each transition of the brief, over HTTP."""
+"""The breaker and a person's hand on it: each transition of the brief, over HTTP.
+
+The transitions and the slots they give, without HTTP, are in ``rules/test_transitions.py`` and ``rules/test_gate.py``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Any
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import breaker, control, jobs, runs
+from runner import control, jobs, runs
 from runner.breaker import Control
 from runner.engine import Outcome
 from runner.errors import AuthError, TransportError, UpstreamError
@@ -107,18 +110,6 @@ async def test_resuming_probes_one_batch_at_a_time_until_one_succeeds(
     assert {in_flight for state, in_flight in watch.seen if state == BreakerState.PROBING} == {1}
     assert outcome.status["counts"][ItemState.COMPLETED] == 40
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
-
-
-def test_an_open_breaker_keeps_the_reason_it_opened_for() -> None:
-    opened = breaker.opened(Control(), "billing: 429 insufficient_quota")
-    later = breaker.after_transport_failure(opened, "503 server_is_overloaded")
-    assert (later.breaker, later.reason, later.transport_failures) == (BreakerState.OPEN, opened.reason, 1)
-
-
-def test_the_breaker_gives_concurrency_slots_closed_one_probing_none_open() -> None:
-    assert [Control(breaker=s).slots(3) for s in BreakerState] == [3, 1, 0]
-    assert Control(paused=True).slots(3) == 0
-    assert Control(paused=True, steps=1).slots(3) == Control(breaker=BreakerState.OPEN, steps=2).slots(3) == 1
 
 
 async def test_step_lets_exactly_one_batch_run_and_the_run_stays_paused(

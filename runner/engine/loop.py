@@ -1,0 +1,339 @@
+"""The engine's turn loop: the lease, the turns that form and start batches, idling, stopping, tidying up.
+
+Every turn beats the run's lease, reads the run's control row from the
+store and asks the gate (:func:`runner.rules.gate.gate`) how many batches
+may start now; those are formed (``claim_batch``) and each given a slot of
+its own (:class:`~runner.engine.slot.Slot`), which asks the gate again
+just before it starts. With nothing in flight, the engine waits for what the
+store says is still to come (a waiting item's time, a person's resume), or
+stops: progress and the end of the run are read from the store, never from
+the in-memory line of formed batches.
+
+On start it takes over what a dead engine left (``Store.recover``, then the
+saved outputs validated locally: :mod:`runner.rules.triage` gives the order);
+on stop it gives back the batches formed but not sent, and the lease. A
+failed store write stops the run with its breaker open (reason ``store``).
+Time comes from an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import traceback
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import busy, lease, progress
+from ..breaker import Control
+from ..clock import Clock, SystemClock
+from ..errors import StoreBusy, StoreError
+from ..jobs import ItemRow, Job
+from ..providers import Provider, TaskProvider
+from ..rules import gate
+from ..rules.judge import Streaks, Verdict, judge_saved
+from ..states import FailureKind, ItemState
+from ..store import Batch, Settlement, Store
+from ..tasks import TaskDriver
+from ..validation import ResultCheck
+from .slot import TAKEN_OVER, Slot, settlement_of
+
+HEARTBEAT_SECONDS = 2.0
+log = logging.getLogger(__name__)
+POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: done, or stopped because a person is needed (and why)."""
+
+    status: dict[str, Any]
+    stopped_for: str | None
+    stop_kind: FailureKind | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
+        reason = self.status["breaker"]["reason"] or ""
+        if self.stop_kind is FailureKind.AUTH or (self.stopped_for and reason.startswith("auth:")):
+            return 1
+        if self.stopped_for is not None:
+            return 4
+        return 3 if self.status["counts"][ItemState.FAILED] else 0
+
+
+class Engine:
+    """Runs one job's run over a store until nothing is left that it may do alone.
+
+    With ``wait_for_person`` it stays while the run is paused or its breaker
+    open, obeying resume and step; without, it returns (the CLI's exit 4).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        job: Job,
+        provider: Provider | TaskProvider,
+        *,
+        clock: Clock | None = None,
+        wait_for_person: bool = False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.job = job
+        self.clock = clock or SystemClock()
+        self.provider = provider
+        # One of the two is set when the run starts: the provider either calls, or submits and polls.
+        self.tasks: TaskDriver | None = None
+        self.caller: Provider | None = None
+        self.wait_for_person = wait_for_person
+        self.rng = rng or random.Random()
+        self.run_id = 0
+        self.check = ResultCheck(job.output_schema, job.check)
+        self.token = secrets.token_hex(8)
+        self.stopped_for: str | None = None
+        self.stop_kind: FailureKind | None = None
+        self._last_beat = 0.0
+        #: Batches formed (or confirmed by a person) that wait for a slot, the next to start first.
+        self.formed: deque[Batch] = deque()
+        #: The slots at work: each a task running batches one after another.
+        self._in_flight: set[asyncio.Task[None]] = set()
+        #: Slots at work (each counts itself before its first start) and not yet ended.
+        self.holding = 0
+        self._resumed: set[int] = set()
+        #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
+        self.quiet_until = 0.0
+        #: The slots' store steps, in order, waiting their turn while another process holds the store.
+        self.steps = busy.StoreSteps(now=self.clock.now, sleep=self.clock.sleep)
+        #: The last turn could not form the batches it wanted: another process held the store.
+        self._forming_held_up = False
+        #: Why the run stopped on a store failure, while its open breaker could not be saved yet.
+        self._breaker_unsaved: str | None = None
+        #: What the run remembers between verdicts: rate limits in a row, the last refusal.
+        self.streaks = Streaks()
+
+    async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
+        """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
+
+        Returns when nothing is left that the engine may do alone; bad input
+        raises before any item changes.
+        """
+        name = self.job.name
+        lease.acquire(self.store, name, token=self.token, now=self.clock.now())
+        self._last_beat = self.clock.now()
+        try:
+            if items is not None:
+                self.store.prepare_run(self.job, items, now=self.clock.now())
+            self.run_id = self.store.run_id(name)
+            self.store.recover(self.run_id, now=self.clock.now())
+            self._validate_received()
+            if isinstance(self.provider, TaskProvider):
+                self.tasks = TaskDriver(
+                    self.store, self.provider, retry=self.job.retry, clock=self.clock,
+                    run_reference=self.store.reference(self.run_id), steps=self.steps,
+                    lands_within=self.job.provider.timeout + self.job.provider.create_margin,
+                )
+            else:
+                self.caller = self.provider
+            with self.store.waiting_at_most(busy.WAIT_SECONDS):
+                await self._work()
+        finally:
+            await self._tidy(name)
+        return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+
+    async def _tidy(self, name: str) -> None:
+        """Save the open breaker a store failure could not, give back unsent batches and the lease.
+
+        Each waits for a busy store as any step does; a store that failed may refuse all of it.
+        """
+        try:
+            unsaved = self._breaker_unsaved
+            if unsaved is not None:
+                await self.steps.run(lambda: self.store.open_breaker(self.run_id, unsaved))
+                self.stopped_for, self._breaker_unsaved = unsaved, None
+            if self.run_id:
+                await self.steps.run(
+                    lambda: self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
+                )
+            await self.steps.run(lambda: lease.release(self.store, name, token=self.token))
+        except StoreError:
+            if self.stop_kind is not FailureKind.STORE:
+                raise
+
+    def request_stop(self, reason: str) -> None:
+        """Start no more batches; those in flight finish, then ``run`` returns."""
+        if self.stopped_for is None:
+            self.stopped_for = reason
+
+    def heed(self, verdict: Verdict) -> None:
+        """Keep what a verdict says of the run: its streaks, the quiet time a rate limit asked, a stop."""
+        self.streaks = verdict.streaks
+        self.quiet_until = max(self.quiet_until, verdict.quiet_until)
+        if verdict.stop is not None:
+            self.stopped_for, self.stop_kind = verdict.stop.reason, verdict.stop.kind
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                control = self._turn()
+                if self._in_flight:
+                    done, self._in_flight = await asyncio.wait(
+                        self._in_flight, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    for task in done:
+                        task.result()
+                    continue
+                if control is None or not await self._idle_or_stop(control):
+                    return
+        finally:
+            for task in self._in_flight:
+                task.cancel()
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    def _turn(self) -> Control | None:
+        """Beat, read the controls, form and start what may start; None once the store failed."""
+        if self.stop_kind is FailureKind.STORE:
+            return None
+        try:
+            self._beat()
+            control = self.store.control(self.run_id)
+            self._forming_held_up = self._may_start() and self._start(control)
+            return control
+        except StoreError as exc:
+            self.store_failed(exc)
+            return None
+
+    def _may_start(self) -> bool:
+        """Nothing stopped the run, and no rate limit holds new starts back."""
+        return self.stopped_for is None and not gate.quiet(quiet_until=self.quiet_until, now=self.clock.now())
+
+    def _start(self, control: Control) -> bool:
+        """Put confirmed batches first in line, form what the free slots want, and give each a new slot.
+
+        Each slot begins on a later step of the loop and asks the gate again
+        then (``Slot.may_go_on``): other slots' outcomes may have changed the
+        run meanwhile. A start while the run is held spends a step a person
+        allowed. Returns whether forming was held up by a busy store.
+        """
+        self._take_resumable()
+        free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=len(self._in_flight),
+                         quiet_until=self.quiet_until, now=self.clock.now())
+        held_up = len(self.formed) < free and not self._form(lookahead=free)
+        for _ in range(min(free, len(self.formed))):
+            batch = self.formed.popleft()
+            self._in_flight.add(asyncio.create_task(Slot(self).run(batch, step=gate.held(control))))
+        return held_up
+
+    async def _idle_or_stop(self, control: Control) -> bool:
+        try:
+            return await self._idle(control)
+        except StoreError as exc:
+            self.store_failed(exc)
+            return False
+
+    async def _idle(self, control: Control) -> bool:
+        """Nothing in flight: wait for what the store says is still to come, or stop."""
+        if self.stopped_for is not None:
+            return False
+        if progress.unfinished(self.store, self.run_id) == 0:
+            return False
+        if gate.held(control):
+            if not self.wait_for_person:
+                self.stopped_for = gate.held_reason(control)
+                return False
+            await self.clock.sleep(POLL_SECONDS)
+            return True
+        due = progress.next_due(self.store, self.run_id)
+        if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
+            formed = await self.steps.run(self._claim)
+            self.formed.extend([formed] if formed is not None else [])
+            self._forming_held_up = False
+            return True
+        if due is None and not self.formed:
+            self.stopped_for = "items need a person's confirmation"
+            return False
+        due = max(due or 0.0, self.quiet_until)
+        await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
+        return True
+
+    def _take_resumable(self) -> None:
+        """Put the batches a person confirmed first in line."""
+        for confirmed in self.store.resumable(self.run_id):
+            if confirmed.id not in self._resumed:
+                self._resumed.add(confirmed.id)
+                self.formed.appendleft(confirmed)
+
+    def _form(self, *, lookahead: int) -> bool:
+        """Keep up to ``lookahead`` batches queued for the next free slots; False if the store was busy."""
+        while len(self.formed) < lookahead:
+            try:
+                batch = self._claim()
+            except StoreBusy:
+                return False
+            if batch is None:
+                return True
+            self.formed.append(batch)
+        return True
+
+    def _claim(self) -> Batch | None:
+        limits = self.job.batch
+        return self.store.claim_batch(
+            self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
+        )
+
+    def _beat(self) -> None:
+        """Renew the lease every few seconds; a busy store puts it off to a later turn."""
+        now = self.clock.now()
+        if now - self._last_beat >= HEARTBEAT_SECONDS:
+            try:
+                held = lease.beat(self.store, self.job.name, token=self.token, now=now)
+            except StoreBusy:
+                return
+            if not held:
+                self.request_stop(TAKEN_OVER)
+            self._last_beat = now
+
+    def save(self, batch_id: int, settlement: Settlement) -> list[Batch]:
+        """Save how a batch ended, in one transaction; the batches a split formed."""
+        limits = self.job.retry
+        return self.store.settle_batch(
+            batch_id, settlement, max_attempts=limits.max_attempts, max_refusals=limits.max_refusals,
+            now=self.clock.now(),
+        )
+
+    def engine_failed(self, batch: Batch, exc: Exception) -> None:
+        """A bug in the engine: log and keep its traceback in the batch's history, and stop the run."""
+        log.error("unexpected error in batch %s", batch.id, exc_info=exc)
+        trace = "".join(traceback.format_exception(exc))
+        try:
+            self.store.note(batch.id, kind="engine_error", message=trace, now=self.clock.now())
+        except StoreError:
+            log.error("the traceback of batch %s could not be saved in the store", batch.id)
+        self.request_stop(
+            f"unexpected {type(exc).__name__} in batch {batch.id} (a bug in runner): {exc}; its traceback is in "
+            "the log and the batch's history (runner tui, an item's detail); running again keeps the saved "
+            "answers and holds what was sent for a person"
+        )
+
+    def store_failed(self, exc: StoreError) -> None:
+        """Never run work that cannot be recorded: open the breaker (reason store) and stop starting."""
+        reason = f"store: {exc}"
+        self.stopped_for, self.stop_kind = reason, FailureKind.STORE
+        try:
+            self.store.open_breaker(self.run_id, reason)
+        except StoreError as again:  # tried again when the engine stops (``_tidy``), waiting as any write does
+            self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
+            self._breaker_unsaved = reason
+
+    def _validate_received(self) -> None:
+        """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
+        by_batch: dict[int, dict[int, str | None]] = {}
+        for row in self.store.received_items(self.run_id):
+            by_batch.setdefault(row["batch_id"], {})[row["id"]] = row["output"]
+        for batch_id, outputs in by_batch.items():
+            verdict = judge_saved(outputs, check=self.check.problem, limits=self.job.retry, now=self.clock.now())
+            self.save(batch_id, settlement_of(verdict))

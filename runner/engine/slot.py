@@ -1,0 +1,283 @@
+"""One slot: a batch's life, from its start to its save, then the next batch in line.
+
+1. start (:func:`begin_batch`): the slot's previous batch saved, this one's
+   items ``running`` with attempts + 1, the next batch formed, in one commit
+   made *before* the call; the gate (:func:`runner.rules.gate.may_go_on`) is
+   asked just before it, and again after a wait for a busy store;
+2. call, with bounded request retries for transport trouble, or submit and
+   poll (:class:`~runner.tasks.TaskDriver`);
+3. receive: the answer committed as ``received`` before anything reads it;
+4. judge (:func:`runner.rules.judge.judge`): completed, re-attempted later,
+   split or failed, the breaker's move, and whether the run must stop;
+5. save: an answered call's verdict in the commit that starts the slot's
+   next batch (when the gate lets one start now), any other alone.
+
+A slot is held for all of 1 to 5 (at most ``concurrency`` are), and released
+on success and failure alike.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from .. import protocol
+from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
+from ..jobs import BatchLimits
+from ..providers import Answer, Provider, TaskResult
+from ..rules import gate
+from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
+from ..store import Batch, Settlement, StartedItem, Store
+from ..tasks import TaskDriver
+
+if TYPE_CHECKING:
+    from .loop import Engine
+
+log = logging.getLogger(__name__)
+TAKEN_OVER = "another engine took this run over (this one's heartbeat was late)"
+
+
+class Slot:
+    """One of an engine's slots: batches one after another, each from its start to its save."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def run(self, batch: Batch, *, step: bool) -> None:
+        """Work ``batch``, then the next in line while there is one and the gate lets it start.
+
+        ``step``: the first batch spends a step a person allowed. A batch
+        that got its answer is saved in the transaction that starts the next:
+        between two calls the slot waits for two commits (the answer, then
+        save and start), not three.
+        """
+        engine = self.engine
+        settled: tuple[Batch, Settlement] | None = None
+        engine.holding += 1
+        try:
+            while True:
+                settlement = await self._one(batch, step=step, settled=settled)
+                if settlement is None:
+                    return
+                settled = (batch, settlement)
+                if not engine.formed:  # (batches a person confirmed are put first in line by every turn)
+                    await self._save(*settled)
+                    return
+                batch, step = engine.formed.popleft(), False
+        except StoreError as exc:
+            engine.store_failed(exc)
+        except Exception as exc:  # a bug must not cancel the other batches in flight
+            engine.engine_failed(batch, exc)
+        finally:
+            engine.holding -= 1
+
+    def may_go_on(self, *, step: bool) -> bool:
+        """Whether this slot may start a batch: the run and its controls as they are now.
+
+        Read just before each start (and again after a wait for a busy store):
+        since the turn that gave the slot its first batch, or since the slot's
+        last call, another slot's outcome may have stopped the run (a refused
+        key), opened the breaker or left it probing (one slot), and a person
+        may have paused it.
+        """
+        engine = self.engine
+        if engine.stopped_for is not None:
+            return False
+        return gate.may_go_on(
+            engine.store.control(engine.run_id), step=step, concurrency=engine.job.batch.concurrency,
+            in_flight=engine.holding - 1, quiet_until=engine.quiet_until, now=engine.clock.now(),
+        )
+
+    async def _one(self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None) -> Settlement | None:
+        """Start a batch (saving the slot's previous one), call or submit it, receive and judge it.
+
+        Returns the settlement of an answered call, for the slot's next start
+        to save; any other outcome is saved here, and None returned. None too
+        when the batch does not start.
+        """
+        items = await self._start(batch, step=step, settled=settled)
+        if not items:
+            return None
+        payloads = [json.loads(item.input) for item in items]
+        if self.engine.tasks is not None:
+            settlement = await self._submit(self.engine.tasks, batch, items, payloads)
+            if settlement is not None:
+                await self._save(batch, settlement)
+            return None
+        assert self.engine.caller is not None
+        try:
+            answer = await self._call(self.engine.caller, batch, payloads)
+        except UpstreamError as exc:
+            await self._save(batch, self._judge(batch, items, exc))
+            return None
+        return self._judge(batch, items, await self._receive(batch, items, answer))
+
+    async def _start(
+        self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None
+    ) -> list[StartedItem] | None:
+        """The items of the batch, started; None (the batch back in line) when the gate says no more now.
+
+        No items when another engine took the run over: this one stops.
+        """
+        engine = self.engine
+        begun = await engine.steps.run(
+            lambda: begin_batch(
+                engine.store, engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
+                limits=engine.job.batch, max_attempts=engine.job.retry.max_attempts,
+                max_refusals=engine.job.retry.max_refusals, now=engine.clock.now(), step=step,
+                intent=engine.tasks is None, claim=len(engine.formed) < engine.job.batch.concurrency,
+            ),
+            still=lambda: self.may_go_on(step=step),
+        )
+        if begun is None:
+            engine.formed.appendleft(batch)
+            if settled is not None:
+                await self._save(*settled)
+            return None
+        items, formed = begun
+        engine.formed.extend(formed)
+        if not items:
+            engine.request_stop(TAKEN_OVER)
+            await self._save(batch, Settlement())
+        return items
+
+    async def _call(self, caller: Provider, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
+        """The upstream call, with bounded request retries (with jitter) for transport trouble."""
+        engine = self.engine
+        limits = engine.job.retry
+        for retry in range(limits.request_retries + 1):
+            try:
+                return await caller.call(payloads)
+            except TransportError as exc:
+                if exc.maybe_billed:
+                    await engine.steps.run(lambda: engine.store.count_maybe_paid(batch.id))
+                wait = exc.retry_after
+                if retry == limits.request_retries or (wait is not None and wait > limits.max_backoff):
+                    raise
+                await engine.steps.run(lambda: engine.store.count_request_retry(batch.id))
+                delay = min(limits.backoff * 2**retry, limits.max_backoff) * (0.5 + engine.rng.random())
+                await engine.clock.sleep(wait if wait is not None else delay)
+        raise AssertionError("unreachable")
+
+    async def _submit(
+        self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
+    ) -> Settlement | None:
+        """Submit (or, confirmed after a crash, poll again) and judge; None when its items are held for a person."""
+        engine = self.engine
+        try:
+            result = await (tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(batch.id, payloads))
+        except TaskUnreachable as exc:
+            await engine.steps.run(lambda: engine.store.hold(batch.id, now=engine.clock.now()))
+            engine.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
+            return None
+        except UpstreamError as exc:
+            return self._judge(batch, items, exc)
+        if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
+            return self._judge(batch, items, NotCreated())
+        if result.failure is not None:
+            return self._judge(batch, items, result.failure)
+        return self._judge(batch, items, await self._receive_lines(batch, items, result))
+
+    async def _receive(self, batch: Batch, items: list[StartedItem], answer: Answer) -> Answered:
+        """Commit the call's answer, each item with its usable result, as received; the answer as read."""
+        engine = self.engine
+        answered, outputs = read_answer(batch.id, answer, items)
+        await engine.steps.run(
+            lambda: engine.store.record_answer(batch.id, outputs, raw=answer.raw, now=engine.clock.now())
+        )
+        return answered
+
+    async def _receive_lines(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> Lines:
+        """Commit a finished task's answered lines as received (each was billed); the lines as read."""
+        engine = self.engine
+        answered = [item for item in items if item.key in result.answers]
+        results: dict[int, Any] = {}
+        outputs: dict[int, str] = {}
+        for item in answered:
+            line, encoded = read_answer(batch.id, result.answers[item.key], [item])
+            results.update(line.results)
+            outputs.update(encoded)
+        raw = protocol.encode({item.key: result.answers[item.key].raw for item in answered})
+        await engine.steps.run(lambda: engine.store.record_answer(
+            batch.id, outputs, raw=raw, answered=[item.id for item in answered], now=engine.clock.now()))
+        return Lines(results, answered=result.answers.keys(), errors=result.errors)
+
+    def _judge(self, batch: Batch, items: list[StartedItem], finished: Finished) -> Settlement:
+        """The verdict on the batch, heeded by the engine; what the store is to save."""
+        engine = self.engine
+        verdict = judge(
+            batch.round, items, finished, check=engine.check.problem, streaks=engine.streaks,
+            limits=engine.job.retry, now=engine.clock.now(), jitter=engine.rng.random(),
+        )
+        engine.heed(verdict)
+        return settlement_of(verdict)
+
+    async def _save(self, batch: Batch, settlement: Settlement) -> None:
+        split = await self.engine.steps.run(lambda: self.engine.save(batch.id, settlement))
+        self.engine.formed.extend(split)
+
+
+def read_answer(batch_id: int, answer: Answer, items: list[StartedItem]) -> tuple[Answered, dict[int, str]]:
+    """The answer split by item, as the judge reads it, and each usable result as it is saved.
+
+    Never raises: an answer this engine cannot read (a bug, whatever its
+    shape) is an unusable answer, judged as one, and saved all the same.
+    """
+    try:
+        parsed = protocol.parse_results(answer.content, (item.key for item in items))
+        problem = answer.problem or whole_answer_problem(parsed, answer.finish_reason)
+        results = {item.id: parsed.results[item.key] for item in items if item.key in parsed.results}
+        outputs = {item_id: protocol.encode(result) for item_id, result in results.items()}
+    except Exception as exc:
+        log.exception("batch %s: the answer could not be read", batch_id)
+        return Answered({}, f"the answer could not be read ({type(exc).__name__}: {exc})"), {}
+    return Answered(results, problem, parsed.contradictions), outputs
+
+
+def settlement_of(verdict: Verdict) -> Settlement:
+    """The store's form of a verdict: what it applies in one transaction."""
+    return Settlement(
+        completed=list(verdict.completed), retry=dict(verdict.retry), failed=dict(verdict.failed),
+        split=[list(ids) for ids in verdict.split], maybe_paid=set(verdict.maybe_paid),
+        refused=set(verdict.refused), not_before=verdict.not_before, breaker=verdict.breaker,
+    )
+
+
+def begin_batch(
+    store: Store,
+    run_id: int,
+    batch: Batch,
+    *,
+    settled: tuple[Batch, Settlement] | None,
+    lease: tuple[str, str],
+    limits: BatchLimits,
+    max_attempts: int,
+    max_refusals: int,
+    now: float,
+    step: bool,
+    intent: bool,
+    claim: bool,
+) -> tuple[list[StartedItem], list[Batch]]:
+    """What a slot writes, in one transaction, to start a batch: the items it sends, and batches formed.
+
+    First the slot's previous batch is saved (``settled``), then the batch
+    starts (or a confirmed one is taken back), then, with ``claim``, the next
+    batch is formed to wait for a slot.
+    """
+    formed = []
+    with store.write():
+        if settled is not None:
+            formed += store.settle_batch(
+                settled[0].id, settled[1], max_attempts=max_attempts, max_refusals=max_refusals, now=now
+            )
+        if batch.resume:
+            items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
+        else:
+            items = store.start_batch(
+                batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
+            )
+        if claim and items:  # (no items: the lease is another engine's; it forms the run's batches now)
+            queued = store.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
+            formed += [queued] if queued is not None else []
+    return items, formed

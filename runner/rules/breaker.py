@@ -1,0 +1,95 @@
+"""The breaker: the upstream's recent health and a person's hand, as the store keeps them, and how they move.
+
+- ``closed``: normal, ``concurrency`` slots.
+- one final transport failure: ``probing``, one slot.
+- a second consecutive one: ``open``, no new batches. A success resets the count.
+- ``open`` and a manual pause last until a person resumes (a restart does not);
+  resuming goes to ``probing``. A step lets exactly one batch start while
+  paused or open, and the run stays paused.
+- credentials, balance and permission failures, and a failed store write,
+  open it at once: every further call would fail or could not be recorded.
+
+How many batches these let start is :mod:`runner.rules.gate`'s to say. The
+transitions are pure functions over the persisted ``Control`` row; a verdict
+carries its move as a value (:class:`TransportFailure`, :class:`Open` or
+:func:`after_success`), and the store applies it in the same transaction as
+the batch that caused it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..states import BreakerState
+from . import gate
+
+#: Consecutive final transport failures that open the breaker.
+OPEN_AFTER = 2
+
+
+@dataclass(frozen=True)
+class Control:
+    """A run's breaker and a person's controls, as the store keeps them."""
+
+    breaker: BreakerState = BreakerState.CLOSED
+    reason: str | None = None
+    transport_failures: int = 0
+    paused: bool = False
+    steps: int = 0
+
+    @property
+    def held(self) -> bool:
+        """No batch may start without a person (:func:`runner.rules.gate.held`)."""
+        return gate.held(self)
+
+    def slots(self, concurrency: int) -> int:
+        """How many batches may be in flight now (:func:`runner.rules.gate.slots`)."""
+        return gate.slots(self, concurrency)
+
+
+def after_success(control: Control) -> Control:
+    """A batch got its answer: the upstream is healthy again."""
+    if control.breaker is BreakerState.OPEN:
+        return replace(control, transport_failures=0)
+    return replace(control, breaker=BreakerState.CLOSED, reason=None, transport_failures=0)
+
+
+def after_transport_failure(control: Control, message: str) -> Control:
+    """A batch's call failed for good after its request retries."""
+    failures = control.transport_failures + 1
+    if control.breaker is BreakerState.OPEN:  # keep the reason it opened for
+        return replace(control, transport_failures=failures)
+    state = BreakerState.OPEN if failures >= OPEN_AFTER else BreakerState.PROBING
+    reason = f"{failures} consecutive transport failures, last: {message}"
+    return replace(control, breaker=state, reason=reason, transport_failures=failures)
+
+
+def opened(control: Control, reason: str) -> Control:
+    """Open at once: every further call would fail, or could not be recorded."""
+    return replace(control, breaker=BreakerState.OPEN, reason=reason)
+
+
+def resumed(control: Control) -> Control:
+    """A person resumes: one batch at a time until one succeeds."""
+    reason = "resumed by a person: one batch at a time until one succeeds"
+    return replace(control, breaker=BreakerState.PROBING, reason=reason, paused=False, steps=0)
+
+
+@dataclass(frozen=True)
+class TransportFailure:
+    """The move of a batch whose call failed for good after its request retries (:func:`after_transport_failure`)."""
+
+    message: str
+
+    def __call__(self, control: Control) -> Control:
+        return after_transport_failure(control, self.message)
+
+
+@dataclass(frozen=True)
+class Open:
+    """The move that opens the breaker at once, for ``reason`` (:func:`opened`)."""
+
+    reason: str
+
+    def __call__(self, control: Control) -> Control:
+        return opened(control, self.reason)

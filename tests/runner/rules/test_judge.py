@@ -1,0 +1,258 @@
+"""The judge, rule by rule: split, retry only the invalid, classify every failure, the bounds, the streaks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from runner import errors
+from runner.protocol import ParsedBatch
+from runner.rules.breaker import Control, Open, TransportFailure, after_success
+from runner.rules.judge import (
+    MISSING_LINE,
+    NEVER_CREATED,
+    Answered,
+    Finished,
+    Lines,
+    NotCreated,
+    Stop,
+    Streaks,
+    Verdict,
+    judge,
+    judge_saved,
+    whole_answer_problem,
+)
+from runner.states import BreakerState, FailureKind
+
+NOW = 1_000.0
+BATCH_INVALID, ITEM_INVALID = FailureKind.BATCH_INVALID, FailureKind.ITEM_INVALID
+
+
+@dataclass(frozen=True)
+class Item:
+    id: int
+    key: str
+    attempts_left: int = 2
+
+
+@dataclass(frozen=True)
+class Limits:
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+
+
+def items(count: int, **fields: Any) -> list[Item]:
+    return [Item(i, f"k{i}", **fields) for i in range(1, count + 1)]
+
+
+def labelled(result: Any) -> str | None:
+    """The check of these tests: a result needs a label."""
+    return None if "label" in result else "result has no label"
+
+
+def verdict(finished: Finished, batch: list[Item] | None = None, *, split_round: int = 0,
+            streaks: Streaks = Streaks(), jitter: float = 0.5, limits: Limits = Limits()) -> Verdict:
+    return judge(split_round, items(4) if batch is None else batch, finished, check=labelled, streaks=streaks,
+                 limits=limits, now=NOW, jitter=jitter)
+
+
+GOOD = {"label": "question"}
+
+
+@pytest.mark.parametrize("split_round, size, split", [
+    (0, 4, ((1, 2), (3, 4))),
+    (0, 5, ((1, 2, 3), (4, 5))),
+    (1, 3, ((1,), (2,), (3,))),
+    (2, 4, ()),
+    (0, 1, ()),
+])
+def test_a_wholly_invalid_answer_splits_once_in_halves_then_into_single_items(
+    split_round: int, size: int, split: tuple[tuple[int, ...], ...]
+) -> None:
+    judged = verdict(Answered({}, "answer is not JSON"), items(size), split_round=split_round)
+    assert judged.split == split
+    assert judged.retry == ({} if split else {i: (BATCH_INVALID, "answer is not JSON") for i in range(1, size + 1)})
+    assert (judged.completed, judged.failed, judged.breaker) == ((), {}, after_success)
+
+
+def test_the_attempt_bound_keeps_an_item_with_no_attempt_left_out_of_a_split() -> None:
+    batch = [Item(1, "k1", 0), Item(2, "k2", 1), Item(3, "k3", 1), Item(4, "k4", 0)]
+    judged = verdict(Answered({}, "empty answer"), batch)
+    assert judged.split == ((2,), (3,))
+    assert judged.retry == {1: (BATCH_INVALID, "empty answer"), 4: (BATCH_INVALID, "empty answer")}
+
+
+def test_only_the_invalid_items_are_retried() -> None:
+    contradicted = {"k3": 'the answer gave 2 results for id "k3"'}
+    answer = Answered({1: GOOD, 2: {"note": "no label"}, 4: GOOD}, None, contradicted)
+    judged = verdict(answer, items(5))
+    assert judged.completed == (1, 4)
+    assert judged.retry == {
+        2: (ITEM_INVALID, "result has no label"),
+        3: (ITEM_INVALID, 'the answer gave 2 results for id "k3"'),
+        5: (ITEM_INVALID, "the answer has no result for this id"),
+    }
+    assert (judged.split, judged.failed, judged.not_before, judged.breaker) == ((), {}, NOW + 1.0, after_success)
+
+
+@pytest.mark.parametrize("parsed, finish_reason, problem", [
+    (ParsedBatch({"k1": GOOD}, None), "length", None),
+    (ParsedBatch({}, None, {"k1": "disagree"}), None, None),
+    (ParsedBatch({}, None), "stop", "no result carries an id of this batch"),
+    (ParsedBatch({}, None), "length", "no result carries an id of this batch (finish_reason: length)"),
+    (ParsedBatch({}, "empty answer"), None, "empty answer"),
+    (ParsedBatch({}, "empty answer"), "content_filter", "empty answer (finish_reason: content_filter)"),
+])
+def test_an_answer_with_no_result_of_the_batch_is_wholly_invalid_and_says_how_it_ended(
+    parsed: ParsedBatch, finish_reason: str | None, problem: str | None
+) -> None:
+    assert whole_answer_problem(parsed, finish_reason) == problem
+
+
+RETRYABLE = [
+    (errors.TransportError("503 sick"), TransportFailure("503 sick")),
+    (errors.SubmitUnknown("create lost"), TransportFailure("create lost")),
+    (errors.RateLimited("429 slow down", retry_after=30), None),
+]
+FAILING = [
+    (errors.AuthError("401 bad key"), True, Stop(FailureKind.AUTH, "auth: 401 bad key")),
+    (errors.BillingError("402 no credit"), True, Stop(FailureKind.BILLING, "billing: 402 no credit")),
+    (errors.PermissionDenied("403 no"), True, Stop(FailureKind.PERMISSION, "permission: 403 no")),
+    (errors.NotFound("404 no such task"), False, None),
+    (errors.OutputInvalid("not JSON at all"), True, None),
+]
+
+
+@pytest.mark.parametrize("error, move", RETRYABLE)
+def test_transport_trouble_and_rate_limits_are_retried_later(error: errors.UpstreamError, move: Any) -> None:
+    judged = verdict(error)
+    assert judged.retry == {i: (error.kind, error.message) for i in range(1, 5)}
+    assert (judged.failed, judged.completed, judged.breaker, judged.stop) == ({}, (), move, None)
+
+
+@pytest.mark.parametrize("error, retryable, stop", FAILING)
+def test_every_other_failure_fails_the_items_with_its_kind_and_credentials_balance_permission_stop_the_run(
+    error: errors.UpstreamError, retryable: bool, stop: Stop | None
+) -> None:
+    judged = verdict(error, items(2))
+    assert judged.failed == {1: (error.kind, error.message, retryable), 2: (error.kind, error.message, retryable)}
+    assert (judged.retry, judged.stop, judged.refused) == ({}, stop, frozenset())
+    assert judged.breaker == (Open(stop.reason) if stop else None)
+    if stop:
+        assert judged.breaker is not None and judged.breaker(Control()).breaker is BreakerState.OPEN
+
+
+@pytest.mark.parametrize("error, refused", [
+    (errors.RateLimited("429"), True), (errors.BadRequest("400 bad", splittable=True), True),
+    (errors.BadRequest("400 bad"), True), (errors.TransportError("503"), False), (errors.AuthError("401"), False),
+])
+def test_refusals_count_apart_from_attempts(error: errors.UpstreamError, refused: bool) -> None:
+    assert verdict(error, items(1)).refused == (frozenset({1}) if refused else frozenset())
+
+
+@pytest.mark.parametrize("split_round, size, split", [(0, 4, ((1, 2), (3, 4))), (1, 2, ((1,), (2,)))])
+def test_a_400_a_smaller_batch_might_pass_splits_the_batch(
+    split_round: int, size: int, split: tuple[tuple[int, ...], ...]
+) -> None:
+    refusal = errors.BadRequest("400 context_length_exceeded", splittable=True)
+    judged = verdict(refusal, items(size), split_round=split_round, streaks=Streaks(last_refusal=refusal.reason))
+    assert (judged.split, judged.failed, judged.retry, judged.stop) == (split, {}, {}, None)
+    assert judged.refused == frozenset(range(1, size + 1))
+
+
+@pytest.mark.parametrize("split_round, batch", [(0, items(1)), (2, items(3))])
+def test_a_400_fails_the_item_alone_or_once_it_can_be_split_no_more(split_round: int, batch: list[Item]) -> None:
+    refusal = errors.BadRequest("400 context_length_exceeded", splittable=True)
+    judged = verdict(refusal, batch, split_round=split_round)
+    assert judged.failed == {item.id: (FailureKind.BAD_REQUEST, refusal.message, False) for item in batch}
+    assert (judged.split, judged.stop, judged.streaks) == ((), None, Streaks(last_refusal=refusal.reason))
+
+
+def test_a_400_no_batch_would_pass_fails_the_batch_at_once_retryable_by_a_person() -> None:
+    judged = verdict(errors.BadRequest("400 invalid schema"), items(3))
+    assert judged.failed == {i: (FailureKind.BAD_REQUEST, "400 invalid schema", True) for i in range(1, 4)}
+    assert judged.split == ()
+
+
+@pytest.mark.parametrize("before, stops", [
+    (Streaks(), False),
+    (Streaks(last_refusal="400 another refusal"), False),
+    (Streaks(rate_limited=3, last_refusal="# unknown parameter #"), True),
+])
+def test_the_same_400_twice_in_a_row_stops_the_run(before: Streaks, stops: bool) -> None:
+    refusal = errors.BadRequest("400 unknown parameter 7")
+    judged = verdict(refusal, items(2), streaks=before)
+    assert judged.streaks == Streaks(rate_limited=before.rate_limited, last_refusal="# unknown parameter #")
+    reason = "bad_request: 400 unknown parameter 7 (refused so twice in a row)"
+    assert judged.stop == (Stop(FailureKind.BAD_REQUEST, reason) if stops else None)
+    assert judged.breaker == (Open(reason) if stops else None)
+
+
+@pytest.mark.parametrize("in_a_row, jitter, wait", [
+    (0, 0.0, 0.5), (0, 0.5, 1.0), (0, 0.999, 1.499), (1, 0.5, 2.0), (3, 0.0, 4.0), (3, 0.999, 11.992),
+    (6, 0.0, 32.0), (6, 0.5, 60.0), (40, 0.0, 60.0),
+])
+def test_429_back_off_doubles_with_each_in_a_row_jittered_within_half_and_one_and_a_half(
+    in_a_row: int, jitter: float, wait: float
+) -> None:
+    judged = verdict(errors.RateLimited("429"), streaks=Streaks(rate_limited=in_a_row), jitter=jitter)
+    assert judged.not_before == judged.quiet_until == pytest.approx(NOW + wait)
+    assert judged.streaks == Streaks(rate_limited=in_a_row + 1)
+
+
+def test_a_429_waits_the_time_the_upstream_gave_and_no_batch_starts_before_it() -> None:
+    judged = verdict(errors.RateLimited("429", retry_after=30), streaks=Streaks(rate_limited=5), jitter=0.9)
+    assert (judged.not_before, judged.quiet_until, judged.streaks.rate_limited) == (NOW + 30, NOW + 30, 6)
+    assert verdict(errors.TransportError("503", retry_after=7)).not_before == NOW + 7
+
+
+@pytest.mark.parametrize("finished, after", [
+    (Answered({1: GOOD}), Streaks()),
+    (Answered({}, "empty answer"), Streaks()),
+    (Lines({1: GOOD}, answered={"k1"}), Streaks(4, "400 #")),
+    (NotCreated(), Streaks(4, "400 #")),
+    (errors.TransportError("503"), Streaks(4, "400 #")),
+])
+def test_an_answer_ends_the_streaks_and_nothing_else_does(finished: Finished, after: Streaks) -> None:
+    assert verdict(finished, streaks=Streaks(4, "400 #")).streaks == after
+
+
+def test_a_task_judges_each_line_on_its_own() -> None:
+    lines = Lines(
+        {1: GOOD, 2: {"note": "x"}},
+        answered={"k1", "k2", "k3"},
+        errors={"k4": errors.RateLimited("429 line"), "k5": errors.TransportError("500 line"),
+                "k6": errors.BadRequest("400 line")},
+    )
+    judged = verdict(lines, items(7))
+    assert judged.completed == (1,)
+    assert judged.retry == {
+        2: (ITEM_INVALID, "result has no label"),
+        3: (ITEM_INVALID, "the answer has no usable result for this id"),
+        4: (FailureKind.RATE_LIMITED, "429 line"),
+        5: (FailureKind.TRANSPORT, "500 line"),
+    }
+    assert judged.failed == {
+        6: (FailureKind.BAD_REQUEST, "400 line", False), 7: (FailureKind.NOT_FOUND, MISSING_LINE, True),
+    }
+    assert (judged.refused, judged.maybe_paid, judged.breaker) == (frozenset({4}), frozenset({7}), after_success)
+
+
+def test_a_task_never_created_is_sent_again_at_once_with_nothing_to_pay_twice() -> None:
+    judged = verdict(NotCreated(), items(2))
+    assert judged.retry == {1: (FailureKind.TRANSPORT, NEVER_CREATED), 2: (FailureKind.TRANSPORT, NEVER_CREATED)}
+    assert (judged.not_before, judged.breaker, judged.maybe_paid) == (NOW, None, frozenset())
+
+
+def test_saved_outputs_are_validated_locally() -> None:
+    judged = judge_saved({1: '{"label": "x"}', 2: None, 3: '{"note": "x"}', 4: "null"}, check=lambda r: (
+        "result is not a JSON object" if not isinstance(r, dict) else labelled(r)), limits=Limits(), now=NOW)
+    assert judged.completed == (1,)
+    assert judged.retry == {
+        2: (ITEM_INVALID, "the saved answer has no usable result for it"),
+        3: (ITEM_INVALID, "result has no label"),
+        4: (ITEM_INVALID, "result is not a JSON object"),
+    }
+    assert (judged.not_before, judged.breaker) == (NOW + 1.0, None)

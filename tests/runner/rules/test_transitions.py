@@ -1,0 +1,40 @@
+"""The breaker's transitions over the control row: probing, open, closed again, and a person's resume."""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import pytest
+
+from runner.rules import breaker
+from runner.rules.breaker import Control, Open, TransportFailure
+from runner.states import BreakerState
+
+CLOSED, PROBING, OPEN = BreakerState.CLOSED, BreakerState.PROBING, BreakerState.OPEN
+SUCCESS, FAILURE = breaker.after_success, TransportFailure("503 sick")
+
+
+@pytest.mark.parametrize("moves, state, failures", [
+    ([FAILURE], PROBING, 1),
+    ([FAILURE, FAILURE], OPEN, 2),
+    ([FAILURE, SUCCESS], CLOSED, 0),
+    ([FAILURE, SUCCESS, FAILURE], PROBING, 1),
+    ([FAILURE, FAILURE, SUCCESS], OPEN, 0),
+])
+def test_one_final_transport_failure_probes_a_second_in_a_row_opens_and_a_success_resets_the_count(
+    moves: list[TransportFailure], state: BreakerState, failures: int
+) -> None:
+    after = reduce(lambda control, move: move(control), moves, Control())
+    assert (after.breaker, after.transport_failures) == (state, failures)
+
+
+def test_an_open_breaker_keeps_the_reason_it_opened_for() -> None:
+    opened = breaker.opened(Control(), "billing: 429 insufficient_quota")
+    later = breaker.after_transport_failure(opened, "503 server_is_overloaded")
+    assert (later.breaker, later.reason, later.transport_failures) == (BreakerState.OPEN, opened.reason, 1)
+    assert Open("auth: 401")(Control(paused=True, steps=1)) == Control(OPEN, "auth: 401", 0, True, 1)
+
+
+def test_resuming_probes_and_lifts_a_pause_and_its_steps() -> None:
+    resumed = breaker.resumed(Control(OPEN, "auth: 401", 2, True, 1))
+    assert (resumed.breaker, resumed.transport_failures, resumed.paused, resumed.steps) == (PROBING, 2, False, 0)
