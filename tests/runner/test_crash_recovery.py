@@ -204,7 +204,7 @@ def test_a_kill_during_a_slow_create_holds_its_items_until_that_create_can_no_lo
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "runner"]
     with Simulator(batch_seconds=0.05, on_call=upstream.on_call).start() as sim:
-        job = JOB.format(kind="openai-batch", base_url=sim.base_url).replace("create_margin = 0.5", "create_margin = 20")
+        job = JOB.format(kind="openai-batch", base_url=sim.base_url).replace("create_margin = 0.5", "create_margin = 60")
         (tmp_path / "job.toml").write_text(job)
         killed = subprocess.Popen([*command, "run", "job.toml"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
         upstream.pid = killed.pid
