@@ -29,7 +29,7 @@ from rich.table import Table
 from . import control, jobs, progress, recovery, runs
 from .breaker import Control
 from .engine import Engine, Outcome
-from .errors import JobError, RunnerError
+from .errors import JobError, RunError, RunnerError
 from .jobs import Job
 from .sim import Simulator, load_plan
 from .states import FailureKind, ItemState
@@ -254,6 +254,7 @@ def tui(name: str | None, db: str) -> None:
 @click.option("--faults", "plan", help="A fault plan: JSON text or a JSON file (see runner/sim/faults.py).")
 @click.option("--api-key", help="Accept only this key (default: any key, or none).")
 @click.option("--batch-seconds", default=5.0, show_default=True, help="How long a Batch API batch runs.")
+@plain_errors
 def sim(
     port: int, latency: float, jitter: float, seed: int, plan: str | None, api_key: str | None, batch_seconds: float
 ) -> None:
@@ -268,10 +269,14 @@ def sim(
         faults = load_plan(plan) if plan else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--faults") from exc
-    simulator = Simulator(
-        port=port, latency=latency, jitter=jitter, seed=seed, faults=faults, api_key=api_key,
-        batch_seconds=batch_seconds,
-    )
+    try:
+        simulator = Simulator(
+            port=port, latency=latency, jitter=jitter, seed=seed, faults=faults, api_key=api_key,
+            batch_seconds=batch_seconds,
+        )
+    except OSError as exc:
+        raise RunError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} (is a simulator running there? "
+                       "--port chooses another)") from exc
     click.echo(f"simulator on {simulator.base_url} (ledger: GET /_sim/ledger); Ctrl-C stops it")
     try:
         simulator.serve_forever()

@@ -124,3 +124,11 @@ async def test_an_upstream_message_that_looks_like_markup_is_printed_as_it_is(tm
     failures = runner_cli("failures", "test", cwd=tmp_path)
     assert (status.returncode, failures.returncode) == (0, 0), status.stderr + failures.stderr
     assert said in " ".join(status.stdout.split()) and said in " ".join(failures.stdout.split())
+
+
+def test_a_simulator_on_a_port_already_taken_says_so_on_one_line(tmp_path: Path) -> None:
+    with Simulator().start() as taken:
+        refused = runner_cli("sim", "--port", str(taken.port), cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"error: cannot listen on 127.0.0.1:{taken.port}: ")
+    assert len(refused.stderr.strip().splitlines()) == 1
