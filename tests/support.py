@@ -8,9 +8,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from runner import schema
+from runner import runs, schema
+from runner.engine import Outcome
 from runner.inputs import InputSpec
 from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
+from runner.sim import Simulator
 from runner.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,3 +124,11 @@ def v4_store(path: Path) -> None:
     conn.execute("UPDATE items SET state = 'received', updated_at = 4 WHERE key != 'k2'")
     conn.execute("UPDATE items SET state = 'completed', updated_at = 5 WHERE key != 'k2'")
     conn.close()
+
+
+async def run_under_fault(
+    sim: Simulator, store: Store, tmp_path: Path, clock: StepClock, rule: dict[str, Any], count: int, **limits: Any
+) -> Outcome:
+    """Run ``count`` posts, the job's ``limits`` as given, against ``sim`` misbehaving by the one fault ``rule``."""
+    sim.set_faults({"rules": [rule]})
+    return await runs.execute(store, make_job(tmp_path, sim.base_url, posts(count), **limits), clock=clock)

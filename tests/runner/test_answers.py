@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import StepClock, make_job, posts
+from support import StepClock, make_job, posts, run_under_fault
 
 from runner import progress, runs
 from runner.sim import Simulator
@@ -32,8 +32,7 @@ def billed(sim: Simulator) -> dict[str, int]:
 async def test_an_answer_as_models_write_it_completes_with_one_call(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, fault: str
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": fault}]})
-    outcome = await runs.execute(store, make_job(tmp_path, upstream.base_url, posts(6)), clock=clock)
+    outcome = await run_under_fault(upstream, store, tmp_path, clock, {"fault": fault}, 6)
     assert outcome.status["counts"][ItemState.COMPLETED] == 6
     assert billed(upstream) == {f"p{i:03d}": 1 for i in range(6)}
 
@@ -51,8 +50,9 @@ async def test_the_raw_answer_is_saved_with_the_batch_as_it_came_back(
 async def test_two_disagreeing_results_for_one_id_reattempt_that_item_and_its_history_says_why(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": "duplicate_ids", "keys": ["p001"], "times": 1}]})
-    outcome = await runs.execute(store, make_job(tmp_path, upstream.base_url, posts(4)), clock=clock)
+    outcome = await run_under_fault(
+        upstream, store, tmp_path, clock, {"fault": "duplicate_ids", "keys": ["p001"], "times": 1}, 4,
+    )
     assert outcome.status["counts"][ItemState.COMPLETED] == 4
     assert billed(upstream) == {"p000": 1, "p001": 2, "p002": 1, "p003": 1}
     (item,) = store.rows("SELECT id FROM items WHERE key = 'p001'")
@@ -83,9 +83,9 @@ async def test_an_error_while_judging_an_answer_leaves_it_saved_and_its_tracebac
 async def test_a_spend_limit_stops_the_run_as_billing_whatever_its_status(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": "budget_exceeded"}]})
-    job = make_job(tmp_path, upstream.base_url, posts(20), max_items=5, concurrency=1)
-    outcome = await runs.execute(store, job, clock=clock)
+    outcome = await run_under_fault(
+        upstream, store, tmp_path, clock, {"fault": "budget_exceeded"}, 20, max_items=5, concurrency=1,
+    )
     assert outcome.exit_code == 4
     assert outcome.status["breaker"]["state"] == BreakerState.OPEN
     assert outcome.status["breaker"]["reason"].startswith("billing: ")

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import StepClock, make_job, posts
+from support import StepClock, make_job, posts, run_under_fault
 
 from runner import progress, runs
 from runner.sim import Simulator
@@ -28,9 +28,10 @@ def calls(sim: Simulator) -> list[list[str]]:
 async def test_a_refused_batch_is_split_until_the_item_the_upstream_refuses_fails_alone(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": "context_length", "keys": ["p007"]}]})
-    job = make_job(tmp_path, upstream.base_url, posts(22), max_items=22, concurrency=1)
-    outcome = await runs.execute(store, job, clock=clock)
+    outcome = await run_under_fault(
+        upstream, store, tmp_path, clock, {"fault": "context_length", "keys": ["p007"]}, 22,
+        max_items=22, concurrency=1,
+    )
     failures = progress.failures(store, "test")
     assert [(f["key"], f["kind"], f["retryable"]) for f in failures] == [("p007", FailureKind.BAD_REQUEST, False)]
     assert "context_length_exceeded" in failures[0]["message"]
@@ -44,9 +45,10 @@ async def test_a_refused_batch_is_split_until_the_item_the_upstream_refuses_fail
 async def test_two_items_each_too_long_fail_alone_and_do_not_stop_the_run(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": "context_length", "keys": ["p007", "p008"]}]})
-    job = make_job(tmp_path, upstream.base_url, posts(22), max_items=22, concurrency=1)
-    outcome = await runs.execute(store, job, clock=clock)
+    outcome = await run_under_fault(
+        upstream, store, tmp_path, clock, {"fault": "context_length", "keys": ["p007", "p008"]}, 22,
+        max_items=22, concurrency=1,
+    )
     assert outcome.exit_code == 3
     assert sorted(f["key"] for f in progress.failures(store, "test")) == ["p007", "p008"]
     assert outcome.status["counts"][ItemState.COMPLETED] == 20
@@ -55,9 +57,9 @@ async def test_two_items_each_too_long_fail_alone_and_do_not_stop_the_run(
 async def test_a_refusal_that_repeats_on_every_call_stops_the_run_after_two_batches_in_a_row(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": "http_400"}]})
-    job = make_job(tmp_path, upstream.base_url, posts(100), max_items=10, concurrency=1)
-    outcome = await runs.execute(store, job, clock=clock)
+    outcome = await run_under_fault(
+        upstream, store, tmp_path, clock, {"fault": "http_400"}, 100, max_items=10, concurrency=1,
+    )
     assert outcome.exit_code == 4
     assert outcome.status["breaker"]["state"] == BreakerState.OPEN
     assert outcome.status["breaker"]["reason"].startswith("bad_request: 400 ")
@@ -70,9 +72,9 @@ async def test_a_refusal_that_repeats_on_every_call_stops_the_run_after_two_batc
 async def test_an_unknown_model_stops_the_run_at_its_first_refusal(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
 ) -> None:
-    upstream.set_faults({"rules": [{"fault": "invalid_model"}]})
-    job = make_job(tmp_path, upstream.base_url, posts(100), max_items=10, concurrency=1)
-    outcome = await runs.execute(store, job, clock=clock)
+    outcome = await run_under_fault(
+        upstream, store, tmp_path, clock, {"fault": "invalid_model"}, 100, max_items=10, concurrency=1,
+    )
     assert outcome.exit_code == 4
     assert outcome.status["breaker"]["reason"].startswith("not_found: ")
     assert "Invalid model name" in outcome.status["breaker"]["reason"]
