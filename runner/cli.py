@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import functools
 import json
 import signal
@@ -20,13 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
-from . import control, jobs, progress, recovery, runs
+from . import control, jobs, progress, recovery, runs, tables
 from .breaker import Control
 from .engine import Engine, Outcome
 from .errors import JobError, RunError, RunnerError
@@ -127,9 +124,9 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             return
         console = Console()
         for status in statuses:
-            console.print(_status_table(status, store.control(store.run_id(status["run"]))))
+            console.print(tables.status_table(status, store.control(store.run_id(status["run"]))))
             if status["needs_confirmation"]:
-                console.print(_held_table(status["run"], recovery.held(store, status["run"])))
+                console.print(tables.held_table(status["run"], recovery.held(store, status["run"])))
 
 
 @main.command()
@@ -149,7 +146,7 @@ def failures(name: str, db: str, as_json: bool) -> None:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
     console = Console()
-    console.print(_failures_table(name, failed))
+    console.print(tables.failures_table(name, failed))
     for duplicate in duplicates:
         console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {escape(duplicate['message'])}")
 
@@ -288,7 +285,7 @@ def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_per
     """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
     outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
-    Console().print(_status_table(outcome.status, store.control(store.run_id(job.name))))
+    Console().print(tables.status_table(outcome.status, store.control(store.run_id(job.name))))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
         console.print(escape(_next_steps(job.name, outcome)))
@@ -327,46 +324,10 @@ async def _run_watched(
     return task.result()
 
 
-def _held_table(name: str, held: list[recovery.HeldItem]) -> Table:
-    table = Table(title=f"waiting for a person: runner confirm {escape(name)} --all (or KEYS)", box=box.SIMPLE_HEAD)
-    for column in ("case", "items", "what confirming does", "keys"):
-        table.add_column(column)
-    for case in recovery.Case:
-        keys = [item.key for item in held if item.case is case]
-        if keys:
-            shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-            table.add_row(case.value, str(len(keys)), case.warning + _landing(held, case), escape(shown))
-    return table
-
-
-def _landing(held: list[recovery.HeldItem], case: recovery.Case) -> str:
-    """When the lost creates of ``adopt`` items can no longer land: the engine looks for them again then."""
-    lands_by = [item.lands_by for item in held if item.case is case and item.lands_by is not None]
-    if not lands_by:
-        return ""
-    when = datetime.datetime.fromtimestamp(max(lands_by)).strftime("%Y-%m-%d %H:%M:%S")
-    return f" (a lost create may still land until {when}: none is concluded only after that)"
-
-
 def _show_control(name: str, now: Control) -> None:
     state = f"breaker {now.breaker.value}" + (", paused" if now.paused else "")
     steps = f", {now.steps} step(s) allowed" if now.steps else ""
     click.echo(f"run {name!r}: {state}{steps}")
-
-
-def _failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
-    by_kind: dict[str, list[dict[str, Any]]] = {}
-    for item in failed:
-        by_kind.setdefault(item["kind"], []).append(item)
-    table = Table(title=f"run {escape(name)}: {len(failed)} failed items", box=box.SIMPLE_HEAD)
-    for column in ("kind", "items", "retryable", "example"):
-        table.add_column(column)
-    for kind, items in by_kind.items():
-        retryable = sum(1 for item in items if item["retryable"])
-        first = items[0]
-        example = f"{first['key']} ({first['attempts']} attempts): {first['message']}"
-        table.add_row(escape(kind), str(len(items)), str(retryable), escape(example))
-    return table
 
 
 def _next_steps(name: str, outcome: Outcome) -> str:
@@ -378,28 +339,3 @@ def _next_steps(name: str, outcome: Outcome) -> str:
         return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
                 f"runner run {name}")
     return f"to go on: runner resume {name}; runner run {name}"
-
-
-def _status_table(status: dict[str, Any], control: Control) -> Table:
-    states = [s.value for s in ItemState]
-    breaker = status["breaker"]
-    caption = f"breaker {breaker['state']}" + (f" ({escape(breaker['reason'])})" if breaker["reason"] else "")
-    if control.paused:
-        caption += " · paused" + (f", {control.steps} step(s) allowed" if control.steps else "")
-    caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
-    if status["needs_confirmation"]:
-        caption += f" · {status['needs_confirmation']} need confirmation"
-    if status["duplicate_tasks"]:
-        caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found (cancelled where the "
-                    f"upstream let it), may have billed: runner failures {status['run']}")
-    table = Table(
-        title=f"run {escape(status['run'])}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
-        show_edge=False, pad_edge=False,
-    )
-    table.add_column("group")
-    for state in states:
-        table.add_column(state, justify="right")
-    for group, counts in status["groups"].items():
-        table.add_row(escape(group), *(str(counts[s] or "") for s in states))
-    table.add_row("total", *(str(status["counts"][s]) for s in states), style="bold")
-    return table

@@ -1,0 +1,75 @@
+"""How a run reads in a terminal: the tables the CLI prints, every outside text shown as it is (never as markup)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from . import recovery
+from .breaker import Control
+from .states import ItemState
+
+
+def held_table(name: str, held: list[recovery.HeldItem]) -> Table:
+    table = Table(title=f"waiting for a person: runner confirm {escape(name)} --all (or KEYS)", box=box.SIMPLE_HEAD)
+    for column in ("case", "items", "what confirming does", "keys"):
+        table.add_column(column)
+    for case in recovery.Case:
+        keys = [item.key for item in held if item.case is case]
+        if keys:
+            shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+            table.add_row(case.value, str(len(keys)), case.warning + _landing(held, case), escape(shown))
+    return table
+
+
+def _landing(held: list[recovery.HeldItem], case: recovery.Case) -> str:
+    """When the lost creates of ``adopt`` items can no longer land: the engine looks for them again then."""
+    lands_by = [item.lands_by for item in held if item.case is case and item.lands_by is not None]
+    if not lands_by:
+        return ""
+    when = datetime.datetime.fromtimestamp(max(lands_by)).strftime("%Y-%m-%d %H:%M:%S")
+    return f" (a lost create may still land until {when}: none is concluded only after that)"
+
+
+def failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for item in failed:
+        by_kind.setdefault(item["kind"], []).append(item)
+    table = Table(title=f"run {escape(name)}: {len(failed)} failed items", box=box.SIMPLE_HEAD)
+    for column in ("kind", "items", "retryable", "example"):
+        table.add_column(column)
+    for kind, items in by_kind.items():
+        retryable = sum(1 for item in items if item["retryable"])
+        first = items[0]
+        example = f"{first['key']} ({first['attempts']} attempts): {first['message']}"
+        table.add_row(escape(kind), str(len(items)), str(retryable), escape(example))
+    return table
+
+
+def status_table(status: dict[str, Any], control: Control) -> Table:
+    states = [s.value for s in ItemState]
+    breaker = status["breaker"]
+    caption = f"breaker {breaker['state']}" + (f" ({escape(breaker['reason'])})" if breaker["reason"] else "")
+    if control.paused:
+        caption += " · paused" + (f", {control.steps} step(s) allowed" if control.steps else "")
+    caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
+    if status["needs_confirmation"]:
+        caption += f" · {status['needs_confirmation']} need confirmation"
+    if status["duplicate_tasks"]:
+        caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found (cancelled where the "
+                    f"upstream let it), may have billed: runner failures {status['run']}")
+    table = Table(
+        title=f"run {escape(status['run'])}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
+        show_edge=False, pad_edge=False,
+    )
+    table.add_column("group")
+    for state in states:
+        table.add_column(state, justify="right")
+    for group, counts in status["groups"].items():
+        table.add_row(escape(group), *(str(counts[s] or "") for s in states))
+    table.add_row("total", *(str(status["counts"][s]) for s in states), style="bold")
+    return table
