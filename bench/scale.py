@@ -9,7 +9,7 @@ The first 80 % of the batches of 25 (in claim order) are done: their items
 flight when the engine died (20 sent, 20 answered, 10 formed but unsent); the
 rest are pending.
 
-- ``status``: ``progress.status``, what ``runner status`` prints;
+- ``status``: ``views.status``, what ``runner status`` prints;
 - a TUI refresh: status, failures by kind with the first 200 of the largest
   kind, the last 20 events, the last minute's throughput (from the run's
   latest events) and the batches in flight;
@@ -42,7 +42,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runner import lease, progress, protocol, runs
+from runner import lease, protocol, runs
+from runner.store import views
 from runner.engine import Engine
 from runner.providers.handler import PythonHandler
 from runner.store import Store
@@ -180,31 +181,31 @@ def median_ms(read: Callable[[], object]) -> float:
 
 def tui_refresh(store: Store) -> None:
     run_id = store.run_id(NAME)
-    progress.status(store, NAME, now=NOW)
-    kinds = progress.failure_kinds(store, run_id)
+    views.status(store, NAME, now=NOW)
+    kinds = views.failure_kinds(store, run_id)
     if kinds:
-        progress.failed_items(store, run_id, kind=kinds[0]["kind"], limit=200)
-    progress.event_tail(store, run_id, limit=20)
-    progress.finished_since(store, run_id, since=NOW - 60)
-    progress.batches_in_flight(store, run_id)
+        views.failed_items(store, run_id, kind=kinds[0]["kind"], limit=200)
+    views.event_tail(store, run_id, limit=20)
+    views.finished_since(store, run_id, since=NOW - 60)
+    views.batches_in_flight(store, run_id)
 
 
 def reads(path: Path) -> dict[str, float]:
     """Milliseconds of each read, and of the TUI's refresh as a whole."""
     with Store(path, create=False) as store:
         run_id = store.run_id(NAME)
-        largest = progress.failure_kinds(store, run_id)[0]["kind"]
+        largest = views.failure_kinds(store, run_id)[0]["kind"]
         (waited,) = store.rows("SELECT id FROM items WHERE run_id = ? AND state = 'waiting' LIMIT 1", [run_id])
         return {
-            "status": median_ms(lambda: progress.status(store, NAME, now=NOW)),
+            "status": median_ms(lambda: views.status(store, NAME, now=NOW)),
             "TUI refresh": median_ms(lambda: tui_refresh(store)),
-            "  failures by kind": median_ms(lambda: progress.failure_kinds(store, run_id)),
+            "  failures by kind": median_ms(lambda: views.failure_kinds(store, run_id)),
             "  first 200 failures of the largest kind": median_ms(
-                lambda: progress.failed_items(store, run_id, kind=largest, limit=200)),
-            "  last 20 events": median_ms(lambda: progress.event_tail(store, run_id, limit=20)),
-            "  throughput, last minute": median_ms(lambda: progress.finished_since(store, run_id, since=NOW - 60)),
-            "  batches in flight": median_ms(lambda: progress.batches_in_flight(store, run_id)),
-            "item history": median_ms(lambda: progress.item_history(store, waited["id"])),
+                lambda: views.failed_items(store, run_id, kind=largest, limit=200)),
+            "  last 20 events": median_ms(lambda: views.event_tail(store, run_id, limit=20)),
+            "  throughput, last minute": median_ms(lambda: views.finished_since(store, run_id, since=NOW - 60)),
+            "  batches in flight": median_ms(lambda: views.batches_in_flight(store, run_id)),
+            "item history": median_ms(lambda: views.item_history(store, waited["id"])),
             "engine turn reads": median_ms(lambda: engine_turn(store)),
         }
 
@@ -243,10 +244,10 @@ def recover(path: Path) -> dict[str, float]:
     engine = Engine(store, job, PythonHandler(never))
     engine.run_id = store.run_id(NAME)
     steps["open, lease"] = time.perf_counter() - start
-    before = progress.status(store, NAME, now=NOW)["counts"]
+    before = views.status(store, NAME, now=NOW)["counts"]
     steps["Store.recover"] = elapsed(lambda: store.recover(engine.run_id, now=NOW))
     steps["_validate_received"] = elapsed(engine._validate_received)
-    after = progress.status(store, NAME, now=NOW)
+    after = views.status(store, NAME, now=NOW)
     store.close()
     expected = (before["running"], 0, 0, before["completed"] + before["received"])
     found = (after["needs_confirmation"], after["counts"]["received"], after["counts"]["queued"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .engine import Engine, Outcome
 from .errors import RunnerError
 from .jobs import Job, load
-from .states import BreakerState, FailureKind, ItemState
+from .model import BreakerState, FailureKind, ItemState
 from .store import Store
 
 __all__ = [

@@ -23,13 +23,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from . import control, jobs, progress, recovery, runs, tables
+from . import control, jobs, recovery, runs, tables
+from .store import views
 from .breaker import Control
 from .engine import Engine, Outcome
 from .errors import JobError, RunError, RunnerError
 from .jobs import Job
 from .sim import Simulator, load_plan
-from .states import FailureKind, ItemState
+from .model import FailureKind, ItemState
 from .store import Store
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
@@ -118,7 +119,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
     """
     with Store(db, read_only=True) as store:
         names = [name] if name else store.run_names()
-        statuses = [progress.status(store, n, now=time.time()) for n in names]
+        statuses = [views.status(store, n, now=time.time()) for n in names]
         if as_json:
             click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
             return
@@ -140,8 +141,8 @@ def failures(name: str, db: str, as_json: bool) -> None:
     Example: runner failures demo --json
     """
     with Store(db, read_only=True) as store:
-        failed = progress.failures(store, name)
-        duplicates = progress.duplicates(store, store.run_id(name))
+        failed = views.failures(store, name)
+        duplicates = views.duplicates(store, store.run_id(name))
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
@@ -317,7 +318,7 @@ async def _run_watched(
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
             if job.name in store.run_names():
-                status = progress.status(store, job.name, now=time.time())
+                status = views.status(store, job.name, now=time.time())
                 done = status["counts"][ItemState.COMPLETED] + status["counts"][ItemState.FAILED]
                 bar.update(shown, description=f"run {job.name}", total=status["total"], completed=done)
     loop.remove_signal_handler(signal.SIGINT)

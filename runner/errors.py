@@ -32,7 +32,7 @@ errors into one-line messages and exit codes. User handlers raise the
 
 from __future__ import annotations
 
-from .states import FailureKind
+from .model import FailureKind
 
 
 class RunnerError(Exception):

@@ -1,6 +1,6 @@
 """The notebook-first Python API: define a run, await it or start it in the background, look at it.
 
-A thin layer over the core (:mod:`runner.runs`, :mod:`runner.progress`,
+A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
 :mod:`runner.control`, :mod:`runner.recovery`); it holds no rule of its own::
 
     from runner.notebook import Run
@@ -43,7 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import control, jobs, progress, recovery, runs
+from . import control, jobs, recovery, runs
+from .store import views
 from .breaker import Control
 from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
@@ -304,7 +305,7 @@ class Run:
     def status(self) -> dict[str, Any]:
         """The status contract (``runner status NAME --json``), read from the store."""
         with self._store(read_only=True) as store:
-            return progress.status(store, self.name, now=self.clock.now())
+            return views.status(store, self.name, now=self.clock.now())
 
     @overload
     def results(self, *, frame: Literal[False] = False) -> list[dict[str, Any]]: ...
@@ -314,7 +315,7 @@ class Run:
     def results(self, *, frame: bool = False) -> Any:
         """Completed items: ``key``, ``group`` and the result's fields, in input order (a DataFrame with ``frame``)."""
         with self._store(read_only=True) as store:
-            rows = [_result_row(row) for row in progress.results(store, store.run_id(self.name))]
+            rows = [_result_row(row) for row in views.results(store, store.run_id(self.name))]
         return to_frame(rows) if frame else rows
 
     @overload
@@ -325,7 +326,7 @@ class Run:
     def failures(self, *, frame: bool = False) -> Any:
         """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable."""
         with self._store(read_only=True) as store:
-            rows = progress.failures(store, self.name)
+            rows = views.failures(store, self.name)
         return to_frame(rows) if frame else rows
 
     @overload
@@ -345,21 +346,21 @@ class Run:
         with self._store(read_only=True) as store:
             run_id = store.run_id(self.name)
             if key is None:
-                rows = progress.history(store, run_id)
+                rows = views.history(store, run_id)
             else:
-                item = progress.item(store, run_id, key)
+                item = views.item(store, run_id, key)
                 if item is None:
                     raise RunError(f"run {self.name!r} has no item {key!r}")
-                rows = [{"key": key, **row} for row in progress.item_history(store, item["id"])]
+                rows = [{"key": key, **row} for row in views.item_history(store, item["id"])]
         return to_frame(rows) if frame else rows
 
     def item(self, key: str) -> dict[str, Any]:
         """One item as the store keeps it: input, raw output, result, error, attempts, paid calls, history."""
         with self._store(read_only=True) as store:
-            found = progress.item(store, store.run_id(self.name), key)
+            found = views.item(store, store.run_id(self.name), key)
             if found is None:
                 raise RunError(f"run {self.name!r} has no item {key!r}")
-            return {**found, "history": progress.item_history(store, found["id"])}
+            return {**found, "history": views.item_history(store, found["id"])}
 
     def held(self) -> list[recovery.HeldItem]:
         """Items held for a person's confirmation after a crash, each with its case and warning."""

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from . import recovery
 from .breaker import Control
-from .states import ItemState
+from .model import ItemState
 
 
 def held_table(name: str, held: list[recovery.HeldItem]) -> Table:

@@ -1,7 +1,7 @@
 """The notebook panel: one run's counts, groups, breaker, failures and confirmations, live, in ipywidgets.
 
 The panel is a view over the run store. It reads through
-:mod:`runner.progress` and :mod:`runner.recovery`, on a read-only connection
+:mod:`runner.store.views` and :mod:`runner.recovery`, on a read-only connection
 (so it shows a store it cannot write, and never waits for a writer), and
 writes only through :mod:`runner.control` and :mod:`runner.recovery`, on a
 connection opened for each command, so it shows and steers a run whether its
@@ -26,10 +26,11 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from . import control, progress, recovery
+from . import control, recovery
+from .store import views
 from .breaker import Control
 from .errors import RunnerError
-from .states import BreakerState, ItemState
+from .model import BreakerState, ItemState
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -173,10 +174,10 @@ class RunPanel:
         """Read the run from the store once and show it."""
         try:
             store = self._open()
-            status = progress.status(store, self.name, now=self._now())
+            status = views.status(store, self.name, now=self._now())
             run_id = store.run_id(self.name)
             ctl = store.control(run_id)
-            kinds = progress.failure_kinds(store, run_id)
+            kinds = views.failure_kinds(store, run_id)
             held = recovery.held(store, self.name)
         except RunnerError as exc:
             self.title.value = f"<b>{escape(self.name)}</b> · {_error(str(exc))}"
@@ -236,7 +237,7 @@ class RunPanel:
         count = self._kind_counts.get(kind, 0)
         self.retry_button.description = f"Retry {kind} ({count})" if count else "Retry this kind"
         self.retry_button.disabled = not count
-        rows = progress.failed_items(store, store.run_id(self.name), kind=kind, limit=MAX_FAILED) if kind else []
+        rows = views.failed_items(store, store.run_id(self.name), kind=kind, limit=MAX_FAILED) if kind else []
         options = [
             (f"{r['key']} · {r['group']} · {_many(r['attempts'], 'attempt')} · {r['paid_calls']} paid", r["key"])
             for r in rows
@@ -251,11 +252,11 @@ class RunPanel:
     def _show_detail(self) -> None:
         key = self.failed.value
         store = self._open()
-        item = progress.item(store, store.run_id(self.name), key) if key else None
+        item = views.item(store, store.run_id(self.name), key) if key else None
         if item is None:
             self.detail.value = "<i style='color:#777'>no failed item chosen</i>"
             return
-        self.detail.value = _item_html(item, progress.item_history(store, item["id"]))
+        self.detail.value = _item_html(item, views.item_history(store, item["id"]))
 
     def _show_held(self, held: Sequence[recovery.HeldItem]) -> None:
         self._held, self._twice = len(held), any(item.case.may_charge_twice for item in held)
@@ -301,7 +302,7 @@ class RunPanel:
         try:
             with Store(self.db, create=False) as store:
                 done = action(store, self.name, now=self._now(), **options)
-                alive = progress.status(store, self.name, now=self._now())["engine"]["alive"]
+                alive = views.status(store, self.name, now=self._now())["engine"]["alive"]
             text = said(done) if callable(said) else said
             if not alive:
                 text += " (no engine is running this run: the next one obeys)"

@@ -8,7 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from runner import runs, schema
+from runner import runs
+from runner.store import schema
 from runner.engine import Outcome
 from runner.inputs import InputSpec
 from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits

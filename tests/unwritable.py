@@ -24,7 +24,7 @@ import pytest
 from support import make_job, posts
 
 from runner import breaker, runs
-from runner.states import FailureKind
+from runner.model import FailureKind
 from runner.store import Settlement, Store
 
 #: What lets root write a file or folder whatever its modes say.

@@ -2,7 +2,7 @@
 
 Every function here takes an open ``Store`` and the time (``now``, injected so
 that ages, throughput and estimates can be tested), calls the core's read side
-(:mod:`runner.progress`, :mod:`runner.recovery`, :mod:`runner.lease`) and
+(:mod:`runner.store.views`, :mod:`runner.recovery`, :mod:`runner.lease`) and
 returns plain data. Widgets render these; none of them touches the store.
 """
 
@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from runner import lease, progress, recovery
+from runner import lease, recovery
+from runner.store import views
 from runner.breaker import Control
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.states import UNFINISHED, BreakerState, ItemState
+from runner.model import UNFINISHED, BreakerState, ItemState
 from runner.store import Store
 
 from . import format
@@ -223,12 +224,12 @@ class HeldView:
 def runs_overview(store: Store, *, now: float) -> tuple[RunSummary, ...]:
     """Every run in the store, with its totals, state and last activity."""
     summaries = []
-    for run in progress.runs(store):
-        counts = _totals(progress.counts(store, run["id"]))
+    for run in views.runs(store):
+        counts = _totals(views.counts(store, run["id"]))
         alive = lease.alive(store, run["name"], now=now)
-        held = progress.held_count(store, run["id"])
+        held = views.held_count(store, run["id"])
         control = _control(run)
-        last = progress.last_event_at(store, run["id"])
+        last = views.last_event_at(store, run["id"])
         summaries.append(RunSummary(
             name=run["name"], state=_state(counts, control, held=held, alive=alive), engine_alive=alive,
             counts=counts, breaker=control.breaker, held=held, idle_for=None if last is None else now - last,
@@ -239,18 +240,18 @@ def runs_overview(store: Store, *, now: float) -> tuple[RunSummary, ...]:
 def run_view(store: Store, name: str, *, now: float) -> RunView:
     """One run: counts, groups, breaker, batches in flight, throughput and the log's tail."""
     run = _run(store, name)
-    groups = progress.counts(store, run["id"])
+    groups = views.counts(store, run["id"])
     counts = _totals(groups)
     control = _control(run)
     alive = lease.alive(store, name, now=now)
-    held = progress.held_count(store, run["id"])
+    held = views.held_count(store, run["id"])
     job = Job.from_json(run["job"])
-    finished, since = progress.finished_since(store, run["id"], since=now - RATE_WINDOW)
+    finished, since = views.finished_since(store, run["id"], since=now - RATE_WINDOW)
     return RunView(
         name=name, state=_state(counts, control, held=held, alive=alive), engine_alive=alive, counts=counts,
         groups=groups, control=control, concurrency=job.batch.concurrency,
         provider=f"{job.provider.kind} · {job.provider.model}", held=held,
-        batches=tuple(_batch(row, now) for row in progress.batches_in_flight(store, run["id"])),
+        batches=tuple(_batch(row, now) for row in views.batches_in_flight(store, run["id"])),
         log=_log(store, run["id"], now),
         per_minute=finished / max(now - since, 1.0) * 60.0,
     )
@@ -261,11 +262,11 @@ def failures_view(store: Store, name: str, *, kind: str | None) -> FailuresView:
     run = _run(store, name)
     kinds = tuple(
         KindCount(row["kind"] or "unknown", row["n"], row["retryable"], row["message"] or "")
-        for row in progress.failure_kinds(store, run["id"])
+        for row in views.failure_kinds(store, run["id"])
     )
     if kind not in {k.kind for k in kinds}:
         kind = kinds[0].kind if kinds else None
-    rows = progress.failed_items(store, run["id"], kind=kind, limit=FAILED_ROWS) if kind else []
+    rows = views.failed_items(store, run["id"], kind=kind, limit=FAILED_ROWS) if kind else []
     items = tuple(
         FailedItem(r["key"], r["group"], r["attempts"], r["paid_calls"], r["maybe_paid"], bool(r["retryable"]),
                    r["message"] or "")
@@ -276,13 +277,13 @@ def failures_view(store: Store, name: str, *, kind: str | None) -> FailuresView:
 
 def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
     """One item of a run in full, with its history from the events table."""
-    row = progress.item(store, _run(store, name)["id"], key)
+    row = views.item(store, _run(store, name)["id"], key)
     if row is None:
         raise RunError(f"run {name!r} has no item {key!r}")
     history = tuple(
         HistoryLine(now - h["at"], h["batch_id"], h["from_state"], h["to_state"], h["kind"], h["message"],
                     h["items"] if h["batch_move"] else None)
-        for h in progress.item_history(store, row["id"])
+        for h in views.item_history(store, row["id"])
     )
     return ItemView(
         run=name, key=row["key"], group=row["group"], state=row["state"], attempts=row["attempts"],
@@ -298,7 +299,7 @@ def held_view(store: Store, name: str, *, now: float) -> HeldView:
 
 
 def _run(store: Store, name: str) -> dict[str, Any]:
-    for run in progress.runs(store):
+    for run in views.runs(store):
         if run["name"] == name:
             return run
     store.run_id(name)  # raises the core's RunError, which lists the runs there are
@@ -336,13 +337,13 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
 def _log(store: Store, run_id: int, now: float) -> tuple[LogLine, ...]:
     """The newest lines: a batch's moves, runs of items' own events that moved together, and commands."""
     lines: list[tuple[float, LogLine]] = []
-    for group in _together(progress.event_tail(store, run_id, limit=EVENT_LINES * 25)):
+    for group in _together(views.event_tail(store, run_id, limit=EVENT_LINES * 25)):
         first = group[0]
         move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
         detail = f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or "")
         what = f"{_where(first)}{_who(group)} {move}"
         lines.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))
-    commands = progress.command_tail(store, run_id, limit=EVENT_LINES)
+    commands = views.command_tail(store, run_id, limit=EVENT_LINES)
     merged = sorted(
         [(line.age, 0, -order, line) for order, line in lines]
         + [(now - c["at"], 1, -c["id"], LogLine(now - c["at"], f"person: {c['command']}{_args(c['args'])}",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from runner.breaker import Control
-from runner.states import BreakerState
+from runner.model import BreakerState
 
 #: One colour per item state, the same on every screen.
 STATE_STYLE = {

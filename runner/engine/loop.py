@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import busy, lease, progress
+from .. import busy, lease
+from ..store import views
 from ..breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
@@ -36,7 +37,7 @@ from ..jobs import ItemRow, Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
-from ..states import FailureKind, ItemState
+from ..model import FailureKind, ItemState
 from ..store import Batch, Settlement, Store
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
@@ -143,7 +144,7 @@ class Engine:
                 await self._work()
         finally:
             await self._tidy(name)
-        return Outcome(progress.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+        return Outcome(views.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
 
     async def _tidy(self, name: str) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
@@ -239,7 +240,7 @@ class Engine:
         """Nothing in flight: wait for what the store says is still to come, or stop."""
         if self.stopped_for is not None:
             return False
-        if progress.unfinished(self.store, self.run_id) == 0:
+        if views.unfinished(self.store, self.run_id) == 0:
             return False
         if gate.held(control):
             if not self.wait_for_person:
@@ -247,7 +248,7 @@ class Engine:
                 return False
             await self.clock.sleep(POLL_SECONDS)
             return True
-        due = progress.next_due(self.store, self.run_id)
+        due = views.next_due(self.store, self.run_id)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
             self.formed.extend([formed] if formed is not None else [])

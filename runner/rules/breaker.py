@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..states import BreakerState
+from ..model import BreakerState
 from . import gate
 
 #: Consecutive final transport failures that open the breaker.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..states import BreakerState
+from ..model import BreakerState
 
 if TYPE_CHECKING:
     from .breaker import Control

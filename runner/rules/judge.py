@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 from ..errors import BadRequest, UpstreamError
 from ..protocol import ParsedBatch
-from ..states import FailureKind
+from ..model import FailureKind
 from .breaker import Control, Open, TransportFailure, after_success
 
 MISSING_LINE = (

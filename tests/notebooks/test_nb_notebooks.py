@@ -20,7 +20,7 @@ import pytest
 from nbclient import NotebookClient
 from support import ROOT
 
-from runner.states import ItemState
+from runner.model import ItemState
 
 NOTEBOOKS = ROOT / "notebooks"
 NAMES = ["01-quickstart", "02-exploring-failures", "03-step-by-step-recovery"]

@@ -25,10 +25,11 @@ from click.testing import CliRunner
 from support import ROOT, make_job, posts, write_jsonl
 from unwritable import SMALL_COUNTS, Folder, small_store, write_lock_held
 
-from runner import cli, jobs, progress, runs
+from runner import cli, jobs, runs
+from runner.store import views
 from runner.jobs import RetryLimits
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 from runner.store import Store
 from runner.widgets import RunPanel
 
@@ -87,7 +88,7 @@ async def test_the_panel_shows_the_numbers_runner_status_prints(
         await runs.execute(store, job)
     panel = panel_of(panels, store.path)
     printed = json.loads(CliRunner().invoke(cli.main, ["status", "test", "--db", str(store.path), "--json"]).output)
-    assert shown(panel) == printed["counts"] == progress.status(store, "test", now=time.time())["counts"]
+    assert shown(panel) == printed["counts"] == views.status(store, "test", now=time.time())["counts"]
     assert printed["counts"]["completed"] == 18 and printed["counts"]["failed"] == 2
     assert table(panel.groups.value) == printed["groups"]
     assert panel.tabs.titles == ("By group", "Failures (2)", "Confirmations (0)")
@@ -159,9 +160,9 @@ async def test_step_runs_one_batch_of_a_live_engine_and_resume_lets_it_finish(
         panel.pause_button.click()
         assert "no engine is running this run" in panel.message.value
         engine = asyncio.create_task(runs.execute(store, job, wait_for_person=True, read_input=False))
-        await until(lambda: progress.status(store, "test", now=time.time())["engine"]["alive"])
+        await until(lambda: views.status(store, "test", now=time.time())["engine"]["alive"])
         panel.step_button.click()
-        await until(lambda: progress.status(store, "test", now=time.time())["counts"]["completed"] == 5)
+        await until(lambda: views.status(store, "test", now=time.time())["counts"]["completed"] == 5)
         await asyncio.sleep(1.2)  # two turns of the engine's loop: no second batch starts
         assert requests(sim) == 1
         panel.refresh()
@@ -193,7 +194,7 @@ async def test_retry_sends_the_chosen_kind_back_and_a_real_engine_completes_it(
         sim.set_faults(None)
         outcome = await runs.execute(store, job, read_input=False)
     assert outcome.exit_code == 3
-    assert {f["kind"] for f in progress.failures(store, "test")} == {"bad_request"}
+    assert {f["kind"] for f in views.failures(store, "test")} == {"bad_request"}
     panel.refresh()
     assert shown(panel)["completed"] == 9 and panel.kinds.options == (("bad_request (1)", "bad_request"),)
 
@@ -254,12 +255,12 @@ async def test_confirm_warns_of_a_double_charge_and_releases_held_items_to_a_rea
             assert panel.confirm_button.disabled and panel.confirm_button.description == "Confirm 5 held"
             panel.confirm_button.click()  # not ticked: refused
             assert "tick the box first" in panel.message.value
-            assert progress.status(store, "crash", now=time.time())["needs_confirmation"] == 5
+            assert views.status(store, "crash", now=time.time())["needs_confirmation"] == 5
             panel.acknowledge.value = True
             assert not panel.confirm_button.disabled
             panel.confirm_button.click()
             assert "5 items: sends the items again" in panel.message.value
-            assert progress.status(store, "crash", now=time.time())["needs_confirmation"] == 0
+            assert views.status(store, "crash", now=time.time())["needs_confirmation"] == 0
             assert (await runs.execute(store, job)).exit_code == 0
             panel.refresh()
         billed = sim.ledger.snapshot()["billed"]

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from support import StepClock, make_job, posts, run_under_fault
 
-from runner import progress, runs
+from runner import runs
+from runner.store import views
 from runner.sim import Simulator
-from runner.states import BreakerState, FailureKind, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
 
@@ -56,7 +57,7 @@ async def test_two_disagreeing_results_for_one_id_reattempt_that_item_and_its_hi
     assert outcome.status["counts"][ItemState.COMPLETED] == 4
     assert billed(upstream) == {"p000": 1, "p001": 2, "p002": 1, "p003": 1}
     (item,) = store.rows("SELECT id FROM items WHERE key = 'p001'")
-    why = [h["message"] for h in progress.item_history(store, item["id"]) if h["kind"] == FailureKind.ITEM_INVALID]
+    why = [h["message"] for h in views.item_history(store, item["id"]) if h["kind"] == FailureKind.ITEM_INVALID]
     assert why == ['the answer gave 2 results for id "p001" that disagree']
 
 

@@ -12,14 +12,15 @@ import httpx
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import progress, recovery, runs
+from runner import recovery, runs
+from runner.store import views
 from runner.errors import SubmitUnknown
 from runner.jobs import Job, Prompt, ProviderConfig
 from runner.providers import Answer
 from runner.providers.handler import PythonTasks
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
-from runner.states import FailureKind, ItemState
+from runner.model import FailureKind, ItemState
 from runner.store import Store
 
 
@@ -65,7 +66,7 @@ async def test_a_task_the_upstream_no_longer_knows_fails_and_nothing_is_resubmit
 ) -> None:
     upstream.set_faults({"rules": [{"fault": "batch_unknown", "keys": ["p000"]}]})
     outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(10), max_items=5), clock=clock)
-    failures = progress.failures(store, "test")
+    failures = views.failures(store, "test")
     assert {(f["kind"], f["retryable"]) for f in failures} == {(FailureKind.NOT_FOUND, True)}
     assert [f["key"] for f in failures] == [f"p00{i}" for i in range(5)]
     assert "nothing was submitted again" in failures[0]["message"]
@@ -156,13 +157,13 @@ async def test_a_create_made_twice_upstream_is_cancelled_and_shown_as_an_unknown
         clock = SharedClock(sim)
         outcome = await runs.execute(store, batch_job(tmp_path, sim, posts(4)), clock=clock)
         ledger = sim.ledger.snapshot()
-    (duplicate,) = progress.duplicates(store, 1)
+    (duplicate,) = views.duplicates(store, 1)
     assert duplicate["cancelled"] == 1 and "may have billed" in duplicate["message"]
     assert outcome.status["duplicate_tasks"] == 1
     assert outcome.status["counts"][ItemState.COMPLETED] == 4
     assert ledger["batches_created"] == 2 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(4)}
     assert {r["maybe_paid"] for r in store.rows("SELECT maybe_paid FROM items")} == {1}
-    history = progress.item_history(store, 1)
+    history = views.item_history(store, 1)
     assert [h["kind"] for h in history if h["kind"] == "duplicate"] == ["duplicate"]
 
 
@@ -240,7 +241,7 @@ async def test_a_line_missing_from_a_finished_task_fails_as_maybe_paid_never_res
 ) -> None:
     upstream.set_faults({"rules": [{"fault": "missing_rows", "keys": ["p001"]}]})
     outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(5)), clock=clock)
-    [failure] = progress.failures(store, "test")
+    [failure] = views.failures(store, "test")
     assert (failure["key"], failure["kind"], failure["retryable"]) == ("p001", FailureKind.NOT_FOUND, True)
     assert "may have run and been billed" in failure["message"]
     (maybe,) = store.db.execute("SELECT maybe_paid FROM items WHERE key = 'p001'").fetchone()

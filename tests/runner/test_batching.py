@@ -7,11 +7,12 @@ from pathlib import Path
 
 from support import SAMPLE, make_job, posts
 
-from runner import jobs, progress, runs
+from runner import jobs, runs
+from runner.store import views
 from runner.jobs import BatchLimits
 from runner.protocol import item_chars
 from runner.sim import Simulator
-from runner.states import FailureKind, ItemState
+from runner.model import FailureKind, ItemState
 from runner.store import Store
 
 
@@ -49,7 +50,7 @@ async def test_an_item_over_max_chars_fails_without_a_call(tmp_path: Path, sim: 
     job = make_job(tmp_path, sim.base_url, records, max_chars=300)
     outcome = await runs.execute(store, job)
     assert outcome.status["counts"][ItemState.COMPLETED] == 2
-    assert progress.failures(store, "test") == [
+    assert views.failures(store, "test") == [
         {"key": "p001", "group": "2026-01", "kind": FailureKind.BAD_REQUEST, "attempts": 0, "retryable": False,
          "message": f"item is {item_chars({'id': 'p001', **records[1]})} characters, over batch.max_chars (300)"}
     ]

@@ -22,7 +22,7 @@ from runner.errors import AuthError, TransportError, UpstreamError
 from runner.jobs import Job
 from runner.providers import Answer
 from runner.sim import Simulator
-from runner.states import BreakerState, FailureKind, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
 ALWAYS_500 = {"rules": [{"fault": "http_500"}]}

@@ -23,7 +23,7 @@ from support import (
 from runner import busy, control, runs
 from runner.errors import StoreBusy
 from runner.sim import Simulator
-from runner.states import BreakerState, FailureKind, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
 #: How long the other process holds the store's write lock.

@@ -18,7 +18,7 @@ from runner.errors import AuthError
 from runner.providers.handler import PythonHandler
 from runner.store import Store
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 
 
 def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from support import ROOT, posts, write_jsonl
 
-from runner import progress, recovery
+from runner import recovery
+from runner.store import views
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 from runner.store import Store
 
 TRIALS = 30
@@ -92,7 +93,7 @@ def run_engine(folder: Path, killer: Killer, *, kill: bool) -> int:
 
 def states_of(db: Path) -> set[str]:
     with Store(db) as store:
-        counts = progress.status(store, "crash", now=0)["counts"]
+        counts = views.status(store, "crash", now=0)["counts"]
     return {state for state, n in counts.items() if n}
 
 
@@ -146,7 +147,7 @@ def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: P
         landed += killer.landed
         assert code == 0, f"trial {trial} did not finish"
         with Store(folder / "runs.db") as store:
-            assert progress.status(store, "crash", now=0)["counts"][ItemState.COMPLETED] == ITEMS
+            assert views.status(store, "crash", now=0)["counts"][ItemState.COMPLETED] == ITEMS
         assert set(billed) == {f"p{i:03d}" for i in range(ITEMS)}
         twice = {key: n for key, n in billed.items() if n > 1}
         assert all(n <= 1 + confirmed[key] for key, n in twice.items()), (trial, twice, confirmed)
@@ -235,7 +236,7 @@ def test_an_item_whose_input_changed_while_interrupted_is_not_restored(tmp_path:
         write_jsonl(tmp_path / "posts.jsonl", changed)
         assert run_engine(tmp_path, killer, kill=False) == 4
         with Store(tmp_path / "runs.db") as store:
-            failures = progress.failures(store, "crash")
+            failures = views.failures(store, "crash")
             held = [item.key for item in recovery.held(store, "crash")]
         requests = sim.ledger.snapshot()["requests"]
     assert [(f["key"], f["kind"]) for f in failures] == [("p002", "input_changed")]

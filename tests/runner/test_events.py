@@ -7,9 +7,10 @@ from typing import Any
 
 from support import counts_kept, counts_of_items, make_job, posts, states_of_items, states_told_by_events, v4_store
 
-from runner import control, jobs, lease, progress, recovery, schema
+from runner import control, jobs, lease, recovery
+from runner.store import schema, views
 from runner.jobs import Job
-from runner.states import FailureKind
+from runner.model import FailureKind
 from runner.store import Settlement, Store
 
 URL = "http://127.0.0.1:9/v1"
@@ -43,7 +44,7 @@ def test_a_batchs_forward_path_is_one_event_per_move_with_how_many_items_moved(t
         completed=list(answered), retry={started[4].id: (FailureKind.ITEM_INVALID, "no result")}, not_before=9.0,
     ), max_attempts=3, now=5.0)
     events = [(r["key"], r["batch_id"], r["from_state"], r["to_state"], r["items"], r["at"])
-              for r in progress.history(store, run_id)]
+              for r in views.history(store, run_id)]
     assert events == [
         (None, None, None, "pending", 5, 1.0),
         (None, batch.id, "pending", "queued", 5, 2.0),
@@ -78,7 +79,7 @@ def test_adding_items_logs_one_event_for_the_new_ones_and_none_when_there_are_no
     job = make_job(tmp_path, URL, changed)
     run_id = store.prepare_run(job, jobs.items(job), now=2.0)
     store.prepare_run(job, jobs.items(job), now=3.0)
-    added = [(r["at"], r["items"]) for r in progress.history(store, run_id) if r["from_state"] is None]
+    added = [(r["at"], r["items"]) for r in views.history(store, run_id) if r["from_state"] is None]
     assert added == [(1.0, 3), (2.0, 2)]
 
 
@@ -104,7 +105,7 @@ def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tm
     assert [b["parent_id"] for b in store.rows("SELECT parent_id FROM batches ORDER BY id")] == [
         None, first.id, first.id, None,
     ]
-    assert moves(progress.item_history(store, ids[1])) == [
+    assert moves(views.item_history(store, ids[1])) == [
         (first.id, "pending", "queued", 4, 1),
         (first.id, "queued", "running", 4, 1),
         (half.id, "running", "queued", 2, 1),
@@ -118,7 +119,7 @@ def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tm
         (again.id, "received", "completed", 1, 1),
     ]
     # The other half was split off too, and is still queued: its history follows it to its parent.
-    assert moves(progress.item_history(store, ids[3])) == [
+    assert moves(views.item_history(store, ids[3])) == [
         (first.id, "pending", "queued", 4, 1),
         (first.id, "queued", "running", 4, 1),
         (halves[1].id, "running", "queued", 2, 1),
@@ -168,7 +169,7 @@ def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path
     started = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0)
     assert [item.key for item in started] == ["p000", "p002"]
     assert store.rows("SELECT state, batch_id FROM items WHERE key = 'p001'") == [{"state": "pending", "batch_id": None}]
-    assert progress.counts(store, run_id)["2026-05"]["pending"] == 1
+    assert views.counts(store, run_id)["2026-05"]["pending"] == 1
 
 
 def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
@@ -176,12 +177,12 @@ def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
     with Store(tmp_path / "runs.db") as store:
         assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         run_id = store.run_id("old")
-        old = [(r["from_state"], r["to_state"], r["items"], r["batch_move"]) for r in progress.item_history(store, 1)]
+        old = [(r["from_state"], r["to_state"], r["items"], r["batch_move"]) for r in views.item_history(store, 1)]
         assert old == [
             (None, "pending", 1, 0), ("pending", "queued", 1, 0), ("queued", "running", 1, 0),
             ("running", "received", 1, 0), ("received", "completed", 1, 0),
         ]
-        assert [(e["key"], e["to_state"]) for e in progress.event_tail(store, run_id, limit=2)] == [
+        assert [(e["key"], e["to_state"]) for e in views.event_tail(store, run_id, limit=2)] == [
             ("k1", "completed"), ("k0", "completed"),
         ]
         store.recover(run_id, now=6.0)
@@ -191,7 +192,7 @@ def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
         assert batch is not None
         store.start_batch(batch.id, lease=("old", "engine"), max_attempts=3, now=9.0)
         history = [(r["batch_id"], r["from_state"], r["to_state"], r["batch_move"])
-                   for r in progress.item_history(store, 3)]
+                   for r in views.item_history(store, 3)]
         assert history[-3:] == [
             (1, "running", "pending", 0), (batch.id, "pending", "queued", 1), (batch.id, "queued", "running", 1),
         ]

@@ -12,13 +12,14 @@ import httpx
 import pytest
 from support import StepClock, make_job, posts
 
-from runner import errors, progress, runs
+from runner import errors, runs
+from runner.store import views
 from runner.jobs import Prompt, ProviderConfig
 from runner.providers.handler import PythonHandler
 from runner.providers.openai_batch import OpenAIBatch
 from runner.providers.openai_chat import OpenAIChat, classify, redact, retry_after_seconds, transport_error
 from runner.sim import Simulator
-from runner.states import BreakerState, FailureKind, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
 
@@ -62,7 +63,7 @@ async def test_a_final_transport_failure_sends_the_items_to_wait_for_a_later_att
     job = make_job(tmp_path, faulty.base_url, posts(5), request_retries=2)
     outcome = await runs.execute(store, job, clock=clock)
     assert set(item_states(store).values()) == {(ItemState.COMPLETED, 2, 1)}
-    history = [h["to_state"] for h in progress.item_history(store, 1)]
+    history = [h["to_state"] for h in views.item_history(store, 1)]
     assert history == ["queued", "running", "waiting", "queued", "running", "received", "completed"]
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
@@ -73,7 +74,7 @@ async def test_rate_limited_items_wait_until_the_time_the_upstream_gave(
 ) -> None:
     faulty.set_faults({"rules": [{"fault": "http_429", "times": 1, **wait}]})
     outcome = await runs.execute(store, make_job(tmp_path, faulty.base_url, posts(5)), clock=clock)
-    times = {h["to_state"]: h["at"] for h in progress.item_history(store, 1)}
+    times = {h["to_state"]: h["at"] for h in views.item_history(store, 1)}
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
     assert times["received"] - times["waiting"] >= 30
     assert [r["kind"] for r in store.db.query("SELECT kind FROM events WHERE to_state = 'waiting'")] == [
@@ -124,7 +125,7 @@ async def test_an_item_that_never_validates_fails_after_its_attempts_with_its_pa
     job = make_job(tmp_path, faulty.base_url, posts(6), max_attempts=3, schema={"type": "object", "required": ["label"]})
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.exit_code == 3
-    [failure] = progress.failures(store, "test")
+    [failure] = views.failures(store, "test")
     assert (failure["key"], failure["kind"], failure["attempts"]) == ("p002", FailureKind.ITEM_INVALID, 3)
     assert failure["message"].endswith("(gave up; attempts: 3, paid calls: 3)")
     assert faulty.ledger.snapshot()["billed"]["p002"] == 3
@@ -144,7 +145,7 @@ async def test_credentials_balance_and_permission_fail_the_items_and_stop_the_ru
     outcome = await runs.execute(store, job)
     assert faulty.ledger.snapshot()["requests"] == 1
     assert outcome.exit_code == exit_code
-    failures = progress.failures(store, "test")
+    failures = views.failures(store, "test")
     assert {(f["kind"], f["retryable"], f["attempts"]) for f in failures} == {(kind, True, 1)}
     assert len(failures) == 5 and outcome.status["counts"][ItemState.PENDING] == 15
     assert outcome.status["breaker"]["state"] == BreakerState.OPEN

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from support import ROOT, StepClock, make_job, posts, write_jsonl
 
-from runner import lease, progress, runs
+from runner import lease, runs
+from runner.store import views
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 from runner.store import Settlement, Store
 
 ENGINE_SCRIPT = """
@@ -165,7 +166,7 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     for thread in threads:
         thread.join()
     (recount,) = store.db.execute("SELECT count(*) FROM items WHERE state = 'completed'").fetchone()
-    assert progress.counts(store, run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
+    assert views.counts(store, run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
 
 
 async def test_an_engine_that_lost_its_lease_starts_nothing_more(tmp_path: Path, store: Store) -> None:

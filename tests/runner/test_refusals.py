@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from support import StepClock, make_job, posts, run_under_fault
 
-from runner import progress, runs
+from runner import runs
+from runner.store import views
 from runner.sim import Simulator
-from runner.states import BreakerState, FailureKind, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
 
 
@@ -32,7 +33,7 @@ async def test_a_refused_batch_is_split_until_the_item_the_upstream_refuses_fail
         upstream, store, tmp_path, clock, {"fault": "context_length", "keys": ["p007"]}, 22,
         max_items=22, concurrency=1,
     )
-    failures = progress.failures(store, "test")
+    failures = views.failures(store, "test")
     assert [(f["key"], f["kind"], f["retryable"]) for f in failures] == [("p007", FailureKind.BAD_REQUEST, False)]
     assert "context_length_exceeded" in failures[0]["message"]
     assert outcome.status["counts"][ItemState.COMPLETED] == 21
@@ -50,7 +51,7 @@ async def test_two_items_each_too_long_fail_alone_and_do_not_stop_the_run(
         max_items=22, concurrency=1,
     )
     assert outcome.exit_code == 3
-    assert sorted(f["key"] for f in progress.failures(store, "test")) == ["p007", "p008"]
+    assert sorted(f["key"] for f in views.failures(store, "test")) == ["p007", "p008"]
     assert outcome.status["counts"][ItemState.COMPLETED] == 20
 
 
@@ -102,7 +103,7 @@ async def test_refusals_in_a_row_have_their_own_bound_and_the_message_counts_ref
     job = make_job(tmp_path, upstream.base_url, posts(3), max_attempts=2)
     job = replace(job, retry=replace(job.retry, max_refusals=4))
     outcome = await runs.execute(store, job, clock=clock)
-    failures = progress.failures(store, "test")
+    failures = views.failures(store, "test")
     assert outcome.exit_code == 3
     assert {(f["kind"], f["attempts"]) for f in failures} == {(FailureKind.RATE_LIMITED, 4)}
     assert failures[0]["message"].endswith(

@@ -11,10 +11,11 @@ import pytest
 
 from support import make_job, posts
 
-from runner import progress, runs
+from runner import runs
+from runner.store import views
 from runner.errors import RunError
 from runner.sim import Simulator
-from runner.states import FailureKind, ItemState
+from runner.model import FailureKind, ItemState
 from runner.store import Store
 
 
@@ -46,7 +47,7 @@ async def test_a_completed_item_whose_input_changed_is_not_restored(tmp_path: Pa
     outcome = await runs.execute(store, job)
     assert sim.ledger.snapshot()["requests"] == 0
     assert outcome.exit_code == 3
-    [failure] = progress.failures(store, "test")
+    [failure] = views.failures(store, "test")
     assert (failure["key"], failure["kind"], failure["retryable"]) == ("p002", FailureKind.INPUT_CHANGED, True)
 
 
@@ -54,7 +55,7 @@ async def test_a_failed_item_whose_input_was_fixed_is_tried_again(tmp_path: Path
     records = posts(3)
     records[1]["body"] = "x" * 400
     await runs.execute(store, make_job(tmp_path, sim.base_url, records, max_chars=300))
-    assert [f["kind"] for f in progress.failures(store, "test")] == [FailureKind.BAD_REQUEST]
+    assert [f["kind"] for f in views.failures(store, "test")] == [FailureKind.BAD_REQUEST]
     fixed = make_job(tmp_path, sim.base_url, posts(3), max_chars=300)
     outcome = await runs.execute(store, fixed)
     assert outcome.status["counts"][ItemState.COMPLETED] == 3

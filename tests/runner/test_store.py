@@ -11,7 +11,8 @@ import pytest
 from support import v4_store
 from unwritable import NOW, Folder, small_store, write_lock_held
 
-from runner import control, progress, schema
+from runner import control
+from runner.store import schema, views
 from runner.errors import StoreError
 from runner.store import Store
 
@@ -62,11 +63,11 @@ def test_a_store_read_where_no_wal_could_be_made_is_read_afresh_once_a_writer_wr
     db = small_store(unwritable.path)
     unwritable.read_only()
     with Store(db, read_only=True) as view:
-        before = progress.status(view, "posts", now=NOW)["breaker"]
+        before = views.status(view, "posts", now=NOW)["breaker"]
         unwritable.writable()
         with Store(db) as engine:
             engine.open_breaker(engine.run_id("posts"), "opened after the view")
-            after = progress.status(view, "posts", now=NOW)["breaker"]
+            after = views.status(view, "posts", now=NOW)["breaker"]
     assert (before, after) == ({"state": "closed", "reason": None}, {"state": "open", "reason": "opened after the view"})
 
 

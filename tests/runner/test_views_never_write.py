@@ -19,7 +19,7 @@ import pytest
 from support import ROOT, v4_store
 from unwritable import SMALL_COUNTS, Folder, digest, reader_argv, small_store, write_lock_held
 
-from runner import schema
+from runner.store import schema
 from runner.store import Store
 
 

@@ -13,7 +13,7 @@ from tui_support import settle
 from runner import recovery, runs
 from runner.jobs import Job
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 from runner.store import Store
 from tui.app import RunnerApp
 from tui.screens.confirmations import ConfirmationsScreen

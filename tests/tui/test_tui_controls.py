@@ -23,7 +23,7 @@ from runner import runs
 from runner.clock import SystemClock
 from runner.engine import Outcome
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 from runner.store import Store
 from tui.__main__ import main
 from tui.app import RunnerApp

@@ -11,7 +11,7 @@ from tui_support import settle
 from runner import runs
 from runner.jobs import Job
 from runner.sim import Simulator
-from runner.states import ItemState
+from runner.model import ItemState
 from runner.store import Store
 from tui.app import RunnerApp
 from tui.screens.dialog import AskScreen

@@ -20,7 +20,7 @@ from textual.pilot import Pilot
 
 from runner import breaker, control, jobs
 from runner.jobs import ItemRow, Job
-from runner.states import FailureKind
+from runner.model import FailureKind
 from runner.store import Settlement, StartedItem, Store
 from tui.app import RunnerApp
 from tui.screens.base import StoreScreen

@@ -6,7 +6,7 @@ import pytest
 
 from runner.rules import gate
 from runner.rules.breaker import Control
-from runner.states import BreakerState
+from runner.model import BreakerState
 
 CLOSED, PROBING, OPEN = BreakerState.CLOSED, BreakerState.PROBING, BreakerState.OPEN
 

@@ -24,7 +24,7 @@ from runner.rules.judge import (
     judge_saved,
     whole_answer_problem,
 )
-from runner.states import BreakerState, FailureKind
+from runner.model import BreakerState, FailureKind
 
 NOW = 1_000.0
 BATCH_INVALID, ITEM_INVALID = FailureKind.BATCH_INVALID, FailureKind.ITEM_INVALID

@@ -8,7 +8,7 @@ import pytest
 
 from runner.rules import breaker
 from runner.rules.breaker import Control, Open, TransportFailure
-from runner.states import BreakerState
+from runner.model import BreakerState
 
 CLOSED, PROBING, OPEN = BreakerState.CLOSED, BreakerState.PROBING, BreakerState.OPEN
 SUCCESS, FAILURE = breaker.after_success, TransportFailure("503 sick")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import lease
-from .states import UNFINISHED, BreakerState, ItemState
-from .store import Store
+from .. import lease
+from ..model import UNFINISHED, BreakerState, ItemState
+from .sqlite import Store
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
 

@@ -27,10 +27,10 @@ from typing import Any
 import sqlite_utils
 
 from . import schema
-from .errors import InputError, NotARunStore, RunError, StoreBusy, StoreError, StoreOutdated
-from .jobs import ItemRow, Job, RetryLimits
-from .breaker import Control
-from .states import BatchState, BreakerState, FailureKind, ItemState
+from ..errors import InputError, NotARunStore, RunError, StoreBusy, StoreError, StoreOutdated
+from ..jobs import ItemRow, Job, RetryLimits
+from ..breaker import Control
+from ..model import BatchState, BreakerState, FailureKind, ItemState
 
 INSERT_CHUNK = 1_000
 
