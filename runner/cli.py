@@ -335,7 +335,7 @@ def _next_steps(name: str, outcome: Outcome) -> str:
     """What a person does after a stop, by its cause."""
     if outcome.status["needs_confirmation"]:
         return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
-    kind = (outcome.status["breaker"]["reason"] or "").split(":")[0]
+    kind = outcome.stop_kind
     if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
         return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
                 f"runner run {name}")

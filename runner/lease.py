@@ -16,6 +16,7 @@ import socket
 
 from .errors import RunError
 from .store import Store
+from .model import Holder
 
 #: A heartbeat older than this means the engine holding the run is dead.
 LEASE_SECONDS = 15.0
@@ -23,39 +24,36 @@ LEASE_SECONDS = 15.0
 
 def acquire(store: Store, run: str, *, token: str, now: float) -> None:
     """Hold ``run`` for the engine ``token``; refuse while another live engine holds it."""
-    with store.write() as conn:
-        row = conn.execute("SELECT pid, host, heartbeat_at FROM engines WHERE run = ?", (run,)).fetchone()
-        if row and now - row[2] < LEASE_SECONDS and _alive(row[0], row[1]):
+
+    def refuse_a_live_holder(holder: Holder) -> None:
+        if _lives(holder, now):
             raise RunError(
-                f"run {run!r} is being run by another engine (pid {row[0]} on {row[1]}, "
-                f"heartbeat {now - row[2]:.0f}s ago); stop it first, or wait {LEASE_SECONDS:.0f}s if it died"
+                f"run {run!r} is being run by another engine (pid {holder.pid} on {holder.host}, heartbeat "
+                f"{now - holder.heartbeat_at:.0f}s ago); stop it first, or wait {LEASE_SECONDS:.0f}s if it died"
             )
-        conn.execute(
-            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (run) DO UPDATE SET token = excluded.token, pid = excluded.pid, "
-            "host = excluded.host, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
-            (run, token, os.getpid(), socket.gethostname(), now, now),
-        )
+
+    store.take_lease(run, token=token, pid=os.getpid(), host=socket.gethostname(), now=now,
+                     refuse=refuse_a_live_holder)
 
 
 def beat(store: Store, run: str, *, token: str, now: float) -> bool:
     """Renew the lease; False when another engine has taken it."""
-    with store.write() as conn:
-        held = conn.execute(
-            "UPDATE engines SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, run, token)
-        ).fetchone()
-    return held is not None
+    return store.beat(run, token=token, now=now)
 
 
 def release(store: Store, run: str, *, token: str) -> None:
-    with store.write() as conn:
-        conn.execute("DELETE FROM engines WHERE run = ? AND token = ?", (run, token))
+    store.release_lease(run, token=token)
 
 
 def alive(store: Store, run: str, *, now: float) -> bool:
     """Whether a live engine holds the run."""
-    rows = store.rows("SELECT pid, host, heartbeat_at FROM engines WHERE run = ?", [run])
-    return bool(rows) and now - rows[0]["heartbeat_at"] < LEASE_SECONDS and _alive(rows[0]["pid"], rows[0]["host"])
+    holder = store.holder(run)
+    return holder is not None and _lives(holder, now)
+
+
+def _lives(holder: Holder, now: float) -> bool:
+    """A fresh heartbeat, from a process that may still live."""
+    return now - holder.heartbeat_at < LEASE_SECONDS and _alive(holder.pid, holder.host)
 
 
 def _alive(pid: int, host: str) -> bool:

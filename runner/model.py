@@ -1,8 +1,21 @@
-"""The names the store, the CLI, the JSON output and the UIs share."""
+"""The nouns every layer shares: the states, the kinds, the moves an item may make, and the batch as formed.
+
+The names of states and kinds are part of the contract (the CLI, the JSON
+output and the UIs show them). :data:`MOVES` is the transition table: every
+move an item may make, from which states to which, and which of its fields
+the move sets and clears. The store's one writer of item state
+(``runner.store.items.move``) makes each move by this table and no other.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .rules.breaker import Control
 
 
 class ItemState(StrEnum):
@@ -57,3 +70,133 @@ class BatchState(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
+
+
+class Hold(StrEnum):
+    """Whether a person must look at a sent item before the engine may touch it again."""
+
+    #: Nothing to wait for.
+    NONE = "none"
+    #: Sent before a crash, its fate unknown: held for a person's confirmation.
+    CONFIRM = "confirm"
+    #: A person confirmed it: the engine polls (or looks for) its task, sending nothing again.
+    CONFIRMED = "confirmed"
+
+
+@dataclass(frozen=True)
+class Move:
+    """An allowed move: items in one of ``origins`` (and ``held``) go to ``to`` (and ``hold``).
+
+    ``sets`` and ``clears`` name the item's fields the move writes: every
+    other field keeps its value. ``per_batch``: the move is logged once for
+    its batch (the batch path), else once per item.
+    """
+
+    origins: frozenset[ItemState]
+    to: ItemState
+    sets: frozenset[str] = frozenset()
+    clears: frozenset[str] = frozenset()
+    held: Hold | None = None
+    hold: Hold | None = None
+    per_batch: bool = False
+
+
+def _move(
+    origins: str, to: ItemState, *, sets: str = "", clears: str = "", held: Hold | None = None,
+    hold: Hold | None = None, per_batch: bool = False,
+) -> Move:
+    return Move(frozenset(ItemState(o) for o in origins.split()), to, frozenset(sets.split()),
+                frozenset(clears.split()), held, hold, per_batch)
+
+
+#: Every move an item may make. The error fields are ``error_kind``, ``error`` and ``retryable``.
+MOVES: dict[str, Move] = {
+    # The batch path: formed, started, answered, completed.
+    "claim": _move("pending waiting", ItemState.QUEUED, sets="batch_id", per_batch=True),
+    "start": _move("queued", ItemState.RUNNING, sets="attempts", held=Hold.NONE, per_batch=True),
+    "receive": _move("running", ItemState.RECEIVED, sets="output paid_calls refused_streak",
+                     held=Hold.NONE, per_batch=True),
+    "complete": _move("received", ItemState.COMPLETED, clears="error_kind error retryable", per_batch=True),
+    "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
+    # A verdict's other ends.
+    "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before"),
+    "fail": _move("running received", ItemState.FAILED, sets="error_kind error retryable"),
+    "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable"),
+    "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
+    # Holding for a person, and what a person's confirmation releases.
+    "hold": _move("running", ItemState.RUNNING, held=Hold.NONE, hold=Hold.CONFIRM),
+    "confirm": _move("running", ItemState.RUNNING, held=Hold.CONFIRM, hold=Hold.CONFIRMED),
+    "resume": _move("running", ItemState.RUNNING, held=Hold.CONFIRMED, hold=Hold.NONE),
+    "resend": _move("running", ItemState.PENDING, sets="error", clears="batch_id error_kind",
+                    held=Hold.CONFIRM, hold=Hold.NONE),
+    # What an engine gives back: formed but unsent, or started but never sent.
+    "unqueue": _move("queued", ItemState.PENDING, clears="batch_id"),
+    "unsent": _move("running", ItemState.PENDING, clears="batch_id"),
+    # A person's retry of failed items, with a fresh attempt budget.
+    "retry_failed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
+                          clears="batch_id error_kind error retryable not_before"),
+    # A new input for an item: an old result never stands for it.
+    "input_changed": _move("running received completed", ItemState.FAILED, sets="error_kind error retryable",
+                           hold=Hold.NONE),
+    "input_fixed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
+                         clears="error_kind error retryable"),
+}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch as formed: its id, group and item count."""
+
+    id: int
+    group: str
+    size: int
+    chars: int
+    #: How often the items were split: 0 as formed, 1 halves, 2 single items.
+    round: int = 0
+    #: Sent before a crash and confirmed by a person: poll its task, send nothing again.
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class StartedItem:
+    """An item marked running, with what must be sent for it."""
+
+    id: int
+    key: str
+    input: str
+    #: Attempts left before this one counts against the bound (a person's retry resets it).
+    attempts_left: int
+    #: Tries of this item the upstream refused in a row, before this one.
+    refused_streak: int = 0
+
+
+@dataclass
+class Settlement:
+    """How a batch ends, item by item, as the store applies it in one transaction."""
+
+    #: Items whose saved output passed validation: completed, with that output as their result.
+    completed: list[int] = field(default_factory=list)
+    #: item id -> (kind, message): tried again after ``not_before``.
+    retry: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)
+    #: item id -> (kind, message, retryable by a person).
+    failed: dict[int, tuple[FailureKind, str, bool]] = field(default_factory=dict)
+    #: item id -> (kind, message): failed, retryable by a person, their attempts spent (the store adds the tally).
+    gave_up: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)
+    #: Item ids to send again at once in new, smaller batches (a wholly invalid answer).
+    split: list[list[int]] = field(default_factory=list)
+    #: Items whose call may have been billed with no answer to show for it.
+    maybe_paid: set[int] = field(default_factory=set)
+    #: Items whose try the upstream refused before running anything (a 429; nothing billed).
+    refused: set[int] = field(default_factory=set)
+    not_before: float = 0.0
+    #: How this batch moves the breaker, applied to its state inside the same transaction.
+    breaker: Callable[[Control], Control] | None = None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The engine holding a run's lease: its process, host and last heartbeat."""
+
+    pid: int
+    host: str
+    heartbeat_at: float

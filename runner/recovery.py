@@ -25,7 +25,6 @@ confirming does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -33,10 +32,6 @@ from typing import Any
 
 from .rules import triage
 from .store import Store
-
-#: ``items.needs_confirmation``: 1 held for a person, 2 confirmed (poll the saved task).
-HELD, CONFIRMED = 1, 2
-
 
 class Case(StrEnum):
     """How a held item can be recovered, and what it may cost."""
@@ -76,16 +71,10 @@ class HeldItem:
 
 def held(store: Store, name: str) -> list[HeldItem]:
     """The items of a run that wait for a person, with their case."""
-    rows = store.rows(
-        "SELECT i.key, i.grp, b.upstream_id, b.submits, b.lands_by, i.attempts, i.paid_calls FROM items i "
-        "LEFT JOIN batches b ON b.id = i.batch_id "
-        "WHERE i.run_id = ? AND i.needs_confirmation = ? ORDER BY i.seq",
-        [store.run_id(name), HELD],
-    )
     return [
         HeldItem(r["key"], r["grp"], _case(r), r["upstream_id"], r["attempts"], r["paid_calls"],
                  r["lands_by"] if _case(r) is Case.ADOPT else None)
-        for r in rows
+        for r in store.held_items(store.run_id(name))
     ]
 
 
@@ -100,37 +89,5 @@ def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) ->
 
     Returns how many of each case were released. One transaction.
     """
-    run_id = store.run_id(name)
-    with store.write() as conn:
-        chosen = (
-            "run_id = :run AND needs_confirmation = :held AND state = 'running' "
-            "AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys)))"
-        )
-        params = {"run": run_id, "held": HELD, "keys": _json(keys), "now": now, "confirmed": CONFIRMED}
-        polled = conn.execute(
-            f"UPDATE items SET needs_confirmation = :confirmed, updated_at = :now WHERE {chosen} "
-            "AND batch_id IN (SELECT id FROM batches WHERE upstream_id IS NOT NULL) RETURNING id",
-            params,
-        ).fetchall()
-        adopted = conn.execute(
-            f"UPDATE items SET needs_confirmation = :confirmed, updated_at = :now WHERE {chosen} "
-            "AND batch_id IN (SELECT id FROM batches WHERE submits = 1) RETURNING id",
-            params,
-        ).fetchall()
-        resent = conn.execute(
-            f"UPDATE items SET state = 'pending', needs_confirmation = 0, batch_id = NULL, updated_at = :now, "
-            "error_kind = NULL, error = 'confirmed by a person: sent again, may charge twice' "
-            f"WHERE {chosen} RETURNING id",
-            params,
-        ).fetchall()
-        conn.execute(
-            "INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) "
-            "VALUES (?, 'confirm', ?, ?, ?, ?)",
-            (run_id, _json(keys), now, now,
-             f"{len(polled)} to poll, {len(adopted)} to look for, {len(resent)} sent again"),
-        )
-    return {Case.POLL: len(polled), Case.ADOPT: len(adopted), Case.RESUBMIT: len(resent)}
-
-
-def _json(keys: Sequence[str]) -> str:
-    return json.dumps(list(keys))
+    polled, adopted, resent = store.confirm(store.run_id(name), keys=keys, now=now)
+    return {Case.POLL: polled, Case.ADOPT: adopted, Case.RESUBMIT: resent}

@@ -136,7 +136,7 @@ def small_store(folder: Path) -> Path:
         store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, raw="{}", now=NOW)
         settlement = Settlement(completed=[done.id], failed={bad.id: (FailureKind.ITEM_INVALID, "no label", True)},
                                 breaker=breaker.after_success)
-        store.settle_batch(batch.id, settlement, max_attempts=3, now=NOW)
+        store.settle_batch(batch.id, settlement, now=NOW)
         store.db.execute("DELETE FROM engines")
     return db
 

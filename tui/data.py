@@ -19,7 +19,7 @@ from runner.store import views
 from runner.breaker import Control
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.model import UNFINISHED, BreakerState, ItemState
+from runner.model import UNFINISHED, BreakerState, Hold, ItemState
 from runner.store import Store
 
 from . import format
@@ -287,7 +287,7 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
     )
     return ItemView(
         run=name, key=row["key"], group=row["group"], state=row["state"], attempts=row["attempts"],
-        paid_calls=row["paid_calls"], maybe_paid=row["maybe_paid"], held=row["needs_confirmation"] == recovery.HELD,
+        paid_calls=row["paid_calls"], maybe_paid=row["maybe_paid"], held=row["hold"] == Hold.CONFIRM,
         input=row["input"], output=row["output"], result=row["result"], kind=row["kind"], message=row["message"],
         retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history,
     )

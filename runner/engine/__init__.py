@@ -26,6 +26,5 @@ in-memory line of formed batches. Time comes from an injected clock.
 from __future__ import annotations
 
 from .loop import Engine, Outcome
-from .slot import begin_batch
 
-__all__ = ["Engine", "Outcome", "begin_batch"]
+__all__ = ["Engine", "Outcome"]

@@ -38,7 +38,8 @@ from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
-from ..store import Batch, Settlement, Store
+from ..model import Batch, Settlement, StartedItem
+from ..store import Store
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
 from .slot import TAKEN_OVER, Slot, settlement_of
@@ -59,8 +60,7 @@ class Outcome:
     @property
     def exit_code(self) -> int:
         """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
-        reason = self.status["breaker"]["reason"] or ""
-        if self.stop_kind is FailureKind.AUTH or (self.stopped_for and reason.startswith("auth:")):
+        if self.stop_kind is FailureKind.AUTH:
             return 1
         if self.stopped_for is not None:
             return 4
@@ -154,7 +154,7 @@ class Engine:
         try:
             unsaved = self._breaker_unsaved
             if unsaved is not None:
-                await self.steps.run(lambda: self.store.open_breaker(self.run_id, unsaved))
+                await self.steps.run(lambda: self.store.open_breaker(self.run_id, FailureKind.STORE, unsaved))
                 self.stopped_for, self._breaker_unsaved = unsaved, None
             if self.run_id:
                 await self.steps.run(
@@ -244,7 +244,7 @@ class Engine:
             return False
         if gate.held(control):
             if not self.wait_for_person:
-                self.stopped_for = gate.held_reason(control)
+                self.stopped_for, self.stop_kind = gate.held_reason(control), control.kind
                 return False
             await self.clock.sleep(POLL_SECONDS)
             return True
@@ -300,11 +300,7 @@ class Engine:
 
     def save(self, batch_id: int, settlement: Settlement) -> list[Batch]:
         """Save how a batch ended, in one transaction; the batches a split formed."""
-        limits = self.job.retry
-        return self.store.settle_batch(
-            batch_id, settlement, max_attempts=limits.max_attempts, max_refusals=limits.max_refusals,
-            now=self.clock.now(),
-        )
+        return self.store.settle_batch(batch_id, settlement, now=self.clock.now())
 
     def engine_failed(self, batch: Batch, exc: Exception) -> None:
         """A bug in the engine: log and keep its traceback in the batch's history, and stop the run."""
@@ -325,16 +321,17 @@ class Engine:
         reason = f"store: {exc}"
         self.stopped_for, self.stop_kind = reason, FailureKind.STORE
         try:
-            self.store.open_breaker(self.run_id, reason)
+            self.store.open_breaker(self.run_id, FailureKind.STORE, reason)
         except StoreError as again:  # tried again when the engine stops (``_tidy``), waiting as any write does
             self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
             self._breaker_unsaved = reason
 
     def _validate_received(self) -> None:
         """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
-        by_batch: dict[int, dict[int, str | None]] = {}
-        for row in self.store.received_items(self.run_id):
-            by_batch.setdefault(row["batch_id"], {})[row["id"]] = row["output"]
-        for batch_id, outputs in by_batch.items():
-            verdict = judge_saved(outputs, check=self.check.problem, limits=self.job.retry, now=self.clock.now())
+        by_batch: dict[int, list[tuple[StartedItem, str | None]]] = {}
+        for batch_id, output, item in self.store.received_items(self.run_id, max_attempts=self.job.retry.max_attempts):
+            by_batch.setdefault(batch_id, []).append((item, output))
+        for batch_id, saved in by_batch.items():
+            verdict = judge_saved([item for item, _ in saved], {item.id: output for item, output in saved},
+                                  check=self.check.problem, limits=self.job.retry, now=self.clock.now())
             self.save(batch_id, settlement_of(verdict))

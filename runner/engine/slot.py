@@ -1,6 +1,6 @@
 """One slot: a batch's life, from its start to its save, then the next batch in line.
 
-1. start (:func:`begin_batch`): the slot's previous batch saved, this one's
+1. start (the store's ``advance``): the slot's previous batch saved, this one's
    items ``running`` with attempts + 1, the next batch formed, in one commit
    made *before* the call; the gate (:func:`runner.rules.gate.may_go_on`) is
    asked just before it, and again after a wait for a busy store;
@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol
 from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
-from ..jobs import BatchLimits
 from ..providers import Answer, Provider, TaskResult
 from ..rules import gate
 from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
-from ..store import Batch, Settlement, StartedItem, Store
+from ..model import Batch, Settlement, StartedItem
 from ..tasks import TaskDriver
 
 if TYPE_CHECKING:
@@ -122,11 +121,10 @@ class Slot:
         """
         engine = self.engine
         begun = await engine.steps.run(
-            lambda: begin_batch(
-                engine.store, engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
-                limits=engine.job.batch, max_attempts=engine.job.retry.max_attempts,
-                max_refusals=engine.job.retry.max_refusals, now=engine.clock.now(), step=step,
-                intent=engine.tasks is None, claim=len(engine.formed) < engine.job.batch.concurrency,
+            lambda: engine.store.advance(
+                engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
+                limits=engine.job.batch, max_attempts=engine.job.retry.max_attempts, now=engine.clock.now(),
+                step=step, intent=engine.tasks is None, claim=len(engine.formed) < engine.job.batch.concurrency,
             ),
             still=lambda: self.may_go_on(step=step),
         )
@@ -239,45 +237,6 @@ def settlement_of(verdict: Verdict) -> Settlement:
     """The store's form of a verdict: what it applies in one transaction."""
     return Settlement(
         completed=list(verdict.completed), retry=dict(verdict.retry), failed=dict(verdict.failed),
-        split=[list(ids) for ids in verdict.split], maybe_paid=set(verdict.maybe_paid),
+        gave_up=dict(verdict.gave_up), split=[list(ids) for ids in verdict.split], maybe_paid=set(verdict.maybe_paid),
         refused=set(verdict.refused), not_before=verdict.not_before, breaker=verdict.breaker,
     )
-
-
-def begin_batch(
-    store: Store,
-    run_id: int,
-    batch: Batch,
-    *,
-    settled: tuple[Batch, Settlement] | None,
-    lease: tuple[str, str],
-    limits: BatchLimits,
-    max_attempts: int,
-    max_refusals: int,
-    now: float,
-    step: bool,
-    intent: bool,
-    claim: bool,
-) -> tuple[list[StartedItem], list[Batch]]:
-    """What a slot writes, in one transaction, to start a batch: the items it sends, and batches formed.
-
-    First the slot's previous batch is saved (``settled``), then the batch
-    starts (or a confirmed one is taken back), then, with ``claim``, the next
-    batch is formed to wait for a slot.
-    """
-    formed = []
-    with store.write():
-        if settled is not None:
-            formed += store.settle_batch(
-                settled[0].id, settled[1], max_attempts=max_attempts, max_refusals=max_refusals, now=now
-            )
-        if batch.resume:
-            items = store.resume_batch(batch.id, max_attempts=max_attempts, now=now)
-        else:
-            items = store.start_batch(
-                batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
-            )
-        if claim and items:  # (no items: the lease is another engine's; it forms the run's batches now)
-            queued = store.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
-            formed += [queued] if queued is not None else []
-    return items, formed

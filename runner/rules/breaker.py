@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..model import BreakerState
+from ..model import BreakerState, FailureKind
 from . import gate
 
 #: Consecutive final transport failures that open the breaker.
@@ -36,6 +36,8 @@ class Control:
     transport_failures: int = 0
     paused: bool = False
     steps: int = 0
+    #: The kind of failure the breaker opened or probes for (None: closed, or resumed by a person).
+    kind: FailureKind | None = None
 
     @property
     def held(self) -> bool:
@@ -51,7 +53,7 @@ def after_success(control: Control) -> Control:
     """A batch got its answer: the upstream is healthy again."""
     if control.breaker is BreakerState.OPEN:
         return replace(control, transport_failures=0)
-    return replace(control, breaker=BreakerState.CLOSED, reason=None, transport_failures=0)
+    return replace(control, breaker=BreakerState.CLOSED, reason=None, transport_failures=0, kind=None)
 
 
 def after_transport_failure(control: Control, message: str) -> Control:
@@ -61,18 +63,18 @@ def after_transport_failure(control: Control, message: str) -> Control:
         return replace(control, transport_failures=failures)
     state = BreakerState.OPEN if failures >= OPEN_AFTER else BreakerState.PROBING
     reason = f"{failures} consecutive transport failures, last: {message}"
-    return replace(control, breaker=state, reason=reason, transport_failures=failures)
+    return replace(control, breaker=state, reason=reason, transport_failures=failures, kind=FailureKind.TRANSPORT)
 
 
-def opened(control: Control, reason: str) -> Control:
-    """Open at once: every further call would fail, or could not be recorded."""
-    return replace(control, breaker=BreakerState.OPEN, reason=reason)
+def opened(control: Control, kind: FailureKind, reason: str) -> Control:
+    """Open at once, for a failure of ``kind``: every further call would fail, or could not be recorded."""
+    return replace(control, breaker=BreakerState.OPEN, reason=reason, kind=kind)
 
 
 def resumed(control: Control) -> Control:
     """A person resumes: one batch at a time until one succeeds."""
     reason = "resumed by a person: one batch at a time until one succeeds"
-    return replace(control, breaker=BreakerState.PROBING, reason=reason, paused=False, steps=0)
+    return replace(control, breaker=BreakerState.PROBING, reason=reason, paused=False, steps=0, kind=None)
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,10 @@ class TransportFailure:
 
 @dataclass(frozen=True)
 class Open:
-    """The move that opens the breaker at once, for ``reason`` (:func:`opened`)."""
+    """The move that opens the breaker at once, for a failure of ``kind`` (:func:`opened`)."""
 
+    kind: FailureKind
     reason: str
 
     def __call__(self, control: Control) -> Control:
-        return opened(control, self.reason)
+        return opened(control, self.kind, self.reason)

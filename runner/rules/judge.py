@@ -24,9 +24,11 @@ of these, and :func:`judge` gives its :class:`Verdict`:
 |                                        | its kind, a missing line fails as maybe paid                  |
 | a task never created                   | sent again at once: nothing ran, nothing to pay twice         |
 
-The attempt bound is the store's to apply when it writes a re-attempt
-(``max_attempts`` tries that may have cost, ``max_refusals`` refusals in a
-row); the judge re-attempts no item whose attempts are spent by splitting it.
+The attempt bound is the last step of every verdict (:func:`bounded`): an
+item to re-attempt whose tries that may have cost reach ``max_attempts``, or
+whose refusals in a row reach ``max_refusals``, gives up instead (failed,
+retryable by a person; the store adds its tally of attempts and paid calls
+to the message). The judge never splits an item whose attempts are spent.
 
 Pure: what the run remembers between verdicts (:class:`Streaks`) comes in and
 the new value goes out with the verdict; the time and the jitter (a number
@@ -68,15 +70,21 @@ class Started(Protocol):
     @property
     def attempts_left(self) -> int: ...
 
+    @property
+    def refused_streak(self) -> int: ...
+
 
 class Backoff(Protocol):
-    """The re-attempt times of the job's retry limits (``runner.jobs.RetryLimits``)."""
+    """The re-attempt times and bounds of the job's retry limits (``runner.jobs.RetryLimits``)."""
 
     @property
     def backoff(self) -> float: ...
 
     @property
     def max_backoff(self) -> float: ...
+
+    @property
+    def max_refusals(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,8 @@ class Verdict:
     retry: Mapping[int, tuple[FailureKind, str]] = field(default_factory=dict)
     #: item id -> (kind, message, retryable by a person).
     failed: Mapping[int, tuple[FailureKind, str, bool]] = field(default_factory=dict)
+    #: item id -> (kind, message): would be re-attempted, but its attempts (or refusals in a row) are spent.
+    gave_up: Mapping[int, tuple[FailureKind, str]] = field(default_factory=dict)
     #: Item ids sent again at once in new, smaller batches.
     split: tuple[tuple[int, ...], ...] = ()
     #: Items whose call may have been billed with no answer to show for it.
@@ -170,6 +180,23 @@ def judge(
 
     ``check`` says what is wrong with one result, or None when it is valid.
     """
+    verdict = _unbounded(split_round, items, finished, check=check, streaks=streaks, limits=limits, now=now,
+                         jitter=jitter)
+    return bounded(verdict, items, limits)
+
+
+def _unbounded(
+    split_round: int,
+    items: Sequence[Started],
+    finished: Finished,
+    *,
+    check: Check,
+    streaks: Streaks,
+    limits: Backoff,
+    now: float,
+    jitter: float,
+) -> Verdict:
+    """The verdict before the attempt bound."""
     if isinstance(finished, Answered):
         return _answered(split_round, items, finished, check, not_before=now + limits.backoff)
     if isinstance(finished, Lines):
@@ -183,7 +210,9 @@ def judge(
     return _failed(items, finished, streaks=streaks, not_before=not_before, limits=limits, now=now, jitter=jitter)
 
 
-def judge_saved(outputs: Mapping[int, str | None], *, check: Check, limits: Backoff, now: float) -> Verdict:
+def judge_saved(
+    items: Sequence[Started], outputs: Mapping[int, str | None], *, check: Check, limits: Backoff, now: float
+) -> Verdict:
     """The verdict on items a stopped engine received but did not validate: each saved output checked, no call.
 
     ``outputs``: item id -> its saved output (JSON), or None when the answer held no usable result for it.
@@ -195,7 +224,30 @@ def judge_saved(outputs: Mapping[int, str | None], *, check: Check, limits: Back
             retry[item_id] = (FailureKind.ITEM_INVALID, "the saved answer has no usable result for it")
         else:
             _check(item_id, json.loads(output), check, completed, retry)
-    return Verdict(completed=tuple(completed), retry=retry, not_before=now + limits.backoff)
+    return bounded(Verdict(completed=tuple(completed), retry=retry, not_before=now + limits.backoff), items, limits)
+
+
+def bounded(verdict: Verdict, items: Sequence[Started], limits: Backoff) -> Verdict:
+    """The attempt bound: a re-attempt of an item whose tries that may have cost, or refusals in a row, are spent gives up.
+
+    A refused try (nothing ran, nothing billed) gives back the attempt it
+    took, and adds one to the item's refusals in a row; any other try ends
+    that streak.
+    """
+    retry = dict(verdict.retry)
+    gave_up: dict[int, tuple[FailureKind, str]] = {}
+    for item in items:
+        if item.id not in retry:
+            continue
+        refused = item.id in verdict.refused
+        if refused and item.refused_streak + 1 >= limits.max_refusals:
+            kind, message = retry.pop(item.id)
+            gave_up[item.id] = (kind, f"{message} (gave up after {item.refused_streak + 1} refusals in a row, "
+                                      "nothing billed for them")
+        elif item.attempts_left + refused <= 0:
+            kind, message = retry.pop(item.id)
+            gave_up[item.id] = (kind, f"{message} (gave up")
+    return replace(verdict, retry=retry, gave_up=gave_up) if gave_up else verdict
 
 
 def whole_answer_problem(parsed: ParsedBatch, finish_reason: str | None) -> str | None:
@@ -244,7 +296,7 @@ def _split_or_retry(
 ) -> tuple[dict[int, tuple[FailureKind, str]], tuple[tuple[int, ...], ...]]:
     """A wholly invalid answer: split into halves once, then single items, then plain re-attempts.
 
-    An item with no attempt left is re-attempted (the store fails it for its bound), never split again.
+    An item with no attempt left is re-attempted (the bound makes it give up), never split again.
     """
     can_split = _splits(split_round, items)
     alive = [item.id for item in items if item.attempts_left > 0]
@@ -333,7 +385,7 @@ def _failed(
 def _stopping(verdict: Verdict, kind: FailureKind, message: str) -> Verdict:
     """``verdict``, and the run stops for a person: every further call would fail alike; the breaker opens."""
     stop = Stop(kind, f"{kind.value}: {message}")
-    return replace(verdict, breaker=Open(stop.reason), stop=stop)
+    return replace(verdict, breaker=Open(kind, stop.reason), stop=stop)
 
 
 def _rate_limit_wait(retry_after: float | None, in_a_row: int, limits: Backoff, jitter: float) -> float:

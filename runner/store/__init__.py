@@ -1,7 +1,15 @@
-"""The run store: every item's state, in one SQLite file (``sqlite``), its schema and the read model (``views``)."""
+"""The run store: every item's state, in one SQLite file, its schema, its one writer of items, and the read model.
+
+- ``sqlite``: the SQLite store's verbs (with ``commands`` and ``leases``),
+  each one transaction that decides nothing; ``connection``: the file.
+- ``items``: the one writer of item state, by ``runner.model.MOVES``.
+- ``schema``: tables, triggers and migrations.
+- ``views``: the one read model that the CLI, the TUI and the panel render.
+"""
 
 from __future__ import annotations
 
-from .sqlite import Batch, Settlement, StartedItem, Store
+from ..model import Batch, Settlement, StartedItem
+from .sqlite import Store
 
 __all__ = ["Batch", "Settlement", "StartedItem", "Store"]

@@ -326,6 +326,36 @@ ANSWERS = [
     """,
 ]
 
+# Version 8: the shape of the core (issue 14). A sent item's wait for a person
+# is a named ``hold`` ('none', 'confirm': held for a person's confirmation,
+# 'confirmed': the engine polls or looks for its task), no longer the integers
+# 0, 1 and 2 of ``needs_confirmation`` inside ``running``. ``items.result`` is
+# gone: it was a copy of ``output`` made on completion, and a completed item's
+# output is its result (a store whose result differs keeps the result). Why a
+# breaker opened is a kind (``runs.breaker_kind``, a failure kind) beside its
+# reason, read from the reason's leading kind in older stores, so that exit
+# codes come from the kind, never from the sentence.
+SHAPE = [
+    "ALTER TABLE items ADD COLUMN hold TEXT NOT NULL DEFAULT 'none'",
+    "UPDATE items SET hold = CASE needs_confirmation WHEN 1 THEN 'confirm' ELSE 'confirmed' END "
+    "WHERE needs_confirmation IN (1, 2)",
+    "DROP INDEX items_held",
+    "ALTER TABLE items DROP COLUMN needs_confirmation",
+    "CREATE INDEX items_held ON items (run_id) WHERE hold = 'confirm'",
+    "UPDATE items SET output = result WHERE state = 'completed' AND result IS NOT NULL AND output IS NOT result",
+    "ALTER TABLE items DROP COLUMN result",
+    "ALTER TABLE runs ADD COLUMN breaker_kind TEXT",
+    """
+    UPDATE runs SET breaker_kind = CASE
+        WHEN breaker_reason LIKE '% consecutive transport failures%' THEN 'transport'
+        ELSE substr(breaker_reason, 1, instr(breaker_reason, ':') - 1) END
+    WHERE breaker != 'closed' AND (breaker_reason LIKE '% consecutive transport failures%'
+        OR substr(breaker_reason, 1, instr(breaker_reason, ':') - 1) IN (
+            'transport', 'rate_limited', 'batch_invalid', 'item_invalid', 'auth', 'billing', 'permission',
+            'bad_request', 'not_found', 'input_changed', 'store'))
+    """,
+]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
@@ -335,6 +365,7 @@ MIGRATIONS: list[list[str]] = [
     INPUTS,
     BATCH_EVENTS,
     ANSWERS,
+    SHAPE,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -35,7 +35,7 @@ def unfinished(store: Store, run_id: int) -> int:
 def next_due(store: Store, run_id: int) -> float | None:
     """When the earliest waiting item may be tried again."""
     rows = store.rows(
-        "SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND needs_confirmation = 0",
+        "SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND hold = 'none'",
         [run_id],
     )
     due = rows[0]["t"]
@@ -49,7 +49,7 @@ def status(store: Store, name: str, *, now: float) -> dict[str, Any]:
     totals = {s.value: sum(g[s.value] for g in groups.values()) for s in ItemState}
     (run,) = store.rows("SELECT breaker, breaker_reason FROM runs WHERE id = ?", [run_id])
     (held,) = store.rows(
-        "SELECT count(*) AS n FROM items WHERE run_id = ? AND needs_confirmation = 1", [run_id]
+        "SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'confirm'", [run_id]
     )
     return {
         "run": name,
@@ -99,7 +99,7 @@ def runs(store: Store) -> list[dict[str, Any]]:
 
 def held_count(store: Store, run_id: int) -> int:
     """Items held for a person's confirmation (a partial index keeps this cheap)."""
-    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND needs_confirmation = 1", [run_id])
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'confirm'", [run_id])
     return int(row["n"])
 
 
@@ -197,8 +197,9 @@ def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
     """One item as the store keeps it, by key."""
     rows = store.rows(
         'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, '
-        "(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, result, error_kind AS kind, "
-        "error AS message, retryable, needs_confirmation, updated_at FROM items WHERE run_id = ? AND key = ?",
+        "(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, "
+        "CASE WHEN state = 'completed' THEN output END AS result, error_kind AS kind, "
+        "error AS message, retryable, hold, updated_at FROM items WHERE run_id = ? AND key = ?",
         [run_id, key],
     )
     return rows[0] if rows else None
@@ -232,7 +233,7 @@ def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[s
 def results(store: Store, run_id: int) -> list[dict[str, Any]]:
     """Completed items with their saved result (JSON text), in input order."""
     return store.rows(
-        "SELECT key, grp AS \"group\", result FROM items WHERE run_id = ? AND state = 'completed' ORDER BY seq",
+        "SELECT key, grp AS \"group\", output AS result FROM items WHERE run_id = ? AND state = 'completed' ORDER BY seq",
         [run_id],
     )
 

@@ -230,7 +230,7 @@ async def test_another_store_reusing_the_run_name_never_adopts_this_ones_batch(
         await runs.execute(second, job, clock=clock)
         recovery.confirm(second, "test", now=clock.now())
         done = await runs.execute(second, job, clock=clock)
-        summaries = {json.loads(r["result"])["summary"] for r in second.db.query("SELECT result FROM items")}
+        summaries = {json.loads(r["output"])["summary"] for r in second.db.query("SELECT output FROM items WHERE state = 'completed'")}
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 2
     assert all(summary.startswith("A different text") for summary in summaries)

@@ -12,6 +12,7 @@ from support import v4_store
 from unwritable import NOW, Folder, small_store, write_lock_held
 
 from runner import control
+from runner.model import FailureKind
 from runner.store import schema, views
 from runner.errors import StoreError
 from runner.store import Store
@@ -66,7 +67,7 @@ def test_a_store_read_where_no_wal_could_be_made_is_read_afresh_once_a_writer_wr
         before = views.status(view, "posts", now=NOW)["breaker"]
         unwritable.writable()
         with Store(db) as engine:
-            engine.open_breaker(engine.run_id("posts"), "opened after the view")
+            engine.open_breaker(engine.run_id("posts"), FailureKind.STORE, "opened after the view")
             after = views.status(view, "posts", now=NOW)["breaker"]
     assert (before, after) == ({"state": "closed", "reason": None}, {"state": "open", "reason": "opened after the view"})
 

@@ -19,6 +19,7 @@ import pytest
 from support import ROOT, v4_store
 from unwritable import SMALL_COUNTS, Folder, digest, reader_argv, small_store, write_lock_held
 
+from runner.model import FailureKind
 from runner.store import schema
 from runner.store import Store
 
@@ -78,7 +79,7 @@ def test_views_read_a_store_in_a_read_only_folder_as_an_engine_writes_it(folder:
     with Store(db) as engine:
         for path in (*folder.iterdir(), folder):  # the engine's -wal and -shm are there; a reader can write nothing
             path.chmod(0o555 if path == folder else 0o444)
-        engine.open_breaker(engine.run_id("posts"), "written while the folder was read-only")
+        engine.open_breaker(engine.run_id("posts"), FailureKind.STORE, "written while the folder was read-only")
         assert_views_read(db, breaker="open")
 
 

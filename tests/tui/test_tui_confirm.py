@@ -39,10 +39,10 @@ def crashed(store: Store, job: Job, *, submits: bool) -> None:
     store.db.execute("DELETE FROM engines")
 
 
-def held(store: Store) -> dict[int, int]:
-    """Items by needs_confirmation: 1 held, 2 confirmed (to poll or look for), 0 neither."""
-    rows = store.rows("SELECT needs_confirmation AS n, count(*) AS c FROM items GROUP BY n")
-    return {row["n"]: row["c"] for row in rows}
+def held(store: Store) -> dict[str, int]:
+    """Items by hold: confirm (held for a person), confirmed (to poll or look for), none."""
+    rows = store.rows("SELECT hold, count(*) AS c FROM items GROUP BY hold")
+    return {row["hold"]: row["c"] for row in rows}
 
 
 def batch_job(tmp_path: Path, sim: Simulator) -> Job:
@@ -56,7 +56,7 @@ async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adop
     job = batch_job(tmp_path, upstream)
     crashed(store, job, submits=True)
     stopped = await runs.execute(store, job, clock=clock)
-    assert stopped.exit_code == 4 and held(store) == {1: 5}
+    assert stopped.exit_code == 4 and held(store) == {"confirm": 5}
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -70,7 +70,7 @@ async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adop
         await settle(pilot)
         assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
         assert app.screen.view.items == ()
-    assert held(store) == {2: 5}
+    assert held(store) == {"confirmed": 5}
     done = await runs.execute(store, job, clock=clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 1
@@ -95,7 +95,7 @@ async def test_a_resubmit_asks_with_the_double_charge_warning_and_cancelling_kee
         await pilot.press("n")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmationsScreen)
-    assert held(store) == {1: 5}
+    assert held(store) == {"confirm": 5}
 
 
 async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
@@ -113,7 +113,7 @@ async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Confirm held item p001?"
         await pilot.click("#yes")
         await settle(pilot)
-    assert held(store) == {0: 1, 1: 4}
+    assert held(store) == {"none": 1, "confirm": 4}
     again = await runs.execute(store, job, clock=clock)
     states = {row["key"]: row["state"] for row in store.rows("SELECT key, state FROM items")}
     assert states["p001"] == ItemState.COMPLETED

@@ -77,7 +77,7 @@ class Hand:
         self.settle(batch, Settlement(completed=list(outputs), breaker=breaker.after_success), finished)
 
     def settle(self, batch: int, settlement: Settlement, at: float) -> None:
-        self.store.settle_batch(batch, settlement, max_attempts=3, now=at)
+        self.store.settle_batch(batch, settlement, now=at)
 
     def leave(self) -> None:
         """The engine is gone: its lease row with it."""

@@ -35,12 +35,14 @@ class Item:
     id: int
     key: str
     attempts_left: int = 2
+    refused_streak: int = 0
 
 
 @dataclass(frozen=True)
 class Limits:
     backoff: float = 1.0
     max_backoff: float = 60.0
+    max_refusals: int = 10
 
 
 def items(count: int, **fields: Any) -> list[Item]:
@@ -80,8 +82,8 @@ def test_a_wholly_invalid_answer_splits_once_in_halves_then_into_single_items(
 def test_the_attempt_bound_keeps_an_item_with_no_attempt_left_out_of_a_split() -> None:
     batch = [Item(1, "k1", 0), Item(2, "k2", 1), Item(3, "k3", 1), Item(4, "k4", 0)]
     judged = verdict(Answered({}, "empty answer"), batch)
-    assert judged.split == ((2,), (3,))
-    assert judged.retry == {1: (BATCH_INVALID, "empty answer"), 4: (BATCH_INVALID, "empty answer")}
+    assert (judged.split, judged.retry) == (((2,), (3,)), {})
+    assert judged.gave_up == {1: (BATCH_INVALID, "empty answer (gave up"), 4: (BATCH_INVALID, "empty answer (gave up")}
 
 
 def test_only_the_invalid_items_are_retried() -> None:
@@ -139,7 +141,7 @@ def test_every_other_failure_fails_the_items_with_its_kind_and_credentials_balan
     judged = verdict(error, items(2))
     assert judged.failed == {1: (error.kind, error.message, retryable), 2: (error.kind, error.message, retryable)}
     assert (judged.retry, judged.stop, judged.refused) == ({}, stop, frozenset())
-    assert judged.breaker == (Open(stop.reason) if stop else None)
+    assert judged.breaker == (Open(stop.kind, stop.reason) if stop else None)
     if stop:
         assert judged.breaker is not None and judged.breaker(Control()).breaker is BreakerState.OPEN
 
@@ -187,7 +189,7 @@ def test_the_same_400_twice_in_a_row_stops_the_run(before: Streaks, stops: bool)
     assert judged.streaks == Streaks(rate_limited=before.rate_limited, last_refusal="# unknown parameter #")
     reason = "bad_request: 400 unknown parameter 7 (refused so twice in a row)"
     assert judged.stop == (Stop(FailureKind.BAD_REQUEST, reason) if stops else None)
-    assert judged.breaker == (Open(reason) if stops else None)
+    assert judged.breaker == (Open(FailureKind.BAD_REQUEST, reason) if stops else None)
 
 
 @pytest.mark.parametrize("in_a_row, jitter, wait", [
@@ -247,7 +249,7 @@ def test_a_task_never_created_is_sent_again_at_once_with_nothing_to_pay_twice() 
 
 
 def test_saved_outputs_are_validated_locally() -> None:
-    judged = judge_saved({1: '{"label": "x"}', 2: None, 3: '{"note": "x"}', 4: "null"}, check=lambda r: (
+    judged = judge_saved(items(4), {1: '{"label": "x"}', 2: None, 3: '{"note": "x"}', 4: "null"}, check=lambda r: (
         "result is not a JSON object" if not isinstance(r, dict) else labelled(r)), limits=Limits(), now=NOW)
     assert judged.completed == (1,)
     assert judged.retry == {
@@ -256,3 +258,34 @@ def test_saved_outputs_are_validated_locally() -> None:
         4: (ITEM_INVALID, "result is not a JSON object"),
     }
     assert (judged.not_before, judged.breaker) == (NOW + 1.0, None)
+
+
+RATE_LIMITED = errors.RateLimited("429 slow down", retry_after=5.0)
+TRANSPORT_FAILURE = errors.TransportError("connection reset")
+
+
+@pytest.mark.parametrize("failure, attempts_left, refused_streak, gives_up", [
+    # A try that may have cost: the bound is max_attempts.
+    (TRANSPORT_FAILURE, 1, 0, None),
+    (TRANSPORT_FAILURE, 0, 0, "connection reset (gave up"),
+    (TRANSPORT_FAILURE, 0, 9, "connection reset (gave up"),
+    # A refused try (a 429: nothing ran) gives its attempt back; the bound is max_refusals in a row.
+    (RATE_LIMITED, 0, 0, None),
+    (RATE_LIMITED, 0, 8, None),
+    (RATE_LIMITED, 2, 9, "429 slow down (gave up after 10 refusals in a row, nothing billed for them"),
+])
+def test_the_attempt_bound_counts_tries_that_may_have_cost_and_refusals_in_a_row(
+    failure: errors.UpstreamError, attempts_left: int, refused_streak: int, gives_up: str | None
+) -> None:
+    judged = verdict(failure, items(1, attempts_left=attempts_left, refused_streak=refused_streak))
+    if gives_up is None:
+        assert (1 in judged.retry, judged.gave_up) == (True, {})
+    else:
+        assert (judged.retry, judged.gave_up) == ({}, {1: (failure.kind, gives_up)})
+
+
+def test_an_invalid_saved_output_gives_up_when_its_attempts_are_spent() -> None:
+    judged = judge_saved(items(2, attempts_left=0), {1: '{"label": "x"}', 2: '{"note": "x"}'}, check=labelled,
+                         limits=Limits(), now=NOW)
+    assert (judged.completed, judged.retry) == ((1,), {})
+    assert judged.gave_up == {2: (ITEM_INVALID, "result has no label (gave up")}

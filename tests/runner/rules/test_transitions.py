@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import reduce
 
 import pytest
 
 from runner.rules import breaker
 from runner.rules.breaker import Control, Open, TransportFailure
-from runner.model import BreakerState
+from runner.model import BreakerState, FailureKind
 
 CLOSED, PROBING, OPEN = BreakerState.CLOSED, BreakerState.PROBING, BreakerState.OPEN
 SUCCESS, FAILURE = breaker.after_success, TransportFailure("503 sick")
@@ -29,10 +30,25 @@ def test_one_final_transport_failure_probes_a_second_in_a_row_opens_and_a_succes
 
 
 def test_an_open_breaker_keeps_the_reason_it_opened_for() -> None:
-    opened = breaker.opened(Control(), "billing: 429 insufficient_quota")
+    opened = breaker.opened(Control(), FailureKind.BILLING, "billing: 429 insufficient_quota")
     later = breaker.after_transport_failure(opened, "503 server_is_overloaded")
-    assert (later.breaker, later.reason, later.transport_failures) == (BreakerState.OPEN, opened.reason, 1)
-    assert Open("auth: 401")(Control(paused=True, steps=1)) == Control(OPEN, "auth: 401", 0, True, 1)
+    assert (later.breaker, later.reason, later.transport_failures, later.kind) == (
+        BreakerState.OPEN, opened.reason, 1, FailureKind.BILLING)
+    assert Open(FailureKind.AUTH, "auth: 401")(Control(paused=True, steps=1)) == Control(
+        OPEN, "auth: 401", 0, True, 1, FailureKind.AUTH)
+
+
+@pytest.mark.parametrize("moves, kind", [
+    ([FAILURE], FailureKind.TRANSPORT),
+    ([FAILURE, FAILURE], FailureKind.TRANSPORT),
+    ([FAILURE, SUCCESS], None),
+    ([Open(FailureKind.AUTH, "auth: 401"), breaker.resumed], None),
+    ([Open(FailureKind.STORE, "store: disk full"), SUCCESS], FailureKind.STORE),
+])
+def test_the_breaker_keeps_the_kind_of_failure_it_stands_for_so_that_exit_codes_come_from_the_kind(
+    moves: list[Callable[[Control], Control]], kind: FailureKind | None
+) -> None:
+    assert reduce(lambda control, move: move(control), moves, Control()).kind is kind
 
 
 def test_resuming_probes_and_lifts_a_pause_and_its_steps() -> None:

@@ -1,0 +1,102 @@
+"""A person's hand on a run, as the store keeps it: the control row, retries, confirmations, and the log of commands.
+
+Each verb is one transaction that logs its command in ``commands``; what a
+command does to the control row (pause, resume, step) is the rules' to say
+(``change``), and the engine holding the run reads the row on every turn.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import StoreError
+from ..model import BreakerState, FailureKind
+from ..rules.breaker import Control
+from .connection import SQLiteFile
+from .items import move
+
+#: Held items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all).
+CHOSEN = "items.run_id = :run AND (:keys = '[]' OR items.key IN (SELECT value FROM json_each(:keys)))"
+
+LOG_COMMAND = """
+INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) VALUES (?, ?, ?, ?, ?, ?)
+"""
+
+
+class Commands(SQLiteFile):
+    """The verbs of a person's commands, and the control row the engine reads."""
+
+    def control(self, run_id: int) -> Control:
+        """The run's breaker and a person's controls (read by the engine before every start: plain sqlite3)."""
+        try:
+            (breaker, kind, reason, failures, paused, steps), = self.conn.execute(
+                "SELECT breaker, breaker_kind, breaker_reason, transport_failures, paused, steps FROM runs "
+                "WHERE id = ?", (run_id,)
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: store read failed ({exc})") from exc
+        return Control(BreakerState(breaker), reason, failures, bool(paused), steps,
+                       FailureKind(kind) if kind else None)
+
+    def write_control(self, conn: sqlite3.Connection, run_id: int, control: Control) -> None:
+        """Write the breaker and controls inside the caller's transaction."""
+        conn.execute(
+            "UPDATE runs SET breaker = ?, breaker_kind = ?, breaker_reason = ?, transport_failures = ?, "
+            "paused = ?, steps = ? WHERE id = ?",
+            (control.breaker, control.kind, control.reason, control.transport_failures, int(control.paused),
+             control.steps, run_id),
+        )
+
+    def open_breaker(self, run_id: int, kind: FailureKind, reason: str) -> None:
+        """Open the breaker on its own, keeping a person's pause and steps."""
+        with self.write() as conn:
+            conn.execute("UPDATE runs SET breaker = 'open', breaker_kind = ?, breaker_reason = ? WHERE id = ?",
+                         (kind, reason, run_id))
+
+    def command(self, run_id: int, command: str, change: Callable[[Control], Control], *, now: float) -> Control:
+        """A person's ``command`` on the control row, as ``change`` makes it (it may refuse by raising)."""
+        with self.write() as conn:
+            control = change(self.control(run_id))
+            self.write_control(conn, run_id, control)
+            conn.execute(LOG_COMMAND, (run_id, command, "{}", now, now,
+                                       f"{control.breaker.value}, paused={control.paused}"))
+        return control
+
+    def retry_failed(self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float) -> int:
+        """Failed items (all, one kind, or some keys) back to pending, each with a fresh attempt budget."""
+        params = {"run": run_id, "kind": kind, "keys": json.dumps(list(keys)), "now": now}
+        with self.write() as conn:
+            released = move(conn, "retry_failed", where=f"{CHOSEN} AND (:kind IS NULL OR items.error_kind = :kind)",
+                            values={"retry_base": "retry_base = attempts - refused",
+                                    "refused_streak": "refused_streak = 0"},
+                            params=params, returning="id")
+            conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
+                                       f"{len(released)} items"))
+        return len(released)
+
+    def held_items(self, run_id: int) -> list[dict[str, Any]]:
+        """The items held for a person, in order, with what their batch knows of its task."""
+        return self.rows(
+            "SELECT i.key, i.grp, b.upstream_id, b.submits, b.lands_by, i.attempts, i.paid_calls FROM items i "
+            "LEFT JOIN batches b ON b.id = i.batch_id "
+            "WHERE i.run_id = ? AND i.hold = 'confirm' ORDER BY i.seq",
+            [run_id],
+        )
+
+    def confirm(self, run_id: int, *, keys: Sequence[str], now: float) -> tuple[int, int, int]:
+        """Release held items (all, or ``keys``): (to poll their saved task, to look for it, sent again)."""
+        params = {"run": run_id, "keys": json.dumps(list(keys)), "now": now,
+                  "again": "confirmed by a person: sent again, may charge twice"}
+        with self.write() as conn:
+            polled = move(conn, "confirm", params=params, returning="id", where=(
+                f"{CHOSEN} AND items.batch_id IN (SELECT id FROM batches WHERE upstream_id IS NOT NULL)"))
+            adopted = move(conn, "confirm", params=params, returning="id", where=(
+                f"{CHOSEN} AND items.batch_id IN (SELECT id FROM batches WHERE submits = 1)"))
+            resent = move(conn, "resend", where=CHOSEN, values={"error": "error = :again"}, params=params,
+                          returning="id")
+            outcome = f"{len(polled)} to poll, {len(adopted)} to look for, {len(resent)} sent again"
+            conn.execute(LOG_COMMAND, (run_id, "confirm", params["keys"], now, now, outcome))
+        return len(polled), len(adopted), len(resent)

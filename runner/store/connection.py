@@ -1,0 +1,257 @@
+"""A run store's SQLite file: opening it (for writing, or read-only for views), its transactions and reads.
+
+Every verb that changes state is one ``BEGIN IMMEDIATE`` transaction (or
+part of the caller's, inside :meth:`SQLiteFile.write`), so a crash leaves
+either all of a step or none of it. Connections run in WAL mode with
+``synchronous=FULL`` (a committed ``running`` survives a power loss, not
+only a process crash) and a busy timeout, so that engines, the TUI and
+notebook panels in other processes share the file. Views open it read-only
+(``read_only=True``): they never write, never migrate and never wait for a
+writer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import sqlite_utils
+
+from ..errors import NotARunStore, StoreBusy, StoreError, StoreOutdated
+from . import schema
+
+NO_STORE = "no run store here (runner run or runner demo makes one)"
+
+#: The tables of a database, to tell a run store from another program's database.
+TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
+
+#: A read-only connection could not make or grow the -shm beside a WAL store:
+#: a read-only folder, a read-only file system, a full disk.
+NO_SHARED_MEMORY = {
+    sqlite3.SQLITE_READONLY_DIRECTORY,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_IOERR_SHMOPEN,
+    sqlite3.SQLITE_IOERR_SHMSIZE,
+}
+
+
+class SQLiteFile:
+    """One run store file; ``SQLiteStore(path)`` opens it for writing, creating it unless ``create=False``.
+
+    ``SQLiteStore(path, read_only=True)`` opens an existing store for a view (status,
+    failures, the TUI, the panel): on a connection that cannot write
+    (``mode=ro``), so it works on a read-only file or folder, on a full disk
+    and while another process holds the write lock (WAL readers wait for no
+    writer). It is never created or migrated: a store of an older schema is
+    refused with the command that upgrades it.
+    """
+
+    def __init__(
+        self, path: str | Path, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0
+    ) -> None:
+        self.path = Path(path)
+        #: How long a write waits for another process's write lock before StoreBusy.
+        self.busy_timeout = busy_timeout
+        if (read_only or not create) and not self.path.exists():
+            raise StoreError(f"{self.path}: {NO_STORE}")
+        if read_only:
+            self._open_reading()
+        else:
+            conn, version = self._connect_writing()
+            self._use(conn)
+            if version < schema.SCHEMA_VERSION:  # else no write: opening waits for no other writer
+                with _closed_on_error(conn):
+                    self._migrate()
+
+    def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
+        self.conn = conn
+        self.db = sqlite_utils.Database(conn)
+        #: Read as the file stood when opened, no -wal or -shm beside it (see ``_connect_reading``).
+        self._snapshot = snapshot
+
+    def _connect_writing(self) -> tuple[sqlite3.Connection, int]:
+        """A connection that writes, and the schema version it found."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+            with _closed_on_error(conn):
+                # Before anything that writes (journal_mode does): another program's database stays as it was.
+                version = self._identify(conn)
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            if _cannot_write(exc):
+                raise _write_failed(self.path, exc) from exc
+            raise StoreError(f"{self.path}: cannot open as a run store ({exc})") from exc
+        return conn, version
+
+    def _open_reading(self) -> None:
+        try:
+            conn, version, snapshot = self._connect_reading()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open as a run store ({exc})") from exc
+        with _closed_on_error(conn):
+            if not version:
+                raise StoreError(f"{self.path}: {NO_STORE}")
+            if version < schema.SCHEMA_VERSION:
+                raise StoreOutdated(
+                    f"{self.path} is at schema {version}, this runner reads {schema.SCHEMA_VERSION}: "
+                    "`runner run NAME` (any writing command) upgrades it"
+                )
+        self._use(conn, snapshot=snapshot)
+
+    def _connect_reading(self) -> tuple[sqlite3.Connection, int, bool]:
+        """A connection that cannot write, the schema version, and whether it reads a snapshot.
+
+        A WAL reader needs the -wal and -shm files beside the store and makes
+        them when they are missing (they stay, empty, when it closes). In a
+        read-only folder, or on a full disk, it cannot. Then, as long as no
+        -wal holds transactions that the file lacks, no writer is at work and
+        the file alone is the whole store: it is read as immutable (no locks,
+        no -shm), until a writer writes (``_follow_writer``).
+        """
+        uri = self.path.resolve().as_uri()
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            with _closed_on_error(conn):
+                return conn, self._identify(conn), False
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode not in NO_SHARED_MEMORY or self._wal_written():
+                raise
+        conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None)
+        with _closed_on_error(conn):
+            return conn, self._identify(conn), True
+
+    def _wal_written(self) -> bool:
+        """Whether the store's -wal holds anything: transactions that the file alone may not have."""
+        try:
+            return Path(f"{self.path}-wal").stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    def _follow_writer(self) -> None:
+        """A snapshot is opened again once a writer wrote (it may write the file itself at a checkpoint)."""
+        if self._snapshot and self._wal_written():
+            stale = self.conn
+            self._open_reading()
+            stale.close()
+
+    def _identify(self, conn: sqlite3.Connection) -> int:
+        """The store's schema version (0: a new, empty database); another program's or a newer runner's is refused."""
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = [name for (name,) in conn.execute(TABLES)]
+        if tables and (not version or "runs" not in tables):
+            raise NotARunStore(
+                f"{self.path} is a SQLite database but not a run store (it has tables {', '.join(tables)}); "
+                "nothing was changed"
+            )
+        if version > schema.SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: written by a newer runner (schema {version}, this one knows {schema.SCHEMA_VERSION})"
+            )
+        return version
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        with self.write():
+            version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > schema.SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: written by a newer runner (schema {version}, this one knows "
+                    f"{schema.SCHEMA_VERSION})"
+                )
+            for statements in schema.MIGRATIONS[version:]:
+                for statement in statements:
+                    self.conn.execute(statement)
+            self.conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
+
+        Inside a transaction already open (the engine saves a finished batch,
+        starts the next and forms another in one) it joins that transaction.
+        A write lock that another process held for all of ``busy_timeout``
+        raises StoreBusy before anything is written.
+        """
+        nested = self.conn.in_transaction
+        try:
+            if not nested:
+                self._begin()
+            try:
+                yield self.conn
+                if not nested:
+                    self.conn.execute("COMMIT")
+            except BaseException:
+                if not nested and self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise _write_failed(self.path, exc) from exc
+
+    def _begin(self) -> None:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            raise StoreBusy(
+                f"{self.path}: the store is busy: another process holds its write lock (adding a large "
+                f"input, say) and did not let go within {self.busy_timeout:g} s; nothing was written"
+            ) from exc
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float) -> Iterator[None]:
+        """Inside the block, a write waits at most ``seconds`` for another process's write lock."""
+        before = self.busy_timeout
+        self._set_busy_timeout(seconds)
+        try:
+            yield
+        finally:
+            self._set_busy_timeout(before)
+
+    def _set_busy_timeout(self, seconds: float) -> None:
+        self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        self.busy_timeout = seconds
+
+    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        self._follow_writer()
+        try:
+            return list(self.db.query(sql, params))
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: store read failed ({exc})") from exc
+
+
+@contextmanager
+def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
+    """Close a connection being opened if opening it fails, so that no refused store stays open."""
+    try:
+        yield
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused a write for want of room or rights (not for what was written)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return False
+    return (code & 0xFF) in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL) or code in NO_SHARED_MEMORY
+
+
+def _write_failed(path: Path, exc: sqlite3.Error) -> StoreError:
+    if _cannot_write(exc):
+        return StoreError(f"{path} cannot be written here ({exc}); nothing was written")
+    return StoreError(f"{path}: store write failed ({exc})")

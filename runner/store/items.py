@@ -1,0 +1,173 @@
+"""The one writer of the ``items`` table: every move of an item's state, by the transition table, and its tallies.
+
+:func:`move` makes every state change (and every change of an item's
+``hold``). It takes the move's name in :data:`runner.model.MOVES` and what
+the caller's verb selects, and builds the one ``UPDATE``: the new state and
+hold, an expression for each field the table says the move sets (no more,
+no fewer), NULL for each it clears, and the origin states as a condition, so
+an item in any other state is left alone. The statements are built once per
+shape and kept.
+
+Events: a move on the batch path (``per_batch``) is logged here, once for its
+batch, in the same transaction: after the update with the count it made when
+the items left one state, before it (one row per state they leave) when they
+may leave several. Every other state change is logged per item by the
+trigger ``items_change`` (see ``schema``), which also keeps ``counts``.
+
+The other writes here change no state: the tallies of paid, maybe paid and
+refused tries, and items added or given a new input.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from ..model import MOVES, ItemState, Move
+
+#: Items of a batch that moved together; no row when none did.
+LOG_BATCH = """
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
+SELECT run_id, id, :now, :from_state, :to_state, :moved FROM batches WHERE id = :logged_for AND :moved > 0
+"""
+
+
+def move(
+    conn: sqlite3.Connection,
+    name: str,
+    *,
+    where: str,
+    params: Mapping[str, Any],
+    values: Mapping[str, str] | None = None,
+    source: str = "",
+    origin: ItemState | None = None,
+    logged_for: str | None = None,
+    returning: str = "",
+) -> list[tuple[Any, ...]]:
+    """Make the move ``name`` for the items ``where`` selects (joined with ``source``); the rows ``returning`` asks.
+
+    ``values``: field -> SQL expression, for exactly the fields the move
+    sets. ``origin`` narrows the move's origin states to one. A move on the
+    batch path is logged for the batch whose id is the parameter
+    ``logged_for`` names. ``params`` must hold ``now``. Returns the rows
+    asked for, or none.
+    """
+    the_move = MOVES[name]
+    origins = _origins(the_move, origin)
+    sql = _statement(name, where, tuple(sorted((values or {}).items())), source, origins, returning)
+    if the_move.per_batch and len(origins) > 1:
+        conn.execute(_log_leaving(where, source, origins), {**params, "logged_for": params[logged_for or ""],
+                                                            "to_state": the_move.to})
+    cursor = conn.execute(sql, params)
+    rows = cursor.fetchall() if returning else []
+    if the_move.per_batch and len(origins) == 1:
+        conn.execute(LOG_BATCH, {"now": params["now"], "from_state": origins[0], "to_state": the_move.to,
+                                 "moved": len(rows) if returning else cursor.rowcount,
+                                 "logged_for": params[logged_for or ""]})
+    return rows
+
+
+def move_each(
+    conn: sqlite3.Connection, name: str, *, where: str, values: Mapping[str, str], params: list[dict[str, Any]]
+) -> None:
+    """The move ``name`` (one logged per item) for each of ``params``: one item each, with its own values."""
+    the_move = MOVES[name]
+    if the_move.per_batch:
+        raise ValueError(f"move {name!r} is logged per batch: make it with move()")
+    sql = _statement(name, where, tuple(sorted(values.items())), "", tuple(sorted(the_move.origins)), "")
+    conn.executemany(sql, params)
+
+
+def _origins(the_move: Move, origin: ItemState | None) -> tuple[ItemState, ...]:
+    if origin is None:
+        return tuple(sorted(the_move.origins))
+    if origin not in the_move.origins:
+        raise ValueError(f"no move from {origin} in {the_move}")
+    return (origin,)
+
+
+@cache
+def _statement(
+    name: str, where: str, values: tuple[tuple[str, str], ...], source: str, origins: tuple[ItemState, ...],
+    returning: str,
+) -> str:
+    """The ``UPDATE`` of one move for one shape of selection, checked against the transition table."""
+    the_move = MOVES[name]
+    if {field for field, _ in values} != the_move.sets:
+        raise ValueError(f"move {name!r} sets {sorted(the_move.sets)}, not {[field for field, _ in values]}")
+    assignments = [f"state = '{the_move.to.value}'", "updated_at = :now"]
+    assignments += [expression for _, expression in values]
+    assignments += [f"{field} = NULL" for field in sorted(the_move.clears)]
+    conditions = [f"({where})", f"items.state IN ({_quoted(origins)})"]
+    if the_move.hold is not None:
+        assignments.append(f"hold = '{the_move.hold.value}'")
+    if the_move.held is not None:
+        conditions.append(f"items.hold = '{the_move.held.value}'")
+    sql = f"UPDATE items SET {', '.join(assignments)} {source} WHERE {' AND '.join(conditions)}"
+    return f"{sql} RETURNING {returning}" if returning else sql
+
+
+@cache
+def _log_leaving(where: str, source: str, origins: tuple[ItemState, ...]) -> str:
+    """The events of a batch-path move whose items may leave several states: one row per state left."""
+    return (
+        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items) "
+        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*) FROM items {_from(source)} "
+        f"WHERE ({where}) AND items.state IN ({_quoted(origins)}) GROUP BY items.run_id, items.state"
+    )
+
+
+def _from(source: str) -> str:
+    """A ``FROM`` clause of an update, as a join of a select."""
+    return source.replace("FROM ", ", ", 1) if source else ""
+
+
+def _quoted(states: tuple[ItemState, ...]) -> str:
+    return ", ".join(f"'{state.value}'" for state in states)
+
+
+# Tallies: no state changes ------------------------------------------------
+
+#: Each of a batch's items still running may have paid a call with no answer to show.
+MAYBE_PAID_RUNNING = "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running'"
+
+#: Some items of a batch (``:ids``) may have paid a call with no answer to show.
+MAYBE_PAID = """
+UPDATE items SET maybe_paid = maybe_paid + 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
+"""
+
+#: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,
+#: item ids) are counted, in a row too; any other ends a streak of refusals.
+COUNT_REFUSED = """
+UPDATE items SET
+    refused = refused + (id IN (SELECT value FROM json_each(:refused))),
+    refused_streak = CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN refused_streak + 1 ELSE 0 END
+WHERE batch_id = :batch AND state IN ('running', 'received')
+    AND (refused_streak > 0 OR id IN (SELECT value FROM json_each(:refused)))
+"""
+
+# Items added, or given a new input ------------------------------------------
+
+#: A new item, or a known one's new input: its group, order and size (its state is the moves' to change).
+UPSERT_ITEM = """
+INSERT INTO items (run_id, key, grp, seq, chars, fingerprint, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (run_id, key) DO UPDATE SET
+    grp = excluded.grp, seq = excluded.seq, chars = excluded.chars,
+    fingerprint = excluded.fingerprint, updated_at = excluded.updated_at
+WHERE items.fingerprint != excluded.fingerprint
+"""
+
+UPSERT_INPUT = """
+INSERT INTO inputs (item_id, input) SELECT id, ? FROM items WHERE run_id = ? AND key = ?
+ON CONFLICT (item_id) DO UPDATE SET input = excluded.input WHERE input != excluded.input
+"""
+
+#: The known items of the run whose input (``:rows``, [key, fingerprint] pairs) changed.
+CHANGED_INPUT = (
+    "items.run_id = :run AND items.key = changed.value ->> 0 AND items.fingerprint != changed.value ->> 1"
+)
+CHANGED_SOURCE = "FROM json_each(:rows) AS changed"
