@@ -1,0 +1,182 @@
+"""The Store protocol's contract: each verb is one transaction that makes durable what a rule decided.
+
+Every backend runs this file (``conftest.BACKENDS``); it reads what a verb
+did through the verbs themselves and the read model, never through SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from support import make_job, posts
+
+from runner import jobs
+from runner.errors import RunError
+from runner.jobs import BatchLimits, Job
+from runner.model import Batch, BreakerState, FailureKind, Holder, Settlement
+from runner.rules.breaker import Control, Open
+from runner.store import Store, views
+from runner.store.protocol import Store as StoreProtocol
+
+URL = "http://127.0.0.1:9/v1"
+LEASE = ("test", "engine")
+LIMITS = BatchLimits(max_items=3, max_chars=10**6)
+
+
+def prepared(tmp_path: Path, store: Store, count: int = 5) -> tuple[Job, int]:
+    job = make_job(tmp_path, URL, posts(count))
+    run_id = store.prepare_run(job, jobs.items(job), now=1.0)
+    store.take_lease("test", token="engine", pid=1, host="here", now=1.0, refuse=lambda holder: None)
+    return job, run_id
+
+
+def states(store: Store, run_id: int) -> dict[str, str]:
+    return {key: views.item(store, run_id, key)["state"] for key in (f"p{i:03d}" for i in range(5))
+            if views.item(store, run_id, key) is not None}
+
+
+def started(store: Store, run_id: int) -> tuple[Batch, list[int]]:
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    assert batch is not None
+    return batch, [item.id for item in store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)]
+
+
+def test_the_sqlite_store_implements_the_protocol(store: Store) -> None:
+    assert isinstance(store, StoreProtocol)
+
+
+def test_preparing_a_run_adds_its_items_as_pending_and_finds_it_by_name(tmp_path: Path, store: Store) -> None:
+    job, run_id = prepared(tmp_path, store)
+    assert (store.run_id("test"), store.run_names(), store.job("test")) == (run_id, ["test"], job)
+    assert set(states(store, run_id).values()) == {"pending"}
+    with pytest.raises(RunError, match="no run named 'other'"):
+        store.run_id("other")
+
+
+def test_a_claim_forms_a_queued_batch_and_a_start_runs_it_under_the_lease(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    assert batch is not None and batch.size == 3
+    assert store.start_batch(batch.id, lease=("test", "not the holder"), max_attempts=3, now=3.0) == []
+    items = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
+    assert [(item.key, item.attempts_left) for item in items] == [("p000", 2), ("p001", 2), ("p002", 2)]
+    assert list(states(store, run_id).values()) == ["running"] * 3 + ["pending"] * 2
+
+
+def test_an_answer_is_received_then_settled_as_the_verdict_says(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (done, again, failed) = started(store, run_id)
+    store.record_answer(batch.id, {done: '{"label": "x"}'}, raw="{}", now=4.0)
+    store.settle_batch(batch.id, Settlement(
+        completed=[done], retry={again: (FailureKind.ITEM_INVALID, "no label")},
+        failed={failed: (FailureKind.BAD_REQUEST, "refused", False)}, not_before=9.0,
+    ), now=5.0)
+    assert states(store, run_id) == {"p000": "completed", "p001": "waiting", "p002": "failed",
+                                     "p003": "pending", "p004": "pending"}
+    assert views.results(store, run_id) == [{"key": "p000", "group": "2026-01", "result": '{"label": "x"}'}]
+
+
+def test_an_item_that_gives_up_fails_retryable_with_its_tally(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (first, *_) = started(store, run_id)
+    store.settle_batch(batch.id, Settlement(gave_up={first: (FailureKind.TRANSPORT, "reset (gave up")}), now=5.0)
+    item = views.item(store, run_id, "p000")
+    assert item is not None
+    assert (item["state"], item["retryable"], item["message"]) == ("failed", 1, "reset (gave up; attempts: 1, paid calls: 0)")
+
+
+def test_a_split_queues_new_batches_that_know_their_parent(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, ids = started(store, run_id)
+    halves = store.settle_batch(batch.id, Settlement(split=[ids[:2], ids[2:]]), now=5.0)
+    assert [(half.size, half.round) for half in halves] == [(2, 1), (1, 1)]
+    assert list(states(store, run_id).values())[:3] == ["queued"] * 3
+
+
+def test_advance_saves_a_batch_starts_the_next_and_forms_one_more_in_one_commit(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store, count=5)
+    first, ids = started(store, run_id)
+    store.record_answer(first.id, {i: "{}" for i in ids}, raw="{}", now=4.0)
+    second = store.claim_batch(run_id, max_items=1, max_chars=10**6, now=4.0)
+    assert second is not None
+    items, formed = store.advance(run_id, second, settled=(first, Settlement(completed=ids)), lease=LEASE,
+                                  limits=LIMITS, max_attempts=3, now=5.0, step=False, intent=True, claim=True)
+    assert [item.key for item in items] == ["p003"] and [batch.size for batch in formed] == [1]
+    assert list(states(store, run_id).values()) == ["completed"] * 3 + ["running", "queued"]
+
+
+def test_recovery_gives_back_what_was_never_sent_and_holds_what_was(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    store.claim_batch(run_id, max_items=3, max_chars=10**6, now=4.0)
+    store.recover(run_id, now=5.0)
+    assert list(states(store, run_id).values()) == ["running"] * 3 + ["pending"] * 2
+    assert [row["key"] for row in store.held_items(run_id)] == ["p000", "p001", "p002"]
+
+
+def test_confirming_releases_held_items_to_be_sent_again_and_counts_each_case(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    store.recover(run_id, now=5.0)
+    assert store.confirm(run_id, keys=["p001"], now=6.0) == (0, 0, 1)
+    assert states(store, run_id)["p001"] == "pending" and len(store.held_items(run_id)) == 2
+
+
+def test_a_held_task_confirmed_is_resumed_without_a_new_attempt(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    assert batch is not None
+    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
+    store.mark_intent(batch.id, now=3.0)
+    store.save_task_id(batch.id, "batch_1")
+    store.hold(batch.id, now=4.0)
+    assert store.confirm(run_id, keys=[], now=5.0) == (3, 0, 0)
+    (resumable,) = store.resumable(run_id)
+    items = store.resume_batch(resumable.id, max_attempts=3, now=6.0)
+    assert [item.attempts_left for item in items] == [2, 2, 2] and store.task_id(batch.id) == "batch_1"
+
+
+def test_a_person_retries_failed_items_with_a_fresh_attempt_budget(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, ids = started(store, run_id)
+    store.settle_batch(batch.id, Settlement(failed={i: (FailureKind.AUTH, "401", True) for i in ids}), now=5.0)
+    assert store.retry_failed(run_id, kind="billing", keys=[], now=6.0) == 0
+    assert store.retry_failed(run_id, kind="auth", keys=["p000"], now=6.0) == 1
+    assert store.retry_failed(run_id, kind=None, keys=[], now=6.0) == 2
+    assert list(states(store, run_id).values()) == ["pending"] * 5
+
+
+def test_the_breaker_moves_with_the_batch_that_moved_it_and_a_command_is_logged(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, ids = started(store, run_id)
+    store.settle_batch(batch.id, Settlement(breaker=Open(FailureKind.AUTH, "auth: 401")), now=5.0)
+    assert store.control(run_id) == Control(BreakerState.OPEN, "auth: 401", kind=FailureKind.AUTH)
+    paused = store.command(run_id, "pause", lambda control: replace(control, paused=True), now=6.0)
+    assert paused.paused and store.control(run_id) == paused
+    assert [row["command"] for row in views.command_tail(store, run_id, limit=5)] == ["pause"]
+
+
+def test_a_live_lease_holder_may_refuse_a_second_engine(tmp_path: Path, store: Store) -> None:
+    prepared(tmp_path, store)
+    assert store.holder("test") == Holder(pid=1, host="here", heartbeat_at=1.0)
+
+    def refuse(holder: Holder) -> None:
+        raise RunError(f"held by {holder.pid}")
+
+    with pytest.raises(RunError, match="held by 1"):
+        store.take_lease("test", token="second", pid=2, host="here", now=2.0, refuse=refuse)
+    assert store.beat("test", token="engine", now=3.0) and not store.beat("test", token="second", now=3.0)
+    store.release_lease("test", token="engine")
+    assert store.holder("test") is None
+
+
+def test_a_duplicate_task_is_kept_once_as_an_unknown_charge(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, _ = started(store, run_id)
+    assert store.record_duplicate(batch.id, "batch_2", cancelled=True, message="second task", now=4.0)
+    assert not store.record_duplicate(batch.id, "batch_2", cancelled=True, message="second task", now=5.0)
+    assert [row["upstream_id"] for row in views.duplicates(store, run_id)] == ["batch_2"]
+    item = views.item(store, run_id, "p000")
+    assert item is not None and item["maybe_paid"] == 1
