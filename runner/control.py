@@ -15,20 +15,20 @@ from dataclasses import replace
 from . import breaker
 from .breaker import Control
 from .errors import RunError
-from .store import Store
+from .store.protocol import RunStore
 
 
-def pause(store: Store, name: str, *, now: float) -> Control:
+def pause(store: RunStore, name: str, *, now: float) -> Control:
     """Stop starting batches; batches in flight finish."""
     return _apply(store, name, "pause", now, lambda c: replace(c, paused=True))
 
 
-def resume(store: Store, name: str, *, now: float) -> Control:
+def resume(store: RunStore, name: str, *, now: float) -> Control:
     """Lift a pause or an open breaker: one batch at a time until one succeeds."""
     return _apply(store, name, "resume", now, breaker.resumed)
 
 
-def step(store: Store, name: str, *, now: float) -> Control:
+def step(store: RunStore, name: str, *, now: float) -> Control:
     """Let exactly one more batch start while paused or open; the run stays held."""
 
     def one_more(control: Control) -> Control:
@@ -39,10 +39,10 @@ def step(store: Store, name: str, *, now: float) -> Control:
     return _apply(store, name, "step", now, one_more)
 
 
-def retry(store: Store, name: str, *, now: float, kind: str | None = None, keys: Sequence[str] = ()) -> int:
+def retry(store: RunStore, name: str, *, now: float, kind: str | None = None, keys: Sequence[str] = ()) -> int:
     """Send failed items again (all, one kind, or some keys), each with a fresh attempt budget."""
     return store.retry_failed(store.run_id(name), kind=kind, keys=keys, now=now)
 
 
-def _apply(store: Store, name: str, command: str, now: float, change: Callable[[Control], Control]) -> Control:
+def _apply(store: RunStore, name: str, command: str, now: float, change: Callable[[Control], Control]) -> Control:
     return store.command(store.run_id(name), command, change, now=now)

@@ -5,7 +5,7 @@ an item, beats every few seconds, and gives it back when it stops. A second
 engine is refused while the first one's heartbeat is fresh. A holder on this
 host whose process is gone is dead at once, so a restart after a crash need
 not wait for the heartbeat to age. An engine that finds its lease taken
-starts nothing more (``Store.start_batch`` checks the lease in the same
+starts nothing more (``RunStore.start_batch`` checks the lease in the same
 transaction).
 """
 
@@ -15,14 +15,14 @@ import os
 import socket
 
 from .errors import RunError
-from .store import Store
+from .store.protocol import RunStore
 from .model import Holder
 
 #: A heartbeat older than this means the engine holding the run is dead.
 LEASE_SECONDS = 15.0
 
 
-def acquire(store: Store, run: str, *, token: str, now: float) -> None:
+def acquire(store: RunStore, run: str, *, token: str, now: float) -> None:
     """Hold ``run`` for the engine ``token``; refuse while another live engine holds it."""
 
     def refuse_a_live_holder(holder: Holder) -> None:
@@ -36,16 +36,16 @@ def acquire(store: Store, run: str, *, token: str, now: float) -> None:
                      refuse=refuse_a_live_holder)
 
 
-def beat(store: Store, run: str, *, token: str, now: float) -> bool:
+def beat(store: RunStore, run: str, *, token: str, now: float) -> bool:
     """Renew the lease; False when another engine has taken it."""
     return store.beat(run, token=token, now=now)
 
 
-def release(store: Store, run: str, *, token: str) -> None:
+def release(store: RunStore, run: str, *, token: str) -> None:
     store.release_lease(run, token=token)
 
 
-def alive(store: Store, run: str, *, now: float) -> bool:
+def alive(store: RunStore, run: str, *, now: float) -> bool:
     """Whether a live engine holds the run."""
     holder = store.holder(run)
     return holder is not None and _lives(holder, now)

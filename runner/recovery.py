@@ -17,7 +17,7 @@ held, never re-sent on their own; each is shown with its case:
   items again, which may run and charge twice.
 
 Items whose input changed are never restored (``input_changed``, see
-``Store.prepare_run``), and saved outputs are completed locally with no call
+``RunStore.prepare_run``), and saved outputs are completed locally with no call
 (``Engine``); neither needs a person. The order of all these cases is
 :func:`runner.rules.triage.triage`'s; a held item's case is what it says
 confirming does.
@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from .rules import triage
-from .store import Store
+from .store.protocol import RunStore
 
 class Case(StrEnum):
     """How a held item can be recovered, and what it may cost."""
@@ -69,7 +69,7 @@ class HeldItem:
     lands_by: float | None = None
 
 
-def held(store: Store, name: str) -> list[HeldItem]:
+def held(store: RunStore, name: str) -> list[HeldItem]:
     """The items of a run that wait for a person, with their case."""
     return [
         HeldItem(r["key"], r["grp"], _case(r), r["upstream_id"], r["attempts"], r["paid_calls"],
@@ -84,7 +84,7 @@ def _case(row: dict[str, Any]) -> Case:
     return Case(triage.on_confirm(left))
 
 
-def confirm(store: Store, name: str, *, now: float, keys: Sequence[str] = ()) -> dict[Case, int]:
+def confirm(store: RunStore, name: str, *, now: float, keys: Sequence[str] = ()) -> dict[Case, int]:
     """Release held items (all, or ``keys``) for the engine: poll, adopt, or send again.
 
     Returns how many of each case were released. One transaction.

@@ -20,10 +20,10 @@ from .jobs import Job
 from .providers import Provider, TaskProvider
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
-from .store import Store
+from .store.protocol import RunStore
 
 
-def prepare(store: Store, job: Job, *, now: float) -> int:
+def prepare(store: RunStore, job: Job, *, now: float) -> int:
     """Create or continue the job's run and add its items, under the run's lease.
 
     Bad input leaves the store untouched; a live engine on the run refuses it.
@@ -48,7 +48,7 @@ def api_key(job: Job) -> str | None:
 
 
 async def execute(
-    store: Store,
+    store: RunStore,
     job: Job,
     *,
     client: httpx.AsyncClient | None = None,

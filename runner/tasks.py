@@ -1,19 +1,19 @@
 """Submit and poll: the order that keeps a submitted task from being lost or paid twice.
 
-1. the intent is committed (``Store.mark_intent``) before anything is uploaded;
+1. the intent is committed (``RunStore.mark_intent``) before anything is uploaded;
 2. the input is uploaded, then the moment the create is sent is committed
-   (``Store.mark_create_sent``) and the task created with the batch's
+   (``RunStore.mark_create_sent``) and the task created with the batch's
    reference (``run:batch``);
 3. a create whose answer was lost is looked for by that reference, never
    created again; found, it is adopted. Not found, "nothing was created" is
    concluded only once the lost create can no longer land: ``lands_within``
    seconds (the provider's timeout plus its ``create_margin``) after it was
    sent, the upstream is asked once more;
-4. the task id is committed (``Store.save_task_id``) before waiting;
+4. the task id is committed (``RunStore.save_task_id``) before waiting;
 5. every task carrying the reference besides the one kept (a create sent
    twice, by a proxy that retries on its own) is cancelled at once and
    recorded as a duplicate that may have billed what it ran
-   (``Store.record_duplicate``); the upstream is asked again when the task
+   (``RunStore.record_duplicate``); the upstream is asked again when the task
    ends, for one that landed late;
 6. the task is polled with back-off until it ends.
 
@@ -36,7 +36,7 @@ from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .providers import TaskProvider, TaskResult
-from .store import Store
+from .store.protocol import RunStore
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ class TaskDriver:
 
     def __init__(
         self,
-        store: Store,
+        store: RunStore,
         provider: TaskProvider,
         *,
         retry: RetryLimits,

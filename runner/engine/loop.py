@@ -9,7 +9,7 @@ store says is still to come (a waiting item's time, a person's resume), or
 stops: progress and the end of the run are read from the store, never from
 the in-memory line of formed batches.
 
-On start it takes over what a dead engine left (``Store.recover``, then the
+On start it takes over what a dead engine left (``RunStore.recover``, then the
 saved outputs validated locally: :mod:`runner.rules.triage` gives the order);
 on stop it gives back the batches formed but not sent, and the lease. A
 failed store write stops the run with its breaker open (reason ``store``).
@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import busy, lease
-from ..store import views
 from ..breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
@@ -39,7 +38,7 @@ from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
-from ..store import Store
+from ..store.protocol import RunStore
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
 from .slot import TAKEN_OVER, Slot, settlement_of
@@ -76,7 +75,7 @@ class Engine:
 
     def __init__(
         self,
-        store: Store,
+        store: RunStore,
         job: Job,
         provider: Provider | TaskProvider,
         *,
@@ -144,7 +143,7 @@ class Engine:
                 await self._work()
         finally:
             await self._tidy(name)
-        return Outcome(views.status(self.store, name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind)
 
     async def _tidy(self, name: str) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
@@ -240,7 +239,7 @@ class Engine:
         """Nothing in flight: wait for what the store says is still to come, or stop."""
         if self.stopped_for is not None:
             return False
-        if views.unfinished(self.store, self.run_id) == 0:
+        if self.store.unfinished(self.run_id) == 0:
             return False
         if gate.held(control):
             if not self.wait_for_person:
@@ -248,7 +247,7 @@ class Engine:
                 return False
             await self.clock.sleep(POLL_SECONDS)
             return True
-        due = views.next_due(self.store, self.run_id)
+        due = self.store.next_due(self.run_id)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
             self.formed.extend([formed] if formed is not None else [])

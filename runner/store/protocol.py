@@ -19,7 +19,7 @@ from ..rules.breaker import Control
 
 
 @runtime_checkable
-class Store(Protocol):
+class RunStore(Protocol):
     """A run store: runs, their items' moves, a person's commands and the lease."""
 
     # Runs
@@ -79,9 +79,14 @@ class Store(Protocol):
     def release_lease(self, run: str, *, token: str) -> None: ...
     def holder(self, run: str) -> Holder | None: ...
 
+    # What the engine reads of a run (the UIs read the read model, ``runner.store.views``)
+    def unfinished(self, run_id: int) -> int: ...
+    def next_due(self, run_id: int) -> float | None: ...
+    def status(self, name: str, *, now: float) -> dict[str, Any]: ...
+
     # The connection
     def waiting_at_most(self, seconds: float) -> AbstractContextManager[None]: ...
     def close(self) -> None: ...
 
 
-__all__ = ["Store"]
+__all__ = ["RunStore"]

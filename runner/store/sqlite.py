@@ -19,7 +19,7 @@ from typing import Any
 
 from ..jobs import BatchLimits
 from ..model import Batch, BatchState, FailureKind, ItemState, Settlement, StartedItem
-from . import items
+from . import items, views
 from .commands import Commands
 from .items import move, move_each
 from .leases import Leases
@@ -257,6 +257,17 @@ class Store(Runs, Tasks, Commands, Leases):
                 queued = self.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
                 formed += [queued] if queued is not None else []
         return started, formed
+
+    # What the engine reads of a run (the UIs read ``views`` themselves) -----------
+
+    def unfinished(self, run_id: int) -> int:
+        return views.unfinished(self, run_id)
+
+    def next_due(self, run_id: int) -> float | None:
+        return views.next_due(self, run_id)
+
+    def status(self, name: str, *, now: float) -> dict[str, Any]:
+        return views.status(self, name, now=now)
 
     # What a stopped engine left ----------------------------------------------
 

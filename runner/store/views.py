@@ -6,11 +6,13 @@ item change, so none of these reads scans the items of a large run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import lease
 from ..model import UNFINISHED, BreakerState, ItemState
-from .sqlite import Store
+
+if TYPE_CHECKING:
+    from .sqlite import Store
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
 

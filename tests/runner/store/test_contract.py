@@ -18,7 +18,7 @@ from runner.jobs import BatchLimits, Job
 from runner.model import Batch, BreakerState, FailureKind, Holder, Settlement
 from runner.rules.breaker import Control, Open
 from runner.store import Store, views
-from runner.store.protocol import Store as StoreProtocol
+from runner.store.protocol import RunStore
 
 URL = "http://127.0.0.1:9/v1"
 LEASE = ("test", "engine")
@@ -44,7 +44,7 @@ def started(store: Store, run_id: int) -> tuple[Batch, list[int]]:
 
 
 def test_the_sqlite_store_implements_the_protocol(store: Store) -> None:
-    assert isinstance(store, StoreProtocol)
+    assert isinstance(store, RunStore)
 
 
 def test_preparing_a_run_adds_its_items_as_pending_and_finds_it_by_name(tmp_path: Path, store: Store) -> None:
