@@ -180,22 +180,12 @@ def judge(
 
     ``check`` says what is wrong with one result, or None when it is valid.
     """
-    verdict = _unbounded(split_round, items, finished, check=check, streaks=streaks, limits=limits, now=now,
-                         jitter=jitter)
+    verdict = _by_kind(split_round, items, finished, check, streaks, limits, now, jitter)
     return bounded(verdict, items, limits)
 
 
-def _unbounded(
-    split_round: int,
-    items: Sequence[Started],
-    finished: Finished,
-    *,
-    check: Check,
-    streaks: Streaks,
-    limits: Backoff,
-    now: float,
-    jitter: float,
-) -> Verdict:
+def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, check: Check, streaks: Streaks,
+             limits: Backoff, now: float, jitter: float) -> Verdict:
     """The verdict before the attempt bound."""
     if isinstance(finished, Answered):
         return _answered(split_round, items, finished, check, not_before=now + limits.backoff)
