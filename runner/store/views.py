@@ -22,6 +22,7 @@ from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
 from . import event_log
 from .answers import (
+    STATES,
     BatchInFlight,
     FailedItem,
     FailuresView,
@@ -31,7 +32,6 @@ from .answers import (
     KindCount,
     RunView,
     Standing,
-    STATES,
 )
 from .sqlite import Store
 
