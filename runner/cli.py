@@ -118,16 +118,17 @@ def status(name: str | None, db: str, as_json: bool) -> None:
     Example: runner status demo --json
     """
     with Store(db, read_only=True) as store:
-        names = [name] if name else store.run_names()
-        statuses = [views.status(store, n, now=time.time()) for n in names]
+        standings = [views.standing(store, n, now=time.time()) for n in ([name] if name else store.run_names())]
         if as_json:
+            statuses = [standing.status() for standing in standings]
             click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
             return
         console = Console()
-        for status in statuses:
-            console.print(tables.status_table(status, store.control(store.run_id(status["run"]))))
-            if status["needs_confirmation"]:
-                console.print(tables.held_table(status["run"], recovery.held(store, status["run"])))
+        for standing in standings:
+            console.print(tables.status_table(standing))
+            if standing.held:
+                held = views.held_view(store, standing.name, now=time.time()).items
+                console.print(tables.held_table(standing.name, held))
 
 
 @main.command()
@@ -286,7 +287,7 @@ def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_per
     """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
     outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
-    Console().print(tables.status_table(outcome.status, store.control(store.run_id(job.name))))
+    Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
         console.print(escape(_next_steps(job.name, outcome)))
@@ -318,9 +319,9 @@ async def _run_watched(
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
             if job.name in store.run_names():
-                status = views.status(store, job.name, now=time.time())
-                done = status["counts"][ItemState.COMPLETED] + status["counts"][ItemState.FAILED]
-                bar.update(shown, description=f"run {job.name}", total=status["total"], completed=done)
+                standing = views.standing(store, job.name, now=time.time())
+                done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
+                bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
     loop.remove_signal_handler(signal.SIGINT)
     return task.result()
 

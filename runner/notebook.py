@@ -14,14 +14,15 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
 SQLite with ``table=``). The core streams items from a file, so records given
-in Python are written as JSONL beside the store (``<db>.inputs/<run>.jsonl``)
-and the job points at it. The upstream is a built-in provider kind
+in Python are written as JSONL beside the store (``<db>.inputs/<run>.jsonl``,
+:mod:`runner.records`) and the job points at it. The upstream is a built-in provider kind
 (``"openai-chat"``, ``"openai-batch"``), your own async handler, or your own
 ``(submit, poll)`` / ``(submit, poll, find)`` pair
 (:mod:`runner.providers.handler`).
 
 Running the cell again reattaches: a second ``start()`` of a run whose engine
-is still live in this process returns the same :class:`Background` handle, and
+is still live in this process returns the same handle
+(:class:`~runner.background.Background`), and
 ``go()`` awaits it, so one run never gets two engines. Everything else reads
 the store, so it works as well on a run that another kernel or a CLI process
 executes. This module imports no UI library; :meth:`Run.panel` imports
@@ -30,103 +31,30 @@ executes. This module imports no UI library; :meth:`Run.panel` imports
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import dataclasses
 import importlib
 import json
-import logging
-import re
-import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import control, jobs, recovery, runs
-from .store import views
+from . import control, jobs, records, recovery, runs
+from .background import Background, launch, live
 from .breaker import Control
 from .clock import Clock, SystemClock
-from .engine import Engine, Outcome
+from .engine import Outcome
 from .errors import JobError, RunError
 from .jobs import Job
 from .providers import Provider, TaskProvider
 from .providers.handler import Find, Handler, Poll, PythonHandler, PythonTasks, Submit
-from .store import Store
+from .store import Store, views
 
 if TYPE_CHECKING:
     from .widgets import RunPanel
 
-log = logging.getLogger(__name__)
-
 #: A built-in provider kind, your async handler, your submit/poll pair, or a provider object.
 ProviderSpec = str | Handler | tuple[Submit, Poll] | tuple[Submit, Poll, Find] | Provider | TaskProvider
-
-#: Engines this process runs in the background, by (resolved store path, run name).
-_LIVE: dict[tuple[str, str], Background] = {}
-
-
-class Background:
-    """A run executing in the background: a task on the running loop, or a thread without one.
-
-    ``await background`` waits for its :class:`~runner.engine.Outcome`;
-    :meth:`stop` asks its engine to start no more batches.
-    """
-
-    def __init__(self, name: str, db: Path) -> None:
-        self.name = name
-        self.db = db
-        self.engine: Engine | None = None
-        self._future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._stop_reason: str | None = None
-
-    def done(self) -> bool:
-        """Whether the engine has returned (or failed)."""
-        return self._future.done()
-
-    def result(self) -> Outcome:
-        """The outcome of a finished run; raises what the run raised, or RunError while it runs."""
-        if not self._future.done():
-            raise RunError(f"run {self.name!r} is still running in the background")
-        return self._future.result()
-
-    def stop(self, reason: str = "stopped from the notebook") -> None:
-        """Start no more batches; those in flight finish, then the run returns (outcome 4)."""
-        self._stop_reason = self._stop_reason or reason
-        if self.engine is not None and self._loop is not None and not self.done():
-            self._loop.call_soon_threadsafe(self.engine.request_stop, reason)
-
-    def __await__(self) -> Generator[Any, None, Outcome]:
-        return asyncio.wrap_future(self._future).__await__()
-
-    def __repr__(self) -> str:
-        if not self.done():
-            state = "running"
-        elif self._future.exception() is not None:
-            state = f"failed: {self._future.exception()}"
-        else:
-            state = f"ended, exit code {self._future.result().exit_code}"
-        return f"<Background run {self.name!r} in {self.db}: {state}>"
-
-    def _attach(self, engine: Engine) -> None:
-        self.engine = engine
-        self._loop = asyncio.get_running_loop()
-        if self._stop_reason is not None:  # stopped before its engine existed
-            engine.request_stop(self._stop_reason)
-
-    def _settle(self, outcome: Outcome | None, error: BaseException | None) -> None:
-        if _LIVE.get((str(self.db), self.name)) is self:
-            del _LIVE[(str(self.db), self.name)]
-        if error is not None:
-            # Nobody may await a background run: say it stopped, where the notebook shows stderr.
-            log.error("background run %r stopped: %s", self.name, error)
-            self._future.set_exception(error)
-        else:
-            assert outcome is not None
-            self._future.set_result(outcome)
-
 
 class Run:
     """A job and its run in a store, defined from Python.
@@ -175,7 +103,7 @@ class Run:
                 prompt_section[field] = value
         data: dict[str, Any] = {
             "name": name,
-            "input": _input(items, name, self.db, key, table),
+            "input": records.job_input(items, name, self.db, key, table),
             "key": key,
             "version": version,
             "batch": dict(batch or {}),
@@ -237,7 +165,7 @@ class Run:
     @property
     def background(self) -> Background | None:
         """The live background engine of this run in this process, if any."""
-        return _LIVE.get((str(self.db), self.name))
+        return live(self.db, self.name)
 
     def __repr__(self) -> str:
         return f"<Run {self.name!r} in {self.db}>"
@@ -265,39 +193,22 @@ class Run:
         run is paused or its breaker open, so that the panel's Resume and
         Step (or a CLI's) move it on.
         """
-        key = (str(self.db), self.name)
-        live = _LIVE.get(key)
-        if live is not None:
-            return live
+        handle = self.background
+        if handle is not None:
+            return handle
         if self._read_input:
             with self._store() as store:
                 runs.prepare(store, self.job, now=self.clock.now())
-        handle = Background(self.name, self.db)
-        _LIVE[key] = handle
-
-        async def execute() -> None:
-            try:
-                outcome = await self._execute(wait_for_person=wait_for_person, read_input=False, handle=handle)
-            except BaseException as exc:  # handed to whoever awaits the handle
-                handle._settle(None, exc)
-                if not isinstance(exc, Exception):
-                    raise
-            else:
-                handle._settle(outcome, None)
-
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            threading.Thread(target=asyncio.run, args=(execute(),), name=f"runner {self.name}", daemon=True).start()
-        else:
-            handle._task = loop.create_task(execute(), name=f"runner {self.name}")
-        return handle
+        return launch(
+            self.db, self.name,
+            lambda handle: self._execute(wait_for_person=wait_for_person, read_input=False, handle=handle),
+        )
 
     async def _execute(self, *, wait_for_person: bool, read_input: bool, handle: Background | None = None) -> Outcome:
         with self._store() as store:
             return await runs.execute(
                 store, self.job, provider=self.provider, clock=self.clock, wait_for_person=wait_for_person,
-                read_input=read_input, started=handle._attach if handle is not None else None,
+                read_input=read_input, started=handle.attach if handle is not None else None,
             )
 
     # Where it stands -------------------------------------------------------
@@ -365,7 +276,7 @@ class Run:
     def held(self) -> list[recovery.HeldItem]:
         """Items held for a person's confirmation after a crash, each with its case and warning."""
         with self._store(read_only=True) as store:
-            return recovery.held(store, self.name)
+            return list(views.held_view(store, self.name, now=self.clock.now()).items)
 
     # A person's hand ----------------------------------------------------------
 
@@ -443,49 +354,3 @@ def _provider(spec: ProviderSpec) -> Provider | TaskProvider:
     if callable(spec):
         return PythonHandler(spec)
     raise JobError(f"provider must be a kind, an async handler or a (submit, poll) pair, not {spec!r}")
-
-
-def _input(items: object, name: str, db: Path, key: str, table: str | None) -> dict[str, Any]:
-    """The job's ``input``: a file as given, or records written as JSONL beside the store."""
-    if isinstance(items, str | Path):
-        return {"path": str(items), **({"table": table} if table else {})}
-    path = db.parent / f"{db.name}.inputs" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
-    text = _frame_jsonl(items, key) if _is_frame(items) else _records_jsonl(items)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
-    return {"path": str(path), "format": "jsonl"}
-
-
-def _is_frame(items: object) -> bool:
-    return type(items).__module__.partition(".")[0] == "pandas" and hasattr(items, "to_json")
-
-
-def _frame_jsonl(frame: Any, key: str) -> str:
-    if key not in frame.columns and frame.index.name == key:
-        frame = frame.reset_index()
-    text: str = frame.to_json(orient="records", lines=True, date_format="iso", force_ascii=False)
-    return text if not text or text.endswith("\n") else text + "\n"
-
-
-def _records_jsonl(items: object) -> str:
-    if not isinstance(items, Iterable) or isinstance(items, Mapping):
-        raise JobError(f"items must be a list of dicts, a DataFrame or a path, not {type(items).__name__}")
-    lines = []
-    for number, record in enumerate(items, start=1):
-        if not isinstance(record, Mapping):
-            raise JobError(f"item {number}: expected a dict, got {type(record).__name__}")
-        try:
-            lines.append(json.dumps(dict(record), ensure_ascii=False, allow_nan=False, default=_jsonable) + "\n")
-        except (TypeError, ValueError) as exc:
-            raise JobError(f"item {number}: cannot be sent as JSON ({exc})") from exc
-    return "".join(lines)
-
-
-def _jsonable(value: Any) -> Any:
-    """Dates as ISO text, numpy scalars as Python numbers; anything else is refused."""
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from rich import box
@@ -10,11 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import recovery
-from .breaker import Control
-from .model import ItemState
+from .store.answers import STATES, Standing
 
 
-def held_table(name: str, held: list[recovery.HeldItem]) -> Table:
+def held_table(name: str, held: Sequence[recovery.HeldItem]) -> Table:
     table = Table(title=f"waiting for a person: runner confirm {escape(name)} --all (or KEYS)", box=box.SIMPLE_HEAD)
     for column in ("case", "items", "what confirming does", "keys"):
         table.add_column(column)
@@ -26,7 +26,7 @@ def held_table(name: str, held: list[recovery.HeldItem]) -> Table:
     return table
 
 
-def _landing(held: list[recovery.HeldItem], case: recovery.Case) -> str:
+def _landing(held: Sequence[recovery.HeldItem], case: recovery.Case) -> str:
     """When the lost creates of ``adopt`` items can no longer land: the engine looks for them again then."""
     lands_by = [item.lands_by for item in held if item.case is case and item.lands_by is not None]
     if not lands_by:
@@ -50,26 +50,25 @@ def failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
     return table
 
 
-def status_table(status: dict[str, Any], control: Control) -> Table:
-    states = [s.value for s in ItemState]
-    breaker = status["breaker"]
-    caption = f"breaker {breaker['state']}" + (f" ({escape(breaker['reason'])})" if breaker["reason"] else "")
+def status_table(run: Standing) -> Table:
+    control = run.control
+    caption = f"breaker {control.breaker.value}" + (f" ({escape(control.reason)})" if control.reason else "")
     if control.paused:
         caption += " · paused" + (f", {control.steps} step(s) allowed" if control.steps else "")
-    caption += f" · engine {'alive' if status['engine']['alive'] else 'not running'}"
-    if status["needs_confirmation"]:
-        caption += f" · {status['needs_confirmation']} need confirmation"
-    if status["duplicate_tasks"]:
-        caption += (f" · {status['duplicate_tasks']} duplicate upstream task(s) found (cancelled where the "
-                    f"upstream let it), may have billed: runner failures {status['run']}")
+    caption += f" · engine {'alive' if run.engine_alive else 'not running'}"
+    if run.held:
+        caption += f" · {run.held} need confirmation"
+    if run.duplicate_tasks:
+        caption += (f" · {run.duplicate_tasks} duplicate upstream task(s) found (cancelled where the "
+                    f"upstream let it), may have billed: runner failures {run.name}")
     table = Table(
-        title=f"run {escape(status['run'])}: {status['total']} items", caption=caption, box=box.SIMPLE_HEAD,
+        title=f"run {escape(run.name)}: {run.total} items", caption=caption, box=box.SIMPLE_HEAD,
         show_edge=False, pad_edge=False,
     )
     table.add_column("group")
-    for state in states:
+    for state in STATES:
         table.add_column(state, justify="right")
-    for group, counts in status["groups"].items():
-        table.add_row(escape(group), *(str(counts[s] or "") for s in states))
-    table.add_row("total", *(str(status["counts"][s]) for s in states), style="bold")
+    for group, counts in run.groups.items():
+        table.add_row(escape(group), *(str(counts[s] or "") for s in STATES))
+    table.add_row("total", *(str(run.counts[s]) for s in STATES), style="bold")
     return table

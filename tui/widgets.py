@@ -10,8 +10,9 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import CursorType
 
+from runner.store.answers import STATES, BatchInFlight, LogLine, RunView
+
 from . import format
-from .data import STATES, BatchInFlight, LogLine, RunView
 
 #: A table row: its key and its cells (plain strings are shown as they are, never as markup).
 Row = tuple[str, Sequence[str | Text]]
@@ -126,19 +127,20 @@ class RunPanel(Static):
 
 
 def run_text(view: RunView) -> Text:
+    run = view.standing
     text = Text.assemble(
-        (view.name, "bold"), "  ", (f" {view.state.value} ", format.RUN_STATE_STYLE[view.state.value]),
-        f"  {view.total:,} items · {view.provider}\n",
+        (run.name, "bold"), "  ", (f" {run.state.value} ", format.RUN_STATE_STYLE[run.state.value]),
+        f"  {run.total:,} items · {view.provider}\n",
     )
-    if view.engine_alive:
+    if run.engine_alive:
         text.append("engine ", style="bold")
         text.append("alive", style="green")
         text.append(": its engine obeys a command within a second")
     else:
         text.append("engine ", style="bold")
         text.append("not running", style="bold red")
-        if view.unfinished:
-            text.append(f": `runner run {view.name}` goes on from what it left")
+        if run.unfinished:
+            text.append(f": `runner run {run.name}` goes on from what it left")
     text.append("\n")
     text.append("throughput ", style="bold")
     text.append(f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}")
@@ -147,7 +149,7 @@ def run_text(view: RunView) -> Text:
     text.append("left ", style="bold")
     text.append(_eta(view))
     text.append("\n")
-    text.append_text(format.breaker(view.control, concurrency=view.concurrency))
+    text.append_text(format.breaker(run.control, concurrency=view.concurrency))
     for line in needs(view):
         text.append("\n")
         text.append("▶ ", style="bold yellow")
@@ -156,18 +158,18 @@ def run_text(view: RunView) -> Text:
 
 
 def _eta(view: RunView) -> str:
-    eta = view.eta
+    eta, run = view.eta, view.standing
     if eta == 0.0:
         return "nothing: every item completed or failed"
-    left = f"{view.unfinished:,} items"
-    waiting = f", {view.held:,} of them wait for a person" if view.held else ""
+    left = f"{run.unfinished:,} items"
+    waiting = f", {run.held:,} of them wait for a person" if run.held else ""
     if eta is not None:
         return f"{left}, about {format.duration(eta)} at this rate{waiting}"
-    if not view.engine_alive:
+    if not run.engine_alive:
         why = "no estimate without an engine"
-    elif view.control.paused:
+    elif run.control.paused:
         why = "no estimate while paused"
-    elif view.control.held:
+    elif run.control.held:
         why = "no estimate while the breaker is open"
     elif view.moving <= 0:
         why = "they wait for a person"
@@ -178,12 +180,13 @@ def _eta(view: RunView) -> str:
 
 def needs(view: RunView) -> list[str]:
     """What a person can do about a held run, by its cause."""
+    run = view.standing
     lines = []
-    if view.held:
-        lines.append(f"{view.held:,} items await your confirmation after a crash: c shows them")
-    if view.control.breaker.value == "open":
+    if run.held:
+        lines.append(f"{run.held:,} items await your confirmation after a crash: c shows them")
+    if run.control.breaker.value == "open":
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
-    elif view.control.paused:
+    elif run.control.paused:
         lines.append("paused: r resumes, s lets exactly one batch run")
     return lines
 

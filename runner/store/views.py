@@ -1,4 +1,10 @@
-"""Where a run stands, read from the store: cheap queries that any UI may poll.
+"""The one read model: every question a UI asks, answered from the store.
+
+The CLI, the TUI and the notebook panel render what these functions return
+(plain rows, or the frozen dataclasses of :mod:`runner.store.answers`) and
+write only commands; none of them reads the store another way. Where a run
+stands (:func:`standing`) is assembled once, here, for all of them; the
+status contract is its :meth:`~runner.store.answers.Standing.status`.
 
 Counts come from the ``counts`` table that triggers keep in step with every
 item change, so none of these reads scans the items of a large run.
@@ -6,15 +12,45 @@ item change, so none of these reads scans the items of a large run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import lease
-from ..model import UNFINISHED, BreakerState, ItemState
+from .. import lease, recovery
+from ..errors import RunError
+from ..jobs import Job
+from ..model import UNFINISHED, BreakerState, Hold, ItemState
+from ..rules.breaker import Control
+from . import event_log
+from .answers import (
+    STATES,
+    BatchInFlight,
+    FailedItem,
+    FailuresView,
+    HeldView,
+    HistoryLine,
+    ItemView,
+    KindCount,
+    RunView,
+    Standing,
+)
 
 if TYPE_CHECKING:
     from .sqlite import Store
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
+
+#: An item held for a person's confirmation, and one the engine may take.
+HELD = "hold = 'confirm'"
+NOT_HELD = "hold = 'none'"
+#: A completed item's result (JSON text): its validated output.
+RESULT = "CASE WHEN state = 'completed' THEN output END"
+
+#: Throughput is counted over this many seconds of the run's latest events.
+RATE_WINDOW = 60.0
+#: Lines of a run's event log.
+EVENT_LINES = 14
+#: Failed items of one kind listed at the most.
+FAILED_ROWS = 200
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
@@ -37,7 +73,7 @@ def unfinished(store: Store, run_id: int) -> int:
 def next_due(store: Store, run_id: int) -> float | None:
     """When the earliest waiting item may be tried again."""
     rows = store.rows(
-        "SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND hold = 'none'",
+        f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND {NOT_HELD}",
         [run_id],
     )
     due = rows[0]["t"]
@@ -46,23 +82,46 @@ def next_due(store: Store, run_id: int) -> float | None:
 
 def status(store: Store, name: str, *, now: float) -> dict[str, Any]:
     """The status contract of the brief, for one run."""
-    run_id = store.run_id(name)
-    groups = counts(store, run_id)
-    totals = {s.value: sum(g[s.value] for g in groups.values()) for s in ItemState}
-    (run,) = store.rows("SELECT breaker, breaker_reason FROM runs WHERE id = ?", [run_id])
-    (held,) = store.rows(
-        "SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'confirm'", [run_id]
+    return standing(store, name, now=now).status()
+
+
+def standing(store: Store, name: str, *, now: float) -> Standing:
+    """Where one run stands: counts, groups, breaker and controls, held items, its engine, last change."""
+    return _standing(store, _run(store, name), now=now)
+
+
+def runs_overview(store: Store, *, now: float) -> tuple[Standing, ...]:
+    """Where every run in the store stands, by name."""
+    return tuple(_standing(store, run, now=now) for run in runs(store))
+
+
+def engine_alive(store: Store, name: str, *, now: float) -> bool:
+    """Whether a live engine runs ``name``: who will obey a command written now."""
+    return lease.alive(store, name, now=now)
+
+
+def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
+    groups = counts(store, run["id"])
+    last = last_event_at(store, run["id"])
+    return Standing(
+        name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
+        groups=groups, control=_control(run), held=held_count(store, run["id"]),
+        engine_alive=engine_alive(store, run["name"], now=now),
+        duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
     )
-    return {
-        "run": name,
-        "total": sum(totals.values()),
-        "counts": totals,
-        "groups": groups,
-        "breaker": {"state": BreakerState(run["breaker"]).value, "reason": run["breaker_reason"]},
-        "needs_confirmation": held["n"],
-        "engine": {"alive": lease.alive(store, name, now=now)},
-        "duplicate_tasks": len(duplicates(store, run_id)),
-    }
+
+
+def _run(store: Store, name: str) -> dict[str, Any]:
+    """The run's row, by name; a name the store does not have raises the core's RunError, listing the runs."""
+    (run,) = store.rows(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", [store.run_id(name)])
+    return run
+
+
+def _control(run: Mapping[str, Any]) -> Control:
+    return Control(
+        BreakerState(run["breaker"]), run["breaker_reason"], run["transport_failures"], bool(run["paused"]),
+        run["steps"],
+    )
 
 
 def duplicates(store: Store, run_id: int) -> list[dict[str, Any]]:
@@ -89,19 +148,17 @@ def failures(store: Store, name: str) -> list[dict[str, Any]]:
 # What the TUI polls: each read uses an index or a LIMIT, never a scan of a run's items.
 
 FINISHED_SQL = f"'{ItemState.COMPLETED.value}', '{ItemState.FAILED.value}'"
+RUN_COLUMNS = "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps"
 
 
 def runs(store: Store) -> list[dict[str, Any]]:
     """Every run in the store, by name, with its saved job, breaker and a person's controls."""
-    return store.rows(
-        "SELECT id, name, job, created_at, updated_at, breaker, breaker_reason, paused, steps "
-        "FROM runs ORDER BY name"
-    )
+    return store.rows(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY name")
 
 
 def held_count(store: Store, run_id: int) -> int:
-    """Items held for a person's confirmation (a partial index keeps this cheap)."""
-    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'confirm'", [run_id])
+    """Items held for a person's confirmation (the partial index on exactly this condition keeps it cheap)."""
+    (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND {HELD}", [run_id])
     return int(row["n"])
 
 
@@ -199,9 +256,9 @@ def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
     """One item as the store keeps it, by key."""
     rows = store.rows(
         'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, '
-        "(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, "
-        "CASE WHEN state = 'completed' THEN output END AS result, error_kind AS kind, "
-        "error AS message, retryable, hold, updated_at FROM items WHERE run_id = ? AND key = ?",
+        f"(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, {RESULT} AS result, "
+        "error_kind AS kind, error AS message, retryable, hold, updated_at "
+        "FROM items WHERE run_id = ? AND key = ?",
         [run_id, key],
     )
     return rows[0] if rows else None
@@ -229,13 +286,83 @@ def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[s
     )
 
 
+# What the screens show: each assembled from the reads above.
+
+
+def run_view(store: Store, name: str, *, now: float) -> RunView:
+    """One run: where it stands, batches in flight, throughput and the log's tail."""
+    run = _run(store, name)
+    job = Job.from_json(run["job"])
+    finished, since = finished_since(store, run["id"], since=now - RATE_WINDOW)
+    return RunView(
+        standing=_standing(store, run, now=now), concurrency=job.batch.concurrency,
+        provider=f"{job.provider.kind} · {job.provider.model}",
+        batches=tuple(_batch(row, now) for row in batches_in_flight(store, run["id"])),
+        log=event_log.lines(
+            event_tail(store, run["id"], limit=EVENT_LINES * 25), command_tail(store, run["id"], limit=EVENT_LINES),
+            now=now, limit=EVENT_LINES,
+        ),
+        per_minute=finished / max(now - since, 1.0) * 60.0,
+    )
+
+
+def failures_view(store: Store, name: str, *, kind: str | None, limit: int = FAILED_ROWS) -> FailuresView:
+    """Failed items by kind, and the first ``limit`` items of ``kind`` (or, not failed now, of the largest kind)."""
+    run_id = store.run_id(name)
+    kinds = tuple(
+        KindCount(row["kind"] or "unknown", row["n"], row["retryable"], row["message"] or "")
+        for row in failure_kinds(store, run_id)
+    )
+    if kind not in {k.kind for k in kinds}:
+        kind = kinds[0].kind if kinds else None
+    rows = failed_items(store, run_id, kind=kind, limit=limit) if kind else []
+    items = tuple(
+        FailedItem(r["key"], r["group"], r["attempts"], r["paid_calls"], r["maybe_paid"], bool(r["retryable"]),
+                   r["message"] or "")
+        for r in rows
+    )
+    return FailuresView(name, kinds, kind, items)
+
+
+def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
+    """One item of a run in full, with its history from the events table."""
+    row = item(store, store.run_id(name), key)
+    if row is None:
+        raise RunError(f"run {name!r} has no item {key!r}")
+    history = tuple(
+        HistoryLine(h["at"], now - h["at"], h["batch_id"], h["from_state"], h["to_state"], h["kind"], h["message"],
+                    h["items"] if h["batch_move"] else None)
+        for h in item_history(store, row["id"])
+    )
+    return ItemView(
+        run=name, key=row["key"], group=row["group"], state=row["state"], attempts=row["attempts"],
+        paid_calls=row["paid_calls"], maybe_paid=row["maybe_paid"], held=row["hold"] == Hold.CONFIRM,
+        input=row["input"], output=row["output"], result=row["result"], kind=row["kind"], message=row["message"],
+        retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history,
+    )
+
+
+def held_view(store: Store, name: str, *, now: float) -> HeldView:
+    """The items held for a person on a run, each with its case (what confirming it does)."""
+    return HeldView(name, engine_alive(store, name, now=now), tuple(recovery.held(store, name)))
+
+
+def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
+    since = row["started_at"] if row["started_at"] is not None else row["created_at"]
+    return BatchInFlight(
+        id=row["id"], group=row["grp"], state=row["state"], size=row["size"], age=now - since,
+        upstream_id=row["upstream_id"], retries=row["retries"], round=row["round"],
+    )
+
+
 # What the notebook API reads when a person asks: whole lists, never polled.
 
 
 def results(store: Store, run_id: int) -> list[dict[str, Any]]:
     """Completed items with their saved result (JSON text), in input order."""
     return store.rows(
-        "SELECT key, grp AS \"group\", output AS result FROM items WHERE run_id = ? AND state = 'completed' ORDER BY seq",
+        f"SELECT key, grp AS \"group\", {RESULT} AS result FROM items WHERE run_id = ? AND state = 'completed' "
+        "ORDER BY seq",
         [run_id],
     )
 

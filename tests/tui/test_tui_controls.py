@@ -25,9 +25,9 @@ from runner.engine import Outcome
 from runner.sim import Simulator
 from runner.model import ItemState
 from runner.store import Store
+from runner.store.answers import RunState
 from tui.__main__ import main
 from tui.app import RunnerApp
-from tui.data import RunState
 from tui.screens.run import RunScreen
 
 WAIT = 10.0
@@ -91,7 +91,7 @@ class Live:
     def view_state(self) -> RunState:
         screen = self.app.screen
         assert isinstance(screen, RunScreen) and screen.view is not None
-        return screen.view.state
+        return screen.view.standing.state
 
 
 @pytest.fixture

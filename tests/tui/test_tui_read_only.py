@@ -33,9 +33,9 @@ async def test_the_tui_shows_a_store_it_cannot_write_and_a_pause_it_cannot_write
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, RunScreen) and screen.view is not None
-        assert (screen.view.total, screen.view.control.paused) == (36, False)
+        assert (screen.view.standing.total, screen.view.standing.control.paused) == (36, False)
         await pilot.press("p")
         await settle(pilot, read=True)
-        assert app.is_running and app.screen is screen and not screen.view.control.paused
+        assert app.is_running and app.screen is screen and not screen.view.standing.control.paused
     (told_once,) = told.messages
     assert told_once.startswith(f"{db} cannot be written here (") and told_once.endswith("); nothing was written")

@@ -12,10 +12,9 @@ from support import make_job, posts
 from tui_support import NOW, Hand, Told, build, job, settle, shown_runs
 
 from runner import runs
-from runner.store import Settlement, Store
-from tui import data
+from runner.store import Settlement, Store, views
+from runner.store.answers import RunState
 from tui.app import RunnerApp
-from tui.data import RunState
 
 
 async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
@@ -60,12 +59,12 @@ async def test_an_unknown_run_is_a_notification_not_a_crash(tmp_path: Path) -> N
 
 def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
-        before = {run.name: run.state for run in data.runs_overview(store, now=NOW)}
+        before = {run.name: run.state for run in views.runs_overview(store, now=NOW)}
         store.db.execute(
             "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
             [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
         )
-        after = {run.name: run.state for run in data.runs_overview(store, now=NOW)}
+        after = {run.name: run.state for run in views.runs_overview(store, now=NOW)}
     assert before == {
         "archive": RunState.DONE, "posts": RunState.ENGINE_DEAD, "summaries": RunState.PAUSED,
         "tickets": RunState.NEEDS_PERSON,
@@ -79,9 +78,9 @@ def test_throughput_counts_the_last_minute_and_the_time_left_follows_from_it(tmp
             "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
             [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
         )
-        view = data.run_view(store, "posts", now=NOW)
+        view = views.run_view(store, "posts", now=NOW)
     # In the last minute: 12 completed in three batches, 1 more completed and 3 failed in another.
-    assert (view.per_minute, view.unfinished, view.eta) == (16.0, 12, 45.0)
+    assert (view.per_minute, view.standing.unfinished, view.eta) == (16.0, 12, 45.0)
     assert [(b.id, b.state, b.age) for b in view.batches] == [(8, "running", 8.0), (9, "queued", 3.0)]
 
 
@@ -93,7 +92,7 @@ def test_the_event_log_shows_a_batchs_move_as_one_line_with_how_many_items_moved
         batch, items = hand.start(NOW - 90)
         ids = [item.id for item in items]
         hand.settle(batch, Settlement(split=[ids[:2], ids[2:]]), NOW - 80)
-        view = data.run_view(store, "split", now=NOW)
+        view = views.run_view(store, "split", now=NOW)
     assert [(line.what, line.tone) for line in view.log] == [
         ("batch 3 (split from 1): 2 items running → queued", "queued"),
         ("batch 2 (split from 1): 2 items running → queued", "queued"),
@@ -108,5 +107,5 @@ def test_throughput_after_a_resume_counts_from_when_work_began_again(tmp_path: P
         hand = Hand(store, job(tmp_path, "slow", 8, groups=1, max_items=4), NOW - 3_600)
         hand.complete(NOW - 3_590, NOW - 3_580)
         hand.complete(NOW - 10, NOW - 5)
-        view = data.run_view(store, "slow", now=NOW)
+        view = views.run_view(store, "slow", now=NOW)
     assert view.per_minute == 24.0

@@ -14,11 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner import lease, recovery
+from runner import recovery
 from runner.recovery import Case
-from runner.store import Store
+from runner.store import Store, views
+from runner.store.answers import HeldView
 
-from ..data import HeldView, held_view
 from ..widgets import Table
 from .base import Read, StoreScreen
 from .dialog import AskScreen
@@ -152,10 +152,10 @@ def confirm(store: Store, now: float, *, name: str, keys: Sequence[str]) -> str:
     parts += [f"{n} sent again" for c, n in released.items() if c is Case.RESUBMIT and n]
     total = sum(released.values())
     text = f"released {total} item{'s' if total != 1 else ''} of {name}" + (f": {', '.join(parts)}" if parts else "")
-    if total and not lease.alive(store, name, now=now):
+    if total and not views.engine_alive(store, name, now=now):
         text += f". No engine is running: `runner run {name}` goes on"
     return text
 
 
 def _held(store: Store, now: float, *, name: str) -> HeldView:
-    return held_view(store, name, now=now)
+    return views.held_view(store, name, now=now)

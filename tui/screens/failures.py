@@ -17,19 +17,11 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner import control, lease
-from runner.store import Store
+from runner import control
+from runner.store import Store, views
+from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
 
 from .. import format
-from ..data import (
-    FailedItem,
-    FailuresView,
-    HistoryLine,
-    ItemView,
-    KindCount,
-    failures_view,
-    item_view,
-)
 from ..widgets import Table
 from .base import Read, StoreScreen
 from .dialog import AskScreen
@@ -284,7 +276,7 @@ def ask_retry_item(key: str, paid: int, maybe_paid: int) -> AskScreen:
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
     count = control.retry(store, name, now=now, kind=kind, keys=keys)
     text = f"{count} failed item{'s' if count != 1 else ''} of {name} pending again"
-    if count and not lease.alive(store, name, now=now):
+    if count and not views.engine_alive(store, name, now=now):
         text += f". No engine is running: `runner run {name}` sends them"
     return text
 
@@ -298,8 +290,8 @@ def _json(text: str) -> RenderableType:
 
 
 def _failures(store: Store, now: float, *, name: str, kind: str | None) -> FailuresView:
-    return failures_view(store, name, kind=kind)
+    return views.failures_view(store, name, kind=kind)
 
 
 def _item(store: Store, now: float, *, name: str, key: str) -> ItemView:
-    return item_view(store, name, key, now=now)
+    return views.item_view(store, name, key, now=now)

@@ -11,11 +11,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Static
 
-from runner import control, lease
+from runner import control
 from runner.breaker import Control
-from runner.store import Store
+from runner.store import Store, views
+from runner.store.answers import RunView
 
-from ..data import RunView, run_view
 from ..widgets import BatchTable, EventLog, GroupTable, RunPanel, StateBar
 from .base import Read, StoreScreen
 from .confirmations import ConfirmationsScreen
@@ -62,15 +62,16 @@ class RunScreen(StoreScreen[RunView]):
     def show(self, view: RunView) -> None:
         self.view = view
         self.query_one(RunPanel).show(view)
-        self.query_one(StateBar).show(view.counts)
-        self.query_one(GroupTable).show(view.groups)
+        self.query_one(StateBar).show(view.standing.counts)
+        self.query_one(GroupTable).show(view.standing.groups)
         self.query_one(BatchTable).show(view.batches)
         self.query_one(EventLog).show(view.log)
         slots = Text.assemble(
             ("batches in flight ", "bold"), f"{view.in_flight} of {view.concurrency} slots",
         )
         if view.slots != view.concurrency:
-            why = "paused" if view.control.paused else f"breaker {view.control.breaker.value}"
+            control = view.standing.control
+            why = "paused" if control.paused else f"breaker {control.breaker.value}"
             slots.append(f" ({why}: {view.slots} may start)", style="yellow")
         self.query_one("#batches-title", Static).update(slots)
 
@@ -94,7 +95,7 @@ class RunScreen(StoreScreen[RunView]):
 
 
 def _view(store: Store, now: float, *, name: str) -> RunView:
-    return run_view(store, name, now=now)
+    return views.run_view(store, name, now=now)
 
 
 def _pause(store: Store, now: float, *, name: str) -> str:
@@ -116,6 +117,6 @@ def _after(store: Store, name: str, done: Control, now: float) -> str:
     """The run's controls after a command, and who will obey it."""
     steps = f", {done.steps} step(s) allowed" if done.steps else ""
     text = f" (breaker {done.breaker.value}{', paused' if done.paused else ''}{steps})"
-    if not lease.alive(store, name, now=now):
+    if not views.engine_alive(store, name, now=now):
         text += f". No engine is running: the next `runner run {name}` obeys it"
     return text

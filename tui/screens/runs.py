@@ -11,13 +11,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner.store import Store
+from runner.store import Store, views
+from runner.store.answers import Standing
 
-from .. import data, format
+from .. import format
 from ..widgets import Table
 from .base import Read, StoreScreen
 
-Runs = tuple[data.RunSummary, ...]
+Runs = tuple[Standing, ...]
 
 
 class RunsTable(Table):
@@ -28,11 +29,11 @@ class RunsTable(Table):
     COLUMNS = ("run", "state", "engine", "items", "completed", "failed", "to do", "held", "breaker", "last change")
     CURSOR = "row"
 
-    def show(self, runs: Sequence[data.RunSummary]) -> None:
+    def show(self, runs: Sequence[Standing]) -> None:
         self.fill(runs, [(run.name, _cells(run)) for run in runs])
 
 
-def _cells(run: data.RunSummary) -> list[str | Text]:
+def _cells(run: Standing) -> list[str | Text]:
     def right(n: int, style: str = "") -> Text:
         return Text(format.count(n), style=style, justify="right")
 
@@ -45,7 +46,7 @@ def _cells(run: data.RunSummary) -> list[str | Text]:
         right(run.counts["failed"], "red"),
         right(run.unfinished),
         right(run.held, "bold yellow"),
-        Text(run.breaker.value, style=format.BREAKER_STYLE[run.breaker]),
+        Text(run.control.breaker.value, style=format.BREAKER_STYLE[run.control.breaker]),
         Text(format.ago(run.idle_for), justify="right"),
     ]
 
@@ -80,4 +81,4 @@ class RunsScreen(StoreScreen[Runs]):
 
 
 def _overview(store: Store, now: float) -> Runs:
-    return data.runs_overview(store, now=now)
+    return views.runs_overview(store, now=now)

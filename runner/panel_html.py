@@ -1,0 +1,136 @@
+"""How the notebook panel draws a run: its bar, its groups, a failed item and the held items, as HTML.
+
+Plain functions from the read model (:mod:`runner.store.answers`) to HTML
+text that :mod:`runner.widgets` puts in its widgets; every outside text is
+escaped. No ipywidgets here, and no store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from html import escape
+
+from .model import BreakerState
+from .recovery import Case, HeldItem
+from .store.answers import STATES, ItemView
+
+COLOURS = {
+    "pending": "#b0bec5", "queued": "#90caf9", "waiting": "#ffb74d", "running": "#1e88e5",
+    "received": "#4db6ac", "completed": "#43a047", "failed": "#e53935",
+}
+BREAKER_COLOURS = {BreakerState.CLOSED: "#43a047", BreakerState.PROBING: "#fb8c00", BreakerState.OPEN: "#e53935"}
+MAX_GROUPS = 60
+MAX_HELD = 50
+MAX_TEXT = 2_000
+
+
+def error(text: str) -> str:
+    return f"<span style='color:#c62828'>{escape(text)}</span>"
+
+
+def badge(text: str, colour: str) -> str:
+    return (f"<span style='background:{colour};color:white;border-radius:4px;padding:1px 7px;"
+            f"font-weight:bold'>{escape(text)}</span>")
+
+
+def stacked_bar(counts: Mapping[str, int], total: int) -> str:
+    segments = "".join(
+        f"<div title='{state}: {counts[state]}' style='width:{100 * counts[state] / total:.3f}%;"
+        f"background:{COLOURS[state]}'></div>"
+        for state in STATES if total and counts[state]
+    )
+    return (f"<div style='display:flex;height:18px;width:100%;min-width:420px;background:#eceff1;"
+            f"border-radius:4px;overflow:hidden'>{segments}</div>")
+
+
+def groups_table(groups: Mapping[str, Mapping[str, int]]) -> str:
+    head = "".join(f"<th style='padding:2px 8px;color:{COLOURS[s]}'>{s}</th>" for s in STATES)
+    rows = []
+    for group in list(groups)[:MAX_GROUPS]:
+        cells = "".join(
+            f"<td style='text-align:right;padding:2px 8px'>{groups[group][s] or '·'}</td>" for s in STATES
+        )
+        rows.append(f"<tr><td style='padding:2px 8px'><b>{escape(group)}</b></td>{cells}"
+                    f"<td style='text-align:right;padding:2px 8px'>{sum(groups[group].values())}</td></tr>")
+    more = len(groups) - MAX_GROUPS
+    if more > 0:
+        rows.append(f"<tr><td colspan='9' style='color:#777'>… {more} more groups</td></tr>")
+    return (f"<table style='border-collapse:collapse;line-height:1.5;font-variant-numeric:tabular-nums'>"
+            f"<tr><th>group</th>{head}"
+            f"<th style='padding:2px 8px'>total</th></tr>{''.join(rows)}</table>")
+
+
+def item_html(item: ItemView) -> str:
+    facts = (
+        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {escape(item.state)} · "
+        f"kind <b>{escape(str(item.kind))}</b> · {many(item.attempts, 'attempt')} · "
+        f"{many(item.paid_calls, 'paid call')}"
+        + (f" · {item.maybe_paid} maybe paid" if item.maybe_paid else "")
+        + (" · a person may retry it" if item.retryable else " · not worth retrying as it is")
+    )
+    cell = "style='padding:1px 10px 1px 0;vertical-align:top;white-space:nowrap'"
+    lines, said = [], None
+    for h in item.history:
+        if h.batch_items is not None:
+            message: str | None = f"batch {h.batch_id}: {many(h.batch_items, 'item')}"
+        else:  # a state change carries the item's error until it is cleared: show each message once
+            message = h.message if h.message != said else ""
+            said = h.message
+        lines.append(
+            f"<tr><td {cell}>{time.strftime('%H:%M:%S', time.localtime(h.at))}</td>"
+            f"<td {cell}>{escape(str(h.from_state or ''))} → {escape(h.to_state)}</td>"
+            f"<td {cell}>{escape(str(h.kind or ''))}</td>"
+            f"<td style='padding:1px 0'>{escape(_cut(message or '', 200))}</td></tr>"
+        )
+    return (
+        f"<div style='line-height:1.45;font-size:0.92em'>{facts}"
+        f"<div style='color:#c62828;margin:4px 0'>{escape(_cut(item.message or '', MAX_TEXT))}</div>"
+        f"<div><b>input</b> {_code(item.input)}</div><div><b>output</b> {_code(item.output)}</div>"
+        f"<div style='margin-top:4px'><b>history</b></div>"
+        f"<table style='border-collapse:collapse'>{''.join(lines)}</table></div>"
+    )
+
+
+def held_html(held: Sequence[HeldItem]) -> str:
+    if not held:
+        return "<i style='color:#777'>nothing awaits confirmation</i>"
+    cases: dict[Case, int] = {}
+    for item in held:  # in the order the items first show each case
+        cases[item.case] = cases.get(item.case, 0) + 1
+    warnings = "".join(
+        f"<li style='color:{'#c62828' if case.may_charge_twice else '#333'}'><b>{case.value}</b> "
+        f"({many(n, 'item')}): {escape(case.warning)}</li>"
+        for case, n in cases.items()
+    )
+    head = _row(["key", "group", "case", "task id", "attempts", "paid calls"], "th")
+    rows = "".join(
+        _row([i.key, i.group, i.case.value, i.task_id or "", str(i.attempts), str(i.paid_calls)])
+        for i in held[:MAX_HELD]
+    )
+    more = f"<div style='color:#777'>… {len(held) - MAX_HELD} more</div>" if len(held) > MAX_HELD else ""
+    return (
+        f"<div style='line-height:1.45'>A crashed engine left {many(len(held), 'item')} that may have reached "
+        f"the upstream. Confirming does this:</div><ul>{warnings}</ul>"
+        f"<table style='border-collapse:collapse;line-height:1.45'>{head}{rows}</table>{more}"
+    )
+
+
+def many(count: int, thing: str) -> str:
+    return f"{count} {thing}{'' if count == 1 else 's'}"
+
+
+def _row(cells: Sequence[str], tag: str = "td") -> str:
+    return "<tr>" + "".join(
+        f"<{tag} style='padding:1px 16px 1px 0;text-align:left'>{escape(cell)}</{tag}>" for cell in cells
+    ) + "</tr>"
+
+
+def _code(text: str | None) -> str:
+    """Stored JSON (an input, the model's raw output) as compact monospace text."""
+    shown = "(none)" if text is None else _cut(text, MAX_TEXT)
+    return f"<code style='white-space:pre-wrap;word-break:break-all'>{escape(shown)}</code>"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"

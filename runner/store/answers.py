@@ -1,0 +1,227 @@
+"""What :mod:`runner.store.views` answers: one frozen dataclass per question a UI asks.
+
+The CLI, the TUI and the notebook panel render these and decide nothing: what
+a run's state is as a person sees it, how many batches may start and how long
+the rest will take are properties here, read off the store's numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..model import UNFINISHED, BreakerState, ItemState
+from ..recovery import Case, HeldItem
+from ..rules.breaker import Control
+
+#: The seven states, in the order every UI shows them.
+STATES = tuple(s.value for s in ItemState)
+
+
+class RunState(StrEnum):
+    """A run as a person sees it, from the store and the engine's lease."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    NEEDS_PERSON = "needs a person"
+    DONE = "done"
+    ENGINE_DEAD = "engine dead"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where one run stands: what ``runner status`` prints, a line of the TUI's runs, the panel's head."""
+
+    name: str
+    #: Items by state, every state present.
+    counts: Mapping[str, int]
+    #: Items by group and state, every state present in each group.
+    groups: Mapping[str, Mapping[str, int]]
+    control: Control
+    #: Items held for a person's confirmation.
+    held: int
+    engine_alive: bool
+    #: Upstream tasks found beside a batch's own (each may have billed what it ran).
+    duplicate_tasks: int
+    #: Seconds since an item of the run last changed state (None: never).
+    idle_for: float | None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def unfinished(self) -> int:
+        return sum(self.counts[s] for s in UNFINISHED)
+
+    @property
+    def state(self) -> RunState:
+        if not self.unfinished:
+            return RunState.DONE
+        if self.held or self.control.breaker is BreakerState.OPEN:
+            return RunState.NEEDS_PERSON
+        if self.control.paused:
+            return RunState.PAUSED
+        return RunState.RUNNING if self.engine_alive else RunState.ENGINE_DEAD
+
+    def status(self) -> dict[str, Any]:
+        """The status contract of the brief (``runner status NAME --json``)."""
+        return {
+            "run": self.name,
+            "total": self.total,
+            "counts": dict(self.counts),
+            "groups": {group: dict(counts) for group, counts in self.groups.items()},
+            "breaker": {"state": self.control.breaker.value, "reason": self.control.reason},
+            "needs_confirmation": self.held,
+            "engine": {"alive": self.engine_alive},
+            "duplicate_tasks": self.duplicate_tasks,
+        }
+
+
+@dataclass(frozen=True)
+class BatchInFlight:
+    """A batch formed or sent and not yet settled."""
+
+    id: int
+    group: str
+    state: str
+    size: int
+    #: Seconds since it started (or, still queued, since it was formed).
+    age: float
+    upstream_id: str | None
+    retries: int
+    round: int
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of the event log: items that changed state together (a batch's, or some items'), or a person's command."""
+
+    age: float
+    what: str
+    detail: str = ""
+    #: ``person`` for a command, else the state the items went to.
+    tone: str = ""
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything a run's screen shows: where it stands, its batches in flight, throughput and the log."""
+
+    standing: Standing
+    concurrency: int
+    #: The provider's kind and model, as one line.
+    provider: str
+    batches: tuple[BatchInFlight, ...]
+    log: tuple[LogLine, ...]
+    #: Items completed or failed per minute, over the last minute of events.
+    per_minute: float
+
+    @property
+    def slots(self) -> int:
+        """How many batches may be in flight now, given the breaker and a person's hand."""
+        return self.standing.control.slots(self.concurrency)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(1 for batch in self.batches if batch.state == "running")
+
+    @property
+    def moving(self) -> int:
+        """Unfinished items the engine may finish on its own (not held for a person)."""
+        return self.standing.unfinished - self.standing.held
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds left at the current rate; None while nothing moves or nobody works on it."""
+        standing = self.standing
+        if not standing.unfinished:
+            return 0.0
+        if not standing.engine_alive or standing.control.held or self.per_minute <= 0 or self.moving <= 0:
+            return None
+        return self.moving / self.per_minute * 60.0
+
+
+@dataclass(frozen=True)
+class KindCount:
+    """Failed items of one kind."""
+
+    kind: str
+    count: int
+    retryable: int
+    example: str
+
+
+@dataclass(frozen=True)
+class FailedItem:
+    key: str
+    group: str
+    attempts: int
+    paid_calls: int
+    maybe_paid: int
+    retryable: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class FailuresView:
+    """A run's failures: kinds with counts, and the first items of the chosen kind."""
+
+    name: str
+    kinds: tuple[KindCount, ...]
+    kind: str | None
+    items: tuple[FailedItem, ...]
+
+
+@dataclass(frozen=True)
+class HistoryLine:
+    """One line of an item's history: its own state change, or a move of its whole batch."""
+
+    at: float
+    #: Seconds before the view was read.
+    age: float
+    batch_id: int | None
+    from_state: str | None
+    to_state: str
+    kind: str | None
+    message: str | None
+    #: For a batch's move, how many of the batch's items moved; None for the item's own change.
+    batch_items: int | None = None
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """One item in full: its input, raw output, error, calls paid and whole history."""
+
+    run: str
+    key: str
+    group: str
+    state: str
+    attempts: int
+    paid_calls: int
+    maybe_paid: int
+    held: bool
+    input: str
+    output: str | None
+    result: str | None
+    kind: str | None
+    message: str | None
+    retryable: bool | None
+    history: tuple[HistoryLine, ...]
+
+
+@dataclass(frozen=True)
+class HeldView:
+    """What awaits a person on a run, and what confirming each case does."""
+
+    name: str
+    engine_alive: bool
+    items: tuple[HeldItem, ...]
+
+    def by_case(self) -> dict[Case, int]:
+        cases = {case: 0 for case in Case}
+        for item in self.items:
+            cases[item.case] += 1
+        return {case: n for case, n in cases.items() if n}

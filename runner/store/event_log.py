@@ -1,0 +1,84 @@
+"""A run's log as a person reads it: its newest events and people's commands, as lines.
+
+A batch's move is one event already, one line; items' own events that moved
+together (same batch, time, move and reason) become one line that names the
+first and counts the rest. Commands are merged in by time. Pure: it is given
+the rows :func:`runner.store.views.event_tail` and ``command_tail`` read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..model import ItemState
+from .answers import LogLine
+
+Row = dict[str, Any]
+
+#: What items' own events share when they are one change of several items.
+TOGETHER = ("at", "batch_id", "from_state", "to_state", "kind", "message")
+
+
+def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: int) -> tuple[LogLine, ...]:
+    """The newest ``limit`` lines, newest first: events (newest first) and commands (likewise) merged."""
+    moved: list[tuple[float, LogLine]] = []
+    for group in _together(events)[:limit]:
+        first = group[0]
+        move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
+        detail = f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or "")
+        what = f"{_where(first)}{_who(group)} {move}"
+        moved.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))
+    merged = sorted(
+        [(line.age, 0, -order, line) for order, line in moved]
+        + [(now - c["at"], 1, -c["id"], LogLine(now - c["at"], f"person: {c['command']}{_args(c['args'])}",
+                                                 c["outcome"] or "", "person")) for c in commands],
+        key=lambda entry: (entry[0], entry[1], entry[2]),
+    )
+    return tuple(line for *_, line in merged[:limit])
+
+
+def _together(rows: Sequence[Row]) -> list[list[Row]]:
+    """Consecutive items' own events of one change of several items; a batch's move is a group of its own."""
+    groups: list[list[Row]] = []
+    for row in rows:
+        own = row["key"] is not None
+        if groups and own and groups[-1][0]["key"] is not None and all(groups[-1][0][f] == row[f] for f in TOGETHER):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+def _who(group: list[Row]) -> str:
+    """The items of a log line: a batch's move (or items added) says how many, items' own events name them."""
+    first = group[0]
+    if first["key"] is None:
+        return f"{first['items']} item{'' if first['items'] == 1 else 's'}"
+    return first["key"] if len(group) == 1 else f"{first['key']} +{len(group) - 1}"
+
+
+def _where(event: Row) -> str:
+    """The batch of a log line, and for a batch formed by a split, the batch it came from."""
+    if not event["batch_id"]:
+        return ""
+    if event["parent_id"] and event["key"] is None and event["to_state"] == ItemState.QUEUED:
+        return f"batch {event['batch_id']} (split from {event['parent_id']}): "
+    return f"batch {event['batch_id']}: "
+
+
+def _args(args: str) -> str:
+    """A command's arguments as a person would write them: ``--kind transport``, keys."""
+    try:
+        given = json.loads(args)
+    except ValueError:
+        return ""
+    if isinstance(given, dict):
+        keys = given.get("keys") or []
+        kind = f" --kind {given['kind']}" if given.get("kind") else ""
+        return kind + _args(keys if isinstance(keys, str) else json.dumps(keys))
+    if isinstance(given, list) and given:
+        shown = " ".join(str(key) for key in given[:3])
+        return f" {shown}" + (f" +{len(given) - 3}" if len(given) > 3 else "")
+    return ""

@@ -1,0 +1,80 @@
+"""The read model without a store: a run's state as a person sees it, the status contract's shape, the log's lines."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from runner.model import BreakerState
+from runner.rules.breaker import Control
+from runner.store import event_log
+from runner.store.answers import STATES, RunState, Standing
+
+NOW = 1_000.0
+
+
+def standing(*, unfinished: int = 1, held: int = 0, control: Control = Control(), alive: bool = True) -> Standing:
+    counts = {state: 0 for state in STATES} | {"pending": unfinished, "completed": 2}
+    return Standing(
+        name="posts", counts=counts, groups={"2026-01": counts}, control=control, held=held, engine_alive=alive,
+        duplicate_tasks=0, idle_for=None,
+    )
+
+
+@pytest.mark.parametrize("run, state", [
+    (standing(unfinished=0, held=0, control=Control(paused=True), alive=False), RunState.DONE),
+    (standing(held=1), RunState.NEEDS_PERSON),
+    (standing(control=Control(breaker=BreakerState.OPEN)), RunState.NEEDS_PERSON),
+    (standing(control=Control(paused=True)), RunState.PAUSED),
+    (standing(), RunState.RUNNING),
+    (standing(alive=False), RunState.ENGINE_DEAD),
+])
+def test_a_run_reads_as_done_needing_a_person_paused_running_or_engine_dead_in_that_order(
+    run: Standing, state: RunState
+) -> None:
+    assert run.state is state
+
+
+def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() -> None:
+    status = standing(held=1, control=Control(breaker=BreakerState.PROBING, reason="1 transport failure")).status()
+    assert list(status) == [
+        "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
+    ]
+    assert list(status["counts"]) == list(STATES)
+    assert json.loads(json.dumps(status)) == {
+        "run": "posts", "total": 3, "counts": status["counts"], "groups": {"2026-01": status["counts"]},
+        "breaker": {"state": "probing", "reason": "1 transport failure"}, "needs_confirmation": 1,
+        "engine": {"alive": True}, "duplicate_tasks": 0,
+    }
+
+
+def event(event_id: int, key: str | None, to_state: str, *, at: float = NOW - 5, items: int = 1, **more: Any) -> dict[str, Any]:
+    return {"id": event_id, "at": at, "key": key, "batch_id": more.get("batch_id"), "parent_id": more.get("parent_id"),
+            "from_state": more.get("from_state", "running"), "to_state": to_state, "kind": more.get("kind"),
+            "message": more.get("message"), "items": items}
+
+
+def test_items_that_moved_together_are_one_line_and_commands_are_merged_in_by_time() -> None:
+    events = [
+        event(4, "p3", "waiting", batch_id=2, kind="rate_limited", message="429"),
+        event(3, "p2", "waiting", batch_id=2, kind="rate_limited", message="429"),
+        event(2, "p1", "waiting", batch_id=2, kind="rate_limited", message="429"),
+        event(1, None, "queued", at=NOW - 20, items=3, batch_id=2, parent_id=1),
+    ]
+    commands = [{"id": 1, "at": NOW - 10, "command": "retry", "args": '{"kind": "transport", "keys": []}',
+                 "outcome": "2 items pending again"}]
+    lines = event_log.lines(events, commands, now=NOW, limit=14)
+    assert [(line.age, line.what, line.detail, line.tone) for line in lines] == [
+        (5.0, "batch 2: p3 +2 running → waiting", "rate_limited: 429", "waiting"),
+        (10.0, "person: retry --kind transport", "2 items pending again", "person"),
+        (20.0, "batch 2 (split from 1): 3 items running → queued", "", "queued"),
+    ]
+
+
+def test_the_log_keeps_its_newest_lines() -> None:
+    events = [event(n, None, "completed", at=NOW - n, items=n, batch_id=n) for n in range(1, 6)]
+    assert [line.what for line in event_log.lines(events, [], now=NOW, limit=2)] == [
+        "batch 1: 1 item running → completed", "batch 2: 2 items running → completed",
+    ]
