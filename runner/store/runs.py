@@ -98,9 +98,10 @@ def _upsert_items(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], no
     """Add items, or give known ones their new input (moving them as ``prepare_run`` says); inputs saved."""
     changed = {"run": run_id, "now": now, "rows": json.dumps([[row.key, row.fingerprint] for row in rows])}
     source = items.CHANGED_SOURCE
-    move(conn, "input_changed", where=items.CHANGED_INPUT, source=source, values=INPUT_CHANGED, params=changed)
+    # Each move from the state the item was in: those to pending first, then those that fail.
     move(conn, "input_fixed", where=items.CHANGED_INPUT, source=source, values=FRESH_BUDGET, params=changed)
     move(conn, "unqueue", where=items.CHANGED_INPUT, source=source, params=changed)
+    move(conn, "input_changed", where=items.CHANGED_INPUT, source=source, values=INPUT_CHANGED, params=changed)
     conn.executemany(
         items.UPSERT_ITEM, [(run_id, row.key, row.group, row.seq, row.chars, row.fingerprint, now) for row in rows]
     )

@@ -37,6 +37,15 @@ IN_BATCH = "items.batch_id = :batch"
 LISTED = "items.id = listed.value AND +items.batch_id = :batch"
 LISTED_SOURCE = "FROM json_each(:ids) AS listed"
 
+#: The answered items of a batch (``:answered``, or all when NULL) still running, each with its result in
+#: ``:outputs`` (item id -> output), or none: the answer held none of theirs, and they paid all the same.
+ANSWERED = """
+FROM (SELECT running.id, answer.value AS output FROM items AS running
+      LEFT JOIN json_each(:outputs) AS answer ON CAST(answer.key AS INTEGER) = running.id
+      WHERE running.batch_id = :batch AND running.state = 'running'
+      AND (:answered IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
+"""
+
 CLAIM_DUE_WAITING = """
 SELECT id, grp, chars FROM items
 WHERE run_id = ? AND state = 'waiting' AND not_before <= ? AND hold = 'none'
@@ -198,13 +207,10 @@ class Store(Runs, Tasks, Commands, Leases):
             "batch": batch_id, "now": now, "raw": raw, "outputs": json.dumps(outputs),
             "answered": None if answered is None else json.dumps(list(answered)),
         }
-        paid = {"paid_calls": "paid_calls = paid_calls + 1", "refused_streak": "refused_streak = 0"}
         with self.write() as conn:
-            move(conn, "receive", where="items.id = CAST(answer.key AS INTEGER) AND +items.batch_id = :batch",
-                 source="FROM json_each(:outputs) AS answer", values={"output": "output = answer.value", **paid},
-                 params=params, logged_for="batch")
-            move(conn, "receive", params=params, logged_for="batch", values={"output": "output = NULL", **paid},
-                 where=f"{IN_BATCH} AND (:answered IS NULL OR items.id IN (SELECT value FROM json_each(:answered)))")
+            move(conn, "receive", where="items.id = answer.id", source=ANSWERED, params=params, logged_for="batch",
+                 values={"output": "output = answer.output", "paid_calls": "paid_calls = paid_calls + 1",
+                         "refused_streak": "refused_streak = 0"})
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
     def received_items(self, run_id: int, *, max_attempts: int) -> list[tuple[int, str | None, StartedItem]]:

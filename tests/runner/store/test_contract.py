@@ -180,3 +180,18 @@ def test_a_duplicate_task_is_kept_once_as_an_unknown_charge(tmp_path: Path, stor
     assert [row["upstream_id"] for row in views.duplicates(store, run_id)] == ["batch_2"]
     item = views.item(store, run_id, "p000")
     assert item is not None and item["maybe_paid"] == 1
+
+
+def test_a_new_input_fails_what_was_sent_and_gives_what_was_not_back_to_pending(tmp_path: Path, store: Store) -> None:
+    job, run_id = prepared(tmp_path, store)
+    batch, (done, failed, _) = started(store, run_id)
+    store.record_answer(batch.id, {done: "{}"}, raw="{}", now=4.0)
+    store.settle_batch(batch.id, Settlement(completed=[done], failed={failed: (FailureKind.AUTH, "401", True)}),
+                       now=5.0)
+    store.claim_batch(run_id, max_items=1, max_chars=10**6, now=6.0)
+    edited = make_job(tmp_path, URL, [dict(post, body="edited") for post in posts(5)])
+    store.prepare_run(edited, jobs.items(edited), now=7.0)
+    assert states(store, run_id) == {"p000": "failed", "p001": "pending", "p002": "failed", "p003": "pending",
+                                     "p004": "pending"}
+    item = views.item(store, run_id, "p000")
+    assert item is not None and item["kind"] == "input_changed"
