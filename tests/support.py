@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,7 @@ from runner.store import schema
 from runner.engine import Outcome
 from runner.inputs import InputSpec
 from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
+from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
 from runner.store import Store
 
@@ -32,6 +36,12 @@ class StepClock:
     async def sleep(self, seconds: float) -> None:
         self.time += seconds
         await asyncio.sleep(0)
+
+
+def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The ``runner`` command as a user runs it, in a process of its own, from this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def posts(count: int, *, groups: int = 1, body: str = "Something about the product") -> list[dict[str, Any]]:
@@ -74,6 +84,17 @@ def make_job(
         output_schema=schema,
         **fields,
     )
+
+
+async def label_all_but_p001(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A user's Python handler: every item labelled but ``p001``, whose result has no label."""
+    return [{"id": item["id"], **({} if item["id"] == "p001" else {"label": "question"})} for item in items]
+
+
+async def python_run(store: Store, tmp_path: Path) -> Outcome:
+    """The run ``test`` of four posts defined with the handler ``label_all_but_p001``: p001 failed, the rest completed."""
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(4), max_attempts=1, schema={"required": ["label"]})
+    return await runs.execute(store, job, provider=PythonHandler(label_all_but_p001))
 
 
 def states_told_by_events(store: Store) -> dict[tuple[int, str], int]:

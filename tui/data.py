@@ -250,7 +250,7 @@ def run_view(store: Store, name: str, *, now: float) -> RunView:
     return RunView(
         name=name, state=_state(counts, control, held=held, alive=alive), engine_alive=alive, counts=counts,
         groups=groups, control=control, concurrency=job.batch.concurrency,
-        provider=f"{job.provider.kind} · {job.provider.model}", held=held,
+        provider=job.provider.describe(), held=held,
         batches=tuple(_batch(row, now) for row in views.batches_in_flight(store, run["id"])),
         log=_log(store, run["id"], now),
         per_minute=finished / max(now - since, 1.0) * 60.0,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import ROOT, make_job, posts, write_jsonl
+from support import ROOT, make_job, posts, python_run, write_jsonl
 from unwritable import SMALL_COUNTS, Folder, small_store, write_lock_held
 
 from runner import cli, jobs, runs
@@ -97,6 +97,15 @@ async def test_the_panel_shows_the_numbers_runner_status_prints(
     assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
         False, True, True,
     )
+
+
+async def test_the_panel_of_a_run_defined_with_a_python_handler_shows_its_numbers_and_failures(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    await python_run(store, tmp_path)
+    panel = panel_of(panels, store.path)
+    assert (shown(panel)["completed"], shown(panel)["failed"]) == (3, 1)
+    assert panel.tabs.titles == ("By group", "Failures (1)", "Confirmations (0)")
 
 
 async def test_the_failures_explorer_shows_an_item_in_full(

@@ -8,7 +8,7 @@ import socket
 import sqlite3
 from pathlib import Path
 
-from support import make_job, posts
+from support import make_job, posts, python_run
 from tui_support import NOW, Hand, Told, build, job, settle, shown_runs
 
 from runner import runs
@@ -16,6 +16,8 @@ from runner.store import Settlement, Store
 from tui import data
 from tui.app import RunnerApp
 from tui.data import RunState
+from tui.screens.failures import FailuresScreen
+from tui.screens.run import RunScreen
 
 
 async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
@@ -110,3 +112,19 @@ def test_throughput_after_a_resume_counts_from_when_work_began_again(tmp_path: P
         hand.complete(NOW - 10, NOW - 5)
         view = data.run_view(store, "slow", now=NOW)
     assert view.per_minute == 24.0
+
+
+async def test_a_run_defined_with_a_python_handler_shows_its_handler_and_its_failures(
+    tmp_path: Path, store: Store
+) -> None:
+    await python_run(store, tmp_path)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.view is not None
+        assert app.screen.view.provider == "python · support.label_all_but_p001"
+        assert (app.screen.view.counts["completed"], app.screen.view.counts["failed"]) == (3, 1)
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
+        assert [(k.kind, k.count) for k in app.screen.view.kinds] == [("item_invalid", 1)]
