@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
+from scenes import dump
 from support import make_job, posts, runner_cli, write_jsonl
 
 from runner import runs
@@ -18,11 +18,6 @@ group = "month"
 [provider]
 base_url = "http://127.0.0.1:9/v1"
 """
-
-
-def dump(db: Path) -> list[str]:
-    with sqlite3.connect(db) as conn:
-        return list(conn.iterdump())
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from scenes import dead_engine
 from support import StepClock, make_job, posts
 from tui_support import settle
 
@@ -14,7 +15,7 @@ from runner import recovery, runs
 from runner.jobs import Job
 from runner.sim import Simulator
 from runner.model import ItemState
-from runner.store import Store
+from runner.store import Store, views
 from tui.app import RunnerApp
 from tui.screens.confirmations import ConfirmationsScreen
 from tui.screens.dialog import AskScreen
@@ -31,18 +32,16 @@ def crashed(store: Store, job: Job, *, submits: bool) -> None:
     run_id = runs.prepare(store, job, now=1.0)
     batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0)
     assert batch is not None
-    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
-    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=1.0, intent=not submits)
-    if submits:
-        store.mark_intent(batch.id, now=1.0)
-        store.mark_create_sent(batch.id, lands_by=181.0)
-    store.db.execute("DELETE FROM engines")
+    with dead_engine(store, "test") as lease:
+        store.start_batch(batch.id, lease=lease, max_attempts=3, now=1.0, intent=not submits)
+        if submits:
+            store.mark_intent(batch.id, now=1.0)
+            store.mark_create_sent(batch.id, lands_by=181.0)
 
 
-def held(store: Store) -> dict[int, int]:
-    """Items by needs_confirmation: 1 held, 2 confirmed (to poll or look for), 0 neither."""
-    rows = store.rows("SELECT needs_confirmation AS n, count(*) AS c FROM items GROUP BY n")
-    return {row["n"]: row["c"] for row in rows}
+def held(store: Store) -> dict[str, int]:
+    """Items by hold: ``confirm`` held, ``confirmed`` (to poll or look for), ``none`` neither."""
+    return views.holds(store, store.run_id("test"))
 
 
 def batch_job(tmp_path: Path, sim: Simulator) -> Job:
@@ -56,7 +55,7 @@ async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adop
     job = batch_job(tmp_path, upstream)
     crashed(store, job, submits=True)
     stopped = await runs.execute(store, job, clock=clock)
-    assert stopped.exit_code == 4 and held(store) == {1: 5}
+    assert stopped.exit_code == 4 and held(store) == {"confirm": 5}
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
@@ -70,7 +69,7 @@ async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adop
         await settle(pilot)
         assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
         assert app.screen.view.items == ()
-    assert held(store) == {2: 5}
+    assert held(store) == {"confirmed": 5}
     done = await runs.execute(store, job, clock=clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 1
@@ -95,7 +94,7 @@ async def test_a_resubmit_asks_with_the_double_charge_warning_and_cancelling_kee
         await pilot.press("n")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmationsScreen)
-    assert held(store) == {1: 5}
+    assert held(store) == {"confirm": 5}
 
 
 async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
@@ -113,9 +112,9 @@ async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Confirm held item p001?"
         await pilot.click("#yes")
         await settle(pilot)
-    assert held(store) == {0: 1, 1: 4}
+    assert held(store) == {"none": 1, "confirm": 4}
     again = await runs.execute(store, job, clock=clock)
-    states = {row["key"]: row["state"] for row in store.rows("SELECT key, state FROM items")}
+    states = {row["key"]: row["state"] for row in views.items(store, store.run_id("test"))}
     assert states["p001"] == ItemState.COMPLETED
     assert {states[k] for k in states if k != "p001"} == {ItemState.RUNNING}
     assert again.exit_code == 4 and sim.ledger.snapshot()["billed"] == {"p001": 1}

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import sqlite3
 from pathlib import Path
 
+from scenes import live_engine, write_lock_held
 from support import make_job, posts, python_run
 from tui_support import NOW, Hand, Told, build, job, settle, shown_runs
 
@@ -25,14 +23,8 @@ async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_p
     app = RunnerApp(db, clock=lambda: NOW)
     async with app.run_test() as pilot:
         await settle(pilot)
-        writer = sqlite3.connect(db, isolation_level=None)
-        writer.execute("BEGIN IMMEDIATE")
-        writer.execute("UPDATE runs SET paused = 1 WHERE name = 'posts'")
-        try:
+        with write_lock_held(db):
             await asyncio.wait_for(settle(pilot, read=True), 2.0)
-        finally:
-            writer.execute("COMMIT")
-            writer.close()
         assert shown_runs(app) == ["archive", "posts", "summaries", "tickets"]
 
 
@@ -63,10 +55,7 @@ async def test_an_unknown_run_is_a_notification_not_a_crash(tmp_path: Path) -> N
 def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
         before = {run.name: run.state for run in data.runs_overview(store, now=NOW)}
-        store.db.execute(
-            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
-            [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
-        )
+        live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
         after = {run.name: run.state for run in data.runs_overview(store, now=NOW)}
     assert before == {
         "archive": RunState.DONE, "posts": RunState.ENGINE_DEAD, "summaries": RunState.PAUSED,
@@ -77,10 +66,7 @@ def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(t
 
 def test_throughput_counts_the_last_minute_and_the_time_left_follows_from_it(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
-        store.db.execute(
-            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
-            [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
-        )
+        live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
         view = data.run_view(store, "posts", now=NOW)
     # In the last minute: 12 completed in three batches, 1 more completed and 3 failed in another.
     assert (view.per_minute, view.unfinished, view.eta) == (16.0, 12, 45.0)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from support import label_all_but_p001, make_job, posts, python_run, runner_cli
+from support import make_job, posts, python_run, runner_cli
 
 from runner import jobs
 from runner.notebook import Run
