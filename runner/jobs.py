@@ -58,6 +58,8 @@ from .validation import compile_schema
 DEFAULT_GROUP = "all"
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
 PROVIDER_KINDS = ("openai-chat", "openai-batch")
+#: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
+PYTHON = "python"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ class ProviderConfig:
     #: Seconds past ``timeout`` that a task's create whose answer was lost may still land upstream:
     #: only after both is "nothing was created" concluded.
     create_margin: float = 60.0
+    #: A ``python`` run's handler by qualified name, for people to read; set from Python, not in a job file.
+    handler: str = field(default="", metadata={"job_file": False})
+
+    def describe(self) -> str:
+        """The kind and what it calls, as the UIs show it: ``openai-chat · gpt-4o-mini``, ``python · my.classify``."""
+        return f"{self.kind} · {self.handler if self.kind == PYTHON else self.model}"
 
 
 @dataclass(frozen=True)
@@ -310,11 +318,16 @@ def _input(value: Any, base: Path, where: str) -> InputSpec:
     return InputSpec(path, cast(Format, fmt), table)
 
 
+def file_keys(cls: type[Any]) -> list[str]:
+    """The keys a job file may set in a section: its dataclass's fields, but those set from Python only."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("job_file", True)]
+
+
 def _section(cls: type[Any], value: Any, where: str) -> Any:
     """A section dataclass from a TOML table: unknown keys and wrong types are errors."""
     if not isinstance(value, dict):
         raise JobError(f"{where}: must be a table")
-    _refuse_unknown(value, [f.name for f in dataclasses.fields(cls)], where)
+    _refuse_unknown(value, file_keys(cls), where)
     defaults = cls()
     return cls(**{name: _typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
 

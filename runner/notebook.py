@@ -115,7 +115,7 @@ class Run:
         if group is not None:
             data["group"] = group
         job = jobs.from_dict(data, base=Path.cwd(), where=f"Run({name!r})")
-        self.job = dataclasses.replace(job, check=check)
+        self.job = runs.defined_with(dataclasses.replace(job, check=check), self.provider)
         self.clock = clock or SystemClock()
         self._read_input = True
 
@@ -127,10 +127,10 @@ class Run:
         """A run of a ready :class:`~runner.jobs.Job`; ``provider`` replaces the one it names."""
         run = cls.__new__(cls)
         run.db = Path(db).resolve()
-        run.job = job
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
+        run.job = runs.defined_with(job, run.provider)
         if isinstance(provider, str):
-            run.job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=provider))
+            run.job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=provider, handler=""))
         run.clock = clock or SystemClock()
         run._read_input = read_input
         return run

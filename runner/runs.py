@@ -5,10 +5,12 @@ The CLI and the notebook API both go through here.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import httpx
 
@@ -18,6 +20,7 @@ from .engine import Engine, Outcome
 from .errors import JobError
 from .jobs import Job
 from .providers import Provider, TaskProvider
+from .providers.handler import PythonHandler, PythonTasks
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
 from .store.protocol import RunStore
@@ -34,6 +37,25 @@ def prepare(store: RunStore, job: Job, *, now: float) -> int:
         return store.prepare_run(job, jobs.items(job), now=now)
     finally:
         lease.release(store, job.name, token=token)
+
+
+def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
+    """The job as its run is saved when ``provider`` replaces the one it names.
+
+    With a user's Python handler (or submit/poll pair) that is kind ``python``
+    and the handler's name: the run can only go on from Python.
+    """
+    if not isinstance(provider, PythonHandler | PythonTasks):
+        return job
+    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=jobs.PYTHON, handler=provider.name))
+
+
+def continued_from_python(job: Job, db: Path) -> str:
+    """Why a ``python`` run cannot go on without its handler, and the call that goes on."""
+    return (
+        f"run {job.name!r} was defined with a Python handler ({job.provider.handler}) and is continued from Python: "
+        f"await runner.notebook.Run.attach({job.name!r}, db={str(db)!r}, provider=<that handler>).go()"
+    )
 
 
 def api_key(job: Job) -> str | None:
@@ -63,8 +85,12 @@ async def execute(
     With ``read_input`` the job's input is read first (new items added,
     changed ones marked), under the engine's lease; without, the run goes on
     with the items the store has. ``provider`` (say, a ``PythonHandler``)
-    replaces the one the job names. ``started`` receives the engine, to stop it.
+    replaces the one the job names; a ``python`` run needs it.
+    ``started`` receives the engine, to stop it.
     """
+    if provider is None and job.provider.kind == jobs.PYTHON:
+        raise JobError(continued_from_python(job, store.path))
+    job = defined_with(job, provider)
     key = api_key(job) if provider is None else None
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import StepClock, counts_kept, counts_of_items, states_of_items, states_told_by_events
+from scenes import counts_kept, counts_of_items, states_of_items, states_told_by_events
+from support import StepClock
 from unwritable import Folder
 
 from runner.sim import Simulator

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from runner import runs
-from runner.store import schema
 from runner.engine import Outcome
 from runner.inputs import InputSpec
 from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
+from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
-from runner.store import Store
+from runner.store import Store, views
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
@@ -32,6 +34,12 @@ class StepClock:
     async def sleep(self, seconds: float) -> None:
         self.time += seconds
         await asyncio.sleep(0)
+
+
+def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The ``runner`` command as a user runs it, in a process of its own, from this checkout."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def posts(count: int, *, groups: int = 1, body: str = "Something about the product") -> list[dict[str, Any]]:
@@ -76,55 +84,25 @@ def make_job(
     )
 
 
-def states_told_by_events(store: Store) -> dict[tuple[int, str], int]:
-    """Items per run and state as the events tell it: every move into a state, less every move out of it."""
-    return {(r["run_id"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, state, sum(n) AS n FROM ("
-        "SELECT run_id, to_state AS state, items AS n FROM events "
-        "UNION ALL SELECT run_id, from_state, -items FROM events WHERE from_state IS NOT NULL"
-        ") GROUP BY run_id, state HAVING sum(n) != 0"
-    )}
+async def label_all_but_p001(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A user's Python handler: every item labelled but ``p001``, whose result has no label."""
+    return [{"id": item["id"], **({} if item["id"] == "p001" else {"label": "question"})} for item in items]
 
 
-def states_of_items(store: Store) -> dict[tuple[int, str], int]:
-    """Items per run and state as the items table holds them."""
-    return {(r["run_id"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, state, count(*) AS n FROM items GROUP BY run_id, state"
-    )}
+async def python_run(store: Store, tmp_path: Path) -> Outcome:
+    """The run ``test`` of four posts defined with the handler ``label_all_but_p001``: p001 failed, the rest completed."""
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(4), max_attempts=1, schema={"required": ["label"]})
+    return await runs.execute(store, job, provider=PythonHandler(label_all_but_p001))
 
 
-def counts_kept(store: Store) -> dict[tuple[int, str, str], int]:
-    """Items per run, group and state as the ``counts`` table keeps them."""
-    return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, grp, state, n FROM counts WHERE n != 0"
-    )}
+def commands_given(store: Store, *, run: str = "test") -> list[str]:
+    """The commands people gave ``run`` (pause, resume, step, retry, confirm), oldest first."""
+    return [row["command"] for row in reversed(views.command_tail(store, store.run_id(run), limit=1_000))]
 
 
-def counts_of_items(store: Store) -> dict[tuple[int, str, str], int]:
-    """Items per run, group and state, counted from the items table."""
-    return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, grp, state, count(*) AS n FROM items GROUP BY run_id, grp, state"
-    )}
-
-
-def v4_store(path: Path) -> None:
-    """A store as runner wrote it at schema 4: one event per item and change, a batch left running."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    for statements in schema.MIGRATIONS[:4]:
-        for statement in statements:
-            conn.execute(statement)
-    conn.execute("PRAGMA user_version = 4")
-    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES ('old', '{}', 1, 1)")
-    conn.executemany(
-        "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at) VALUES (1, ?, 'g', ?, ?, 12, ?, 1)",
-        [(f"k{i}", i, f'{{"id":"k{i}"}}', f"f{i}") for i in range(3)],
-    )
-    conn.execute("INSERT INTO batches (run_id, grp, state, size, chars, created_at, intent_at) VALUES (1, 'g', 'running', 3, 6, 2, 2)")
-    for state, at in (("queued", 2), ("running", 3)):
-        conn.execute("UPDATE items SET state = ?, batch_id = 1, updated_at = ?", (state, at))
-    conn.execute("UPDATE items SET state = 'received', updated_at = 4 WHERE key != 'k2'")
-    conn.execute("UPDATE items SET state = 'completed', updated_at = 5 WHERE key != 'k2'")
-    conn.close()
+def events_into(store: Store, state: str, *, run: str = "test") -> list[dict[str, Any]]:
+    """The events of ``run`` that moved items into ``state``, oldest first."""
+    return [event for event in views.history(store, store.run_id(run)) if event["to_state"] == state]
 
 
 async def run_under_fault(

@@ -5,7 +5,7 @@ subprocess runs without root's power to write whatever it likes
 (``reader_argv``), and a folder that must stop this very process is, for
 root, a small tmpfs of its own: remounted read-only it stops root too, and
 filled up it is a full disk (``Folder``). Other users get chmod, and no full
-disk. The lock is held by another process, which says so on a pipe.
+disk. (A lock another process holds is a scene: ``scenes.write_lock_held``.)
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from scenes import dead_engine
 from support import make_job, posts
 
 from runner import breaker, runs
@@ -100,44 +98,20 @@ class Folder:
         subprocess.run(["mount", "-o", f"remount,{mode}", str(self.path)], check=True)
 
 
-@contextmanager
-def write_lock_held(db: Path) -> Iterator[None]:
-    """Another process holds the store's write lock, with the breaker opened but not committed, until the block ends."""
-    code = (
-        "import sqlite3, sys\n"
-        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "conn.execute('BEGIN IMMEDIATE')\n"
-        "conn.execute(\"UPDATE runs SET breaker = 'open', breaker_reason = 'not committed'\")\n"
-        "print('held', flush=True)\n"
-        "sys.stdin.read()\n"
-        "conn.execute('ROLLBACK')\n"
-    )
-    with subprocess.Popen([sys.executable, "-c", code, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                          text=True) as holder:
-        assert holder.stdin is not None and holder.stdout is not None
-        assert holder.stdout.readline() == "held\n"
-        try:
-            yield
-        finally:
-            holder.stdin.close()
-            assert holder.wait() == 0
-
-
 def small_store(folder: Path) -> Path:
     """``folder/runs.db``, closed: a run ``posts`` of three items, one completed, one failed, one pending."""
     db = folder / "runs.db"
     job = make_job(folder, "http://127.0.0.1:9/v1", posts(3), name="posts", max_items=2)
     with Store(db) as store:
         run_id = runs.prepare(store, job, now=NOW)
-        store.db.execute("INSERT INTO engines VALUES ('posts', ?, 1, 'elsewhere', 0, 0)", [LEASE])
-        batch = store.claim_batch(run_id, max_items=2, max_chars=10_000, now=NOW)
-        assert batch is not None
-        done, bad = store.start_batch(batch.id, lease=("posts", LEASE), max_attempts=3, now=NOW)
-        store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, raw="{}", now=NOW)
-        settlement = Settlement(completed=[done.id], failed={bad.id: (FailureKind.ITEM_INVALID, "no label", True)},
-                                breaker=breaker.after_success)
-        store.settle_batch(batch.id, settlement, now=NOW)
-        store.db.execute("DELETE FROM engines")
+        with dead_engine(store, "posts", LEASE) as lease:
+            batch = store.claim_batch(run_id, max_items=2, max_chars=10_000, now=NOW)
+            assert batch is not None
+            done, bad = store.start_batch(batch.id, lease=lease, max_attempts=3, now=NOW)
+            store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, raw="{}", now=NOW)
+            settlement = Settlement(completed=[done.id], failed={bad.id: (FailureKind.ITEM_INVALID, "no label", True)},
+                                    breaker=breaker.after_success)
+            store.settle_batch(batch.id, settlement, now=NOW)
     return db
 
 

@@ -30,6 +30,8 @@ class PythonHandler:
 
     def __init__(self, handler: Handler) -> None:
         self._handler = handler
+        #: The handler's qualified name, saved with the run for people to read.
+        self.name = qualified_name(handler)
 
     async def call(self, payloads: list[dict[str, Any]]) -> Answer:
         answer = await _classified(self._handler(payloads))
@@ -66,6 +68,8 @@ class PythonTasks:
         self._poll = poll
         self._find = find
         self._cancel = cancel
+        #: The pair's qualified names, saved with the run for people to read.
+        self.name = ", ".join(qualified_name(f) for f in (submit, poll))
 
     async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> Any:
         return payloads  # the user's submit takes the payloads themselves
@@ -89,6 +93,12 @@ class PythonTasks:
         return TaskResult(answers={
             str(r["id"]): Answer(protocol.encode({"results": [r]})) for r in results if isinstance(r, dict)
         })
+
+
+def qualified_name(function: object) -> str:
+    """``module.qualname`` of a function (of its type, for a callable object)."""
+    named = function if hasattr(function, "__qualname__") else type(function)
+    return f"{named.__module__}.{named.__qualname__}"
 
 
 async def _classified(call: Awaitable[T]) -> T:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..jobs import BatchLimits, ItemRow, Job
@@ -21,6 +22,9 @@ from ..rules.breaker import Control
 @runtime_checkable
 class RunStore(Protocol):
     """A run store: runs, their items' moves, a person's commands and the lease."""
+
+    #: Where the store is, as a person names it (``--db``).
+    path: Path
 
     # Runs
     def prepare_run(self, job: Job, rows: Iterable[ItemRow], *, now: float) -> int: ...

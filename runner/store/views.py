@@ -34,16 +34,18 @@ from .answers import (
     Standing,
 )
 
+from .lists import RESULT, batches, history, holds, items, results
+
 if TYPE_CHECKING:
     from .sqlite import Store
+
+__all__ = ["batches", "history", "holds", "items", "results"]  # read whole, from lists
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
 
 #: An item held for a person's confirmation, and one the engine may take.
 HELD = "hold = 'confirm'"
 NOT_HELD = "hold = 'none'"
-#: A completed item's result (JSON text): its validated output.
-RESULT = "CASE WHEN state = 'completed' THEN output END"
 
 #: Throughput is counted over this many seconds of the run's latest events.
 RATE_WINDOW = 60.0
@@ -296,7 +298,7 @@ def run_view(store: Store, name: str, *, now: float) -> RunView:
     finished, since = finished_since(store, run["id"], since=now - RATE_WINDOW)
     return RunView(
         standing=_standing(store, run, now=now), concurrency=job.batch.concurrency,
-        provider=f"{job.provider.kind} · {job.provider.model}",
+        provider=job.provider.describe(),
         batches=tuple(_batch(row, now) for row in batches_in_flight(store, run["id"])),
         log=event_log.lines(
             event_tail(store, run["id"], limit=EVENT_LINES * 25), command_tail(store, run["id"], limit=EVENT_LINES),
@@ -352,25 +354,4 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
     return BatchInFlight(
         id=row["id"], group=row["grp"], state=row["state"], size=row["size"], age=now - since,
         upstream_id=row["upstream_id"], retries=row["retries"], round=row["round"],
-    )
-
-
-# What the notebook API reads when a person asks: whole lists, never polled.
-
-
-def results(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Completed items with their saved result (JSON text), in input order."""
-    return store.rows(
-        f"SELECT key, grp AS \"group\", {RESULT} AS result FROM items WHERE run_id = ? AND state = 'completed' "
-        "ORDER BY seq",
-        [run_id],
-    )
-
-
-def history(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Every event of a run, oldest first: ``items`` moved, an item's own with its key, a batch's without."""
-    return store.rows(
-        "SELECT e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message, e.items FROM events e "
-        "LEFT JOIN items i ON i.id = e.item_id WHERE e.run_id = ? ORDER BY e.id",
-        [run_id],
     )

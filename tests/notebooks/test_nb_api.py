@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import ROOT, make_job, posts, write_jsonl
+from support import ROOT, commands_given, make_job, posts, write_jsonl
 
 from runner import lease, runs
 from runner.errors import InputError, JobError, RateLimited, RunError
@@ -211,8 +211,7 @@ async def test_a_persons_controls_are_written_as_commands_that_the_engine_obeys(
     assert (await run.go()).exit_code == 0
     assert run.retry(kind="transport") == 0
     assert run.held() == [] and run.confirm() == {Case.POLL: 0, Case.ADOPT: 0, Case.RESUBMIT: 0}
-    logged = [r["command"] for r in store.rows("SELECT command FROM commands ORDER BY id")]
-    assert logged == ["pause", "step", "resume", "retry", "confirm"]
+    assert commands_given(store, run="nb") == ["pause", "step", "resume", "retry", "confirm"]
 
 
 def test_a_run_of_a_ready_job_keeps_its_python_check(tmp_path: Path, sim: Simulator) -> None:

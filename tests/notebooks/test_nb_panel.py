@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import ROOT, make_job, posts, write_jsonl
-from unwritable import SMALL_COUNTS, Folder, small_store, write_lock_held
+from support import ROOT, commands_given, make_job, posts, python_run, write_jsonl
+from scenes import write_lock_held
+from unwritable import SMALL_COUNTS, Folder, small_store
 
 from runner import cli, jobs, runs
 from runner.store import views
@@ -53,10 +54,6 @@ def table(html: str) -> dict[str, dict[str, int]]:
 
 def requests(sim: Simulator) -> int:
     return int(sim.ledger.snapshot()["requests"])
-
-
-def commands(store: Store) -> list[str]:
-    return [row["command"] for row in store.rows("SELECT command FROM commands ORDER BY id")]
 
 
 async def until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
@@ -97,6 +94,15 @@ async def test_the_panel_shows_the_numbers_runner_status_prints(
     assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
         False, True, True,
     )
+
+
+async def test_the_panel_of_a_run_defined_with_a_python_handler_shows_its_numbers_and_failures(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    await python_run(store, tmp_path)
+    panel = panel_of(panels, store.path)
+    assert (shown(panel)["completed"], shown(panel)["failed"]) == (3, 1)
+    assert panel.tabs.titles == ("By group", "Failures (1)", "Confirmations (0)")
 
 
 async def test_the_failures_explorer_shows_an_item_in_full(
@@ -147,7 +153,7 @@ async def test_pause_lets_the_batches_in_flight_finish_and_starts_no_new_one(
     assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
         True, False, False,
     )
-    assert commands(store) == ["pause"]
+    assert commands_given(store) == ["pause"]
 
 
 async def test_step_runs_one_batch_of_a_live_engine_and_resume_lets_it_finish(
@@ -173,7 +179,7 @@ async def test_step_runs_one_batch_of_a_live_engine_and_resume_lets_it_finish(
     assert outcome.exit_code == 0
     panel.refresh()
     assert shown(panel) == {**dict.fromkeys(STATES, 0), "completed": 40}
-    assert commands(store) == ["pause", "step", "resume"]
+    assert commands_given(store) == ["pause", "step", "resume"]
 
 
 async def test_retry_sends_the_chosen_kind_back_and_a_real_engine_completes_it(

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, make_job, posts, write_jsonl
+from scenes import dump
+from support import make_job, posts, runner_cli, write_jsonl
 
 from runner import runs
 from runner.store import Store
@@ -21,16 +18,6 @@ group = "month"
 [provider]
 base_url = "http://127.0.0.1:9/v1"
 """
-
-
-def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
-
-
-def dump(db: Path) -> list[str]:
-    with sqlite3.connect(db) as conn:
-        return list(conn.iterdump())
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ WRONG = {str: ("{ a = 1 }", "a table"), int: ('"x"', "'x'"), float: ('"x"', "'x'
 TOP = [("name", str), ("key", str), ("group", str), ("version", str)]
 INPUT = [("path", str), ("format", str), ("table", str)]
 SECTIONS = [
-    (section, field.name, type(getattr(cls(), field.name)))
+    (section, key, type(getattr(cls(), key)))
     for section, cls in jobs.SECTIONS.items()
-    for field in dataclasses.fields(cls)
+    for key in jobs.file_keys(cls)
 ]
 
 
@@ -69,6 +68,15 @@ def test_a_section_key_of_the_wrong_type_is_named_with_the_type_it_wants(
      " [provider]: 'base_url' is not a URL (Invalid non-printable ASCII character in URL, '\\n' at position 10.)"),
 ], ids=["true is no integer", "integers are 64-bit", "nan", "inf", "a URL httpx cannot parse"])
 def test_values_toml_allows_but_a_job_cannot_use_are_refused(tmp_path: Path, tables: str, message: str) -> None:
+    assert refusal(job_file(tmp_path, tables=tables)) == message
+
+
+@pytest.mark.parametrize("tables, message", [
+    ('[provider]\nkind = "python"\n', " [provider]: unknown kind 'python' (known: openai-chat, openai-batch)"),
+    ('[provider]\nhandler = "my.classify"\n', " [provider]: unknown key 'handler' (known: kind, base_url, model, "
+     "api_key_env, timeout, create_margin)"),
+], ids=["kind", "handler"])
+def test_a_python_handler_is_given_from_python_never_in_a_job_file(tmp_path: Path, tables: str, message: str) -> None:
     assert refusal(job_file(tmp_path, tables=tables)) == message
 
 

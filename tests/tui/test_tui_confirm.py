@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from scenes import dead_engine
 from support import StepClock, make_job, posts
 from tui_support import settle
 
@@ -14,7 +15,7 @@ from runner import recovery, runs
 from runner.jobs import Job
 from runner.sim import Simulator
 from runner.model import ItemState
-from runner.store import Store
+from runner.store import Store, views
 from tui.app import RunnerApp
 from tui.screens.confirmations import ConfirmationsScreen
 from tui.screens.dialog import AskScreen
@@ -31,18 +32,16 @@ def crashed(store: Store, job: Job, *, submits: bool) -> None:
     run_id = runs.prepare(store, job, now=1.0)
     batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0)
     assert batch is not None
-    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
-    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=1.0, intent=not submits)
-    if submits:
-        store.mark_intent(batch.id, now=1.0)
-        store.mark_create_sent(batch.id, lands_by=181.0)
-    store.db.execute("DELETE FROM engines")
+    with dead_engine(store, "test") as lease:
+        store.start_batch(batch.id, lease=lease, max_attempts=3, now=1.0, intent=not submits)
+        if submits:
+            store.mark_intent(batch.id, now=1.0)
+            store.mark_create_sent(batch.id, lands_by=181.0)
 
 
 def held(store: Store) -> dict[str, int]:
-    """Items by hold: confirm (held for a person), confirmed (to poll or look for), none."""
-    rows = store.rows("SELECT hold, count(*) AS c FROM items GROUP BY hold")
-    return {row["hold"]: row["c"] for row in rows}
+    """Items by hold: ``confirm`` held, ``confirmed`` (to poll or look for), ``none`` neither."""
+    return views.holds(store, store.run_id("test"))
 
 
 def batch_job(tmp_path: Path, sim: Simulator) -> Job:
@@ -115,7 +114,7 @@ async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
         await settle(pilot)
     assert held(store) == {"none": 1, "confirm": 4}
     again = await runs.execute(store, job, clock=clock)
-    states = {row["key"]: row["state"] for row in store.rows("SELECT key, state FROM items")}
+    states = {row["key"]: row["state"] for row in views.items(store, store.run_id("test"))}
     assert states["p001"] == ItemState.COMPLETED
     assert {states[k] for k in states if k != "p001"} == {ItemState.RUNNING}
     assert again.exit_code == 4 and sim.ledger.snapshot()["billed"] == {"p001": 1}

@@ -24,7 +24,7 @@ from runner.clock import SystemClock
 from runner.engine import Outcome
 from runner.sim import Simulator
 from runner.model import ItemState
-from runner.store import Store
+from runner.store import Store, views
 from runner.store.answers import RunState
 from tui.__main__ import main
 from tui.app import RunnerApp
@@ -79,14 +79,14 @@ class Live:
     pilot: Pilot[None]
 
     def control(self) -> tuple[bool, int]:
-        row = self.store.rows("SELECT paused, steps FROM runs")[0]
+        (row,) = views.runs(self.store)
         return bool(row["paused"]), row["steps"]
 
     def started(self) -> int:
-        return self.store.rows("SELECT count(*) AS n FROM batches WHERE started_at IS NOT NULL")[0]["n"]
+        return sum(batch["started_at"] is not None for batch in views.batches(self.store, self.store.run_id("test")))
 
     def completed(self) -> int:
-        return self.store.rows("SELECT count(*) AS n FROM items WHERE state = 'completed'")[0]["n"]
+        return views.status(self.store, "test", now=0.0)["counts"]["completed"]
 
     def view_state(self) -> RunState:
         screen = self.app.screen

@@ -12,7 +12,7 @@ from runner import runs
 from runner.jobs import Job
 from runner.sim import Simulator
 from runner.model import ItemState
-from runner.store import Store
+from runner.store import Store, views
 from tui.app import RunnerApp
 from tui.screens.dialog import AskScreen
 from tui.screens.failures import FailuresScreen, ItemScreen
@@ -29,7 +29,7 @@ async def failed_run(tmp_path: Path, sim: Simulator, store: Store, clock: StepCl
 
 
 def states(store: Store) -> dict[str, str]:
-    return {row["key"]: row["state"] for row in store.rows("SELECT key, state FROM items ORDER BY key")}
+    return {row["key"]: row["state"] for row in views.items(store, store.run_id("test"))}
 
 
 async def test_t_on_a_kind_retries_its_items_after_asking_and_the_engine_completes_them(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scenes import write_lock_held
 from tui_support import NOW, Told, build, settle, shown_runs
-from unwritable import Folder, write_lock_held
+from unwritable import Folder
 
 from tui.app import RunnerApp
 from tui.screens.run import RunScreen

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import sqlite3
 from pathlib import Path
 
-from support import make_job, posts
+from scenes import live_engine, write_lock_held
+from support import make_job, posts, python_run
 from tui_support import NOW, Hand, Told, build, job, settle, shown_runs
 
 from runner import runs
 from runner.store import Settlement, Store, views
 from runner.store.answers import RunState
 from tui.app import RunnerApp
+from tui.screens.failures import FailuresScreen
+from tui.screens.run import RunScreen
 
 
 async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
@@ -22,14 +22,8 @@ async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_p
     app = RunnerApp(db, clock=lambda: NOW)
     async with app.run_test() as pilot:
         await settle(pilot)
-        writer = sqlite3.connect(db, isolation_level=None)
-        writer.execute("BEGIN IMMEDIATE")
-        writer.execute("UPDATE runs SET paused = 1 WHERE name = 'posts'")
-        try:
+        with write_lock_held(db):
             await asyncio.wait_for(settle(pilot, read=True), 2.0)
-        finally:
-            writer.execute("COMMIT")
-            writer.close()
         assert shown_runs(app) == ["archive", "posts", "summaries", "tickets"]
 
 
@@ -60,10 +54,7 @@ async def test_an_unknown_run_is_a_notification_not_a_crash(tmp_path: Path) -> N
 def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
         before = {run.name: run.state for run in views.runs_overview(store, now=NOW)}
-        store.db.execute(
-            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
-            [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
-        )
+        live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
         after = {run.name: run.state for run in views.runs_overview(store, now=NOW)}
     assert before == {
         "archive": RunState.DONE, "posts": RunState.ENGINE_DEAD, "summaries": RunState.PAUSED,
@@ -74,10 +65,7 @@ def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(t
 
 def test_throughput_counts_the_last_minute_and_the_time_left_follows_from_it(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
-        store.db.execute(
-            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES ('posts', 'live', ?, ?, ?, ?)",
-            [os.getpid(), socket.gethostname(), NOW - 60, NOW - 1],
-        )
+        live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
         view = views.run_view(store, "posts", now=NOW)
     # In the last minute: 12 completed in three batches, 1 more completed and 3 failed in another.
     assert (view.per_minute, view.standing.unfinished, view.eta) == (16.0, 12, 45.0)
@@ -109,3 +97,19 @@ def test_throughput_after_a_resume_counts_from_when_work_began_again(tmp_path: P
         hand.complete(NOW - 10, NOW - 5)
         view = views.run_view(store, "slow", now=NOW)
     assert view.per_minute == 24.0
+
+
+async def test_a_run_defined_with_a_python_handler_shows_its_handler_and_its_failures(
+    tmp_path: Path, store: Store
+) -> None:
+    await python_run(store, tmp_path)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.view is not None
+        assert app.screen.view.provider == "python · support.label_all_but_p001"
+        assert (app.screen.view.standing.counts["completed"], app.screen.view.standing.counts["failed"]) == (3, 1)
+        await pilot.press("f")
+        await settle(pilot)
+        assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
+        assert [(k.kind, k.count) for k in app.screen.view.kinds] == [("item_invalid", 1)]

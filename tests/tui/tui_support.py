@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from scenes import engine_elsewhere, no_engine
 from support import make_job, posts
 from textual.message import Message
 from textual.notifications import Notify
@@ -54,10 +55,7 @@ class Hand:
         self.store = store
         self.job = job
         self.run_id = store.prepare_run(job, _rows(job), now=at)
-        store.db.execute(
-            "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, 1, 'elsewhere', 0, 0)",
-            [job.name, LEASE],
-        )
+        engine_elsewhere(store, job.name, LEASE)
 
     def claim(self, at: float) -> int:
         limits = self.job.batch
@@ -81,7 +79,7 @@ class Hand:
 
     def leave(self) -> None:
         """The engine is gone: its lease row with it."""
-        self.store.db.execute("DELETE FROM engines WHERE run = ?", [self.job.name])
+        no_engine(self.store, self.job.name)
 
 
 def _rows(job: Job) -> Iterable[ItemRow]:

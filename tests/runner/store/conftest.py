@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import counts_kept, counts_of_items, states_of_items, states_told_by_events
+from scenes import counts_kept, counts_of_items, states_of_items, states_told_by_events
 
 from runner.store import Store
 

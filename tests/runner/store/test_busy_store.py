@@ -10,15 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support import (
-    StepClock,
-    counts_kept,
-    counts_of_items,
-    make_job,
-    posts,
-    states_of_items,
-    states_told_by_events,
-)
+from scenes import counts_kept, counts_of_items, states_of_items, states_told_by_events
+from support import StepClock, make_job, posts
 
 from runner import busy, control, runs
 from runner.errors import StoreBusy

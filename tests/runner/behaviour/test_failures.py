@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import StepClock, make_job, posts
+from support import StepClock, events_into, make_job, posts
 
 from runner import errors, runs
 from runner.store import views
@@ -31,8 +31,7 @@ def faulty() -> Iterator[Simulator]:
 
 
 def item_states(store: Store) -> dict[str, tuple[str, int, int]]:
-    return {r["key"]: (r["state"], r["attempts"], r["paid_calls"]) for r in store.db.query(
-        "SELECT key, state, attempts, paid_calls FROM items")}
+    return {r["key"]: (r["state"], r["attempts"], r["paid_calls"]) for r in views.items(store, store.run_id("test"))}
 
 
 def call_sizes(sim: Simulator) -> list[int]:
@@ -51,8 +50,8 @@ async def test_short_network_trouble_is_retried_inside_the_attempt_and_a_lost_an
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
     assert set(item_states(store).values()) == {(ItemState.COMPLETED, 1, 1)}
-    assert [r["retries"] for r in store.db.query("SELECT retries FROM batches")] == [2]
-    assert {r["maybe_paid"] for r in store.db.query("SELECT maybe_paid FROM items")} == {maybe_paid}
+    assert [r["retries"] for r in views.batches(store, store.run_id("test"))] == [2]
+    assert {r["maybe_paid"] for r in views.items(store, store.run_id("test"))} == {maybe_paid}
     assert outcome.status["breaker"]["state"] == BreakerState.CLOSED
 
 
@@ -77,7 +76,7 @@ async def test_rate_limited_items_wait_until_the_time_the_upstream_gave(
     times = {h["to_state"]: h["at"] for h in views.item_history(store, 1)}
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
     assert times["received"] - times["waiting"] >= 30
-    assert [r["kind"] for r in store.db.query("SELECT kind FROM events WHERE to_state = 'waiting'")] == [
+    assert [r["kind"] for r in events_into(store, "waiting")] == [
         FailureKind.RATE_LIMITED] * 5
 
 
@@ -87,8 +86,8 @@ async def test_after_a_rate_limit_no_batch_starts_before_the_time_given(
     faulty.set_faults({"rules": [{"fault": "http_429", "times": 1, "retry_after": 30}]})
     job = make_job(tmp_path, faulty.base_url, posts(40, groups=4), max_items=5, concurrency=2)
     await runs.execute(store, job, clock=clock)
-    (limited,) = store.db.execute("SELECT min(at) FROM events WHERE to_state = 'waiting'").fetchone()
-    starts = list(store.db.execute("SELECT at, items FROM events WHERE to_state = 'running'"))
+    limited = min(event["at"] for event in events_into(store, "waiting"))
+    starts = [(event["at"], event["items"]) for event in events_into(store, "running")]
     assert not [at for at, _ in starts if limited < at < limited + 30]
     assert sum(items for _, items in starts) == 45  # 40 items, 5 of them twice
 
@@ -171,8 +170,8 @@ async def test_a_python_handler_classifies_its_own_failures(
 
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5), request_retries=0)
     await runs.execute(store, job, provider=PythonHandler(handler), clock=clock)
-    first = store.db.execute("SELECT kind FROM events WHERE from_state = 'running' ORDER BY id LIMIT 1").fetchone()
-    assert first == (kind,)
+    first = next(event for event in views.history(store, store.run_id("test")) if event["from_state"] == "running")
+    assert first["kind"] == kind
     assert set(item_states(store)) == {f"p{i:03d}" for i in range(5)}
     assert {s for s, _, _ in item_states(store).values()} == {state}
 

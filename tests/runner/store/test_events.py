@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support import counts_kept, counts_of_items, make_job, posts, states_of_items, states_told_by_events, v4_store
+from scenes import counts_kept, counts_of_items, schema_version, states_of_items, states_told_by_events, v4_store
+from support import make_job, posts
 
 from runner import control, jobs, lease, recovery
 from runner.store import schema, views
@@ -25,8 +26,14 @@ def prepared(tmp_path: Path, store: Store, records: list[dict[str, Any]], **limi
     return job, run_id
 
 
-def keys(store: Store) -> dict[int, str]:
-    return {row["id"]: row["key"] for row in store.rows("SELECT id, key FROM items")}
+def fields(store: Store, run_id: int, *names: str) -> list[tuple[Any, ...]]:
+    """The fields ``names`` of every item of the run, in input order."""
+    return [tuple(item[name] for name in names) for item in views.items(store, run_id)]
+
+
+def results(store: Store, run_id: int) -> dict[str, str]:
+    """The result saved for each completed item, by key."""
+    return {row["key"]: row["result"] for row in views.results(store, run_id)}
 
 
 def moves(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -63,10 +70,8 @@ def test_a_settlement_completes_only_items_whose_output_was_received(tmp_path: P
     answered, unanswered = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
     store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, raw="{}", answered=[answered.id], now=4.0)
     store.settle_batch(batch.id, Settlement(completed=[answered.id, unanswered.id]), now=5.0)
-    assert store.rows("SELECT key, state, CASE WHEN state = 'completed' THEN output END AS result FROM items ORDER BY key") == [
-        {"key": "p000", "state": "completed", "result": '{"label":"x"}'},
-        {"key": "p001", "state": "running", "result": None},
-    ]
+    assert fields(store, run_id, "key", "state") == [("p000", "completed"), ("p001", "running")]
+    assert results(store, run_id) == {"p000": '{"label":"x"}'}
     assert counts_kept(store) == counts_of_items(store)
 
 
@@ -102,7 +107,7 @@ def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tm
     store.record_answer(again.id, {ids[1]: "{}"}, raw="{}", now=10.0)
     store.settle_batch(again.id, Settlement(completed=[ids[1]]), now=11.0)
 
-    assert [b["parent_id"] for b in store.rows("SELECT parent_id FROM batches ORDER BY id")] == [
+    assert [b["parent_id"] for b in views.batches(store, run_id)] == [
         None, first.id, first.id, None,
     ]
     assert moves(views.item_history(store, ids[1])) == [
@@ -168,14 +173,14 @@ def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path
     store.prepare_run(job, jobs.items(make_job(tmp_path, URL, edited)), now=3.0)
     started = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0)
     assert [item.key for item in started] == ["p000", "p002"]
-    assert store.rows("SELECT state, batch_id FROM items WHERE key = 'p001'") == [{"state": "pending", "batch_id": None}]
+    assert fields(store, run_id, "key", "state", "batch_id")[1] == ("p001", "pending", None)
     assert views.counts(store, run_id)["2026-05"]["pending"] == 1
 
 
 def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
     v4_store(tmp_path / "runs.db")
     with Store(tmp_path / "runs.db") as store:
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert schema_version(store.path) == schema.SCHEMA_VERSION
         run_id = store.run_id("old")
         old = [(r["from_state"], r["to_state"], r["items"], r["batch_move"]) for r in views.item_history(store, 1)]
         assert old == [
@@ -208,8 +213,8 @@ def test_an_item_received_without_a_usable_result_is_never_completed(tmp_path: P
     answered, unusable = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
     store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, raw='{"results": "broken"}', now=4.0)
     store.settle_batch(batch.id, Settlement(completed=[answered.id, unusable.id]), now=5.0)
-    assert store.rows("SELECT key, state, output, CASE WHEN state = 'completed' THEN output END AS result FROM items ORDER BY key") == [
-        {"key": "p000", "state": "completed", "output": '{"label":"x"}', "result": '{"label":"x"}'},
-        {"key": "p001", "state": "received", "output": None, "result": None},
+    assert fields(store, run_id, "key", "state", "output") == [
+        ("p000", "completed", '{"label":"x"}'), ("p001", "received", None),
     ]
-    assert store.rows("SELECT answer FROM batches") == [{"answer": '{"results": "broken"}'}]
+    assert results(store, run_id) == {"p000": '{"label":"x"}'}
+    assert [b["answer"] for b in views.batches(store, run_id)] == ['{"results": "broken"}']

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import v4_store
-from unwritable import NOW, Folder, small_store, write_lock_held
+from scenes import v4_store, write_lock_held
+from support import ROOT
+from unwritable import NOW, Folder, small_store
 
 from runner import control
 from runner.model import FailureKind
@@ -44,7 +45,7 @@ def test_the_core_imports_no_ui_library() -> None:
 
 
 def test_the_core_passes_mypy_strict() -> None:
-    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=Path(__file__).parents[2], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenes import dump
 from support import StepClock, make_job, posts, run_under_fault
 
 from runner import runs
@@ -43,7 +44,7 @@ async def test_the_raw_answer_is_saved_with_the_batch_as_it_came_back(
 ) -> None:
     upstream.set_faults({"rules": [{"fault": "content_parts"}]})
     await runs.execute(store, make_job(tmp_path, upstream.base_url, posts(2)), clock=clock)
-    (batch,) = store.rows("SELECT answer FROM batches")
+    (batch,) = views.batches(store, store.run_id("test"))
     parts = json.loads(batch["answer"])
     assert isinstance(parts, list) and {part["type"] for part in parts} == {"text"}
 
@@ -56,7 +57,8 @@ async def test_two_disagreeing_results_for_one_id_reattempt_that_item_and_its_hi
     )
     assert outcome.status["counts"][ItemState.COMPLETED] == 4
     assert billed(upstream) == {"p000": 1, "p001": 2, "p002": 1, "p003": 1}
-    (item,) = store.rows("SELECT id FROM items WHERE key = 'p001'")
+    item = views.item(store, store.run_id("test"), "p001")
+    assert item is not None
     why = [h["message"] for h in views.item_history(store, item["id"]) if h["kind"] == FailureKind.ITEM_INVALID]
     assert why == ['the answer gave 2 results for id "p001" that disagree']
 
@@ -73,7 +75,7 @@ async def test_an_error_while_judging_an_answer_leaves_it_saved_and_its_tracebac
     assert outcome.exit_code == 4
     assert "TypeError" in (outcome.stopped_for or "") and "history" in (outcome.stopped_for or "")
     assert outcome.status["counts"][ItemState.RECEIVED] == 3
-    notes = store.rows("SELECT message FROM events WHERE kind = 'engine_error'")
+    notes = [event for event in views.history(store, store.run_id("test")) if event["kind"] == "engine_error"]
     assert len(notes) == 1 and "Traceback" in notes[0]["message"] and "a check that breaks" in notes[0]["message"]
     assert any("unexpected error in batch" in record.message for record in caplog.records)
     fixed = await runs.execute(store, replace(job, check=None), clock=clock)
@@ -103,7 +105,6 @@ async def test_an_upstream_message_holding_the_key_is_saved_and_shown_with_the_k
     job = make_job(tmp_path, upstream.base_url, posts(3))
     job = replace(job, provider=replace(job.provider, api_key_env="RUNNER_TEST_KEY"))
     outcome = await runs.execute(store, job, clock=clock)
-    saved = json.dumps([outcome.stopped_for, outcome.status, store.rows("SELECT * FROM events"),
-                        store.rows("SELECT error FROM items"), store.rows("SELECT breaker_reason FROM runs")])
+    saved = json.dumps([outcome.stopped_for, outcome.status, dump(store.path)])
     assert secret not in saved and secret[-6:] not in saved
     assert "Incorrect API key" in (outcome.status["breaker"]["reason"] or "")

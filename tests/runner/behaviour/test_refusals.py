@@ -90,8 +90,8 @@ async def test_a_rate_limit_without_a_hint_backs_off_exponentially_and_costs_no_
     start = clock.time
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
-    (item,) = store.rows("SELECT attempts, refused, paid_calls FROM items WHERE key = 'p000'")
-    assert item == {"attempts": 7, "refused": 6, "paid_calls": 1}
+    item = views.items(store, store.run_id("test"))[0]
+    assert (item["key"], item["attempts"], item["refused"], item["paid_calls"]) == ("p000", 7, 6, 1)
     waited = clock.time - start
     assert 0.5 * sum(2**n for n in range(6)) <= waited <= 6 * job.retry.max_backoff
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import ROOT, make_job, posts
+from support import make_job, posts, runner_cli
 
 from runner import runs
 from runner.cli import main
@@ -19,11 +16,6 @@ from runner.providers.handler import PythonHandler
 from runner.store import Store
 from runner.sim import Simulator
 from runner.model import ItemState
-
-
-def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def test_the_demo_completes_every_sample_item_and_status_says_so(tmp_path: Path) -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scenes import received_writes_fail
 from support import StepClock, make_job, posts
 
 from runner import control, jobs, runs
@@ -23,7 +23,7 @@ from runner.jobs import Job
 from runner.providers import Answer
 from runner.sim import Simulator
 from runner.model import BreakerState, FailureKind, ItemState
-from runner.store import Store
+from runner.store import Store, views
 
 ALWAYS_500 = {"rules": [{"fault": "http_500"}]}
 
@@ -41,8 +41,8 @@ class Watch:
 
     def __call__(self, ids: list[str]) -> None:
         assert self.sim is not None
-        with sqlite3.connect(self.db) as conn:
-            (state,) = conn.execute("SELECT breaker FROM runs").fetchone()
+        with Store(self.db, read_only=True) as store:
+            state = views.status(store, "test", now=0.0)["breaker"]["state"]
         self.seen.append((state, self.sim.ledger.snapshot()["in_flight"]))
 
 
@@ -169,18 +169,11 @@ async def test_an_engine_waiting_for_a_person_obeys_resume(tmp_path: Path, sim: 
     assert outcome.exit_code == 0
 
 
-FAIL_RECEIVED_WRITES = """
-CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items WHEN NEW.state = 'received'
-BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END
-"""
-
-
 async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_it(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     runs.prepare(store, job_of(tmp_path, sim), now=1.0)
-    with sqlite3.connect(store.path) as conn:
-        conn.execute(FAIL_RECEIVED_WRITES)
+    received_writes_fail(store.path)
     job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=1)
     outcome = await runs.execute(store, job)
     assert call_count(sim) == 1
@@ -250,7 +243,7 @@ async def land_before_new_slots_begin(
 
     def claim_and_land(self: Store, *args: Any, **kwargs: Any) -> Any:
         formed = claim(self, *args, **kwargs)
-        if added.is_set() and formed is not None and not self.rows("SELECT 1 FROM items WHERE state = 'pending'"):
+        if added.is_set() and formed is not None and not views.status(self, "test", now=0.0)["counts"]["pending"]:
             added.clear()
             upstream.land()
         return formed
@@ -269,8 +262,8 @@ async def test_no_batch_starts_after_a_refused_key_that_lands_before_a_new_slot_
     )
     assert outcome.stop_kind is FailureKind.AUTH and outcome.status["breaker"]["state"] == BreakerState.OPEN
     assert upstream.sent == [["p000"], ["p001"]]
-    (p002,) = store.rows("SELECT state, attempts, batch_id FROM items WHERE key = 'p002'")
-    assert p002 == {"state": "pending", "attempts": 0, "batch_id": None}
+    p002 = views.item(store, store.run_id("test"), "p002")
+    assert p002 is not None and (p002["state"], p002["attempts"], p002["batch_id"]) == ("pending", 0, None)
 
 
 async def test_a_new_slot_starts_nothing_once_the_breaker_opened_before_it_began(

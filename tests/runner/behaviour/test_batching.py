@@ -25,7 +25,7 @@ async def test_the_sample_job_respects_every_batch_limit(tmp_path: Path, sim: Si
     )
     outcome = await runs.execute(store, job)
     ledger = sim.ledger.snapshot()
-    group_of = {r["key"]: r["grp"] for r in store.db.query("SELECT key, grp FROM items")}
+    group_of = {r["key"]: r["group"] for r in views.items(store, store.run_id(job.name))}
     assert outcome.status["counts"][ItemState.COMPLETED] == outcome.status["total"] == 2400
     assert ledger["max_in_flight"] <= 2
     assert ledger["max_items_per_request"] == 20

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import ROOT, v4_store
-from unwritable import SMALL_COUNTS, Folder, digest, reader_argv, small_store, write_lock_held
+from scenes import another_programs_database, schema_version, v4_store, write_lock_held
+from support import ROOT
+from unwritable import SMALL_COUNTS, Folder, digest, reader_argv, small_store
 
 from runner.model import FailureKind
 from runner.store import schema
@@ -99,12 +99,7 @@ def test_views_do_not_wait_for_another_process_holding_the_write_lock(tmp_path: 
 def foreign(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     """``runs.db``, another program's SQLite database, with ``user_version`` the parameter."""
     db = tmp_path / "runs.db"
-    with sqlite3.connect(db) as conn:
-        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
-        conn.execute("CREATE TABLE tags (note_id INTEGER, tag TEXT)")
-        conn.execute("INSERT INTO notes (body) VALUES ('buy milk')")
-        conn.execute(f"PRAGMA user_version = {request.param}")
-    conn.close()
+    another_programs_database(db, user_version=request.param)
     (tmp_path / "posts.jsonl").write_text('{"id": "p1", "body": "hello"}\n')
     (tmp_path / "job.toml").write_text('name = "posts"\ninput = "posts.jsonl"\n[provider]\nbase_url = "http://127.0.0.1:9/v1"\n')
     return db
@@ -130,8 +125,8 @@ def test_an_empty_file_becomes_a_new_store_for_writing_and_holds_no_store_for_a_
     (tmp_path / "runs.db").touch()
     view = runner_cli("status", cwd=tmp_path)
     assert (view.returncode, view.stderr) == (1, "error: runs.db: no run store here (runner run or runner demo makes one)\n")
-    with Store(tmp_path / "runs.db") as store:
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+    Store(tmp_path / "runs.db").close()
+    assert schema_version(tmp_path / "runs.db") == schema.SCHEMA_VERSION
 
 
 def test_a_view_of_a_store_at_an_older_schema_changes_nothing_and_names_the_command_that_upgrades_it(

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
-from support import StepClock, make_job, posts
+from scenes import create_never_sent, dead_engine
+from support import StepClock, events_into, make_job, posts
 
 from runner import recovery, runs
 from runner.store import views
@@ -36,7 +37,11 @@ def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **l
 
 
 def tasks(store: Store) -> list[str | None]:
-    return [r["upstream_id"] for r in store.db.query("SELECT upstream_id FROM batches ORDER BY id")]
+    return [r["upstream_id"] for r in views.batches(store, store.run_id("test"))]
+
+
+def items(store: Store) -> list[dict[str, Any]]:
+    return views.items(store, store.run_id("test"))
 
 
 async def test_a_batch_is_submitted_its_id_saved_and_its_lines_completed(
@@ -47,7 +52,7 @@ async def test_a_batch_is_submitted_its_id_saved_and_its_lines_completed(
     assert outcome.status["counts"][ItemState.COMPLETED] == 30
     assert ledger["batches_created"] == 4 and set(ledger["billed"].values()) == {1}
     assert all(task and task.startswith("batch_") for task in tasks(store))
-    assert {r["paid_calls"] for r in store.db.query("SELECT paid_calls FROM items")} == {1}
+    assert {r["paid_calls"] for r in items(store)} == {1}
 
 
 async def test_a_create_whose_answer_was_lost_is_adopted_from_the_list_not_created_again(
@@ -96,7 +101,7 @@ async def test_an_expired_batch_keeps_its_answered_lines_and_sends_the_others_ag
     billed = upstream.ledger.snapshot()["billed"]
     assert outcome.status["counts"][ItemState.COMPLETED] == 6
     assert set(billed.values()) == {1} and len(billed) == 6
-    assert {r["attempts"] for r in store.db.query("SELECT attempts FROM items WHERE key > 'p002'")} == {2}
+    assert {r["attempts"] for r in items(store) if r["key"] > "p002"} == {2}
 
 
 def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
@@ -104,11 +109,10 @@ def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
     run_id = runs.prepare(store, job, now=now)
     batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=now)
     assert batch is not None
-    store.db.execute("INSERT INTO engines VALUES ('test', 'dead', 999999, 'elsewhere', 0, 0)")
-    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=now, intent=False)
-    store.mark_intent(batch.id, now=now)
-    store.mark_create_sent(batch.id, lands_by=now + 90)
-    store.db.execute("DELETE FROM engines")
+    with dead_engine(store, "test") as lease:
+        store.start_batch(batch.id, lease=lease, max_attempts=3, now=now, intent=False)
+        store.mark_intent(batch.id, now=now)
+        store.mark_create_sent(batch.id, lands_by=now + 90)
     return batch.id
 
 
@@ -131,7 +135,7 @@ async def test_after_a_crash_before_the_create_was_sent_the_items_go_back_to_pen
 ) -> None:
     job = batch_job(tmp_path, upstream, posts(5))
     batch_id = leave_a_sent_batch(store, job, clock.now())
-    store.db.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
+    create_never_sent(store, batch_id)
     done = await runs.execute(store, job, clock=clock)
     assert done.exit_code == 0 and done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 1
@@ -162,7 +166,7 @@ async def test_a_create_made_twice_upstream_is_cancelled_and_shown_as_an_unknown
     assert outcome.status["duplicate_tasks"] == 1
     assert outcome.status["counts"][ItemState.COMPLETED] == 4
     assert ledger["batches_created"] == 2 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(4)}
-    assert {r["maybe_paid"] for r in store.rows("SELECT maybe_paid FROM items")} == {1}
+    assert {r["maybe_paid"] for r in items(store)} == {1}
     history = views.item_history(store, 1)
     assert [h["kind"] for h in history if h["kind"] == "duplicate"] == ["duplicate"]
 
@@ -174,7 +178,8 @@ async def test_after_a_crash_a_saved_task_is_polled_once_confirmed_and_never_sub
     batch_id = leave_a_sent_batch(store, job, clock.now())
     async with httpx.AsyncClient() as client:
         provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None)
-        payloads = [json.loads(r["input"]) for r in store.db.query("SELECT input FROM inputs JOIN items ON items.id = inputs.item_id ORDER BY seq")]
+        run_id = store.run_id("test")
+        payloads = [json.loads(views.item(store, run_id, r["key"])["input"]) for r in items(store)]
         store.save_task_id(batch_id, await provider.create("elsewhere:1", await provider.upload("elsewhere:1", payloads)))
     held = await runs.execute(store, job, clock=clock)
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}
@@ -230,7 +235,7 @@ async def test_another_store_reusing_the_run_name_never_adopts_this_ones_batch(
         await runs.execute(second, job, clock=clock)
         recovery.confirm(second, "test", now=clock.now())
         done = await runs.execute(second, job, clock=clock)
-        summaries = {json.loads(r["output"])["summary"] for r in second.db.query("SELECT output FROM items WHERE state = 'completed'")}
+        summaries = {json.loads(r["result"])["summary"] for r in views.results(second, second.run_id("test"))}
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert upstream.ledger.snapshot()["batches_created"] == 2
     assert all(summary.startswith("A different text") for summary in summaries)
@@ -244,7 +249,7 @@ async def test_a_line_missing_from_a_finished_task_fails_as_maybe_paid_never_res
     [failure] = views.failures(store, "test")
     assert (failure["key"], failure["kind"], failure["retryable"]) == ("p001", FailureKind.NOT_FOUND, True)
     assert "may have run and been billed" in failure["message"]
-    (maybe,) = store.db.execute("SELECT maybe_paid FROM items WHERE key = 'p001'").fetchone()
+    maybe = {r["key"]: r["maybe_paid"] for r in items(store)}["p001"]
     assert maybe == 1 and outcome.status["counts"][ItemState.COMPLETED] == 4
 
 
@@ -253,8 +258,8 @@ async def test_a_batch_refused_for_the_token_quota_waits_and_goes_again(
 ) -> None:
     upstream.set_faults({"rules": [{"fault": "batch_failed", "times": 1}]})
     outcome = await runs.execute(store, batch_job(tmp_path, upstream, posts(5)), clock=clock)
-    kinds = [k for (k,) in store.db.execute("SELECT DISTINCT kind FROM events WHERE to_state = 'waiting'")]
-    assert kinds == [FailureKind.RATE_LIMITED]
+    kinds = {event["kind"] for event in events_into(store, "waiting")}
+    assert kinds == {FailureKind.RATE_LIMITED}
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
 
 
@@ -279,8 +284,8 @@ class Tasks:
         return next((task for task, (r, _) in self.created.items() if r == ref), None)
 
     async def poll(self, task_id: str) -> list[dict[str, Any]] | None:
-        (saved,) = self.store.db.execute("SELECT upstream_id FROM batches WHERE upstream_id = ?", [task_id]).fetchone()
-        self.saved_when_polled.append(saved)
+        saved = [b["upstream_id"] for b in views.batches(self.store, self.store.run_id("test"))]
+        self.saved_when_polled.append(task_id if task_id in saved else None)
         return [{"id": p["id"], "label": "question"} for p in self.created[task_id][1]]
 
 

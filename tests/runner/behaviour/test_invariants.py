@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
-from support import ROOT, StepClock, make_job, posts, write_jsonl
+from support import ROOT, StepClock, events_into, make_job, posts, write_jsonl
 
 from runner import lease, runs
 from runner.store import views
@@ -47,17 +47,23 @@ def start_engine(tmp_path: Path, sim: Simulator, records: list[dict[str, object]
 
 
 def item_rows(db: Path) -> dict[str, tuple[str, int, str | None]]:
-    with sqlite3.connect(db) as conn:
-        return {k: (s, a, o) for k, s, a, o in conn.execute("SELECT key, state, attempts, output FROM items")}
+    """Each item's state, attempts and output, as another connection reads them now."""
+    with Store(db, read_only=True) as store:
+        return {r["key"]: (r["state"], r["attempts"], r["output"]) for r in views.items(store, store.run_id("test"))}
+
+
+def states(store: Store, run_id: int) -> dict[str, int]:
+    """How many of the run's items are in each state, counted item by item."""
+    return dict(Counter(r["state"] for r in views.items(store, run_id)))
 
 
 async def test_running_is_committed_before_any_upstream_request(tmp_path: Path, store: Store) -> None:
     seen: dict[str, tuple[str, int]] = {}
 
     def look_in_the_store(ids: list[str]) -> None:
-        with sqlite3.connect(store.path) as conn:
-            for key in ids:
-                seen[key] = conn.execute("SELECT state, attempts FROM items WHERE key = ?", (key,)).fetchone()
+        rows = item_rows(store.path)
+        for key in ids:
+            seen[key] = rows[key][:2]
 
     with Simulator(on_request=look_in_the_store).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(60, groups=2), max_items=10)
@@ -110,11 +116,12 @@ async def test_completed_only_after_validation_passed(tmp_path: Path, sim: Simul
 
     job = make_job(tmp_path, sim.base_url, posts(40), max_attempts=2, check=only_two_labels)
     outcome = await runs.execute(store, job, clock=clock)
-    rows = {r["key"]: r for r in store.db.query("SELECT key, state, CASE WHEN state = 'completed' THEN output END AS result, output, paid_calls FROM items")}
+    rows = {r["key"]: r for r in views.items(store, store.run_id("test"))}
+    results = {r["key"]: json.loads(r["result"]) for r in views.results(store, store.run_id("test"))}
     completed = {k for k, r in rows.items() if r["state"] == ItemState.COMPLETED}
     valid = {k for k, r in rows.items() if json.loads(r["output"])["label"] in ("question", "bug_report")}
-    assert completed == valid and 0 < len(completed) < 40
-    assert all(json.loads(rows[k]["result"])["label"] in ("question", "bug_report") for k in completed)
+    assert completed == valid == set(results) and 0 < len(completed) < 40
+    assert all(result["label"] in ("question", "bug_report") for result in results.values())
     assert outcome.status["counts"][ItemState.FAILED] == 40 - len(completed)
     assert {r["paid_calls"] for k, r in rows.items() if k not in completed} == {2}
 
@@ -125,7 +132,7 @@ async def test_an_empty_queue_does_not_end_the_run(tmp_path: Path, sim: Simulato
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.status["counts"][ItemState.WAITING] == 0
     assert outcome.status["counts"][ItemState.COMPLETED] + outcome.status["counts"][ItemState.FAILED] == 30
-    failed_attempts = {r["attempts"] for r in store.db.query("SELECT attempts FROM items WHERE state = 'failed'")}
+    failed_attempts = {r["attempts"] for r in views.items(store, store.run_id("test")) if r["state"] == "failed"}
     assert failed_attempts == {3}
 
 
@@ -137,7 +144,7 @@ async def test_two_batches_of_one_group_finishing_at_once_lose_no_update(tmp_pat
         billed = sim.ledger.snapshot()["billed"]
     assert outcome.status["counts"][ItemState.COMPLETED] == 50
     assert billed == {f"p{i:03d}": 1 for i in range(50)}
-    (completions,) = store.db.execute("SELECT sum(items) FROM events WHERE to_state = 'completed'").fetchone()
+    completions = sum(event["items"] for event in events_into(store, "completed"))
     assert completions == 50
 
 
@@ -165,15 +172,18 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
         thread.start()
     for thread in threads:
         thread.join()
-    (recount,) = store.db.execute("SELECT count(*) FROM items WHERE state = 'completed'").fetchone()
+    recount = [r["state"] for r in views.items(store, run_id)].count(ItemState.COMPLETED)
     assert views.counts(store, run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
 
 
 async def test_an_engine_that_lost_its_lease_starts_nothing_more(tmp_path: Path, store: Store) -> None:
+    taken = threading.Event()
+
     def another_engine_takes_over(ids: list[str]) -> None:
-        with Store(store.path) as other:
-            if other.rows("SELECT count(*) AS n FROM engines WHERE token = 'usurper'")[0]["n"] == 0:
+        if not taken.is_set():
+            with Store(store.path) as other:
                 lease.acquire(other, "test", token="usurper", now=time.time() + 3600)
+            taken.set()
 
     with Simulator(on_request=another_engine_takes_over).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(50), max_items=5, concurrency=1)
@@ -195,11 +205,9 @@ def test_an_engine_that_lost_its_lease_leaves_the_new_engines_queued_batches_alo
     formed = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=100.0)
     assert formed is not None
     store.release_queued(run_id, lease=("test", "late"), now=101.0)
-    assert store.rows("SELECT state, count(*) AS n FROM items GROUP BY state ORDER BY state") == [
-        {"state": "pending", "n": 5}, {"state": "queued", "n": 5},
-    ]
+    assert states(store, run_id) == {"pending": 5, "queued": 5}
     store.release_queued(run_id, lease=("test", "usurper"), now=102.0)
-    assert store.rows("SELECT state, count(*) AS n FROM items GROUP BY state") == [{"state": "pending", "n": 10}]
+    assert states(store, run_id) == {"pending": 10}
 
 
 def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:

@@ -1,0 +1,65 @@
+"""Whole lists of a run, read when a person (or a test) asks, never polled: results, history, items, batches, holds.
+
+Part of the read model (:mod:`runner.store.views` answers with these too).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .sqlite import Store
+
+#: A completed item's result (JSON text): its validated output.
+RESULT = "CASE WHEN state = 'completed' THEN output END"
+
+
+# What the notebook API reads when a person asks: whole lists, never polled.
+
+
+def results(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Completed items with their saved result (JSON text), in input order."""
+    return store.rows(
+        f"SELECT key, grp AS \"group\", {RESULT} AS result FROM items WHERE run_id = ? AND state = 'completed' "
+        "ORDER BY seq",
+        [run_id],
+    )
+
+
+def history(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Every event of a run, oldest first: ``items`` moved, an item's own with its key, a batch's without."""
+    return store.rows(
+        "SELECT e.at, i.key, e.batch_id, e.from_state, e.to_state, e.kind, e.message, e.items FROM events e "
+        "LEFT JOIN items i ON i.id = e.item_id WHERE e.run_id = ? ORDER BY e.id",
+        [run_id],
+    )
+
+
+# A whole run row by row, for scripts and tests: every item, every batch, who holds what.
+
+
+def items(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Every item of a run in input order: its state, tries, charges, batch, saved output and error."""
+    return store.rows(
+        'SELECT id, key, grp AS "group", state, attempts, refused, paid_calls, maybe_paid, batch_id, not_before, '
+        "output, error_kind AS kind, error AS message, retryable FROM items WHERE run_id = ? ORDER BY seq",
+        [run_id],
+    )
+
+
+def batches(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Every batch of a run, oldest first: its group, state, size, the batch it was split from, upstream id and answer."""
+    return store.rows(
+        'SELECT id, parent_id, grp AS "group", state, size, round, retries, upstream_id, answer, created_at, '
+        "started_at, lands_by FROM batches WHERE run_id = ? ORDER BY id",
+        [run_id],
+    )
+
+
+def holds(store: Store, run_id: int) -> dict[str, int]:
+    """A run's items by what they wait for from a person: ``confirm`` (held), ``confirmed`` (released), ``none``."""
+    rows = store.rows(
+        "SELECT hold, count(*) AS n FROM items WHERE run_id = ? GROUP BY hold",
+        [run_id],
+    )
+    return {row["hold"]: row["n"] for row in rows}

@@ -1,0 +1,171 @@
+"""Scenes no store verb makes, set up in the store's own SQL: the one place tests write SQL.
+
+A test elsewhere asks for a scene by name (a dead engine's lease, a create
+never sent, a disk that fails, a store of an older schema, another program's
+database) and reads what follows through :mod:`runner.store.views`. The raw
+tallies that the invariant fixture compares (what the events tell, what the
+items hold, what the counts keep) are here too: they read the tables beneath
+the read model. A second backend gives its own module of the same names.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from runner.store import Store, schema
+
+def engine_row(store: Store, run: str, token: str, *, pid: int, host: str, started_at: float, heartbeat_at: float) -> None:
+    """The lease row an engine of ``host`` and ``pid`` writes for ``run``."""
+    store.db.execute(
+        "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+        [run, token, pid, host, started_at, heartbeat_at],
+    )
+
+
+def live_engine(store: Store, run: str, token: str, *, started_at: float, heartbeat_at: float) -> None:
+    """The lease of an engine of this process, on this host, that beat at ``heartbeat_at``."""
+    engine_row(store, run, token, pid=os.getpid(), host=socket.gethostname(), started_at=started_at,
+               heartbeat_at=heartbeat_at)
+
+
+def engine_elsewhere(store: Store, run: str, token: str) -> None:
+    """The lease of an engine that no heartbeat proves alive: another host's, that last beat at time 0."""
+    engine_row(store, run, token, pid=999_999, host="elsewhere", started_at=0.0, heartbeat_at=0.0)
+
+
+def no_engine(store: Store, run: str) -> None:
+    """The engine of ``run`` is gone, and its lease row with it."""
+    store.db.execute("DELETE FROM engines WHERE run = ?", [run])
+
+
+@contextmanager
+def dead_engine(store: Store, run: str, token: str = "dead") -> Iterator[tuple[str, str]]:
+    """Inside the block, ``run`` is held by an engine elsewhere (its lease, to pass to store verbs); then it is gone."""
+    engine_elsewhere(store, run, token)
+    yield run, token
+    no_engine(store, run)
+
+
+def create_never_sent(store: Store, batch_id: int) -> None:
+    """A batch whose create was never sent: no time is kept by which it could land upstream."""
+    store.db.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
+
+
+def received_writes_fail(db: Path) -> None:
+    """From now on the disk fails every write that would make an item ``received``."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items WHEN NEW.state = 'received' "
+            "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END"
+        )
+    conn.close()
+
+
+@contextmanager
+def write_lock_held(db: Path) -> Iterator[None]:
+    """Another process holds the store's write lock, with the breaker opened but not committed, until the block ends."""
+    code = (
+        "import sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('BEGIN IMMEDIATE')\n"
+        "conn.execute(\"UPDATE runs SET breaker = 'open', breaker_reason = 'not committed'\")\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"
+        "conn.execute('ROLLBACK')\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", code, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          text=True) as holder:
+        assert holder.stdin is not None and holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        try:
+            yield
+        finally:
+            holder.stdin.close()
+            assert holder.wait() == 0
+
+
+def another_programs_database(db: Path, *, user_version: int) -> None:
+    """At ``db``, a SQLite database of another program (notes and tags) with ``user_version`` set."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("CREATE TABLE tags (note_id INTEGER, tag TEXT)")
+        conn.execute("INSERT INTO notes (body) VALUES ('buy milk')")
+        conn.execute(f"PRAGMA user_version = {user_version}")
+    conn.close()
+
+
+def v4_store(path: Path) -> None:
+    """A store as runner wrote it at schema 4: one event per item and change, a batch left running."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statements in schema.MIGRATIONS[:4]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 4")
+    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES ('old', '{}', 1, 1)")
+    conn.executemany(
+        "INSERT INTO items (run_id, key, grp, seq, input, chars, fingerprint, updated_at) VALUES (1, ?, 'g', ?, ?, 12, ?, 1)",
+        [(f"k{i}", i, f'{{"id":"k{i}"}}', f"f{i}") for i in range(3)],
+    )
+    conn.execute("INSERT INTO batches (run_id, grp, state, size, chars, created_at, intent_at) VALUES (1, 'g', 'running', 3, 6, 2, 2)")
+    for state, at in (("queued", 2), ("running", 3)):
+        conn.execute("UPDATE items SET state = ?, batch_id = 1, updated_at = ?", (state, at))
+    conn.execute("UPDATE items SET state = 'received', updated_at = 4 WHERE key != 'k2'")
+    conn.execute("UPDATE items SET state = 'completed', updated_at = 5 WHERE key != 'k2'")
+    conn.close()
+
+
+def schema_version(db: Path) -> int:
+    """The schema version the store at ``db`` is at."""
+    with sqlite3.connect(db) as conn:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+    conn.close()
+    return int(version)
+
+
+def dump(db: Path) -> list[str]:
+    """Every table and row of the store at ``db``, as SQL text: equal dumps, an unchanged store."""
+    with sqlite3.connect(db) as conn:
+        lines = list(conn.iterdump())
+    conn.close()
+    return lines
+
+
+# The raw tallies the invariant fixture compares.
+
+
+def states_told_by_events(store: Store) -> dict[tuple[int, str], int]:
+    """Items per run and state as the events tell it: every move into a state, less every move out of it."""
+    return {(r["run_id"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, state, sum(n) AS n FROM ("
+        "SELECT run_id, to_state AS state, items AS n FROM events "
+        "UNION ALL SELECT run_id, from_state, -items FROM events WHERE from_state IS NOT NULL"
+        ") GROUP BY run_id, state HAVING sum(n) != 0"
+    )}
+
+
+def states_of_items(store: Store) -> dict[tuple[int, str], int]:
+    """Items per run and state as the items table holds them."""
+    return {(r["run_id"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, state, count(*) AS n FROM items GROUP BY run_id, state"
+    )}
+
+
+def counts_kept(store: Store) -> dict[tuple[int, str, str], int]:
+    """Items per run, group and state as the ``counts`` table keeps them."""
+    return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, grp, state, n FROM counts WHERE n != 0"
+    )}
+
+
+def counts_of_items(store: Store) -> dict[tuple[int, str, str], int]:
+    """Items per run, group and state, counted from the items table."""
+    return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, grp, state, count(*) AS n FROM items GROUP BY run_id, grp, state"
+    )}
