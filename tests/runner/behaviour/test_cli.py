@@ -124,3 +124,16 @@ def test_a_simulator_on_a_port_already_taken_says_so_on_one_line(tmp_path: Path)
     assert refused.returncode == 1
     assert refused.stderr.startswith(f"error: cannot listen on 127.0.0.1:{taken.port}: ")
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+async def test_a_run_stopped_by_a_refused_key_exits_1_again_when_new_items_come_before_the_fix(tmp_path: Path) -> None:
+    async def refuse(payloads: list[dict[str, object]]) -> str:
+        raise AuthError("401 invalid_api_key")
+
+    with Store(tmp_path / "runs.db") as store:
+        first = await runs.execute(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)),
+                                   provider=PythonHandler(refuse))
+        again = await runs.execute(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5)),
+                                   provider=PythonHandler(refuse))
+    assert (first.exit_code, first.stop_kind) == (1, "auth")
+    assert (again.exit_code, again.stop_kind, again.stopped_for) == (1, "auth", "breaker open (auth: 401 invalid_api_key)")
