@@ -31,3 +31,10 @@ def test_items_are_written_by_the_store_s_one_writer_alone() -> None:
 def test_no_module_of_the_core_is_over_400_lines() -> None:
     long = {path: text.count("\n") for path, text in sources("runner", "tui").items() if text.count("\n") > 400}
     assert long == {}
+
+
+def test_no_test_writes_sql_outside_the_store_s_contract_suite() -> None:
+    outside = {path for path, text in sources("tests").items()
+               if SQL.search(text) and not path.startswith("tests/runner/store/")}
+    outside.discard("tests/runner/test_layers.py")  # this file: it spells the SQL it looks for
+    assert outside == set()
