@@ -12,8 +12,10 @@ the in-memory line of formed batches.
 On start it takes over what a dead engine left (``RunStore.recover``, then the
 saved outputs validated locally: :mod:`runner.rules.triage` gives the order);
 on stop it gives back the batches formed but not sent, and the lease. A
-failed store write stops the run with its breaker open (reason ``store``).
-Time comes from an injected clock.
+failed store write stops the run with its breaker open (kind ``store``).
+Why a run stopped is a failure kind beside its reason (``Outcome.stop_kind``,
+the breaker's kind when it was already open): the exit code comes from the
+kind, never from the reason's words. Time comes from an injected clock.
 """
 
 from __future__ import annotations
