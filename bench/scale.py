@@ -304,8 +304,8 @@ def breakdown(figures: dict[int, dict[str, float]], unit: str) -> str:
 
 
 def run(*, quick: bool) -> list[Row]:
-    sizes = (10_000, 100_000) if quick else (10_000, 100_000, 1_000_000)
-    prepared = (10_000, 100_000) if quick else (10_000, 1_000_000)
+    sizes = (10_000, 50_000) if quick else (10_000, 100_000, 1_000_000)
+    prepared = (10_000, 50_000) if quick else (10_000, 1_000_000)
     read_ms: dict[int, dict[str, float]] = {}
     recovery: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as name:
