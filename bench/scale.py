@@ -94,7 +94,7 @@ def item_rows(run_id: int, count: int) -> Iterator[tuple[Any, ...]]:
             protocol.encode(protocol.item_payload(key, {"body": rng.choice(bodies)})),
             state, int(state != "pending"), int(state not in ("pending", "queued", "running")),
             None if state == "pending" else batch, NOW + 60 if state == "waiting" else None,
-            output, output if state == "completed" else None,
+            output,
             kind, f"{kind}: a seeded failure" if kind else None, 1 if kind else None, NOW,
         )
 
@@ -123,9 +123,9 @@ def build(path: Path, count: int) -> None:
         while chunk := list(itertools.islice(rows, 10_000)):
             conn.executemany(
                 "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, state, attempts, paid_calls, "
-                "batch_id, not_before, output, result, error_kind, error, retryable, updated_at) "
+                "batch_id, not_before, output, error_kind, error, retryable, updated_at) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, length(?6), printf('%064x', ?5), ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                "?15, ?16, ?17)",
+                "?15, ?16)",
                 chunk,
             )
             conn.executemany("INSERT INTO inputs (item_id, input) VALUES (?, ?)", [(row[0], row[5]) for row in chunk])

@@ -125,7 +125,7 @@ def store_batch(store: Store, run_id: int, held: tuple[str, str], steps: Steps) 
         store.record_answer(batch.id, outputs, raw=raw_answer(item.key for item in started), now=NOW)
     with steps.timing("completed"):
         done = Settlement(completed=list(outputs), breaker=breaker.after_success)
-        store.settle_batch(batch.id, done, max_attempts=3, now=NOW)
+        store.settle_batch(batch.id, done, now=NOW)
     return True
 
 
