@@ -85,7 +85,7 @@ class Hold(StrEnum):
 
 @dataclass(frozen=True)
 class Move:
-    """An allowed move: items in one of ``origins`` (and ``held``) go to ``to`` (and ``hold``).
+    """An allowed move: items in one of ``origins`` (and ``from_hold``) go to ``to`` (and ``to_hold``).
 
     ``sets`` and ``clears`` name the item's fields the move writes: every
     other field keeps its value. ``per_batch``: the move is logged once for
@@ -96,48 +96,55 @@ class Move:
     to: ItemState
     sets: frozenset[str] = frozenset()
     clears: frozenset[str] = frozenset()
-    held: Hold | None = None
-    hold: Hold | None = None
+    #: The hold the items must be in (None: any).
+    from_hold: Hold | None = None
+    #: The hold the move leaves them in (None: as it was).
+    to_hold: Hold | None = None
     per_batch: bool = False
 
 
 def _move(
-    origins: str, to: ItemState, *, sets: str = "", clears: str = "", held: Hold | None = None,
-    hold: Hold | None = None, per_batch: bool = False,
+    origins: str, to: ItemState, *, sets: str = "", clears: str = "", from_hold: Hold | None = None,
+    to_hold: Hold | None = None, per_batch: bool = False,
 ) -> Move:
     return Move(frozenset(ItemState(o) for o in origins.split()), to, frozenset(sets.split()),
-                frozenset(clears.split()), held, hold, per_batch)
+                frozenset(clears.split()), from_hold, to_hold, per_batch)
 
 
 #: Every move an item may make. The error fields are ``error_kind``, ``error`` and ``retryable``.
 MOVES: dict[str, Move] = {
     # The batch path: formed, started, answered, completed.
     "claim": _move("pending waiting", ItemState.QUEUED, sets="batch_id", per_batch=True),
-    "start": _move("queued", ItemState.RUNNING, sets="attempts", held=Hold.NONE, per_batch=True),
+    "start": _move("queued", ItemState.RUNNING, sets="attempts", from_hold=Hold.NONE, per_batch=True),
+    # An answer is kept whatever the hold: the engine that took a run over may hold the items of a
+    # batch whose answer then comes to the engine it took the run from.
     "receive": _move("running", ItemState.RECEIVED, sets="output paid_calls refused_streak",
-                     held=Hold.NONE, per_batch=True),
-    "complete": _move("received", ItemState.COMPLETED, clears="error_kind error retryable", per_batch=True),
+                     to_hold=Hold.NONE, per_batch=True),
+    "complete": _move("received", ItemState.COMPLETED, clears="error_kind error retryable", to_hold=Hold.NONE,
+                      per_batch=True),
     "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
     # A verdict's other ends.
-    "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before"),
-    "fail": _move("running received", ItemState.FAILED, sets="error_kind error retryable"),
-    "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable"),
+    "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before",
+                   to_hold=Hold.NONE),
+    "fail": _move("running received", ItemState.FAILED, sets="error_kind error retryable", to_hold=Hold.NONE),
+    "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable not_before",
+                     to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
     # Holding for a person, and what a person's confirmation releases.
-    "hold": _move("running", ItemState.RUNNING, held=Hold.NONE, hold=Hold.CONFIRM),
-    "confirm": _move("running", ItemState.RUNNING, held=Hold.CONFIRM, hold=Hold.CONFIRMED),
-    "resume": _move("running", ItemState.RUNNING, held=Hold.CONFIRMED, hold=Hold.NONE),
+    "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
+    "confirm": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRM, to_hold=Hold.CONFIRMED),
+    "resume": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRMED, to_hold=Hold.NONE),
     "resend": _move("running", ItemState.PENDING, sets="error", clears="batch_id error_kind",
-                    held=Hold.CONFIRM, hold=Hold.NONE),
+                    from_hold=Hold.CONFIRM, to_hold=Hold.NONE),
     # What an engine gives back: formed but unsent, or started but never sent.
     "unqueue": _move("queued", ItemState.PENDING, clears="batch_id"),
     "unsent": _move("running", ItemState.PENDING, clears="batch_id"),
     # A person's retry of failed items, with a fresh attempt budget.
     "retry_failed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
-                          clears="batch_id error_kind error retryable not_before"),
+                          clears="batch_id error_kind error retryable not_before", to_hold=Hold.NONE),
     # A new input for an item: an old result never stands for it.
     "input_changed": _move("running received completed", ItemState.FAILED, sets="error_kind error retryable",
-                           hold=Hold.NONE),
+                           to_hold=Hold.NONE),
     "input_fixed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
                          clears="error_kind error retryable"),
 }

@@ -101,10 +101,10 @@ def _statement(
     assignments += [expression for _, expression in values]
     assignments += [f"{field} = NULL" for field in sorted(the_move.clears)]
     conditions = [f"({where})", f"items.state IN ({_quoted(origins)})"]
-    if the_move.hold is not None:
-        assignments.append(f"hold = '{the_move.hold.value}'")
-    if the_move.held is not None:
-        conditions.append(f"items.hold = '{the_move.held.value}'")
+    if the_move.to_hold is not None:
+        assignments.append(f"hold = '{the_move.to_hold.value}'")
+    if the_move.from_hold is not None:
+        conditions.append(f"items.hold = '{the_move.from_hold.value}'")
     sql = f"UPDATE items SET {', '.join(assignments)} {source} WHERE {' AND '.join(conditions)}"
     return f"{sql} RETURNING {returning}" if returning else sql
 

@@ -338,9 +338,9 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
     move_each(conn, "fail", where=one, values=ERROR, params=[
         {**params, "id": i, "kind": kind, "message": message, "retryable": retryable}
         for i, (kind, message, retryable) in settlement.failed.items()])
-    move_each(conn, "give_up", where=one, values={**ERROR, "error": TALLY}, params=[
-        {**params, "id": i, "kind": kind, "message": message, "retryable": 1}
-        for i, (kind, message) in settlement.gave_up.items()])
+    move_each(conn, "give_up", where=one, values={**ERROR, "error": TALLY, "not_before": "not_before = :not_before"},
+              params=[{**params, "id": i, "kind": kind, "message": message, "retryable": 1,
+                       "not_before": settlement.not_before} for i, (kind, message) in settlement.gave_up.items()])
     conn.execute("UPDATE batches SET state = ?, finished_at = ? WHERE id = ?", (BatchState.DONE, now, batch_id))
     if settlement.breaker is not None:
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()

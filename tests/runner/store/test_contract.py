@@ -195,3 +195,18 @@ def test_a_new_input_fails_what_was_sent_and_gives_what_was_not_back_to_pending(
                                      "p004": "pending"}
     item = views.item(store, run_id, "p000")
     assert item is not None and item["kind"] == "input_changed"
+
+
+def test_an_answer_that_comes_after_another_engine_held_its_items_is_kept_and_ends_their_hold(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (done, again, _) = started(store, run_id)
+    store.recover(run_id, now=4.0)  # an engine that took the run over holds what the first one sent
+    store.record_answer(batch.id, {done: '{"label": "x"}'}, raw="{}", now=5.0)
+    store.settle_batch(batch.id, Settlement(completed=[done], retry={again: (FailureKind.ITEM_INVALID, "no label")},
+                                            not_before=6.0), now=5.0)
+    assert list(states(store, run_id).values())[:3] == ["completed", "waiting", "received"]
+    assert store.held_items(run_id) == [] and views.holds(store, run_id) == {"none": 5}
+    due = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=7.0)  # the waiting item first, alone
+    assert due is not None and due.size == 1 and states(store, run_id)["p001"] == "queued"

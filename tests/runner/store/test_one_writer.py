@@ -49,9 +49,9 @@ def make(store: Store, name: str) -> None:
 
 
 #: Each move from every state, in the hold it asks for, and from its own origins in every other hold.
-CASES = [(name, state, the_move.held or Hold.NONE) for name, the_move in MOVES.items() for state in ItemState] + [
-    (name, state, hold) for name, the_move in MOVES.items() if the_move.held is not None
-    for state in sorted(the_move.origins) for hold in Hold if hold is not the_move.held
+CASES = [(name, state, the_move.from_hold or Hold.NONE) for name, the_move in MOVES.items() for state in ItemState] + [
+    (name, state, hold) for name, the_move in MOVES.items() if the_move.from_hold is not None
+    for state in sorted(the_move.origins) for hold in Hold if hold is not the_move.from_hold
 ]
 
 
@@ -62,8 +62,8 @@ def test_a_move_takes_only_items_in_its_origin_states_and_hold(
     the_move = MOVES[name]
     store = one_item(tmp_path, state, hold)
     make(store, name)
-    allowed = state in the_move.origins and the_move.held in (None, hold)
-    expected = (the_move.to, the_move.hold or hold) if allowed else (state, hold)
+    allowed = state in the_move.origins and the_move.from_hold in (None, hold)
+    expected = (the_move.to, the_move.to_hold or hold) if allowed else (state, hold)
     assert item(store) == expected
 
 
@@ -71,7 +71,7 @@ def test_a_move_takes_only_items_in_its_origin_states_and_hold(
 def test_a_move_clears_the_fields_the_table_says_and_keeps_the_others(tmp_path: Path, name: str) -> None:
     the_move = MOVES[name]
     origin = sorted(the_move.origins)[0]
-    store = one_item(tmp_path, origin, the_move.held or Hold.NONE)
+    store = one_item(tmp_path, origin, the_move.from_hold or Hold.NONE)
     kept = {"error_kind": "'auth'", "error": "'was'", "retryable": "0", "not_before": "3", "output": "'[]'"}
     with store.write() as conn:
         conn.execute(f"UPDATE items SET {', '.join(f'{field} = {value}' for field, value in kept.items())}")
