@@ -2,9 +2,8 @@
 
 An engine takes the lease (by run name) before it reads the input or touches
 an item, beats every few seconds, and gives it back when it stops. A second
-engine is refused while the first one's heartbeat is fresh. A holder on this
-host whose process is gone is dead at once, so a restart after a crash need
-not wait for the heartbeat to age. An engine that finds its lease taken
+engine is refused while the first one lives (:mod:`runner.liveness`). An
+engine that finds its lease taken
 starts nothing more (``RunStore.start_batch`` checks the lease in the same
 transaction).
 """
@@ -14,19 +13,18 @@ from __future__ import annotations
 import os
 import socket
 
+from . import liveness
 from .errors import RunError
-from .store.protocol import RunStore
+from .liveness import LEASE_SECONDS
 from .model import Holder
-
-#: A heartbeat older than this means the engine holding the run is dead.
-LEASE_SECONDS = 15.0
+from .store.protocol import RunStore
 
 
 def acquire(store: RunStore, run: str, *, token: str, now: float) -> None:
     """Hold ``run`` for the engine ``token``; refuse while another live engine holds it."""
 
     def refuse_a_live_holder(holder: Holder) -> None:
-        if _lives(holder, now):
+        if liveness.lives(holder, now):
             raise RunError(
                 f"run {run!r} is being run by another engine (pid {holder.pid} on {holder.host}, heartbeat "
                 f"{now - holder.heartbeat_at:.0f}s ago); stop it first, or wait {LEASE_SECONDS:.0f}s if it died"
@@ -48,22 +46,4 @@ def release(store: RunStore, run: str, *, token: str) -> None:
 def alive(store: RunStore, run: str, *, now: float) -> bool:
     """Whether a live engine holds the run."""
     holder = store.holder(run)
-    return holder is not None and _lives(holder, now)
-
-
-def _lives(holder: Holder, now: float) -> bool:
-    """A fresh heartbeat, from a process that may still live."""
-    return now - holder.heartbeat_at < LEASE_SECONDS and _alive(holder.pid, holder.host)
-
-
-def _alive(pid: int, host: str) -> bool:
-    """Whether a lease holder's process may still live: on this host we can look."""
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return holder is not None and liveness.lives(holder, now)

@@ -207,3 +207,39 @@ class Holder:
     pid: int
     host: str
     heartbeat_at: float
+
+
+class Case(StrEnum):
+    """How a held item can be recovered, and what it may cost."""
+
+    POLL = "poll"
+    ADOPT = "adopt"
+    RESUBMIT = "resubmit"
+
+    @property
+    def warning(self) -> str:
+        return {
+            Case.POLL: "polls the task already submitted: no new task, no new charge",
+            Case.ADOPT: "looks for the task it may have created and polls it (no new charge); "
+            "if there is none once a create sent then can no longer land, sends the items again, "
+            "which cannot charge twice",
+            Case.RESUBMIT: "sends the items again: the first call may have run, so this may run and charge twice",
+        }[self]
+
+    @property
+    def may_charge_twice(self) -> bool:
+        return self is Case.RESUBMIT
+
+
+@dataclass(frozen=True)
+class HeldItem:
+    """An item held for a person's confirmation, and why."""
+
+    key: str
+    group: str
+    case: Case
+    task_id: str | None
+    attempts: int
+    paid_calls: int
+    #: ``adopt``: until when the create whose answer was lost may still land upstream.
+    lands_by: float | None = None

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import busy, lease
-from ..breaker import Control
+from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
 from ..jobs import ItemRow, Job

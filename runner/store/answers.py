@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..model import UNFINISHED, BreakerState, ItemState
-from ..recovery import Case, HeldItem
+from ..model import UNFINISHED, BreakerState, Case, HeldItem, ItemState
 from ..rules.breaker import Control
 
 #: The seven states, in the order every UI shows them.

@@ -4,7 +4,9 @@ Each verb is one transaction (``advance`` the fused one of a slot) that
 makes durable what a rule decided, and decides nothing itself. The SQLite
 store (``runner.store.sqlite``) is the one backend today; a second one
 implements this protocol and runs the same contract suite
-(``tests/runner/store/``).
+(``tests/runner/store/``). The read model the UIs render
+(``runner.store.views``, with ``lists`` and ``event_log``) is SQL over the
+SQLite store: a second backend brings its own.
 """
 
 from __future__ import annotations

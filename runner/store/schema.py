@@ -331,7 +331,9 @@ ANSWERS = [
 # 'confirmed': the engine polls or looks for its task), no longer the integers
 # 0, 1 and 2 of ``needs_confirmation`` inside ``running``. ``items.result`` is
 # gone: it was a copy of ``output`` made on completion, and a completed item's
-# output is its result (a store whose result differs keeps the result). Why a
+# output is its result (a store whose result differs keeps the result; the old
+# result of an item failed since as ``input_changed`` is dropped: it never
+# stood for the item's new input, and the item's history keeps its moves). Why a
 # breaker opened is a kind (``runs.breaker_kind``, a failure kind) beside its
 # reason, read from the reason's leading kind in older stores, so that exit
 # codes come from the kind, never from the sentence.

@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import lease, recovery
+from .. import liveness
 from ..errors import RunError
 from ..jobs import Job
-from ..model import UNFINISHED, BreakerState, Hold, ItemState
+from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, ItemState
+from ..rules import triage
 from ..rules.breaker import Control
 from . import event_log
 from .answers import (
@@ -99,7 +100,8 @@ def runs_overview(store: Store, *, now: float) -> tuple[Standing, ...]:
 
 def engine_alive(store: Store, name: str, *, now: float) -> bool:
     """Whether a live engine runs ``name``: who will obey a command written now."""
-    return lease.alive(store, name, now=now)
+    holder = store.holder(name)
+    return holder is not None and liveness.lives(holder, now)
 
 
 def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
@@ -346,7 +348,7 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
 
 def held_view(store: Store, name: str, *, now: float) -> HeldView:
     """The items held for a person on a run, each with its case (what confirming it does)."""
-    return HeldView(name, engine_alive(store, name, now=now), tuple(recovery.held(store, name)))
+    return HeldView(name, engine_alive(store, name, now=now), tuple(held(store, name)))
 
 
 def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
@@ -355,3 +357,18 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
         id=row["id"], group=row["grp"], state=row["state"], size=row["size"], age=now - since,
         upstream_id=row["upstream_id"], retries=row["retries"], round=row["round"],
     )
+
+
+def held(store: Store, name: str) -> list[HeldItem]:
+    """The items of a run that wait for a person, with their case."""
+    return [
+        HeldItem(r["key"], r["grp"], case_of(r), r["upstream_id"], r["attempts"], r["paid_calls"],
+                 r["lands_by"] if case_of(r) is Case.ADOPT else None)
+        for r in store.held_items(store.run_id(name))
+    ]
+
+
+def case_of(row: dict[str, Any]) -> Case:
+    """What confirming a held item does (a held task's create was sent, or its items would be pending)."""
+    left = triage.Left(sent=True, task_id_saved=bool(row["upstream_id"]), create_sent=bool(row["submits"]))
+    return Case(triage.on_confirm(left))

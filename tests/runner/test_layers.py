@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-SQL = re.compile(r"\b(SELECT\s.+\sFROM|UPDATE\s+\w+\s+SET|INSERT\s+INTO|DELETE\s+FROM)\b", re.IGNORECASE)
+SQL = re.compile(r"\b(SELECT\s.{0,200}?\sFROM|UPDATE\s+\w+\s+SET|INSERT\s+INTO|DELETE\s+FROM)\b", re.IGNORECASE | re.DOTALL)
 
 
 def sources(*folders: str) -> dict[str, str]:
@@ -16,7 +16,7 @@ def sources(*folders: str) -> dict[str, str]:
 
 def test_no_sql_in_the_core_outside_the_store() -> None:
     outside = {path for path, text in sources("runner", "tui").items()
-               if SQL.search(text) and not path.startswith(("runner/store/", "runner/sim/"))}
+               if SQL.search(text) and not path.startswith("runner/store/")}
     assert outside == set()
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner import recovery
+from runner.model import Case as HeldCase
+from runner.store import views
 from runner.rules.triage import Case, Left, on_confirm, triage
 
 SENT = {"sent": True}
@@ -38,11 +39,11 @@ def test_confirming_a_held_item_polls_its_task_adopts_a_lost_create_or_resubmits
 
 
 @pytest.mark.parametrize("row, case", [
-    ({"upstream_id": "batch_1", "submits": 1}, recovery.Case.POLL),
-    ({"upstream_id": None, "submits": 1}, recovery.Case.ADOPT),
-    ({"upstream_id": None, "submits": 0}, recovery.Case.RESUBMIT),
+    ({"upstream_id": "batch_1", "submits": 1}, HeldCase.POLL),
+    ({"upstream_id": None, "submits": 1}, HeldCase.ADOPT),
+    ({"upstream_id": None, "submits": 0}, HeldCase.RESUBMIT),
 ])
 def test_a_held_item_is_shown_with_the_case_triage_gives_confirming_it(
-    row: dict[str, object], case: recovery.Case
+    row: dict[str, object], case: HeldCase
 ) -> None:
-    assert recovery._case(row) is case
+    assert views.case_of(row) is case
