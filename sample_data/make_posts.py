@@ -1,12 +1,14 @@
 """Make a deterministic, realistic forum-posts dataset for a post-classification job.
 
-``python sample_data/make_posts.py`` writes ``sample_data/posts.jsonl`` beside this script:
+``python sample_data/make_posts.py --out sample_data/posts.jsonl`` writes the committed sample:
 2,400 posts about a fictional app ("Tasklane"), spread unevenly over 2025-12 .. 2026-11, one
 JSON object per line (UTF-8) with id, month, created_at, author, forum, title and body.
 Bodies are mostly 80-900 characters, ~5% are 3,000-6,000 (pasted logs, long stories), ~1% are
 under 20; ~8% have non-ASCII text (Chinese, Russian, accented Latin, emoji); some have quotes,
-backslashes and newlines. For benchmarks, ``--count N --out PATH --seed S``; output is
-streamed line by line, and the same arguments always give byte-identical output.
+backslashes and newlines. For benchmarks, ``--count N --out PATH --seed S``; without ``--out``
+(or with ``--out -``) the posts go to standard output, so the committed sample is never
+overwritten unasked. Output is streamed line by line, and the same arguments always give
+byte-identical output.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from random import Random
+from typing import TextIO
 
 DEFAULT_SEED = 20261130
 DEFAULT_COUNT = 2400
@@ -211,16 +215,27 @@ def posts(count: int, seed: int) -> Iterator[dict[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Write a deterministic forum-posts JSONL file.")
-    parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="number of posts")
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("posts.jsonl"))
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser = argparse.ArgumentParser(
+        description="Write a deterministic forum-posts dataset as JSONL (one post a line), to --out or stdout.",
+        epilog="The committed sample: --out sample_data/posts.jsonl (2,400 posts, the default seed).",
+    )
+    parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help=f"number of posts (default {DEFAULT_COUNT})")
+    parser.add_argument("--out", default="-", help="the file to write; - or none: standard output")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"the seed (default {DEFAULT_SEED})")
     args = parser.parse_args()
     if args.count < 0:
         parser.error("--count must be >= 0")
+    if args.out == "-":
+        sys.stdout.reconfigure(encoding="utf-8", newline="\n")  # type: ignore[union-attr]
+        write(sys.stdout, args.count, args.seed)
+        return
     with open(args.out, "w", encoding="utf-8", newline="\n") as f:
-        for post in posts(args.count, args.seed):
-            f.write(json.dumps(post, ensure_ascii=False) + "\n")
+        write(f, args.count, args.seed)
+
+
+def write(out: TextIO, count: int, seed: int) -> None:
+    for post in posts(count, seed):
+        out.write(json.dumps(post, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":
