@@ -8,6 +8,8 @@ of these, and :func:`judge` gives its :class:`Verdict`:
 |----------------------------------------|---------------------------------------------------------------|
 | an answer, some results valid          | those completed; only the invalid or missing re-attempted     |
 | an answer wholly invalid               | split in halves once, then single items; alone, re-attempted  |
+| every result invalid for one reason,   | the run stops for a person (``item_invalid``): the job and    |
+| three answers in a row                 | the model disagree, and every further call would pay for none |
 | transport failure (after its retries)  | re-attempted later; the breaker counts it                     |
 | rate limited (429)                     | re-attempted at the upstream's time, else after a back-off    |
 |                                        | that doubles with each 429 in a row, with jitter; a refusal,  |
@@ -57,6 +59,9 @@ TRANSIENT = (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED)
 
 Check = Callable[[Any], str | None]
 
+#: Answers in a row whose every result is invalid for the same reason before the run stops for a person.
+INVALID_IN_A_ROW = 3
+
 
 class Started(Protocol):
     """An item of the batch, as it was started (``runner.store.StartedItem``)."""
@@ -95,6 +100,9 @@ class Streaks:
     rate_limited: int = 0
     #: The gist of the last batch the upstream refused as a bad request, until an answer comes.
     last_refusal: str | None = None
+    #: Answers in a row whose every result was invalid for the same reason, and that reason.
+    all_invalid: int = 0
+    last_invalid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,8 @@ def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, che
              limits: Backoff, now: float, jitter: float) -> Verdict:
     """The verdict before the attempt bound."""
     if isinstance(finished, Answered):
-        return _answered(split_round, items, finished, check, not_before=now + limits.backoff)
+        answered = _answered(split_round, items, finished, check, not_before=now + limits.backoff)
+        return _systematic(answered, streaks)
     if isinstance(finished, Lines):
         return _lines(items, finished, check, streaks=streaks, not_before=now + limits.backoff)
     if isinstance(finished, NotCreated):
@@ -279,6 +288,29 @@ def _answered(
             why = answer.contradictions.get(item.key, "the answer has no result for this id")
             retry[item.id] = (FailureKind.ITEM_INVALID, why)
     return Verdict(completed=tuple(completed), retry=retry, split=halves, not_before=not_before, breaker=after_success)
+
+
+def _systematic(verdict: Verdict, streaks: Streaks) -> Verdict:
+    """An answer whose every result is invalid for one reason, as the answers before it: the run stops.
+
+    The same reason for every result (two or more) of :data:`INVALID_IN_A_ROW`
+    answers in a row says the job and the model disagree (a schema the model does not
+    follow, a check no answer passes): every further call would pay for
+    nothing, so the run stops for a person (breaker open, ``item_invalid``)
+    before every item has paid ``max_attempts`` calls.
+    """
+    whys = set(verdict.retry.values())
+    if verdict.completed or verdict.split or len(whys) != 1 or len(verdict.retry) < 2:  # one item says little
+        return verdict
+    ((kind, reason),) = whys
+    if kind is not FailureKind.ITEM_INVALID:
+        return verdict
+    in_a_row = streaks.all_invalid + 1 if streaks.last_invalid == reason else 1
+    verdict = replace(verdict, streaks=Streaks(all_invalid=in_a_row, last_invalid=reason))
+    if in_a_row < INVALID_IN_A_ROW:
+        return verdict
+    return _stopping(verdict, FailureKind.ITEM_INVALID,
+                     f"{reason} (every result of {in_a_row} answers in a row: the job and the model disagree)")
 
 
 def _split_or_retry(

@@ -147,7 +147,7 @@ def _type_of(schema: Schema) -> str:
         declared = next((t for t in declared if t != "null"), "null")
     if isinstance(declared, str):
         return declared
-    if "properties" in schema:
+    if "properties" in schema or "required" in schema:  # what JSON Schema's keywords of an object imply
         return "object"
     return "array" if "items" in schema else "string"
 

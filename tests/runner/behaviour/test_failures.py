@@ -395,3 +395,25 @@ async def test_a_python_handler_s_own_bug_is_not_taken_for_a_refusal() -> None:
     with pytest.raises(errors.BadRequest) as raised:
         await PythonHandler(handler).call([{"id": "p001"}])
     assert raised.value.refused is False
+
+
+async def test_a_schema_of_required_fields_alone_is_answered_as_an_object_that_fits_it(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(20), schema={"required": ["label"]})
+    outcome = await runs.execute(store, job, clock=clock)
+    assert (outcome.exit_code, outcome.status["counts"][ItemState.COMPLETED]) == (0, 20)
+    assert set(sim.ledger.snapshot()["billed"].values()) == {1}  # each item billed once
+
+
+async def test_a_job_the_model_never_satisfies_stops_for_a_person_before_every_item_pays_every_attempt(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(100), max_items=10, check=lambda result: "result has no 'topic'")
+    outcome = await runs.execute(store, job, clock=clock)
+    assert (outcome.exit_code, outcome.stop_kind) == (4, FailureKind.ITEM_INVALID)
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert outcome.status["breaker"]["reason"].startswith("item_invalid: result has no 'topic' (every result of ")
+    paid = [item["paid_calls"] for item in views.items(store, store.run_id("test"))]
+    # The answers in flight when it stopped are kept; no item paid a second call, most paid none.
+    assert max(paid) == 1 and sum(paid) < len(paid) / 2

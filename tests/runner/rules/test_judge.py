@@ -289,3 +289,28 @@ def test_an_invalid_saved_output_gives_up_when_its_attempts_are_spent() -> None:
                          limits=Limits(), now=NOW)
     assert (judged.completed, judged.retry) == ((1,), {})
     assert judged.gave_up == {2: (ITEM_INVALID, "result has no label (gave up")}
+
+
+NO_LABEL = Answered({1: {"note": "x"}, 2: {"note": "y"}})
+
+
+@pytest.mark.parametrize("before, answer, stops, after", [
+    (Streaks(), NO_LABEL, False, Streaks(all_invalid=1, last_invalid="result has no label")),
+    (Streaks(all_invalid=1, last_invalid="result has no label"), NO_LABEL, False,
+     Streaks(all_invalid=2, last_invalid="result has no label")),
+    (Streaks(all_invalid=2, last_invalid="result has no label"), NO_LABEL, True,
+     Streaks(all_invalid=3, last_invalid="result has no label")),
+    # Another reason starts the count again; a valid result, or one item alone, ends it.
+    (Streaks(all_invalid=2, last_invalid="another reason"), NO_LABEL, False,
+     Streaks(all_invalid=1, last_invalid="result has no label")),
+    (Streaks(all_invalid=2, last_invalid="result has no label"), Answered({1: {"label": "x"}, 2: {"note": "y"}}),
+     False, Streaks()),
+    (Streaks(all_invalid=2, last_invalid="result has no label"), Answered({1: {"note": "x"}}), False, Streaks()),
+])
+def test_every_result_invalid_for_one_reason_three_answers_in_a_row_stops_the_run(
+    before: Streaks, answer: Answered, stops: bool, after: Streaks
+) -> None:
+    judged = verdict(answer, items(len(answer.results)), streaks=before)
+    assert judged.streaks == after
+    reason = "item_invalid: result has no label (every result of 3 answers in a row: the job and the model disagree)"
+    assert judged.stop == (Stop(ITEM_INVALID, reason) if stops else None)
