@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import itertools
 import json
 import signal
 import sys
@@ -23,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from . import control, jobs, recovery, runs, tables
+from . import control, export, jobs, recovery, runs, tables
 from .store import views
 from .breaker import Control
 from .engine import Engine, Outcome
@@ -82,6 +83,7 @@ def demo(db: str, latency: float) -> None:
         job = dataclasses.replace(job, name="demo", provider=provider)
         outcome = _run_with_progress(Store(db), job, read_input=True, wait_for_person=True)
     click.echo(f"Run 'demo' is in {db}; see it with: runner status demo --db {db}")
+    _show_results("demo", db)
     sys.exit(outcome.exit_code)
 
 
@@ -230,6 +232,27 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None
     click.echo(f"released {sum(released.values())} items; `runner run {name}` goes on")
 
 
+@main.command("export")
+@click.argument("name")
+@click.option("--format", "fmt", default="jsonl", show_default=True, help="jsonl, csv or parquet (needs pyarrow).")
+@click.option("--out", default="-", show_default=True, help="The file to write; - is stdout.")
+@click.option("--state", default="all", show_default=True, help="The items written: completed, failed or all.")
+@db_option
+@plain_errors
+def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
+    """Write a run's items, one row each: key, group, state, result fields, input sent, failure.
+
+    Failed items carry kind, message, attempts and paid calls; CSV and
+    Parquet flatten nested fields into dotted columns (input.title).
+
+    Example: runner export demo --format csv --out demo.csv
+    """
+    with Store(db, read_only=True) as store:
+        count = export.write(store, name, out, fmt=fmt, state=state)
+    if out != "-":
+        click.echo(f"{count} rows of {name!r} written to {out}", err=True)
+
+
 @main.command()
 @click.argument("name", required=False)
 @db_option
@@ -324,6 +347,14 @@ async def _run_watched(
                 bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
     loop.remove_signal_handler(signal.SIGINT)
     return task.result()
+
+
+def _show_results(name: str, db: str) -> None:
+    """A few results of a run, and the command that writes them all."""
+    with Store(db, read_only=True) as store:
+        for row in itertools.islice(export.rows(store, name, state="completed"), 3):
+            click.echo(f"  {row['key']}: {row.get('label', '')}")
+    click.echo(f"All results: runner export {name} --format csv --out {name}.csv" + ("" if db == "runs.db" else f" --db {db}"))
 
 
 def _show_control(name: str, now: Control) -> None:

@@ -4,6 +4,7 @@
     ├── JobError                a job file or job definition is wrong
     │   └── InputError          the job's input cannot be read (file, line)
     ├── RunError                a run cannot be found or started as asked
+    ├── ExportError             an export cannot be written as asked (format, file, pyarrow)
     ├── StoreError              the run store cannot be opened, read or written
     │   ├── StoreBusy           another process held its write lock too long; nothing was written
     │   ├── NotARunStore        a SQLite database of another program; left as it was
@@ -49,6 +50,10 @@ class InputError(JobError):
 
 class RunError(RunnerError):
     """A run cannot be found, or cannot be started as asked."""
+
+
+class ExportError(RunnerError):
+    """An export cannot be written as asked: an unknown format or state, a file that cannot be written, no pyarrow."""
 
 
 class StoreError(RunnerError):

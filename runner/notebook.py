@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import control, jobs, records, recovery, runs
+from . import control, export, jobs, records, recovery, runs
 from .background import Background, launch, live
 from .breaker import Control
 from .clock import Clock, SystemClock
@@ -219,14 +218,19 @@ class Run:
             return views.status(store, self.name, now=self.clock.now())
 
     @overload
-    def results(self, *, frame: Literal[False] = False) -> list[dict[str, Any]]: ...
+    def results(self, *, state: str = ..., frame: Literal[False] = False) -> list[dict[str, Any]]: ...
     @overload
-    def results(self, *, frame: Literal[True]) -> Any: ...
+    def results(self, *, state: str = ..., frame: Literal[True]) -> Any: ...
 
-    def results(self, *, frame: bool = False) -> Any:
-        """Completed items: ``key``, ``group`` and the result's fields, in input order (a DataFrame with ``frame``)."""
+    def results(self, *, state: str = "completed", frame: bool = False) -> Any:
+        """Items in ``state`` (completed, failed or all) with the columns of ``runner export --format csv``.
+
+        ``key``, ``group``, ``state``, the result's fields, the input sent
+        (``input.<field>``), then ``kind``, ``message``, ``attempts``,
+        ``paid_calls`` and ``maybe_paid``; in input order (a DataFrame with ``frame``).
+        """
         with self._store(read_only=True) as store:
-            rows = [_result_row(row) for row in views.results(store, store.run_id(self.name))]
+            rows = [export.flat(row) for row in export.rows(store, self.name, state=state)]
         return to_frame(rows) if frame else rows
 
     @overload
@@ -333,17 +337,6 @@ def to_frame(rows: list[dict[str, Any]]) -> Any:
     except ImportError:
         raise ImportError("pandas is not installed: use the rows (frame=False), or pip install pandas") from None
     return pandas.DataFrame(rows)
-
-
-def _result_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """``key``, ``group`` and the result's fields; a field that clashes with those two is kept as ``result.<name>``."""
-    out: dict[str, Any] = {"key": row["key"], "group": row["group"]}
-    result = json.loads(row["result"])
-    for field, value in result.items() if isinstance(result, dict) else [("result", result)]:
-        if field == "id" and value == row["key"]:
-            continue
-        out[f"result.{field}" if field in out else field] = value
-    return out
 
 
 def _provider(spec: ProviderSpec) -> Provider | TaskProvider:

@@ -35,6 +35,29 @@ def history(store: Store, run_id: int) -> list[dict[str, Any]]:
     )
 
 
+# A run's items page by page, for an export of any size: each page a read of its own.
+
+#: The states an export may keep, by its ``--state``: every item's, or one state's.
+EXPORT_STATES = {"all": None, "completed": "completed", "failed": "failed"}
+
+
+def export_page(store: Store, run_id: int, *, state: str, after: int, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` items after item id ``after``, in the order they were added: what an export writes.
+
+    ``state`` is a key of :data:`EXPORT_STATES`. Each row has the item's ``id``
+    (the next page starts after the last), key, group, state, the input sent
+    and the result (JSON text), and its failure's kind and message, attempts
+    and paid calls.
+    """
+    wanted = EXPORT_STATES[state]
+    return store.rows(
+        'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
+        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid "
+        "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
+        [run_id, after, wanted, wanted, limit],
+    )
+
+
 # A whole run row by row, for scripts and tests: every item, every batch, who holds what.
 
 

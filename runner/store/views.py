@@ -35,12 +35,12 @@ from .answers import (
     Standing,
 )
 
-from .lists import RESULT, batches, history, holds, items, results
+from .lists import EXPORT_STATES, RESULT, batches, export_page, history, holds, items, results
 
 if TYPE_CHECKING:
     from .sqlite import Store
 
-__all__ = ["batches", "history", "holds", "items", "results"]  # read whole, from lists
+__all__ = ["EXPORT_STATES", "batches", "export_page", "history", "holds", "items", "results"]  # from lists
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
 

@@ -1,0 +1,206 @@
+"""A run's items written out as rows, a page of the store at a time: JSONL, CSV or Parquet.
+
+One row per item, as JSONL writes it::
+
+    {"key", "group", "state", <the result's fields>, "input": {<the fields sent>},
+     "kind", "message", "attempts", "paid_calls", "maybe_paid"}
+
+An item that is not completed has no result fields; ``kind`` and ``message``
+say why a failed item failed. A result field named like one of the row's own
+columns is kept as ``result.<name>``, and the result's ``id`` (the key) is
+left out. CSV, Parquet and the notebook's ``run.results()`` take the row flat:
+nested objects as dotted columns (``input.title``, ``address.city``), lists as
+JSON text in CSV and Parquet.
+
+Memory stays bounded whatever the run's size: each page read from the store is
+written before the next is read. CSV and Parquet need their columns before the
+first row, so they read the run twice; the first pass keeps only the column
+names and the types of their values.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from itertools import chain
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import ExportError
+from .store import Store, views
+
+FORMATS = ("jsonl", "csv", "parquet")
+#: Items read from the store at a time.
+PAGE = 1_000
+#: The row's own columns: before the result's fields, and after the input's.
+HEAD = ("key", "group", "state")
+TAIL = ("kind", "message", "attempts", "paid_calls", "maybe_paid")
+OWN = frozenset((*HEAD, "input", *TAIL))
+
+
+def write(store: Store, name: str, out: str, *, fmt: str = "jsonl", state: str = "all") -> int:
+    """Write run ``name``'s items in ``state`` to the file ``out`` (``-``: stdout) as ``fmt``; how many rows."""
+    writer = _writer(fmt)
+    _check_state(state)
+    store.run_id(name)
+    with _opened(out) as stream:
+        return writer(store, name, state, stream)
+
+
+def rows(store: Store, name: str, *, state: str = "all") -> Iterator[dict[str, Any]]:
+    """Every item of run ``name`` in ``state`` (completed, failed or all) as an export row, in the order added."""
+    return chain.from_iterable(pages(store, name, state=state))
+
+
+def pages(store: Store, name: str, *, state: str = "all", size: int = PAGE) -> Iterator[list[dict[str, Any]]]:
+    """The export rows of run ``name``, ``size`` items at a time, each page read from the store when asked for."""
+    _check_state(state)
+    run_id = store.run_id(name)
+    after = 0
+    while items := views.export_page(store, run_id, state=state, after=after, limit=size):
+        yield [_row(item) for item in items]
+        after = items[-1]["id"]
+
+
+def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A row with its nested objects as dotted columns: ``{"input": {"title": t}}`` is ``{"input.title": t}``."""
+    out: dict[str, Any] = {}
+    for name, value in row.items():
+        if isinstance(value, dict) and value:
+            out.update(flat(value, f"{prefix}{name}."))
+        else:
+            out[prefix + name] = value
+    return out
+
+
+def columns(store: Store, name: str, *, state: str) -> dict[str, set[str]]:
+    """The flat columns of an export, in the row's order, each with the type names of its values (None left out)."""
+    seen: dict[str, set[str]] = {}
+    for row in rows(store, name, state=state):
+        for column, value in flat(row).items():
+            types = seen.setdefault(column, set())
+            if value is not None:
+                types.add(type(value).__name__)
+    ordered = sorted(seen, key=_section)
+    return {column: seen[column] for column in ordered}
+
+
+def _row(item: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {column: item[column] for column in HEAD}
+    result = json.loads(item["result"]) if item["result"] is not None else {}
+    for field, value in result.items() if isinstance(result, dict) else [("result", result)]:
+        if field == "id" and value == item["key"]:
+            continue
+        row[f"result.{field}" if field in OWN else field] = value
+    row["input"] = {field: value for field, value in json.loads(item["input"]).items() if field != "id"}
+    return row | {column: item[column] for column in TAIL}
+
+
+def _section(column: str) -> int:
+    """Where a flat column stands: the row's head, the result's fields, the input's, the row's tail."""
+    if column in HEAD:
+        return 0
+    if column in TAIL:
+        return 3
+    return 2 if column.startswith("input.") or column == "input" else 1
+
+
+def _check_state(state: str) -> None:
+    if state not in views.EXPORT_STATES:
+        raise ExportError(f"unknown state {state!r}: one of {', '.join(views.EXPORT_STATES)}")
+
+
+Writer = Callable[[Store, str, str, IO[bytes]], int]
+
+
+def _writer(fmt: str) -> Writer:
+    if fmt == "jsonl":
+        return _jsonl
+    if fmt == "csv":
+        return _csv
+    if fmt == "parquet":
+        _import("pyarrow.parquet")
+        return _parquet
+    raise ExportError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def _jsonl(store: Store, name: str, state: str, out: IO[bytes]) -> int:
+    count = 0
+    for page in pages(store, name, state=state):
+        out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in page).encode())
+        count += len(page)
+    return count
+
+
+def _csv(store: Store, name: str, state: str, out: IO[bytes]) -> int:
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+    table = csv.DictWriter(text, list(columns(store, name, state=state)))
+    table.writeheader()
+    count = 0
+    for page in pages(store, name, state=state):
+        table.writerows({column: _text(value) for column, value in flat(row).items()} for row in page)
+        count += len(page)
+    text.detach()  # the stream stays open for whoever opened it
+    return count
+
+
+def _text(value: Any) -> Any:
+    """A cell as JSON would spell it (true, 1.5, [..]), text as it is, nothing for null."""
+    return value if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _parquet(store: Store, name: str, state: str, out: IO[bytes]) -> int:
+    arrow = _import("pyarrow")
+    schema = arrow.schema([(column, _arrow_type(arrow, types)) for column, types in
+                           columns(store, name, state=state).items()])
+    as_text = {field.name for field in schema if field.type == arrow.string()}
+    count = 0
+    with _import("pyarrow.parquet").ParquetWriter(out, schema) as parquet:
+        for page in pages(store, name, state=state):
+            cells = [{c: _text(v) if c in as_text else v for c, v in flat(row).items()} for row in page]
+            parquet.write_table(arrow.Table.from_pylist(cells, schema=schema))
+            count += len(page)
+    return count
+
+
+def _arrow_type(arrow: Any, types: set[str]) -> Any:
+    """A column's Parquet type from the types of its values; anything mixed or nested is JSON text."""
+    if types == {"bool"}:
+        return arrow.bool_()
+    if types == {"int"}:
+        return arrow.int64()
+    if types and types <= {"int", "float"}:
+        return arrow.float64()
+    return arrow.string()
+
+
+def _import(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ExportError("parquet needs pyarrow, which is not installed: pip install pyarrow") from None
+
+
+@contextmanager
+def _opened(out: str) -> Iterator[IO[bytes]]:
+    """Stdout for ``-``; else a file written beside ``out`` and moved there whole, so a failed export leaves none."""
+    if out == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    path = Path(out)
+    part = path.with_name(f".{path.name}.part")
+    try:
+        with part.open("wb") as stream:
+            yield stream
+        os.replace(part, path)
+    except OSError as exc:
+        raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    finally:
+        part.unlink(missing_ok=True)

@@ -1,0 +1,114 @@
+"""``runner export``: every item out as rows, through the real command, from a run with completed and failed items."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import ROOT, python_run, runner_cli
+
+from runner import export
+from runner.store import Store
+
+#: What ``python_run`` leaves: p001 failed (its result has no label), p000, p002 and p003 completed.
+FAILED = {"kind": "item_invalid", "attempts": 1, "paid_calls": 1, "maybe_paid": 0}
+
+
+@pytest.fixture
+async def run_db(store: Store, tmp_path: Path) -> Path:
+    await python_run(store, tmp_path)
+    return tmp_path
+
+
+def test_jsonl_to_stdout_is_one_row_per_item_with_its_result_input_and_failure(run_db: Path) -> None:
+    done = runner_cli("export", "test", cwd=run_db)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [row["key"] for row in rows] == ["p000", "p001", "p002", "p003"]
+    assert rows[0] == {
+        "key": "p000", "group": "2026-01", "state": "completed", "label": "question",
+        "input": {"month": "2026-01", "body": "Something about the product #0"},
+        "kind": None, "message": None, "attempts": 1, "paid_calls": 1, "maybe_paid": 0,
+    }
+    assert rows[1]["state"] == "failed" and "label" not in rows[1]
+    assert {field: rows[1][field] for field in FAILED} == FAILED and rows[1]["message"]
+
+
+def test_csv_flattens_the_input_and_result_into_columns_and_keeps_the_failure_of_failed_rows(run_db: Path) -> None:
+    done = runner_cli("export", "test", "--format", "csv", "--out", "test.csv", cwd=run_db)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "4 rows of 'test' written to test.csv\n"
+    with (run_db / "test.csv").open(newline="", encoding="utf-8") as file:
+        table = csv.DictReader(file)
+        rows = list(table)
+    assert table.fieldnames == [
+        "key", "group", "state", "label", "input.month", "input.body", "kind", "message", "attempts", "paid_calls",
+        "maybe_paid",
+    ]
+    assert [(row["key"], row["state"], row["label"]) for row in rows] == [
+        ("p000", "completed", "question"), ("p001", "failed", ""), ("p002", "completed", "question"),
+        ("p003", "completed", "question"),
+    ]
+    assert {field: rows[1][field] for field in FAILED} == {field: str(value) for field, value in FAILED.items()}
+
+
+def test_the_state_option_keeps_only_the_items_in_that_state(run_db: Path) -> None:
+    keys = {state: [json.loads(line)["key"] for line in runner_cli("export", "test", "--state", state, cwd=run_db)
+                    .stdout.splitlines()] for state in ("completed", "failed", "all")}
+    assert keys == {"completed": ["p000", "p002", "p003"], "failed": ["p001"],
+                    "all": ["p000", "p001", "p002", "p003"]}
+
+
+def test_parquet_holds_the_same_columns_and_rows_as_csv(run_db: Path) -> None:
+    parquet = pytest.importorskip("pyarrow.parquet")
+    done = runner_cli("export", "test", "--format", "parquet", "--out", "test.parquet", cwd=run_db)
+    assert done.returncode == 0, done.stderr
+    table = parquet.read_table(run_db / "test.parquet")
+    assert table.column_names[:4] == ["key", "group", "state", "label"]
+    assert table.column("label").to_pylist() == ["question", None, "question", "question"]
+    assert table.column("attempts").to_pylist() == [1, 1, 1, 1]
+
+
+def test_parquet_without_pyarrow_is_one_line_and_exit_1(run_db: Path) -> None:
+    hidden = "import sys; sys.modules['pyarrow'] = None; from runner.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", hidden, "export", "test", "--format", "parquet", "--out", "t.parquet"],
+        cwd=run_db, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+    )
+    assert (done.returncode, done.stderr) == (
+        1, "error: parquet needs pyarrow, which is not installed: pip install pyarrow\n")
+    assert not list(run_db.glob("*parquet*"))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["nope"], "error: no run named 'nope' in runs.db (runs: test)\n"),
+    (["test", "--format", "xlsx"], "error: unknown format 'xlsx': one of jsonl, csv, parquet\n"),
+    (["test", "--state", "done"], "error: unknown state 'done': one of all, completed, failed\n"),
+    (["test", "--out", "missing/t.csv"], "error: cannot write missing/t.csv: No such file or directory\n"),
+])
+def test_bad_input_is_one_line_on_stderr_and_exit_1(run_db: Path, args: list[str], message: str) -> None:
+    done = runner_cli("export", *args, cwd=run_db)
+    assert (done.returncode, done.stderr, done.stdout) == (1, message, "")
+
+
+def test_the_export_reads_the_store_a_page_at_a_time(run_db: Path) -> None:
+    with Store(run_db / "runs.db", read_only=True) as store:
+        pages = [[row["key"] for row in page] for page in export.pages(store, "test", size=3)]
+    assert pages == [["p000", "p001", "p002"], ["p003"]]
+
+
+def test_the_demo_shows_three_results_and_its_export_gives_every_item_a_label(tmp_path: Path) -> None:
+    demo = runner_cli("demo", "--latency", "0", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert demo.stdout.splitlines()[-4:] == [
+        "  post-00001: feature_request", "  post-00002: bug_report", "  post-00003: praise",
+        "All results: runner export demo --format csv --out demo.csv",
+    ]
+    done = runner_cli("export", "demo", "--format", "csv", "--out", "demo.csv", cwd=tmp_path)
+    with (tmp_path / "demo.csv").open(newline="", encoding="utf-8") as file:
+        labels = [row["label"] for row in csv.DictReader(file)]
+    assert (done.returncode, len(labels), all(labels)) == (0, 2400, True)
