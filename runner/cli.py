@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import os
 import signal
 import sys
 import time
@@ -248,7 +249,11 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
     Example: runner export demo --format csv --out demo.csv
     """
     with Store(db, read_only=True) as store:
-        count = export.write(store, name, out, fmt=fmt, state=state)
+        try:
+            count = export.write(store, name, out, fmt=fmt, state=state)
+        except BrokenPipeError:  # the reader stopped reading (| head): what it took was written
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return
     if out != "-":
         click.echo(f"{count} rows of {name!r} written to {out}", err=True)
 

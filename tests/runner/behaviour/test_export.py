@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support import ROOT, python_run, runner_cli
+from support import ROOT, make_job, posts, python_run, runner_cli
 
-from runner import export
+from runner import export, runs
+from runner.providers.handler import PythonHandler
 from runner.store import Store
 
 #: What ``python_run`` leaves: p001 failed (its result has no label), p000, p002 and p003 completed.
@@ -112,3 +114,20 @@ def test_the_demo_shows_three_results_and_its_export_gives_every_item_a_label(tm
     with (tmp_path / "demo.csv").open(newline="", encoding="utf-8") as file:
         labels = [row["label"] for row in csv.DictReader(file)]
     assert (done.returncode, len(labels), all(labels)) == (0, 2400, True)
+
+
+async def test_an_export_to_a_reader_that_stops_reading_ends_quietly(tmp_path: Path, store: Store) -> None:
+    async def label(payloads: list[dict[str, object]]) -> str:
+        return json.dumps({"results": [{"id": p["id"], "label": "question"} for p in payloads]})
+
+    long = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2_000, body="x" * 200))
+    await runs.execute(store, long, provider=PythonHandler(label))  # about 600 KB of rows: more than a pipe holds
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen([sys.executable, "-m", "runner", "export", "test"], cwd=tmp_path, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as export_run:
+        assert export_run.stdout is not None and export_run.stderr is not None
+        first = export_run.stdout.read(100)
+        export_run.stdout.close()
+        said = export_run.stderr.read()
+        ended = export_run.wait()
+    assert (ended, said, first[:8]) == (0, b"", b'{"key": ')
