@@ -172,6 +172,8 @@ def pause(name: str, db: str) -> None:
 def resume(name: str, db: str) -> None:
     """Lift a pause or an open breaker: one batch at a time until one succeeds.
 
+    On a run neither paused nor open it changes nothing, says so and exits 1.
+
     Example: runner resume demo
     """
     _show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
