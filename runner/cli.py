@@ -200,7 +200,8 @@ def step(name: str, db: str) -> None:
 def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
     """Send failed items again (all, one kind, or the KEYS given), each with a fresh attempt budget.
 
-    Each retry of an item the upstream already answered is a paid call.
+    Each retry of an item the upstream already answered is a paid call. A key
+    the run does not have is named, and nothing changes (exit 1).
 
     Example: runner retry demo --kind transport
     """
