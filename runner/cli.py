@@ -213,10 +213,11 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
 @click.argument("name")
 @click.argument("keys", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Release every held item.")
+@click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required.")
 @db_option
 @plain_errors
-def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None:
-    """Release items held after a crash (all, or the KEYS given), after reading the warning.
+def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: str) -> None:
+    """Release items held after a crash (all, or the KEYS given), after showing what each case does and asking.
 
     Items whose task id was saved are polled (no new charge); the others are
     sent again, and may run and charge twice. `runner status NAME` lists them.
@@ -226,6 +227,8 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None
     if everything == bool(keys):
         raise click.UsageError("give either --all or the KEYS to release")
     store = Store(db, create=False)
+    if not yes:
+        _ask_to_confirm(store, name, keys)
     released = recovery.confirm(store, name, now=time.time(), keys=keys)
     for case, count in released.items():
         if count:
@@ -327,6 +330,24 @@ async def _run_watched(
                 bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
     loop.remove_signal_handler(signal.SIGINT)
     return task.result()
+
+
+def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
+    """Show the held items chosen, with what confirming each case does, and ask (y/N); only a yes returns."""
+    views.refuse_unknown_keys(store, name, keys)
+    held = [item for item in views.held(store, name) if not keys or item.key in keys]
+    if not held:
+        return  # nothing to release: nothing to ask
+    if not sys.stdin.isatty():
+        raise RunError(f"runner confirm asks before it releases held items; in a script add --yes: "
+                       f"runner confirm {name} {'--all' if not keys else ' '.join(keys)} --yes")
+    for case in recovery.Case:
+        chosen = [item.key for item in held if item.case is case]
+        if chosen:
+            shown = ", ".join(chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
+            click.echo(f"{case.value}: {len(chosen)} ({shown}): {case.warning}")
+    if not click.confirm(f"release {len(held)} held item{'s' if len(held) > 1 else ''} of {name!r}?", default=False):
+        raise RunError("nothing was released")
 
 
 def _show_control(name: str, now: Control) -> None:
