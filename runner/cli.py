@@ -289,14 +289,23 @@ def sim(
         pass
 
 
+#: Why a run stopped after one Ctrl-C.
+INTERRUPTED = "interrupted by Ctrl-C"
+
+
 def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
     """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
     outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
+    if outcome is None:
+        console.print("[yellow]aborted:[/] the calls cut short are held for confirmation; to see them and go on:",
+                      soft_wrap=True)
+        console.print(escape(f"runner run {job.name}"), soft_wrap=True)
+        sys.exit(4)
     Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
-        console.print(escape(_next_steps(job.name, outcome)))
+        console.print(escape(_next_steps(job.name, outcome)), soft_wrap=True)
     elif outcome.status["counts"][ItemState.FAILED]:
         console.print(f"some items failed: runner failures {escape(job.name)}")
     return outcome
@@ -304,8 +313,8 @@ def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_per
 
 async def _run_watched(
     store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
-) -> Outcome:
-    """The engine, with a progress bar polled from the store and Ctrl-C as a gentle stop."""
+) -> Outcome | None:
+    """The engine, with a progress bar polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
     engines: list[Engine] = []
     task = asyncio.create_task(
         runs.execute(store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append)
@@ -313,10 +322,11 @@ async def _run_watched(
     loop = asyncio.get_running_loop()
 
     def interrupted() -> None:
-        loop.remove_signal_handler(signal.SIGINT)
-        console.print("[yellow]stopping:[/] batches in flight finish first (Ctrl-C again to abort)")
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
         for engine in engines:
-            engine.request_stop("interrupted by Ctrl-C")
+            engine.request_stop(INTERRUPTED)
+        console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
+                      f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
 
     loop.add_signal_handler(signal.SIGINT, interrupted)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -329,7 +339,7 @@ async def _run_watched(
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
                 bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
     loop.remove_signal_handler(signal.SIGINT)
-    return task.result()
+    return None if task.cancelled() else task.result()
 
 
 def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
@@ -361,6 +371,8 @@ def _next_steps(name: str, outcome: Outcome) -> str:
     if outcome.status["needs_confirmation"]:
         return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
     kind = outcome.stop_kind
+    if outcome.stopped_for == INTERRUPTED:
+        return f"to go on: runner run {name}"
     if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
         return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
                 f"runner run {name}")
