@@ -175,6 +175,8 @@ def pause(name: str, db: str) -> None:
 def resume(name: str, db: str) -> None:
     """Lift a pause or an open breaker: one batch at a time until one succeeds.
 
+    On a run neither paused nor open it changes nothing, says so and exits 1.
+
     Example: runner resume demo
     """
     _show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
@@ -201,7 +203,8 @@ def step(name: str, db: str) -> None:
 def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
     """Send failed items again (all, one kind, or the KEYS given), each with a fresh attempt budget.
 
-    Each retry of an item the upstream already answered is a paid call.
+    Each retry of an item the upstream already answered is a paid call. A key
+    the run does not have is named, and nothing changes (exit 1).
 
     Example: runner retry demo --kind transport
     """
@@ -213,10 +216,11 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
 @click.argument("name")
 @click.argument("keys", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Release every held item.")
+@click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required.")
 @db_option
 @plain_errors
-def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None:
-    """Release items held after a crash (all, or the KEYS given), after reading the warning.
+def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: str) -> None:
+    """Release items held after a crash (all, or the KEYS given), after showing what each case does and asking.
 
     Items whose task id was saved are polled (no new charge); the others are
     sent again, and may run and charge twice. `runner status NAME` lists them.
@@ -226,6 +230,8 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, db: str) -> None
     if everything == bool(keys):
         raise click.UsageError("give either --all or the KEYS to release")
     store = Store(db, create=False)
+    if not yes:
+        _ask_to_confirm(store, name, keys)
     released = recovery.confirm(store, name, now=time.time(), keys=keys)
     for case, count in released.items():
         if count:
@@ -311,14 +317,23 @@ def sim(
         pass
 
 
+#: Why a run stopped after one Ctrl-C.
+INTERRUPTED = "interrupted by Ctrl-C"
+
+
 def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
     """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
     outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
+    if outcome is None:
+        console.print("[yellow]aborted:[/] the calls cut short are held for confirmation; to see them and go on:",
+                      soft_wrap=True)
+        console.print(escape(f"runner run {job.name}"), soft_wrap=True)
+        sys.exit(4)
     Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
-        console.print(escape(_next_steps(job.name, outcome)))
+        console.print(escape(_next_steps(job.name, outcome)), soft_wrap=True)
     elif outcome.status["counts"][ItemState.FAILED]:
         console.print(f"some items failed: runner failures {escape(job.name)}")
     return outcome
@@ -326,8 +341,8 @@ def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_per
 
 async def _run_watched(
     store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
-) -> Outcome:
-    """The engine, with a progress bar polled from the store and Ctrl-C as a gentle stop."""
+) -> Outcome | None:
+    """The engine, with a progress bar polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
     engines: list[Engine] = []
     task = asyncio.create_task(
         runs.execute(store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append)
@@ -335,10 +350,11 @@ async def _run_watched(
     loop = asyncio.get_running_loop()
 
     def interrupted() -> None:
-        loop.remove_signal_handler(signal.SIGINT)
-        console.print("[yellow]stopping:[/] batches in flight finish first (Ctrl-C again to abort)")
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
         for engine in engines:
-            engine.request_stop("interrupted by Ctrl-C")
+            engine.request_stop(INTERRUPTED)
+        console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
+                      f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
 
     loop.add_signal_handler(signal.SIGINT, interrupted)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -351,7 +367,25 @@ async def _run_watched(
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
                 bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
     loop.remove_signal_handler(signal.SIGINT)
-    return task.result()
+    return None if task.cancelled() else task.result()
+
+
+def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
+    """Show the held items chosen, with what confirming each case does, and ask (y/N); only a yes returns."""
+    views.refuse_unknown_keys(store, name, keys)
+    held = [item for item in views.held(store, name) if not keys or item.key in keys]
+    if not held:
+        return  # nothing to release: nothing to ask
+    if not sys.stdin.isatty():
+        raise RunError(f"runner confirm asks before it releases held items; in a script add --yes: "
+                       f"runner confirm {name} {'--all' if not keys else ' '.join(keys)} --yes")
+    for case in recovery.Case:
+        chosen = [item.key for item in held if item.case is case]
+        if chosen:
+            shown = ", ".join(chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
+            click.echo(f"{case.value}: {len(chosen)} ({shown}): {case.warning}")
+    if not click.confirm(f"release {len(held)} held item{'s' if len(held) > 1 else ''} of {name!r}?", default=False):
+        raise RunError("nothing was released")
 
 
 def _show_results(name: str, db: str) -> None:
@@ -373,6 +407,8 @@ def _next_steps(name: str, outcome: Outcome) -> str:
     if outcome.status["needs_confirmation"]:
         return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
     kind = outcome.stop_kind
+    if outcome.stopped_for == INTERRUPTED:
+        return f"to go on: runner run {name}"
     if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
         return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
                 f"runner run {name}")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from . import breaker
-from .breaker import Control
+from .rules import breaker
+from .rules.breaker import Control
 from .errors import RunError
 from .store.protocol import RunStore
 
@@ -24,8 +24,18 @@ def pause(store: RunStore, name: str, *, now: float) -> Control:
 
 
 def resume(store: RunStore, name: str, *, now: float) -> Control:
-    """Lift a pause or an open breaker: one batch at a time until one succeeds."""
-    return _apply(store, name, "resume", now, breaker.resumed)
+    """Lift a pause or an open breaker: one batch at a time until one succeeds.
+
+    A run neither paused nor open is refused (``RunError``), and nothing changes.
+    """
+
+    def lift(control: Control) -> Control:
+        refused = breaker.nothing_to_resume(control)
+        if refused:
+            raise RunError(f"run {name!r} is {refused}")
+        return breaker.resumed(control)
+
+    return _apply(store, name, "resume", now, lift)
 
 
 def step(store: RunStore, name: str, *, now: float) -> Control:

@@ -36,10 +36,11 @@ class StepClock:
         await asyncio.sleep(0)
 
 
-def runner_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The ``runner`` command as a user runs it, in a process of its own, from this checkout."""
+def runner_cli(*args: str, cwd: Path, stdin: int = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    """The ``runner`` command as a script runs it (no terminal unless ``stdin`` is one), in a process of its own."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, stdin=stdin,
+                          capture_output=True, text=True)
 
 
 def posts(count: int, *, groups: int = 1, body: str = "Something about the product") -> list[dict[str, Any]]:

@@ -4,8 +4,9 @@
 - one final transport failure: ``probing``, one slot.
 - a second consecutive one: ``open``, no new batches. A success resets the count.
 - ``open`` and a manual pause last until a person resumes (a restart does not);
-  resuming goes to ``probing``. A step lets exactly one batch start while
-  paused or open, and the run stays paused.
+  resuming goes to ``probing``; on a run neither paused nor open a resume
+  changes nothing (:func:`nothing_to_resume`). A step lets exactly one batch
+  start while paused or open, and the run stays paused.
 - credentials, balance and permission failures, and a failed store write,
   open it at once: every further call would fail or could not be recorded.
 
@@ -69,6 +70,13 @@ def after_transport_failure(control: Control, message: str) -> Control:
 def opened(control: Control, kind: FailureKind, reason: str) -> Control:
     """Open at once, for a failure of ``kind``: every further call would fail, or could not be recorded."""
     return replace(control, breaker=BreakerState.OPEN, reason=reason, kind=kind)
+
+
+def nothing_to_resume(control: Control) -> str | None:
+    """Why a person's resume would change nothing: the run is neither paused nor open (None: it lifts one)."""
+    if control.held:
+        return None
+    return f"neither paused nor open (breaker {control.breaker.value}): nothing to resume"
 
 
 def resumed(control: Control) -> Control:

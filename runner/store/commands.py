@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import RunError, StoreError
 from ..model import BreakerState, FailureKind
 from ..rules.breaker import Control
 from .connection import SQLiteFile
@@ -20,6 +20,12 @@ from .items import move
 
 #: Held items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all).
 CHOSEN = "items.run_id = :run AND (:keys = '[]' OR items.key IN (SELECT value FROM json_each(:keys)))"
+
+#: The keys in ``:keys`` (a JSON list) that no item of the run ``:run`` has.
+UNKNOWN_KEYS = """
+SELECT value AS key FROM json_each(:keys)
+WHERE value NOT IN (SELECT key FROM items WHERE run_id = :run) ORDER BY key LIMIT 6
+"""
 
 LOG_COMMAND = """
 INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) VALUES (?, ?, ?, ?, ?, ?)
@@ -69,6 +75,7 @@ class Commands(SQLiteFile):
         """Failed items (all, one kind, or some keys) back to pending, each with a fresh attempt budget."""
         params = {"run": run_id, "kind": kind, "keys": json.dumps(list(keys)), "now": now}
         with self.write() as conn:
+            self.refuse_unknown(run_id, keys)
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND (:kind IS NULL OR items.error_kind = :kind)",
                             values={"retry_base": "retry_base = attempts - refused",
                                     "refused_streak": "refused_streak = 0"},
@@ -76,6 +83,15 @@ class Commands(SQLiteFile):
             conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
                                        f"{len(released)} items"))
         return len(released)
+
+    def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None:
+        """Refuse keys that no item of the run has (``RunError`` naming the first of them); a read, in any transaction."""
+        unknown = [row["key"] for row in self.rows(UNKNOWN_KEYS, {"run": run_id, "keys": json.dumps(list(keys))})]
+        if unknown:
+            (run,) = self.rows("SELECT name FROM runs WHERE id = ?", [run_id])
+            listed = ", ".join(repr(key) for key in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+            raise RunError(f"run {run['name']!r} has no item{'s' if len(unknown) > 1 else ''} {listed}: "
+                           "nothing was changed")
 
     def held_items(self, run_id: int) -> list[dict[str, Any]]:
         """The items held for a person, in order, with what their batch knows of its task."""
@@ -91,6 +107,7 @@ class Commands(SQLiteFile):
         params = {"run": run_id, "keys": json.dumps(list(keys)), "now": now,
                   "again": "confirmed by a person: sent again, may charge twice"}
         with self.write() as conn:
+            self.refuse_unknown(run_id, keys)
             polled = move(conn, "confirm", params=params, returning="id", where=(
                 f"{CHOSEN} AND items.batch_id IN (SELECT id FROM batches WHERE upstream_id IS NOT NULL)"))
             adopted = move(conn, "confirm", params=params, returning="id", where=(
@@ -100,3 +117,4 @@ class Commands(SQLiteFile):
             outcome = f"{len(polled)} to poll, {len(adopted)} to look for, {len(resent)} sent again"
             conn.execute(LOG_COMMAND, (run_id, "confirm", params["keys"], now, now, outcome))
         return len(polled), len(adopted), len(resent)
+

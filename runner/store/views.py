@@ -12,7 +12,7 @@ item change, so none of these reads scans the items of a large run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import liveness
@@ -357,6 +357,11 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
         id=row["id"], group=row["grp"], state=row["state"], size=row["size"], age=now - since,
         upstream_id=row["upstream_id"], retries=row["retries"], round=row["round"],
     )
+
+
+def refuse_unknown_keys(store: Store, name: str, keys: Sequence[str]) -> None:
+    """Refuse keys that no item of the run has (``RunError`` naming them), before a person is asked about the rest."""
+    store.refuse_unknown(store.run_id(name), keys)
 
 
 def held(store: Store, name: str) -> list[HeldItem]:

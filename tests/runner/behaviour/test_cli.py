@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import make_job, posts, runner_cli
+from support import commands_given, make_job, posts, python_run, runner_cli
 
 from runner import runs
 from runner.cli import main
@@ -75,6 +75,30 @@ def test_a_sick_upstream_stops_the_run_for_a_person_who_resumes_it(tmp_path: Pat
     assert resumed.stdout == "run 'sick': breaker probing\n"
     assert finished.returncode == 0, finished.stderr
     assert done["counts"]["completed"] == 40 and done["breaker"] == {"state": "closed", "reason": None}
+
+
+def test_resume_on_a_run_neither_paused_nor_open_changes_nothing_and_says_so(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
+    resumed = runner_cli("resume", "test", cwd=tmp_path)
+    status = json.loads(runner_cli("status", "test", "--json", cwd=tmp_path).stdout)
+    assert (resumed.returncode, resumed.stdout) == (1, "")
+    assert resumed.stderr == "error: run 'test' is neither paused nor open (breaker closed): nothing to resume\n"
+    assert status["breaker"] == {"state": "closed", "reason": None}
+    with Store(tmp_path / "runs.db") as store:
+        assert commands_given(store) == []
+
+
+async def test_retry_names_the_keys_it_does_not_know_exits_1_and_changes_nothing(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        await python_run(store, tmp_path)
+    retried = runner_cli("retry", "test", "p001", "p404", "p405", cwd=tmp_path)
+    failed = json.loads(runner_cli("failures", "test", "--json", cwd=tmp_path).stdout)
+    assert (retried.returncode, retried.stdout) == (1, "")
+    assert retried.stderr == "error: run 'test' has no items 'p404', 'p405': nothing was changed\n"
+    assert [item["key"] for item in failed] == ["p001"]
+    with Store(tmp_path / "runs.db") as store:
+        assert commands_given(store) == []
 
 
 def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:

@@ -169,8 +169,8 @@ def test_a_held_item_is_shown_with_its_case_and_the_double_charge_warning(tmp_pa
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         status = subprocess.run([sys.executable, "-m", "runner", "status", "crash"], cwd=tmp_path, env=env,
                                 capture_output=True, text=True)
-        confirmed = subprocess.run([sys.executable, "-m", "runner", "confirm", "crash", "--all"], cwd=tmp_path,
-                                   env=env, capture_output=True, text=True)
+        confirmed = subprocess.run([sys.executable, "-m", "runner", "confirm", "crash", "--all", "--yes"],
+                                   cwd=tmp_path, env=env, capture_output=True, text=True)
         done = run_engine(tmp_path, killer, kill=False)
         billed = sim.ledger.snapshot()["billed"]
     assert held_run == 4
@@ -212,7 +212,8 @@ def test_a_kill_during_a_slow_create_holds_its_items_until_that_create_can_no_lo
         assert killed.wait(timeout=60) == -signal.SIGKILL
         held = subprocess.run([*command, "run", "crash"], cwd=tmp_path, env=env, capture_output=True, text=True)
         status = subprocess.run([*command, "status", "crash"], cwd=tmp_path, env=env, capture_output=True, text=True)
-        subprocess.run([*command, "confirm", "crash", "--all"], cwd=tmp_path, env=env, check=True, capture_output=True)
+        subprocess.run([*command, "confirm", "crash", "--all", "--yes"], cwd=tmp_path, env=env, check=True,
+                       capture_output=True)
         upstream.listed.clear()
         resumed = subprocess.Popen([*command, "run", "crash"], cwd=tmp_path, env=env, stderr=subprocess.PIPE)
         assert upstream.listed.wait(timeout=60)  # it looked for the batch, which has not landed yet

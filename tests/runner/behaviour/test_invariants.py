@@ -210,27 +210,81 @@ def test_an_engine_that_lost_its_lease_leaves_the_new_engines_queued_batches_alo
     assert states(store, run_id) == {"pending": 10}
 
 
-def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:
-    arrived, release = threading.Event(), threading.Event()
+class HeldCalls:
+    """The simulator's hook that holds every call until ``release``; ``arrived`` once ``expected`` calls came."""
 
-    def hold(ids: list[str]) -> None:
-        arrived.set()
-        release.wait(timeout=30)
+    def __init__(self, expected: int) -> None:
+        self.expected, self.calls, self.lock = expected, 0, threading.Lock()
+        self.arrived, self.release = threading.Event(), threading.Event()
 
+    def __call__(self, ids: list[str]) -> None:
+        with self.lock:  # the simulator serves each call in a thread of its own
+            self.calls += 1
+            if self.calls == self.expected:
+                self.arrived.set()
+        self.release.wait(timeout=30)
+
+
+def interrupted_run(tmp_path: Path, sim: Simulator) -> subprocess.Popen[str]:
+    """``runner run job.toml`` over 60 posts against ``sim``, its stderr piped for the test to read."""
     write_jsonl(tmp_path / "posts.jsonl", posts(60))
-    with Simulator(on_request=hold).start() as sim:
-        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[provider]\nbase_url = "{sim.base_url}"\n')
-        cli = subprocess.Popen(
-            [sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path, text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
-        assert arrived.wait(timeout=30)
+    (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[provider]\nbase_url = "{sim.base_url}"\n')
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+
+
+def said_stopping(cli: subprocess.Popen[str]) -> str:
+    """The line the CLI prints on its first Ctrl-C, read up to it: by then the engine was told to stop."""
+    assert cli.stderr is not None
+    for line in cli.stderr:
+        if line.startswith("stopping:"):
+            return line
+    raise AssertionError("the CLI never said it was stopping")
+
+
+def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:
+    upstream = HeldCalls(1)
+    with Simulator(on_request=upstream).start() as sim:
+        cli = interrupted_run(tmp_path, sim)
+        assert upstream.arrived.wait(timeout=30)
         cli.send_signal(signal.SIGINT)
-        release.set()
-        _, stderr = cli.communicate(timeout=60)
+        stopping = said_stopping(cli)  # an event, not a time: no call is answered before the engine heard it
+        upstream.release.set()
+        assert cli.stderr is not None
+        stderr = cli.stderr.read()
+        cli.wait(timeout=60)
+        cli.stderr.close()
         sent = sim.ledger.snapshot()["requests"]
     rows = item_rows(tmp_path / "runs.db")
     assert cli.returncode == 4, stderr
-    assert "stopped: interrupted by Ctrl-C" in stderr
+    assert stopping == ("stopping: the batches in flight finish first (Ctrl-C again cuts them short); "
+                        "no resume is needed, to go on later: runner run test\n")
+    assert "stopped: interrupted by Ctrl-C\nto go on: runner run test\n" in stderr
     assert {state for state, _, _ in rows.values()} == {ItemState.COMPLETED, ItemState.PENDING}
     assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent
+
+
+def test_a_second_ctrl_c_exits_4_and_the_calls_it_cut_short_are_held_for_confirmation(tmp_path: Path) -> None:
+    upstream = HeldCalls(2)  # both slots' calls are with the upstream
+    with Simulator(on_request=upstream).start() as sim:
+        cli = interrupted_run(tmp_path, sim)
+        assert upstream.arrived.wait(timeout=30)
+        cli.send_signal(signal.SIGINT)
+        said_stopping(cli)
+        cli.send_signal(signal.SIGINT)
+        assert cli.stderr is not None
+        stderr = cli.stderr.read()
+        cli.wait(timeout=60)
+        cli.stderr.close()
+        upstream.release.set()
+        again = subprocess.run([sys.executable, "-m", "runner", "run", "test"], cwd=tmp_path, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
+    with Store(tmp_path / "runs.db", read_only=True) as store:
+        status = views.status(store, "test", now=time.time())
+    assert cli.returncode == 4, stderr
+    assert stderr == ("aborted: the calls cut short are held for confirmation; to see them and go on:\n"
+                      "runner run test\n")
+    assert again.returncode == 4, again.stderr
+    assert (status["needs_confirmation"], status["counts"]["completed"]) == (50, 10)

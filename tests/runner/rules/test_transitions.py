@@ -54,3 +54,13 @@ def test_the_breaker_keeps_the_kind_of_failure_it_stands_for_so_that_exit_codes_
 def test_resuming_probes_and_lifts_a_pause_and_its_steps() -> None:
     resumed = breaker.resumed(Control(OPEN, "auth: 401", 2, True, 1))
     assert (resumed.breaker, resumed.transport_failures, resumed.paused, resumed.steps) == (PROBING, 2, False, 0)
+
+
+@pytest.mark.parametrize("control, refused", [
+    (Control(), "neither paused nor open (breaker closed): nothing to resume"),
+    (Control(PROBING, "1 transport failure", 1), "neither paused nor open (breaker probing): nothing to resume"),
+    (Control(paused=True), None),
+    (Control(OPEN, "2 consecutive transport failures", 2), None),
+])
+def test_only_a_paused_run_or_an_open_breaker_has_something_to_resume(control: Control, refused: str | None) -> None:
+    assert breaker.nothing_to_resume(control) == refused

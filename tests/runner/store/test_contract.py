@@ -148,6 +148,20 @@ def test_a_person_retries_failed_items_with_a_fresh_attempt_budget(tmp_path: Pat
     assert list(states(store, run_id).values()) == ["pending"] * 5
 
 
+def test_a_retry_or_a_confirm_naming_a_key_the_run_does_not_have_is_refused_and_changes_nothing(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, ids = started(store, run_id)
+    store.settle_batch(batch.id, Settlement(failed={i: (FailureKind.AUTH, "401", True) for i in ids}), now=5.0)
+    before = states(store, run_id)
+    with pytest.raises(RunError, match=r"^run 'test' has no item 'nope': nothing was changed$"):
+        store.retry_failed(run_id, kind=None, keys=["p000", "nope"], now=6.0)
+    with pytest.raises(RunError, match=r"^run 'test' has no item 'nope': nothing was changed$"):
+        store.confirm(run_id, keys=["nope"], now=6.0)
+    assert states(store, run_id) == before and "failed" in before.values()
+
+
 def test_the_breaker_moves_with_the_batch_that_moved_it_and_a_command_is_logged(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     batch, ids = started(store, run_id)
