@@ -7,13 +7,11 @@ line on stderr, nothing lost), 2 usage.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import itertools
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -23,16 +21,14 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from . import control, export, jobs, recovery, runs, tables
+from . import control, export, jobs, recovery, tables
 from .store import views
 from .breaker import Control
-from .engine import Engine, Outcome
 from .errors import JobError, RunError, RunnerError
-from .jobs import Job
 from .sim import Simulator, load_plan
-from .model import FailureKind, ItemState
+from .model import FailureKind
+from .terminal_run import run_in_terminal
 from .store import Store
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
@@ -82,7 +78,7 @@ def demo(db: str, latency: float) -> None:
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
-        outcome = _run_with_progress(Store(db), job, read_input=True, wait_for_person=True)
+        outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=True)
     click.echo(f"Run 'demo' is in {db}; see it with: runner status demo --db {db}")
     _show_results("demo", db)
     sys.exit(outcome.exit_code)
@@ -103,10 +99,10 @@ def run(job_or_name: str, db: str, wait: bool) -> None:
     """
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
-        outcome = _run_with_progress(Store(db), job, wait_for_person=wait, read_input=True)
+        outcome = run_in_terminal(Store(db), job, wait_for_person=wait, read_input=True)
     else:
         store = Store(db, create=False)
-        outcome = _run_with_progress(store, store.job(job_or_name), wait_for_person=wait, read_input=False)
+        outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=wait, read_input=False)
     sys.exit(outcome.exit_code)
 
 
@@ -317,59 +313,6 @@ def sim(
         pass
 
 
-#: Why a run stopped after one Ctrl-C.
-INTERRUPTED = "interrupted by Ctrl-C"
-
-
-def _run_with_progress(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
-    """Run a job with a live progress bar, then print its summary and what to do next."""
-    console = Console(stderr=True)
-    outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
-    if outcome is None:
-        console.print("[yellow]aborted:[/] the calls cut short are held for confirmation; to see them and go on:",
-                      soft_wrap=True)
-        console.print(escape(f"runner run {job.name}"), soft_wrap=True)
-        sys.exit(4)
-    Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
-    if outcome.stopped_for:
-        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
-        console.print(escape(_next_steps(job.name, outcome)), soft_wrap=True)
-    elif outcome.status["counts"][ItemState.FAILED]:
-        console.print(f"some items failed: runner failures {escape(job.name)}")
-    return outcome
-
-
-async def _run_watched(
-    store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
-) -> Outcome | None:
-    """The engine, with a progress bar polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
-    engines: list[Engine] = []
-    task = asyncio.create_task(
-        runs.execute(store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append)
-    )
-    loop = asyncio.get_running_loop()
-
-    def interrupted() -> None:
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-        for engine in engines:
-            engine.request_stop(INTERRUPTED)
-        console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                      f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
-
-    loop.add_signal_handler(signal.SIGINT, interrupted)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
-        shown = bar.add_task(f"reading {job.input.describe()}" if read_input else f"run {job.name}", total=None)
-        while not task.done():
-            await asyncio.wait({task}, timeout=0.2)
-            if job.name in store.run_names():
-                standing = views.standing(store, job.name, now=time.time())
-                done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
-                bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
-    loop.remove_signal_handler(signal.SIGINT)
-    return None if task.cancelled() else task.result()
-
-
 def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
     """Show the held items chosen, with what confirming each case does, and ask (y/N); only a yes returns."""
     views.refuse_unknown_keys(store, name, keys)
@@ -400,16 +343,3 @@ def _show_control(name: str, now: Control) -> None:
     state = f"breaker {now.breaker.value}" + (", paused" if now.paused else "")
     steps = f", {now.steps} step(s) allowed" if now.steps else ""
     click.echo(f"run {name!r}: {state}{steps}")
-
-
-def _next_steps(name: str, outcome: Outcome) -> str:
-    """What a person does after a stop, by its cause."""
-    if outcome.status["needs_confirmation"]:
-        return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
-    kind = outcome.stop_kind
-    if outcome.stopped_for == INTERRUPTED:
-        return f"to go on: runner run {name}"
-    if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
-        return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
-                f"runner run {name}")
-    return f"to go on: runner resume {name}; runner run {name}"

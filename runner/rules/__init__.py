@@ -5,6 +5,7 @@
 - :mod:`.judge`: what a finished call means for each item of its batch (split,
   retry only the invalid, classify, the attempt bound, the breaker's move,
   whether the run must stop), one function for every provider kind;
+- :mod:`.bounds`: the attempt bound that ends every verdict;
 - :mod:`.triage`: recovery's order over what a stopped engine left;
 - :mod:`.breaker`: the breaker's transitions, over the ``Control`` row the
   store keeps.

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 from ..errors import BadRequest, UpstreamError
 from ..protocol import ParsedBatch
 from ..model import FailureKind
+from .bounds import bounded
 from .breaker import Control, Open, TransportFailure, after_success
 
 MISSING_LINE = (
@@ -224,29 +225,6 @@ def judge_saved(
         else:
             _check(item_id, json.loads(output), check, completed, retry)
     return bounded(Verdict(completed=tuple(completed), retry=retry, not_before=now + limits.backoff), items, limits)
-
-
-def bounded(verdict: Verdict, items: Sequence[Started], limits: Backoff) -> Verdict:
-    """The attempt bound: a re-attempt of an item whose tries that may have cost, or refusals in a row, are spent gives up.
-
-    A refused try (nothing ran, nothing billed) gives back the attempt it
-    took, and adds one to the item's refusals in a row; any other try ends
-    that streak.
-    """
-    retry = dict(verdict.retry)
-    gave_up: dict[int, tuple[FailureKind, str]] = {}
-    for item in items:
-        if item.id not in retry:
-            continue
-        refused = item.id in verdict.refused
-        if refused and item.refused_streak + 1 >= limits.max_refusals:
-            kind, message = retry.pop(item.id)
-            gave_up[item.id] = (kind, f"{message} (gave up after {item.refused_streak + 1} refusals in a row, "
-                                      "nothing billed for them")
-        elif item.attempts_left + refused <= 0:
-            kind, message = retry.pop(item.id)
-            gave_up[item.id] = (kind, f"{message} (gave up")
-    return replace(verdict, retry=retry, gave_up=gave_up) if gave_up else verdict
 
 
 def whole_answer_problem(parsed: ParsedBatch, finish_reason: str | None) -> str | None:

@@ -1,0 +1,89 @@
+"""A run in a terminal: a progress bar polled from the store, Ctrl-C, then the summary and what to do next.
+
+One Ctrl-C asks the engine to stop gently (the batches in flight finish); a
+second cancels it: the calls cut short are held for confirmation. The exit
+code is the contract's (``Outcome.exit_code``), 4 after a second Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from . import runs, tables
+from .engine import Engine, Outcome
+from .jobs import Job
+from .model import FailureKind, ItemState
+from .store import Store, views
+
+
+#: Why a run stopped after one Ctrl-C.
+INTERRUPTED = "interrupted by Ctrl-C"
+
+
+def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
+    """Run a job with a live progress bar, then print its summary and what to do next."""
+    console = Console(stderr=True)
+    outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
+    if outcome is None:
+        console.print("[yellow]aborted:[/] the calls cut short are held for confirmation; to see them and go on:",
+                      soft_wrap=True)
+        console.print(escape(f"runner run {job.name}"), soft_wrap=True)
+        sys.exit(4)
+    Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
+    if outcome.stopped_for:
+        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
+        console.print(escape(_next_steps(job.name, outcome)), soft_wrap=True)
+    elif outcome.status["counts"][ItemState.FAILED]:
+        console.print(f"some items failed: runner failures {escape(job.name)}")
+    return outcome
+
+
+async def _run_watched(
+    store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
+) -> Outcome | None:
+    """The engine, with a progress bar polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
+    engines: list[Engine] = []
+    task = asyncio.create_task(
+        runs.execute(store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append)
+    )
+    loop = asyncio.get_running_loop()
+
+    def interrupted() -> None:
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+        for engine in engines:
+            engine.request_stop(INTERRUPTED)
+        console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
+                      f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
+
+    loop.add_signal_handler(signal.SIGINT, interrupted)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        shown = bar.add_task(f"reading {job.input.describe()}" if read_input else f"run {job.name}", total=None)
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.2)
+            if job.name in store.run_names():
+                standing = views.standing(store, job.name, now=time.time())
+                done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
+                bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
+    loop.remove_signal_handler(signal.SIGINT)
+    return None if task.cancelled() else task.result()
+
+
+def _next_steps(name: str, outcome: Outcome) -> str:
+    """What a person does after a stop, by its cause."""
+    if outcome.status["needs_confirmation"]:
+        return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
+    kind = outcome.stop_kind
+    if outcome.stopped_for == INTERRUPTED:
+        return f"to go on: runner run {name}"
+    if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
+        return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
+                f"runner run {name}")
+    return f"to go on: runner resume {name}; runner run {name}"
