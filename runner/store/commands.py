@@ -16,6 +16,7 @@ from ..errors import RunError, StoreError
 from ..model import BreakerState, FailureKind
 from ..rules.breaker import Control
 from .connection import SQLiteFile
+from . import items
 from .items import move
 
 #: Held items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all).
@@ -77,8 +78,7 @@ class Commands(SQLiteFile):
         with self.write() as conn:
             self.refuse_unknown(run_id, keys)
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND (:kind IS NULL OR items.error_kind = :kind)",
-                            values={"retry_base": "retry_base = attempts - refused",
-                                    "refused_streak": "refused_streak = 0"},
+                            values=items.FRESH_BUDGET,
                             params=params, returning="id")
             conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
                                        f"{len(released)} items"))

@@ -166,8 +166,12 @@ INSERT INTO inputs (item_id, input) SELECT id, ? FROM items WHERE run_id = ? AND
 ON CONFLICT (item_id) DO UPDATE SET input = excluded.input WHERE input != excluded.input
 """
 
-#: The known items of the run whose input (``:rows``, [key, fingerprint] pairs) changed.
-CHANGED_INPUT = (
-    "items.run_id = :run AND items.key = changed.value ->> 0 AND items.fingerprint != changed.value ->> 1"
-)
-CHANGED_SOURCE = "FROM json_each(:rows) AS changed"
+#: The known items of the run whose input changed (``:rows``, [key, fingerprint] pairs), each found by its
+#: key (CROSS JOIN keeps that order: never a scan of the run's items for each row).
+CHANGED_INPUT = """
+SELECT items.id FROM json_each(:rows) AS changed CROSS JOIN items
+WHERE items.run_id = :run AND items.key = changed.value ->> 0 AND items.fingerprint != changed.value ->> 1
+"""
+
+#: A failed item tried again (a person's retry, or a new input): a fresh budget of attempts and refusals.
+FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak": "refused_streak = 0"}

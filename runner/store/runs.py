@@ -20,6 +20,9 @@ from .items import move
 
 INSERT_CHUNK = 1_000
 
+#: The items of a JSON list of ids ``:ids``.
+LISTED = "items.id IN (SELECT value FROM json_each(:ids))"
+
 #: The items a prepare added to the run (counted from ``counts``); no row when none.
 LOG_ADDED = """
 INSERT INTO events (run_id, at, to_state, items)
@@ -31,7 +34,6 @@ INPUT_CHANGED = {
     "error": "error = 'input changed after it was sent; its old result does not apply (retry to send the new input)'",
     "retryable": "retryable = 1",
 }
-FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak": "refused_streak = 0"}
 
 
 class Runs(SQLiteFile):
@@ -94,14 +96,20 @@ class Runs(SQLiteFile):
         return f"{row['name']}:{row['nonce']}"
 
 
+def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
+    """Move the known items given a new input, each from the state it was in: to pending first, then to failed."""
+    listed = {"ids": json.dumps(ids), "now": now}
+    move(conn, "input_fixed", where=LISTED, values=items.FRESH_BUDGET, params=listed)
+    move(conn, "unqueue", where=LISTED, params=listed)
+    move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
+
+
 def _upsert_items(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float) -> None:
     """Add items, or give known ones their new input (moving them as ``prepare_run`` says); inputs saved."""
-    changed = {"run": run_id, "now": now, "rows": json.dumps([[row.key, row.fingerprint] for row in rows])}
-    source = items.CHANGED_SOURCE
-    # Each move from the state the item was in: those to pending first, then those that fail.
-    move(conn, "input_fixed", where=items.CHANGED_INPUT, source=source, values=FRESH_BUDGET, params=changed)
-    move(conn, "unqueue", where=items.CHANGED_INPUT, source=source, params=changed)
-    move(conn, "input_changed", where=items.CHANGED_INPUT, source=source, values=INPUT_CHANGED, params=changed)
+    pairs = json.dumps([[row.key, row.fingerprint] for row in rows])
+    changed = [item_id for (item_id,) in conn.execute(items.CHANGED_INPUT, {"run": run_id, "rows": pairs})]
+    if changed:
+        _move_changed(conn, changed, now)
     conn.executemany(
         items.UPSERT_ITEM, [(run_id, row.key, row.group, row.seq, row.chars, row.fingerprint, now) for row in rows]
     )
