@@ -15,6 +15,7 @@ from support import StepClock, events_into, make_job, posts
 
 from runner import recovery, runs
 from runner.store import views
+from runner.engine import Outcome
 from runner.errors import SubmitUnknown
 from runner.jobs import Job, Prompt, ProviderConfig
 from runner.providers import Answer
@@ -43,6 +44,16 @@ def tasks(store: Store) -> list[str | None]:
 def items(store: Store) -> list[dict[str, Any]]:
     return views.items(store, store.run_id("test"))
 
+
+
+async def confirmed_then_run_on_a_healthy_upstream(
+    upstream: Simulator, store: Store, job: Job, clock: StepClock
+) -> tuple[Outcome, dict[str, Any]]:
+    """The upstream healed, a person confirms what was held and runs the job again: its outcome and the ledger."""
+    upstream.set_faults(None)
+    recovery.confirm(store, "test", now=clock.now())
+    done = await runs.execute(store, job, clock=clock)
+    return done, upstream.ledger.snapshot()
 
 async def test_a_batch_is_submitted_its_id_saved_and_its_lines_completed(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
@@ -199,10 +210,7 @@ async def test_a_task_that_cannot_be_polled_holds_its_items_and_a_person_polls_i
     stopped = await runs.execute(store, job, clock=clock)
     assert stopped.exit_code == 4 and "polling task batch_" in (stopped.stopped_for or "")
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}
-    upstream.set_faults(None)
-    recovery.confirm(store, "test", now=clock.now())
-    done = await runs.execute(store, job, clock=clock)
-    ledger = upstream.ledger.snapshot()
+    done, ledger = await confirmed_then_run_on_a_healthy_upstream(upstream, store, job, clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
 
@@ -215,10 +223,7 @@ async def test_a_lost_create_that_cannot_be_looked_for_is_held_never_sent_again(
     stopped = await runs.execute(store, job, clock=clock)
     assert stopped.exit_code == 4
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.ADOPT}
-    upstream.set_faults(None)
-    recovery.confirm(store, "test", now=clock.now())
-    done = await runs.execute(store, job, clock=clock)
-    ledger = upstream.ledger.snapshot()
+    done, ledger = await confirmed_then_run_on_a_healthy_upstream(upstream, store, job, clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
 
