@@ -315,7 +315,7 @@ def sim(
 
 def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
     """Show the held items chosen, with what confirming each case does, and ask (y/N); only a yes returns."""
-    views.refuse_unknown_keys(store, name, keys)
+    store.refuse_unknown(store.run_id(name), keys)
     held = [item for item in views.held(store, name) if not keys or item.key in keys]
     if not held:
         return  # nothing to release: nothing to ask

@@ -12,7 +12,7 @@ item change, so none of these reads scans the items of a large run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import liveness
@@ -359,18 +359,14 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
     )
 
 
-def refuse_unknown_keys(store: Store, name: str, keys: Sequence[str]) -> None:
-    """Refuse keys that no item of the run has (``RunError`` naming them), before a person is asked about the rest."""
-    store.refuse_unknown(store.run_id(name), keys)
-
-
 def held(store: Store, name: str) -> list[HeldItem]:
     """The items of a run that wait for a person, with their case."""
-    return [
-        HeldItem(r["key"], r["grp"], case_of(r), r["upstream_id"], r["attempts"], r["paid_calls"],
-                 r["lands_by"] if case_of(r) is Case.ADOPT else None)
-        for r in store.held_items(store.run_id(name))
-    ]
+    return [_held_item(row, case_of(row)) for row in store.held_items(store.run_id(name))]
+
+
+def _held_item(row: dict[str, Any], case: Case) -> HeldItem:
+    lands_by = row["lands_by"] if case is Case.ADOPT else None
+    return HeldItem(row["key"], row["grp"], case, row["upstream_id"], row["attempts"], row["paid_calls"], lands_by)
 
 
 def case_of(row: dict[str, Any]) -> Case:
