@@ -195,7 +195,7 @@ class RunPanel:
         """A panel made before its run: it says so, neutrally, and fills in once the run starts."""
         self.title.value = (
             f"<b style='font-size:1.15em'>{escape(self.name)}</b> · "
-            f"<span style='color:#555' title='{escape(str(self.db))}'>"
+            f"<span style='color:#555' title='{escape(where(self.db))}'>"
             f"{escape(f'no run {self.name!r} yet in {self.db.name}', quote=False)}</span>"
         )
         for button in (self.pause_button, self.resume_button, self.step_button):
