@@ -62,7 +62,11 @@ def steady(notebook: Any) -> Any:
     made = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     ids = {model_id: f"{n:032x}" for n, model_id in enumerate(made, 1)}
     text = re.sub(r"[0-9a-f]{32}", lambda m: ids.get(m.group(), m.group()), nbformat.writes(notebook))
-    return nbformat.reads(text, as_version=4)
+    renumbered = nbformat.reads(text, as_version=4)
+    if made:  # in the order they were made again (the text had them in the order of the old ids)
+        state = renumbered.metadata.widgets[WIDGET_STATE]
+        state["state"] = dict(sorted(state["state"].items()))
+    return renumbered
 
 
 def main() -> None:
