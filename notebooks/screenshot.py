@@ -25,8 +25,6 @@ from pathlib import Path
 
 from voila_page import COUNTS_JS, HERE, counts_on, opened, private, served, trimmed
 
-from runner.teaching import FOLDER_ENV
-
 
 def shoot(page: object, out: Path) -> dict[str, int]:
     """The panel's picture once the page shows 400 items completed; the counts it shows."""
@@ -48,7 +46,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="runner-screenshot-") as tmp:
         folder = Path(tmp)
-        env = {**private(folder), FOLDER_ENV: str(folder / "runs"), "RUNNER_SIM_LATENCY": str(args.latency)}
+        # The run store in runs/quickstart/ beside the served notebook, as the picture's title says.
+        env = {**private(folder), "RUNNER_SIM_LATENCY": str(args.latency)}
         try:
             with served(trimmed(folder / "site"), env) as url, opened(url, folder) as page:
                 shown = shoot(page, args.out)
