@@ -1,5 +1,9 @@
 """A run in a terminal: a progress bar polled from the store, Ctrl-C, then the summary and what to do next.
 
+The bar's line names the run's state as the store has it
+(:mod:`runner.progress_line`). With a person at the terminal (or ``--wait``)
+the engine waits while the run is held, paused or open or with held items,
+and the line says what goes on; without, the run stops there (exit 4).
 One Ctrl-C asks the engine to stop gently (the batches in flight finish); a
 second cancels it: the calls cut short are held for confirmation. The exit
 code is the contract's (``Outcome.exit_code``), 4 after a second Ctrl-C.
@@ -65,7 +69,7 @@ async def _run_watched(
         source = job.input.describe()
         shown = bar.add_task(progress_line.reading(source, 0).text if read_input else job.name, total=None)
 
-        def reading(records: int) -> None:  # called while the input is read, which holds the loop: the bar's thread draws
+        def reading(records: int) -> None:  # reading the input holds the loop: the bar's own thread draws this
             bar.update(shown, description=progress_line.reading(source, records).text)
 
         engines: list[Engine] = []
@@ -82,6 +86,7 @@ async def _run_watched(
                           f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
 
         loop.add_signal_handler(signal.SIGINT, interrupted)
+        said = ""
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
             if job.name in store.run_names():
@@ -90,6 +95,9 @@ async def _run_watched(
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
                 bar.update(shown, description=now.state, total=standing.total, completed=done, moving=now.moving)
                 bar.hint = now.hint
+                if bar.disable and wait_for_person and not now.moving and now.text != said:
+                    console.print(escape(now.text), soft_wrap=True)  # no bar: the log says once why the run waits
+                said = now.text
     loop.remove_signal_handler(signal.SIGINT)
     return None if task.cancelled() else task.result()
 

@@ -207,4 +207,6 @@ def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms
     assert alive and held.held >= 5
     assert confirmed.returncode == 0, confirmed.stderr
     assert waiting.returncode == 0, stderr
+    said = f"test: waiting for a confirmation of {held.held} items — to go on: runner confirm test --all "
+    assert stderr.count(said + "(or c in runner tui); Ctrl-C to leave\n") == 1, "said once, in the log"
     assert standing(tmp_path).counts[ItemState.COMPLETED] == 10
