@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from runner import progress_line
+import pytest
+from support import label_all_but_p001, make_job, posts
+
+from runner import progress_line, runs
+from runner.providers.handler import PythonHandler
+from runner.store import Store
 from runner.model import BreakerState, ItemState
 from runner.rules.breaker import Control
 from runner.store.answers import STATES, Standing
@@ -58,3 +63,10 @@ def test_the_line_on_one_line_puts_the_hint_after_the_state() -> None:
     assert held.text == ("posts: breaker open (rate_limited: 429 from upstream) — runner step posts lets one batch "
                          "run, runner resume posts goes on; Ctrl-C to leave")
     assert progress_line.line(standing(pending=1), waits=True).text == "posts: running"
+
+
+async def test_reading_the_input_tells_how_many_records_were_read_so_far(tmp_path: Path, store: Store) -> None:
+    told: list[int] = []
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(1_200), max_items=100)
+    await runs.execute(store, job, provider=PythonHandler(label_all_but_p001), reading=told.append)
+    assert told == [runs.READ_EVERY, 2 * runs.READ_EVERY] == [500, 1_000]
