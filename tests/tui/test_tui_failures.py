@@ -43,7 +43,7 @@ async def test_t_on_a_kind_retries_its_items_after_asking_and_the_engine_complet
         await settle(pilot)
         assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
         assert [(k.kind, k.count, k.retryable) for k in app.screen.view.kinds] == [("bad_request", 2, 0)]
-        await pilot.press("t")
+        await pilot.press("shift+tab", "t")
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Retry 2 failed items of kind bad_request?"
         await pilot.press("y")
         await settle(pilot)
@@ -63,7 +63,7 @@ async def test_an_items_detail_shows_its_history_and_t_retries_only_that_item(
         await settle(pilot)
         await pilot.press("f")
         await settle(pilot)
-        await pilot.press("tab", "down", "enter")
+        await pilot.press("down", "enter")
         await settle(pilot)
         assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
         item = app.screen.view

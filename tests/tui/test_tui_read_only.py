@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from scenes import write_lock_held
-from tui_support import NOW, Told, build, settle, shown_runs
+from tui_support import NOW, RUNS, Told, build, settle, shown_runs
 from unwritable import Folder
 
 from tui.app import RunnerApp
@@ -19,7 +19,7 @@ async def test_the_tui_opens_and_reads_a_store_while_another_process_holds_its_w
         app = RunnerApp(db, clock=lambda: NOW)
         async with app.run_test() as pilot:
             await settle(pilot)
-            assert shown_runs(app) == ["archive", "posts", "summaries", "tickets"]
+            assert shown_runs(app) == RUNS
 
 
 @pytest.mark.parametrize("made", ["read_only", "fill"])
