@@ -19,6 +19,7 @@ from support import make_job, posts
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 from runner import breaker, control, jobs
 from runner.jobs import ItemRow, Job
@@ -32,11 +33,12 @@ from tui.screens.runs import RunsScreen
 NOW = 1_800_000_100.0
 LEASE = "gone"
 #: The runs :func:`build` makes, by name.
-RUNS = ["archive", "drafts", "posts", "summaries", "tags", "tickets"]
+RUNS = ["archive", "drafts", "months", "posts", "summaries", "tags", "tickets"]
 
 
 def build(folder: Path) -> Path:
-    """Six runs in ``folder/runs.db``: mid-way whose engine died, held, paused, stopped, done, done with failures."""
+    """Seven runs in ``folder/runs.db``: mid-way whose engine died, held, paused, stopped, done (one over twelve
+    months, as the demo), done with failures."""
     db = folder / "runs.db"
     with Store(db) as store:
         _posts(store, folder)
@@ -45,6 +47,7 @@ def build(folder: Path) -> Path:
         _archive(store, folder)
         _drafts(store, folder)
         _tags(store, folder)
+        _months(store, folder)
     return db
 
 
@@ -183,6 +186,14 @@ def _tags(store: Store, folder: Path) -> None:
     hand.leave()
 
 
+def _months(store: Store, folder: Path) -> None:
+    """Done over twelve months, as the demo's run: a batch per month."""
+    hand = Hand(store, job(folder, "months", 36, groups=12, max_items=3), NOW - 200)
+    for month in range(12):
+        hand.complete(NOW - 190 + 10 * month, NOW - 185 + 10 * month)
+    hand.leave()
+
+
 async def settle(pilot: Pilot[None], *, read: bool = False) -> None:
     """Wait until the app's workers are done and what they posted is handled (a command's read included).
 
@@ -214,3 +225,8 @@ def shown_runs(app: RunnerApp) -> list[str]:
     screen = app.screen
     assert isinstance(screen, RunsScreen) and screen.runs is not None
     return [run.name for run in screen.runs]
+
+
+def shown(widget: Widget) -> list[str]:
+    """The lines a widget shows on screen now, as text, trailing spaces dropped."""
+    return ["".join(segment.text for segment in widget.render_line(y)).rstrip() for y in range(widget.size.height)]
