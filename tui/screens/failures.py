@@ -236,14 +236,15 @@ class ItemScreen(StoreScreen[ItemView]):
 
 
 class HistoryTable(Table):
-    """An item's state changes and its batches' moves, oldest first."""
+    """An item's state changes and its batches' moves, oldest first, in the run's event format: ago, what, detail."""
 
-    COLUMNS = ("ago", "batch", "change", "why")
+    COLUMNS = ("ago", "what", "detail")
 
     def show(self, history: Sequence[HistoryLine]) -> None:
         self.fill(history, [
-            (str(i), [Text(format.duration(h.age), justify="right"), str(h.batch_id or ""),
-                      Text.assemble(h.from_state or "new", " → ", format.state(h.to_state)), _why(h)])
+            (str(i), [Text(format.duration(h.age), justify="right"),
+                      Text.assemble(f"batch {h.batch_id}: " if h.batch_id else "", h.from_state or "new", " → ",
+                                    format.state(h.to_state)), _why(h)])
             for i, h in enumerate(history)
         ])
 
