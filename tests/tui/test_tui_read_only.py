@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,10 @@ async def test_the_tui_opens_and_reads_a_store_while_another_process_holds_its_w
 
 @pytest.mark.parametrize("made", ["read_only", "fill"])
 async def test_the_tui_shows_a_store_it_cannot_write_and_a_pause_it_cannot_write_is_one_notification(
-    unwritable: Folder, made: str
+    unwritable: Folder, made: str, tmp_path: Path
 ) -> None:
-    db = build(unwritable.path)
+    (tmp_path / "built").mkdir()
+    db = Path(shutil.copy(build(tmp_path / "built"), unwritable.path / "runs.db"))  # its making outgrows the small disk
     getattr(unwritable, made)()
     told = Told()
     app = RunnerApp(db, "posts", clock=lambda: NOW)

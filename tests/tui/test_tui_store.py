@@ -59,7 +59,7 @@ def test_each_run_reads_as_how_its_engine_works_or_ended(tmp_path: Path) -> None
         live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
         after = views.standing(store, "posts", now=NOW).state
     assert before == {
-        "archive": RunState.DONE, "drafts": RunState.STOPPED, "posts": RunState.ENGINE_DIED,
+        "archive": RunState.DONE, "drafts": RunState.STOPPED, "months": RunState.DONE, "posts": RunState.ENGINE_DIED,
         "summaries": RunState.PAUSED, "tags": RunState.DONE_WITH_FAILURES, "tickets": RunState.NEEDS_PERSON,
     }
     assert (gave_back, after) == (RunState.STOPPED, RunState.RUNNING)
