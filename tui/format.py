@@ -6,6 +6,7 @@ from rich.text import Text
 
 from runner.breaker import Control
 from runner.model import BreakerState
+from runner.store.answers import RunState
 
 #: One colour per item state, the same on every screen.
 STATE_STYLE = {
@@ -19,11 +20,13 @@ STATE_STYLE = {
 }
 
 RUN_STATE_STYLE = {
-    "running": "bold green",
-    "paused": "bold yellow",
-    "needs a person": "bold black on yellow",
-    "done": "bold",
-    "engine dead": "bold red",
+    RunState.RUNNING: "bold green",
+    RunState.PAUSED: "bold yellow",
+    RunState.NEEDS_PERSON: "bold black on yellow",
+    RunState.DONE: "bold",
+    RunState.DONE_WITH_FAILURES: "bold red",
+    RunState.STOPPED: "bold",
+    RunState.ENGINE_DIED: "bold white on red",
 }
 
 BREAKER_STYLE = {BreakerState.CLOSED: "green", BreakerState.PROBING: "yellow", BreakerState.OPEN: "bold red"}
@@ -49,11 +52,11 @@ def state(name: str) -> Text:
     return Text(name, style=STATE_STYLE.get(name, ""))
 
 
-def breaker(control: Control, *, concurrency: int) -> Text:
-    """The breaker and a person's hand on it, in one line."""
-    slots = control.slots(concurrency)
+def breaker(control: Control, *, concurrency: int, in_flight: int) -> Text:
+    """The breaker, the slots free now, and a person's hand on them, in one line: ``breaker closed, 2 of 2 slots free``."""
+    free = max(control.slots(concurrency) - in_flight, 0)
     text = Text.assemble(("breaker ", "bold"), (control.breaker.value, BREAKER_STYLE[control.breaker]))
-    text.append(f" ({slots} of {many(concurrency, 'slot')} open)")
+    text.append(f", {free} of {many(concurrency, 'slot')} free")
     if control.paused:
         text.append(" · ")
         text.append("paused by a person", style="bold yellow")

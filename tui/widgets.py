@@ -7,10 +7,10 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.widget import Widget
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 from textual.widgets.data_table import CursorType
 
-from runner.store.answers import STATES, BatchInFlight, LogLine, RunView
+from runner.store.answers import STATES, BatchInFlight, LogLine
 
 from . import format
 
@@ -22,14 +22,16 @@ class Table(DataTable[Text]):
     """A table that renders rows from data, only when the data changed, keeping the cursor on its row.
 
     Columns get the width of their widest cell, set when the rows are, so that
-    a header never shows the widths of the rows before.
+    a header never shows the widths of the rows before. One space, not
+    DataTable's two, parts two columns: the group table's nine columns fit
+    in 80 cells.
     """
 
     COLUMNS: ClassVar[Sequence[str]] = ()
     CURSOR: ClassVar[CursorType] = "none"
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type=self.CURSOR)
+        super().__init__(id=id, cursor_type=self.CURSOR, cell_padding=0)
         self._shown: object = None
         self._widths: list[int] = []
 
@@ -37,16 +39,20 @@ class Table(DataTable[Text]):
         return Text(column)
 
     def on_mount(self) -> None:
-        self._set_columns([self.label(c).cell_len for c in self.COLUMNS])
+        self._set_columns([self._label(c).cell_len for c in self.COLUMNS])
+
+    def _label(self, column: str) -> Text:
+        return _spaced(self.label(column))
 
     def fill(self, data: object, rows: Sequence[Row]) -> None:
         if data == self._shown and self.row_count == len(rows):
             return
         self._shown = data
         keep = self.cursor_key
-        texts = [(key, [c if isinstance(c, Text) else Text(c.replace("\n", " ")) for c in cells]) for key, cells in rows]
+        texts = [(key, [_spaced(c if isinstance(c, Text) else Text(c.replace("\n", " "))) for c in cells])
+                 for key, cells in rows]
         widths = [
-            max([self.label(column).cell_len, *(cells[i].cell_len for _, cells in texts)])
+            max([self._label(column).cell_len, *(cells[i].cell_len for _, cells in texts)])
             for i, column in enumerate(self.COLUMNS)
         ]
         if widths != self._widths:
@@ -61,7 +67,7 @@ class Table(DataTable[Text]):
     def _set_columns(self, widths: list[int]) -> None:
         self.clear(columns=True)
         for column, width in zip(self.COLUMNS, widths, strict=True):
-            self.add_column(self.label(column), key=column, width=width)
+            self.add_column(self._label(column), key=column, width=width)
         self._widths = widths
 
     @property
@@ -71,6 +77,13 @@ class Table(DataTable[Text]):
             return None
         key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         return None if key is None else str(key)
+
+
+def _spaced(cell: Text) -> Text:
+    """A cell with the one space that parts it from the column before."""
+    spaced = cell.copy()
+    spaced.pad_left(1)
+    return spaced
 
 
 class StateBar(Widget):
@@ -94,14 +107,23 @@ class StateBar(Widget):
                 bar.append("█" * cells, style=format.STATE_STYLE[state])
         else:
             bar.append("░" * width, style="grey30")
-        legend = Text()
-        for state in STATES:
-            legend.append("■ ", style=format.STATE_STYLE[state])
-            legend.append(f"{state} ")
-            legend.append(f"{self._counts.get(state, 0):,}", style="bold")
-            legend.append("  ")
-        legend.rstrip()
-        return Text("\n").join([bar, legend])
+        entries = [
+            Text.assemble(("■ ", format.STATE_STYLE[state]), f"{state} ", (f"{self._counts.get(state, 0):,}", "bold"))
+            for state in STATES
+        ]
+        return Text("\n").join([bar, *legend_lines(entries, width)])
+
+
+def legend_lines(entries: Sequence[Text], width: int) -> list[Text]:
+    """The legend's entries two spaces apart, in as many lines of ``width`` as they need, none split."""
+    lines = [Text()]
+    for entry in entries:
+        if lines[-1].cell_len and lines[-1].cell_len + 2 + entry.cell_len > width:
+            lines.append(Text())
+        if lines[-1].cell_len:
+            lines[-1].append("  ")
+        lines[-1].append_text(entry)
+    return lines
 
 
 def bar_cells(counts: Mapping[str, int], width: int) -> dict[str, int]:
@@ -117,78 +139,6 @@ def bar_cells(counts: Mapping[str, int], width: int) -> dict[str, int]:
     while sum(cells.values()) > width:
         cells[max(cells, key=lambda s: cells[s])] -= 1
     return cells
-
-
-class RunPanel(Static):
-    """The run's state, its engine, throughput and estimate, and the breaker."""
-
-    def show(self, view: RunView) -> None:
-        self.update(run_text(view))
-
-
-def run_text(view: RunView) -> Text:
-    run = view.standing
-    text = Text.assemble(
-        (run.name, "bold"), "  ", (f" {run.state.value} ", format.RUN_STATE_STYLE[run.state.value]),
-        f"  {run.total:,} items · {view.provider}\n",
-    )
-    if run.engine_alive:
-        text.append("engine ", style="bold")
-        text.append("alive", style="green")
-        text.append(": its engine obeys a command within a second")
-    else:
-        text.append("engine ", style="bold")
-        text.append("not running", style="bold red")
-        if run.unfinished:
-            text.append(f": `runner run {run.name}` goes on from what it left")
-    text.append("\n")
-    text.append("throughput ", style="bold")
-    text.append(f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}")
-    text.append(" items/min")
-    text.append(" · ")
-    text.append("left ", style="bold")
-    text.append(_eta(view))
-    text.append("\n")
-    text.append_text(format.breaker(run.control, concurrency=view.concurrency))
-    for line in needs(view):
-        text.append("\n")
-        text.append("▶ ", style="bold yellow")
-        text.append(line)
-    return text
-
-
-def _eta(view: RunView) -> str:
-    eta, run = view.eta, view.standing
-    if eta == 0.0:
-        return "nothing: every item completed or failed"
-    left = f"{run.unfinished:,} items"
-    waiting = f", {run.held:,} of them wait for a person" if run.held else ""
-    if eta is not None:
-        return f"{left}, about {format.duration(eta)} at this rate{waiting}"
-    if not run.engine_alive:
-        why = "no estimate without an engine"
-    elif run.control.paused:
-        why = "no estimate while paused"
-    elif run.control.held:
-        why = "no estimate while the breaker is open"
-    elif view.moving <= 0:
-        why = "they wait for a person"
-    else:
-        why = "none finished in the last minute"
-    return f"{left}{waiting}; {why}"
-
-
-def needs(view: RunView) -> list[str]:
-    """What a person can do about a held run, by its cause."""
-    run = view.standing
-    lines = []
-    if run.held:
-        lines.append(f"{run.held:,} items await your confirmation after a crash: c shows them")
-    if run.control.breaker.value == "open":
-        lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
-    elif run.control.paused:
-        lines.append("paused: r resumes, s lets exactly one batch run")
-    return lines
 
 
 class GroupTable(Table):
@@ -226,7 +176,7 @@ class BatchTable(Table):
 class EventLog(Table):
     """The run's last state changes and commands, newest first."""
 
-    COLUMNS = ("ago", "what", "why")
+    COLUMNS = ("ago", "what", "detail")
 
     def show(self, lines: Sequence[LogLine]) -> None:
         self.fill(lines, [

@@ -26,7 +26,12 @@ class RunState(StrEnum):
     PAUSED = "paused"
     NEEDS_PERSON = "needs a person"
     DONE = "done"
-    ENGINE_DEAD = "engine dead"
+    #: Nothing left to do, and some items failed (``runner run`` exits 3).
+    DONE_WITH_FAILURES = "done, failures"
+    #: Its engine gave the run back with work left and nothing for a person (a Ctrl-C, say).
+    STOPPED = "stopped"
+    #: Its engine stopped beating without giving the run back: killed, or its machine lost.
+    ENGINE_DIED = "engine died"
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,9 @@ class Standing:
     duplicate_tasks: int
     #: Seconds since an item of the run last changed state (None: never).
     idle_for: float | None
+    #: Seconds since the last heartbeat of an engine that still holds the run's lease but no longer
+    #: lives (it died without giving the run back); None when no engine holds it, or a live one does.
+    engine_silent_for: float | None = None
 
     @property
     def total(self) -> int:
@@ -56,14 +64,21 @@ class Standing:
         return sum(self.counts[s] for s in UNFINISHED)
 
     @property
+    def engine_died(self) -> bool:
+        """The engine that held the run died: its lease was never given back, only let lapse."""
+        return self.engine_silent_for is not None
+
+    @property
     def state(self) -> RunState:
         if not self.unfinished:
-            return RunState.DONE
+            return RunState.DONE_WITH_FAILURES if self.counts[ItemState.FAILED] else RunState.DONE
+        if self.engine_died:
+            return RunState.ENGINE_DIED
         if self.held or self.control.breaker is BreakerState.OPEN:
             return RunState.NEEDS_PERSON
         if self.control.paused:
             return RunState.PAUSED
-        return RunState.RUNNING if self.engine_alive else RunState.ENGINE_DEAD
+        return RunState.RUNNING if self.engine_alive else RunState.STOPPED
 
     def status(self) -> dict[str, Any]:
         """The status contract of the brief (``runner status NAME --json``)."""
@@ -117,6 +132,9 @@ class RunView:
     log: tuple[LogLine, ...]
     #: Items completed or failed per minute, over the last minute of events.
     per_minute: float
+    #: Seconds from the run's first start to its last completion (or failure), read once no engine
+    #: works on it; None while one does, or before anything finished.
+    took: float | None = None
 
     @property
     def slots(self) -> int:

@@ -32,11 +32,36 @@ def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: 
         moved.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))
     merged = sorted(
         [(line.age, 0, -order, line) for order, line in moved]
-        + [(now - c["at"], 1, -c["id"], LogLine(now - c["at"], f"person: {c['command']}{_args(c['args'])}",
-                                                 c["outcome"] or "", "person")) for c in commands],
+        + [(now - c["at"], 1, -c["id"], _command(c, now)) for c in commands],
         key=lambda entry: (entry[0], entry[1], entry[2]),
     )
     return tuple(line for *_, line in merged[:limit])
+
+
+def _command(row: Row, now: float) -> LogLine:
+    """A person's command in words: what they did, and what it does (for a retry, which items)."""
+    command, outcome = row["command"], row["outcome"] or ""
+    if command == "retry":
+        what, detail = f"retried {_items(outcome)}", f"{_chosen(row['args'])}pending again, fresh attempt budgets"
+    elif command == "confirm":
+        what, detail = f"confirmed {_items(outcome)}", ", ".join(p for p in outcome.split(", ") if not p.startswith("0 "))
+    else:
+        what, detail = CONTROLS.get(command, (command, outcome))
+    return LogLine(now - row["at"], what, detail, "person")
+
+
+#: The words of the commands on a run's controls: what a person did, and what it does.
+CONTROLS = {
+    "pause": ("paused by a person", "no new batches; those in flight finish"),
+    "resume": ("resumed by a person", "one batch at a time until one succeeds, then full speed"),
+    "step": ("let 1 batch run", "a person's step: then the run stays held"),
+}
+
+
+def _items(outcome: str) -> str:
+    """How many items a retry or a confirmation moved, from the counts its outcome lists."""
+    n = sum(int(word) for word in outcome.split() if word.isdigit())
+    return f"{n} item{'' if n == 1 else 's'}"
 
 
 def _together(rows: Sequence[Row]) -> list[list[Row]]:
@@ -68,17 +93,15 @@ def _where(event: Row) -> str:
     return f"batch {event['batch_id']}: "
 
 
-def _args(args: str) -> str:
-    """A command's arguments as a person would write them: ``--kind transport``, keys."""
+def _chosen(args: str) -> str:
+    """Which failed items a retry chose, in words: ``kind transport: ``, ``p1 p2 +3: `` (all: nothing)."""
     try:
         given = json.loads(args)
     except ValueError:
         return ""
-    if isinstance(given, dict):
-        keys = given.get("keys") or []
-        kind = f" --kind {given['kind']}" if given.get("kind") else ""
-        return kind + _args(keys if isinstance(keys, str) else json.dumps(keys))
-    if isinstance(given, list) and given:
-        shown = " ".join(str(key) for key in given[:3])
-        return f" {shown}" + (f" +{len(given) - 3}" if len(given) > 3 else "")
-    return ""
+    if not isinstance(given, dict):
+        return ""
+    keys = given.get("keys") or []
+    kind = f"kind {given['kind']}: " if given.get("kind") else ""
+    shown = " ".join(str(key) for key in keys[:3]) + (f" +{len(keys) - 3}" if len(keys) > 3 else "")
+    return kind + (f"{shown}: " if keys else "")

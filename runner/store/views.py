@@ -107,11 +107,13 @@ def engine_alive(store: Store, name: str, *, now: float) -> bool:
 def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     groups = counts(store, run["id"])
     last = last_event_at(store, run["id"])
+    holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
+    alive = holder is not None and liveness.lives(holder, now)
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
-        groups=groups, control=_control(run), held=held_count(store, run["id"]),
-        engine_alive=engine_alive(store, run["name"], now=now),
+        groups=groups, control=_control(run), held=held_count(store, run["id"]), engine_alive=alive,
         duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
+        engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
     )
 
 
@@ -196,6 +198,19 @@ def finished_since(store: Store, run_id: int, *, since: float, limit: int = 5_00
     if row["started"] is not None and (row["finished"] is None or row["started"] <= row["finished"]):
         start = max(start, row["started"])
     return int(row["n"]), float(start)
+
+
+def work_span(store: Store, run_id: int) -> float | None:
+    """Seconds from the run's first item started to its last one finished (None before one finished).
+
+    Two index walks of the run's events, from each end, each stopping at its first match.
+    """
+    (row,) = store.rows(
+        "SELECT (SELECT at FROM events WHERE run_id = ?1 AND to_state = 'running' ORDER BY id LIMIT 1) AS first, "
+        f"(SELECT at FROM events WHERE run_id = ?1 AND to_state IN ({FINISHED_SQL}) ORDER BY id DESC LIMIT 1) AS last",
+        [run_id],
+    )
+    return None if row["first"] is None or row["last"] is None else max(row["last"] - row["first"], 0.0)
 
 
 def batches_in_flight(store: Store, run_id: int) -> list[dict[str, Any]]:
@@ -298,8 +313,9 @@ def run_view(store: Store, name: str, *, now: float) -> RunView:
     run = _run(store, name)
     job = Job.from_json(run["job"])
     finished, since = finished_since(store, run["id"], since=now - RATE_WINDOW)
+    standing = _standing(store, run, now=now)
     return RunView(
-        standing=_standing(store, run, now=now), concurrency=job.batch.concurrency,
+        standing=standing, concurrency=job.batch.concurrency,
         provider=job.provider.describe(),
         batches=tuple(_batch(row, now) for row in batches_in_flight(store, run["id"])),
         log=event_log.lines(
@@ -307,6 +323,7 @@ def run_view(store: Store, name: str, *, now: float) -> RunView:
             now=now, limit=EVENT_LINES,
         ),
         per_minute=finished / max(now - since, 1.0) * 60.0,
+        took=None if standing.engine_alive else work_span(store, run["id"]),
     )
 
 

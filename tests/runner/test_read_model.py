@@ -15,23 +15,28 @@ from runner.store.answers import STATES, RunState, Standing
 NOW = 1_000.0
 
 
-def standing(*, unfinished: int = 1, held: int = 0, control: Control = Control(), alive: bool = True) -> Standing:
-    counts = {state: 0 for state in STATES} | {"pending": unfinished, "completed": 2}
+def standing(
+    *, unfinished: int = 1, failed: int = 0, held: int = 0, control: Control = Control(), alive: bool = True,
+    silent_for: float | None = None,
+) -> Standing:
+    counts = {state: 0 for state in STATES} | {"pending": unfinished, "completed": 2, "failed": failed}
     return Standing(
         name="posts", counts=counts, groups={"2026-01": counts}, control=control, held=held, engine_alive=alive,
-        duplicate_tasks=0, idle_for=None,
+        duplicate_tasks=0, idle_for=None, engine_silent_for=silent_for,
     )
 
 
 @pytest.mark.parametrize("run, state", [
     (standing(unfinished=0, held=0, control=Control(paused=True), alive=False), RunState.DONE),
+    (standing(unfinished=0, failed=1, alive=False, silent_for=30.0), RunState.DONE_WITH_FAILURES),
+    (standing(alive=False, silent_for=30.0, control=Control(breaker=BreakerState.OPEN)), RunState.ENGINE_DIED),
     (standing(held=1), RunState.NEEDS_PERSON),
     (standing(control=Control(breaker=BreakerState.OPEN)), RunState.NEEDS_PERSON),
     (standing(control=Control(paused=True)), RunState.PAUSED),
     (standing(), RunState.RUNNING),
-    (standing(alive=False), RunState.ENGINE_DEAD),
+    (standing(alive=False), RunState.STOPPED),
 ])
-def test_a_run_reads_as_done_needing_a_person_paused_running_or_engine_dead_in_that_order(
+def test_a_run_reads_as_done_engine_died_needing_a_person_paused_running_or_stopped_in_that_order(
     run: Standing, state: RunState
 ) -> None:
     assert run.state is state
@@ -64,12 +69,32 @@ def test_items_that_moved_together_are_one_line_and_commands_are_merged_in_by_ti
         event(1, None, "queued", at=NOW - 20, items=3, batch_id=2, parent_id=1),
     ]
     commands = [{"id": 1, "at": NOW - 10, "command": "retry", "args": '{"kind": "transport", "keys": []}',
-                 "outcome": "2 items pending again"}]
+                 "outcome": "2 items"}]
     lines = event_log.lines(events, commands, now=NOW, limit=14)
     assert [(line.age, line.what, line.detail, line.tone) for line in lines] == [
         (5.0, "batch 2: p3 +2 running → waiting", "rate_limited: 429", "waiting"),
-        (10.0, "person: retry --kind transport", "2 items pending again", "person"),
+        (10.0, "retried 2 items", "kind transport: pending again, fresh attempt budgets", "person"),
         (20.0, "batch 2 (split from 1): 3 items running → queued", "", "queued"),
+    ]
+
+
+def command(command_id: int, command: str, args: str = "{}", outcome: str = "closed, paused=True") -> dict[str, Any]:
+    """A command row as the store logs it (the outcome of pause, resume and step: the control row after it)."""
+    return {"id": command_id, "at": NOW - command_id, "command": command, "args": args, "outcome": outcome}
+
+
+def test_a_persons_commands_read_as_words_with_what_they_do() -> None:
+    commands = [
+        command(1, "pause"), command(2, "resume", outcome="probing, paused=False"), command(3, "step"),
+        command(4, "retry", '{"kind": null, "keys": ["p1", "p2", "p3", "p4"]}', "1 items"),
+        command(5, "confirm", '["p7", "p8"]', "1 to poll, 0 to look for, 1 sent again"),
+    ]
+    assert [(line.what, line.detail) for line in event_log.lines([], commands, now=NOW, limit=14)] == [
+        ("paused by a person", "no new batches; those in flight finish"),
+        ("resumed by a person", "one batch at a time until one succeeds, then full speed"),
+        ("let 1 batch run", "a person's step: then the run stays held"),
+        ("retried 1 item", "p1 p2 p3 +1: pending again, fresh attempt budgets"),
+        ("confirmed 2 items", "1 to poll, 1 sent again"),
     ]
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from support import StepClock, make_job, posts
-from tui_support import settle
+from tui_support import NOW, build, settle, shown
 
 from runner import runs
 from runner.jobs import Job
@@ -43,7 +44,7 @@ async def test_t_on_a_kind_retries_its_items_after_asking_and_the_engine_complet
         await settle(pilot)
         assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
         assert [(k.kind, k.count, k.retryable) for k in app.screen.view.kinds] == [("bad_request", 2, 0)]
-        await pilot.press("t")
+        await pilot.press("shift+tab", "t")
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Retry 2 failed items of kind bad_request?"
         await pilot.press("y")
         await settle(pilot)
@@ -63,7 +64,7 @@ async def test_an_items_detail_shows_its_history_and_t_retries_only_that_item(
         await settle(pilot)
         await pilot.press("f")
         await settle(pilot)
-        await pilot.press("tab", "down", "enter")
+        await pilot.press("down", "enter")
         await settle(pilot)
         assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
         item = app.screen.view
@@ -93,3 +94,35 @@ async def test_cancelling_a_retry_changes_nothing(tmp_path: Path, sim: Simulator
         await settle(pilot)
         assert isinstance(app.screen, FailuresScreen)
     assert states(store)["p001"] == states(store)["p003"] == ItemState.FAILED
+
+
+async def test_the_failures_screen_starts_on_its_items_so_enter_opens_the_first(tmp_path: Path) -> None:
+    app = RunnerApp(build(tmp_path), "posts", clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
+        assert app.screen.view.key == "p005"
+
+
+async def test_an_items_long_input_wraps_in_full_at_80_columns(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    body = " ".join(f"word{i:02d}" for i in range(60))
+    sim.set_faults({"rules": [{"fault": "http_400", "keys": ["p000"]}]})
+    outcome = await runs.execute(store, make_job(tmp_path, sim.base_url, posts(1, body=body)), clock=clock)
+    assert outcome.exit_code == 3
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("f")
+        await settle(pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        box = app.screen.query_one("#item-input")
+        words = re.findall(r"word\d\d", " ".join(shown(box)))
+    assert words == [f"word{i:02d}" for i in range(60)]
+    assert box.size.width <= 80

@@ -16,7 +16,8 @@ from tui_support import NOW, build, settle
 
 from tui.app import RunnerApp
 
-SIZE = (120, 40)
+#: The smallest terminal a person uses, and a roomy one.
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 45), id="140x45")]
 Compare = Callable[..., bool]
 
 
@@ -40,21 +41,29 @@ def after(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     return run_before
 
 
-def test_runs_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
-    """Every run: done, engine dead, paused, needing a person."""
-    assert snap_compare(app(None), terminal_size=SIZE, run_before=after())
+@pytest.mark.parametrize("size", SIZES)
+def test_runs_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare, size: tuple[int, int]) -> None:
+    """Every run, each saying how its engine works or ended: running, stopped, engine died, paused, needing a person, done."""
+    assert snap_compare(app(None), terminal_size=size, run_before=after())
 
 
-def test_run_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
-    """A run mid-way whose engine died: bar and numbers, throughput, breaker probing, groups, batches, events."""
-    assert snap_compare(app("posts"), terminal_size=SIZE, run_before=after())
+@pytest.mark.parametrize("size", SIZES)
+def test_run_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare, size: tuple[int, int]) -> None:
+    """A run mid-way whose engine died: bar and legend, pace, breaker probing, groups, batches, events with commands."""
+    assert snap_compare(app("posts"), terminal_size=size, run_before=after())
 
 
-def test_failures_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
-    """Failed items by kind, and the items of the first kind."""
-    assert snap_compare(app("posts"), terminal_size=SIZE, run_before=after("f"))
+def test_finished_run_of_twelve_months(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
+    """A run done over twelve months, as the demo's: how many items in how long, every month in sight."""
+    assert snap_compare(app("months"), terminal_size=(140, 45), run_before=after())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_failures_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare, size: tuple[int, int]) -> None:
+    """Failed items by kind, and the items of the first kind, the cursor on them."""
+    assert snap_compare(app("posts"), terminal_size=size, run_before=after("f"))
 
 
 def test_confirmation_dialog(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
     """Confirming all held items asks once more, with what each case does and the double-charge warning."""
-    assert snap_compare(app("tickets"), terminal_size=SIZE, run_before=after("c", "c"))
+    assert snap_compare(app("tickets"), terminal_size=(80, 24), run_before=after("c", "c"))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from scenes import live_engine, write_lock_held
+from scenes import live_engine, no_engine, write_lock_held
 from support import make_job, posts, python_run
-from tui_support import NOW, Hand, Told, build, job, settle, shown_runs
+from tui_support import NOW, RUNS, Hand, Told, build, job, settle, shown_runs
 
 from runner import runs
 from runner.store import Settlement, Store, views
@@ -24,7 +24,7 @@ async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_p
         await settle(pilot)
         with write_lock_held(db):
             await asyncio.wait_for(settle(pilot, read=True), 2.0)
-        assert shown_runs(app) == ["archive", "posts", "summaries", "tickets"]
+        assert shown_runs(app) == RUNS
 
 
 async def test_a_missing_store_is_told_once_and_its_runs_shown_when_it_appears(tmp_path: Path) -> None:
@@ -48,23 +48,48 @@ async def test_an_unknown_run_is_a_notification_not_a_crash(tmp_path: Path) -> N
     async with app.run_test(message_hook=told) as pilot:
         await settle(pilot)
         assert app.is_running
-    assert told.messages == [f"no run named 'nope' in {db} (runs: archive, posts, summaries, tickets)"]
+    assert told.messages == [f"no run named 'nope' in {db} (runs: {', '.join(RUNS)})"]
 
 
-def test_each_run_reads_as_running_paused_needing_a_person_done_or_engine_dead(tmp_path: Path) -> None:
+def test_each_run_reads_as_how_its_engine_works_or_ended(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
         before = {run.name: run.state for run in views.runs_overview(store, now=NOW)}
+        no_engine(store, "posts")
+        gave_back = views.standing(store, "posts", now=NOW).state
         live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
-        after = {run.name: run.state for run in views.runs_overview(store, now=NOW)}
+        after = views.standing(store, "posts", now=NOW).state
     assert before == {
-        "archive": RunState.DONE, "posts": RunState.ENGINE_DEAD, "summaries": RunState.PAUSED,
-        "tickets": RunState.NEEDS_PERSON,
+        "archive": RunState.DONE, "drafts": RunState.STOPPED, "months": RunState.DONE, "posts": RunState.ENGINE_DIED,
+        "summaries": RunState.PAUSED, "tags": RunState.DONE_WITH_FAILURES, "tickets": RunState.NEEDS_PERSON,
     }
-    assert after["posts"] is RunState.RUNNING
+    assert (gave_back, after) == (RunState.STOPPED, RunState.RUNNING)
+
+
+def test_an_engine_that_died_is_told_by_its_lease_left_behind_and_how_long_it_is_silent(tmp_path: Path) -> None:
+    with Store(build(tmp_path), create=False) as store:
+        died = views.standing(store, "posts", now=NOW)
+        ended = views.standing(store, "drafts", now=NOW)
+    assert (died.engine_alive, died.engine_silent_for) == (False, 20.0)
+    assert (ended.engine_alive, ended.engine_silent_for) == (False, None)
+
+
+def test_a_finished_run_took_from_its_first_start_to_its_last_finish_and_a_live_one_keeps_its_rate(
+    tmp_path: Path,
+) -> None:
+    with Store(build(tmp_path), create=False) as store:
+        tags = views.run_view(store, "tags", now=NOW)
+        posts_dead = views.run_view(store, "posts", now=NOW)
+        no_engine(store, "posts")
+        live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
+        posts_live = views.run_view(store, "posts", now=NOW)
+    assert (tags.took, tags.per_minute) == (40.0, 0.0)
+    assert posts_dead.took == 81.0
+    assert (posts_live.took, posts_live.per_minute) == (None, 16.0)
 
 
 def test_throughput_counts_the_last_minute_and_the_time_left_follows_from_it(tmp_path: Path) -> None:
     with Store(build(tmp_path), create=False) as store:
+        no_engine(store, "posts")
         live_engine(store, "posts", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
         view = views.run_view(store, "posts", now=NOW)
     # In the last minute: 12 completed in three batches, 1 more completed and 3 failed in another.

@@ -1,8 +1,9 @@
 """A run store built from fixed data at fixed times, for the TUI's snapshots and reads.
 
 Everything goes through the store's own transitions, driven by hand as an
-engine would, with ``now`` given; no engine is left holding any run, so every
-run shows its engine as not running.
+engine would, with ``now`` given. No engine is alive: one died holding
+``posts`` (its lease left behind, its heartbeat long silent), the others
+ended and gave their runs back.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from scenes import engine_elsewhere, no_engine
+from scenes import engine_elsewhere, engine_row, no_engine
 from support import make_job, posts
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
+from textual.widget import Widget
 
 from runner import breaker, control, jobs
 from runner.jobs import ItemRow, Job
@@ -30,16 +32,22 @@ from tui.screens.runs import RunsScreen
 #: The time the TUI is shown at, in every snapshot.
 NOW = 1_800_000_100.0
 LEASE = "gone"
+#: The runs :func:`build` makes, by name.
+RUNS = ["archive", "drafts", "months", "posts", "summaries", "tags", "tickets"]
 
 
 def build(folder: Path) -> Path:
-    """Four runs in ``folder/runs.db``: one mid-way whose engine died, one held, one paused, one done."""
+    """Seven runs in ``folder/runs.db``: mid-way whose engine died, held, paused, stopped, done (one over twelve
+    months, as the demo), done with failures."""
     db = folder / "runs.db"
     with Store(db) as store:
         _posts(store, folder)
         _tickets(store, folder)
         _summaries(store, folder)
         _archive(store, folder)
+        _drafts(store, folder)
+        _tags(store, folder)
+        _months(store, folder)
     return db
 
 
@@ -54,6 +62,7 @@ class Hand:
     def __init__(self, store: Store, job: Job, at: float) -> None:
         self.store = store
         self.job = job
+        self.began = at
         self.run_id = store.prepare_run(job, _rows(job), now=at)
         engine_elsewhere(store, job.name, LEASE)
 
@@ -78,8 +87,14 @@ class Hand:
         self.store.settle_batch(batch, settlement, now=at)
 
     def leave(self) -> None:
-        """The engine is gone: its lease row with it."""
+        """The engine ended and gave the run back: its lease row is gone."""
         no_engine(self.store, self.job.name)
+
+    def die(self, *, heartbeat_at: float) -> None:
+        """The engine died holding the run: its lease stays, last renewed at ``heartbeat_at``, on another host."""
+        no_engine(self.store, self.job.name)
+        engine_row(self.store, self.job.name, LEASE, pid=999_999, host="elsewhere", started_at=self.began,
+                   heartbeat_at=heartbeat_at)
 
 
 def _rows(job: Job) -> Iterable[ItemRow]:
@@ -87,7 +102,7 @@ def _rows(job: Job) -> Iterable[ItemRow]:
 
 
 def _posts(store: Store, folder: Path) -> None:
-    """Mid-way, its engine dead: completed, waiting, failed of three kinds, two batches in flight."""
+    """Mid-way when its engine died: completed, waiting, failed of two kinds, two batches in flight, a person's commands."""
     hand = Hand(store, job(folder, "posts", 36, max_items=4, concurrency=2), NOW - 100)
     for t in (NOW - 85, NOW - 70, NOW - 55, NOW - 40, NOW - 25):
         hand.complete(t - 6, t)
@@ -111,9 +126,12 @@ def _posts(store: Store, folder: Path) -> None:
         items[3].id: (FailureKind.ITEM_INVALID, invalid, True),
     })
     hand.settle(batch, failed, NOW - 10)
+    control.pause(store, "posts", now=NOW - 9.5)
+    control.step(store, "posts", now=NOW - 9.2)
+    control.resume(store, "posts", now=NOW - 9)
     hand.start(NOW - 8)
     hand.claim(NOW - 3)
-    hand.leave()
+    hand.die(heartbeat_at=NOW - 20)
 
 
 def _tickets(store: Store, folder: Path) -> None:
@@ -148,6 +166,34 @@ def _archive(store: Store, folder: Path) -> None:
     hand.leave()
 
 
+def _drafts(store: Store, folder: Path) -> None:
+    """Stopped by its engine (a Ctrl-C, say) with items to do and nothing for a person."""
+    hand = Hand(store, job(folder, "drafts", 10, groups=1, max_items=5), NOW - 400)
+    hand.complete(NOW - 390, NOW - 380)
+    hand.leave()
+
+
+def _tags(store: Store, folder: Path) -> None:
+    """Done in 40 s, first start to last finish, with one item failed."""
+    hand = Hand(store, job(folder, "tags", 6, groups=2, max_items=3), NOW - 1_000)
+    hand.complete(NOW - 990, NOW - 975)
+    batch, items = hand.start(NOW - 970)
+    outputs = {item.id: json.dumps({"id": item.key, "label": "question"}) for item in items[1:]}
+    store.record_answer(batch, outputs, raw="{}", answered=list(outputs), now=NOW - 950)
+    invalid = "'label' is a required property (gave up; attempts: 3, paid calls: 3)"
+    hand.settle(batch, Settlement(completed=list(outputs), failed={items[0].id: (FailureKind.ITEM_INVALID, invalid, True)}),
+                NOW - 950)
+    hand.leave()
+
+
+def _months(store: Store, folder: Path) -> None:
+    """Done over twelve months, as the demo's run: a batch per month."""
+    hand = Hand(store, job(folder, "months", 36, groups=12, max_items=3), NOW - 200)
+    for month in range(12):
+        hand.complete(NOW - 190 + 10 * month, NOW - 185 + 10 * month)
+    hand.leave()
+
+
 async def settle(pilot: Pilot[None], *, read: bool = False) -> None:
     """Wait until the app's workers are done and what they posted is handled (a command's read included).
 
@@ -179,3 +225,8 @@ def shown_runs(app: RunnerApp) -> list[str]:
     screen = app.screen
     assert isinstance(screen, RunsScreen) and screen.runs is not None
     return [run.name for run in screen.runs]
+
+
+def shown(widget: Widget) -> list[str]:
+    """The lines a widget shows on screen now, as text, trailing spaces dropped."""
+    return ["".join(segment.text for segment in widget.render_line(y)).rstrip() for y in range(widget.size.height)]

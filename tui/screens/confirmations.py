@@ -80,7 +80,7 @@ class ConfirmationsScreen(StoreScreen[HeldView]):
         yield CaseTable(id="cases")
         yield Static(id="held-warning")
         yield HeldTable(id="held")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.run_name}: confirmations"

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import partial
 from typing import ClassVar
 
-from rich.console import RenderableType
 from rich.json import JSON
 from rich.text import Text
 from textual import on
@@ -120,10 +118,11 @@ class FailuresScreen(StoreScreen[FailuresView]):
         yield KindTable(id="kinds")
         yield Static(id="items-title", classes="title")
         yield FailedTable(id="failed")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.run_name}: failures"
+        self.query_one(FailedTable).focus()  # where Enter opens an item; Tab goes to the kinds
         super().on_mount()
 
     def read(self) -> Read[FailuresView]:
@@ -151,6 +150,10 @@ class FailuresScreen(StoreScreen[FailuresView]):
         if kind is not None and kind != self.kind:
             self.kind = str(kind)
             self.reload()
+
+    @on(DataTable.RowSelected, "#kinds")
+    def _kind_entered(self) -> None:
+        self.query_one(FailedTable).focus()
 
     @on(DataTable.RowSelected, "#failed")
     def _item_chosen(self, event: DataTable.RowSelected) -> None:
@@ -198,7 +201,7 @@ class ItemScreen(StoreScreen[ItemView]):
             yield Static(id="item-output", classes="box")
             yield Static("history (events)", classes="title")
             yield HistoryTable(id="history")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = f"{self.run_name}: item {self.item_key}"
@@ -233,14 +236,15 @@ class ItemScreen(StoreScreen[ItemView]):
 
 
 class HistoryTable(Table):
-    """An item's state changes and its batches' moves, oldest first."""
+    """An item's state changes and its batches' moves, oldest first, in the run's event format: ago, what, detail."""
 
-    COLUMNS = ("ago", "batch", "change", "why")
+    COLUMNS = ("ago", "what", "detail")
 
     def show(self, history: Sequence[HistoryLine]) -> None:
         self.fill(history, [
-            (str(i), [Text(format.duration(h.age), justify="right"), str(h.batch_id or ""),
-                      Text.assemble(h.from_state or "new", " → ", format.state(h.to_state)), _why(h)])
+            (str(i), [Text(format.duration(h.age), justify="right"),
+                      Text.assemble(f"batch {h.batch_id}: " if h.batch_id else "", h.from_state or "new", " → ",
+                                    format.state(h.to_state)), _why(h)])
             for i, h in enumerate(history)
         ])
 
@@ -281,12 +285,14 @@ def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequen
     return text
 
 
-def _json(text: str) -> RenderableType:
+def _json(text: str) -> Text:
+    """An input or an output in full, wrapped at the box's width (a word longer than a line folds), never cut."""
     try:
-        json.loads(text)
+        shown = JSON(text).text
     except ValueError:
-        return Text(text)
-    return JSON(text)
+        return Text(text, overflow="fold")
+    shown.no_wrap, shown.overflow = False, "fold"
+    return shown
 
 
 def _failures(store: Store, now: float, *, name: str, kind: str | None) -> FailuresView:

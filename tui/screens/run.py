@@ -16,7 +16,9 @@ from runner.breaker import Control
 from runner.store import Store, views
 from runner.store.answers import RunView
 
-from ..widgets import BatchTable, EventLog, GroupTable, RunPanel, StateBar
+from .. import format
+from ..run_panel import RunPanel
+from ..widgets import BatchTable, EventLog, GroupTable, StateBar
 from .base import Read, StoreScreen
 from .confirmations import ConfirmationsScreen
 from .failures import FailuresScreen
@@ -50,7 +52,7 @@ class RunScreen(StoreScreen[RunView]):
         yield BatchTable(id="batches")
         yield Static("events, newest first", classes="title")
         yield EventLog(id="events")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.sub_title = self.run_name
@@ -66,14 +68,7 @@ class RunScreen(StoreScreen[RunView]):
         self.query_one(GroupTable).show(view.standing.groups)
         self.query_one(BatchTable).show(view.batches)
         self.query_one(EventLog).show(view.log)
-        slots = Text.assemble(
-            ("batches in flight ", "bold"), f"{view.in_flight} of {view.concurrency} slots",
-        )
-        if view.slots != view.concurrency:
-            control = view.standing.control
-            why = "paused" if control.paused else f"breaker {control.breaker.value}"
-            slots.append(f" ({why}: {view.slots} may start)", style="yellow")
-        self.query_one("#batches-title", Static).update(slots)
+        self.query_one("#batches-title", Static).update(batches_title(view))
 
     def action_pause(self) -> None:
         self.command(partial(_pause, name=self.run_name))
@@ -92,6 +87,16 @@ class RunScreen(StoreScreen[RunView]):
 
     def action_back(self) -> None:
         self.runner.show_runs()
+
+
+def batches_title(view: RunView) -> Text:
+    """How many batches are in flight, of how many slots, and what holds the others back."""
+    title = Text.assemble(("batches in flight ", "bold"), f"{view.in_flight} of {format.many(view.concurrency, 'slot')}")
+    if view.slots != view.concurrency:
+        control = view.standing.control
+        why = "paused" if control.paused else f"breaker {control.breaker.value}"
+        title.append(f" ({why}: {view.slots} at a time)" if view.slots else f" ({why}: none may start)", style="yellow")
+    return title
 
 
 def _view(store: Store, now: float, *, name: str) -> RunView:

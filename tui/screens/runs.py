@@ -22,11 +22,11 @@ Runs = tuple[Standing, ...]
 
 
 class RunsTable(Table):
-    """One row per run."""
+    """One row per run; its state says whether an engine works on it, and if not how the last one ended."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "Open run", tooltip="Open the run under the cursor")]
 
-    COLUMNS = ("run", "state", "engine", "items", "completed", "failed", "to do", "held", "breaker", "last change")
+    COLUMNS = ("run", "state", "items", "completed", "failed", "to do", "held", "breaker", "last change")
     CURSOR = "row"
 
     def show(self, runs: Sequence[Standing]) -> None:
@@ -39,8 +39,7 @@ def _cells(run: Standing) -> list[str | Text]:
 
     return [
         Text(run.name, style="bold"),
-        Text(run.state.value, style=format.RUN_STATE_STYLE[run.state.value]),
-        Text("alive", style="green") if run.engine_alive else Text("not running", style="grey62"),
+        Text(run.state.value, style=format.RUN_STATE_STYLE[run.state]),
         right(run.total),
         right(run.counts["completed"], "green"),
         right(run.counts["failed"], "red"),
@@ -59,7 +58,7 @@ class RunsScreen(StoreScreen[Runs]):
         yield Static(f"Runs in {self.runner.db}", id="runs-title")
         yield RunsTable(id="runs")
         yield Static("", id="runs-empty")
-        yield Footer()
+        yield Footer(compact=True)
 
     def read(self) -> Read[Runs]:
         return _overview

@@ -1,0 +1,61 @@
+"""A run's screen says how its engine stands or ended, how long a finished run took, the breaker's slots, and a person's commands in words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tui_support import NOW, build, settle, shown
+
+from tui.app import RunnerApp
+from tui.run_panel import RunPanel
+from tui.screens.run import RunScreen
+from tui.widgets import EventLog
+
+
+async def run_screen(tmp_path: Path, run: str, size: tuple[int, int] = (140, 45)) -> list[str]:
+    """What the run panel of ``run`` shows, over the fixed store at ``NOW``."""
+    app = RunnerApp(build(tmp_path), run, clock=lambda: NOW)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen)
+        return [line.strip("│ ") for line in shown(app.screen.query_one(RunPanel))]
+
+
+@pytest.mark.parametrize("run, engine", [
+    ("posts", "engine died: no heartbeat for 20s; `runner run posts` recovers the run"),
+    ("archive", "engine ended: every item completed"),
+    ("tags", "engine ended: every item finished, 1 failed (f shows them)"),
+    ("drafts", "engine ended: stopped with 5 items to do; `runner run drafts` goes on"),
+    ("summaries", "engine ended: stopped for a person: paused"),
+    ("tickets", "engine ended: stopped for a person: 9 items await confirmation"),
+])
+async def test_a_run_says_how_its_engine_ended_and_died_only_when_its_lease_was_left_behind(
+    tmp_path: Path, run: str, engine: str
+) -> None:
+    assert engine in await run_screen(tmp_path, run)
+
+
+async def test_a_finished_run_shows_how_many_items_in_how_long_not_a_rate(tmp_path: Path) -> None:
+    lines = await run_screen(tmp_path, "tags")
+    assert "finished 6 items in 40s" in lines
+    assert not [line for line in lines if "items/min" in line]
+
+
+async def test_the_breaker_line_names_the_breaker_and_the_slots_free_apart(tmp_path: Path) -> None:
+    assert "breaker closed, 2 of 2 slots free" in await run_screen(tmp_path, "archive")
+    (tmp_path / "again").mkdir()
+    assert "breaker probing, 0 of 2 slots free" in await run_screen(tmp_path / "again", "posts")
+
+
+async def test_a_persons_commands_read_as_words_in_the_one_event_format(tmp_path: Path) -> None:
+    app = RunnerApp(build(tmp_path), "posts", clock=lambda: NOW)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await settle(pilot)
+        log = [" ".join(line.split()) for line in shown(app.screen.query_one(EventLog))]
+    assert log[0] == "ago what detail"
+    assert [line for line in log if "person" in line or "batch run" in line] == [
+        "9s resumed by a person one batch at a time until one succeeds, then full speed",
+        "9s let 1 batch run a person's step: then the run stays held",
+        "9s paused by a person no new batches; those in flight finish",
+    ]

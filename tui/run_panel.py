@@ -1,0 +1,120 @@
+"""The head of a run's screen: its state, how its engine stands or ended, its pace, the breaker, what a person can do."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from runner.model import BreakerState, ItemState
+from runner.store.answers import RunState, RunView
+
+from . import format
+
+
+class RunPanel(Static):
+    """The run's state, its engine, throughput and estimate (or, once it ended, how long it took), and the breaker."""
+
+    def show(self, view: RunView) -> None:
+        self.update(run_text(view))
+
+
+def run_text(view: RunView) -> Text:
+    run = view.standing
+    text = Text.assemble(
+        (run.name, "bold"), "  ", (f" {run.state.value} ", format.RUN_STATE_STYLE[run.state]),
+        f"  {run.total:,} items · {view.provider}\n",
+        ("engine ", "bold"),
+    )
+    text.append_text(engine(view))
+    text.append("\n")
+    text.append_text(pace(view))
+    text.append("\n")
+    text.append_text(format.breaker(run.control, concurrency=view.concurrency, in_flight=view.in_flight))
+    for line in needs(view):
+        text.append("\n")
+        text.append("▶ ", style="bold yellow")
+        text.append(line)
+    return text
+
+
+def engine(view: RunView) -> Text:
+    """Whether an engine works on the run; if not, how the last one ended: gave the run back, or died holding it."""
+    run = view.standing
+    goes_on = f"; `runner run {run.name}` goes on"
+    if run.engine_alive:
+        return Text.assemble(("alive", "green"), ": it obeys a command within a second")
+    if run.engine_died:
+        return Text.assemble(
+            ("died", "bold red"), f": no heartbeat for {format.duration(run.engine_silent_for or 0.0)}",
+            f"; `runner run {run.name}` recovers the run",
+        )
+    ended = {
+        RunState.DONE: "every item completed",
+        RunState.DONE_WITH_FAILURES: f"every item finished, {run.counts[ItemState.FAILED]:,} failed (f shows them)",
+        RunState.STOPPED: f"stopped with {run.unfinished:,} items to do{goes_on}",
+    }.get(run.state, f"stopped for a person: {_why_held(view)}")
+    return Text.assemble(("ended", "bold"), f": {ended}")
+
+
+def _why_held(view: RunView) -> str:
+    run = view.standing
+    if run.held:
+        return f"{format.many(run.held, 'item')} await confirmation"
+    return "breaker open" if run.control.breaker is BreakerState.OPEN else "paused"
+
+
+def pace(view: RunView) -> Text:
+    """A live run's throughput and estimate; without an engine, how many items finished in how long.
+
+    How long: from the run's first start to its last finish, as the store tells (``RunView.took``).
+    """
+    run = view.standing
+    text = Text()
+    if run.engine_alive or view.took is None:
+        rate = f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}"
+        text.append("throughput ", style="bold")
+        text.append(f"{rate} items/min" if run.engine_alive else "none: no engine at work")
+    else:
+        finished = run.counts[ItemState.COMPLETED] + run.counts[ItemState.FAILED]
+        text.append("finished ", style="bold")
+        text.append(f"{finished:,} items in {format.duration(view.took)}")
+        if not run.unfinished:
+            return text
+    text.append(" · ")
+    text.append("left ", style="bold")
+    text.append(_eta(view))
+    return text
+
+
+def _eta(view: RunView) -> str:
+    eta, run = view.eta, view.standing
+    if eta == 0.0:
+        return "nothing: every item completed or failed"
+    left = f"{run.unfinished:,} items"
+    waiting = f", {run.held:,} of them wait for a person" if run.held else ""
+    if eta is not None:
+        return f"{left}, about {format.duration(eta)} at this rate{waiting}"
+    if not run.engine_alive:
+        why = "no estimate without an engine"
+    elif run.control.paused:
+        why = "no estimate while paused"
+    elif run.control.held:
+        why = "no estimate while the breaker is open"
+    elif view.moving <= 0:
+        why = "they wait for a person"
+    else:
+        why = "none finished in the last minute"
+    return f"{left}{waiting}; {why}"
+
+
+def needs(view: RunView) -> list[str]:
+    """What a person can do about a held run, by its cause."""
+    run = view.standing
+    lines = []
+    if run.held:
+        lines.append(f"{run.held:,} items await your confirmation after a crash: c shows them")
+    if run.control.breaker.value == "open":
+        lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
+    elif run.control.paused:
+        lines.append("paused: r resumes, s lets exactly one batch run")
+    return lines
