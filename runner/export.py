@@ -189,12 +189,20 @@ def _import(module: str) -> Any:
 
 @contextmanager
 def _opened(out: str) -> Iterator[IO[bytes]]:
-    """Stdout for ``-``; else a file written beside ``out`` and moved there whole, so a failed export leaves none."""
+    """Stdout for ``-``; a device or pipe (``/dev/null``, a FIFO) written as it is; else a file written beside
+    ``out`` and moved there whole, so a failed export leaves none."""
     if out == "-":
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
     path = Path(out)
+    if path.exists() and not path.is_file():
+        try:
+            with path.open("wb") as stream:
+                yield stream
+        except OSError as exc:
+            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from exc
+        return
     part = path.with_name(f".{path.name}.part")
     try:
         with part.open("wb") as stream:

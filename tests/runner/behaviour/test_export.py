@@ -97,6 +97,19 @@ def test_bad_input_is_one_line_on_stderr_and_exit_1(run_db: Path, args: list[str
     assert (done.returncode, done.stderr, done.stdout) == (1, message, "")
 
 
+def test_an_export_to_a_pipe_or_device_writes_into_it_and_leaves_it_what_it_was(run_db: Path) -> None:
+    fifo = run_db / "rows.fifo"
+    os.mkfifo(fifo)
+    export_ = subprocess.Popen([sys.executable, "-m", "runner", "export", "test", "--out", str(fifo)], cwd=run_db,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+    with fifo.open() as reader:
+        rows = [json.loads(line) for line in reader]
+    _, errors = export_.communicate(timeout=60)
+    assert export_.returncode == 0, errors
+    assert [row["key"] for row in rows] == ["p000", "p001", "p002", "p003"]
+    assert fifo.is_fifo() and not (run_db / ".rows.fifo.part").exists()
+
+
 def test_the_export_reads_the_store_a_page_at_a_time(run_db: Path) -> None:
     with Store(run_db / "runs.db", read_only=True) as store:
         pages = [[row["key"] for row in page] for page in export.pages(store, "test", size=3)]
