@@ -127,19 +127,19 @@ def run(job_or_name: str, db: str, wait: bool) -> None:
 def status(name: str | None, db: str, as_json: bool) -> None:
     """Show where a run stands (every run without NAME).
 
-    Its items counted by state and group from the store, the breaker, a
-    pause, and the items held for a person.
+    It counts the items by state and group from the store, and shows the
+    breaker, a pause, and the items held for a person.
 
     Example: runner status demo --json
     """
     with Store(db, read_only=True) as store:
         standings = [views.standing(store, n, now=time.time()) for n in ([name] if name else store.run_names())]
-        if not standings:
-            click.echo(f"no runs in {db}")
-            return
         if as_json:
             statuses = [standing.status() for standing in standings]
             click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
+            return
+        if not standings:
+            click.echo(f"no runs in {db}")
             return
         console = Console()
         for standing in standings:

@@ -64,7 +64,8 @@ async def _run_watched(
         for engine in engines:
             engine.request_stop(INTERRUPTED)
         console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                      f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
+                      f"no resume is needed, to go on later: {escape(command('run', job.name, db=store.path))}",
+                      soft_wrap=True)
 
     loop.add_signal_handler(signal.SIGINT, interrupted)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

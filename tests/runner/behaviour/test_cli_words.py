@@ -53,10 +53,12 @@ def test_sim_help_names_every_fault_itself_with_a_plan_that_the_simulator_accept
     assert validate_plan(json.loads(plan))["rules"][2] == {"fault": "invalid_items", "keys": ["p001"]}
 
 
-def test_an_empty_store_says_it_holds_no_runs_and_names_itself(tmp_path: Path) -> None:
+def test_an_empty_store_says_it_holds_no_runs_and_names_itself_but_json_is_an_empty_list(tmp_path: Path) -> None:
     Store(tmp_path / "other.db").close()
     shown = runner_cli("status", "--db", "other.db", cwd=tmp_path)
+    as_data = runner_cli("status", "--db", "other.db", "--json", cwd=tmp_path)
     assert (shown.returncode, shown.stdout, shown.stderr) == (0, "no runs in other.db\n", "")
+    assert (as_data.returncode, as_data.stdout) == (0, "[]\n")
 
 
 def test_a_run_without_failures_says_so_and_retry_and_confirm_say_there_is_nothing(tmp_path: Path) -> None:
