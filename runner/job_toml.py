@@ -45,12 +45,12 @@ def _given_twice(text: str, error: str) -> str | None:
     The second line is parsed after fewer and fewer of the lines before it:
     the first line whose removal lets it parse is where the key was set first.
     """
+    lines = [line + "\n" for line in text.split("\n")]  # as tomllib counts them: \u2028 in a string is no line end
     found = TWICE.fullmatch(error)
-    if found is None:
+    if found is None or int(found[2]) > len(lines):
         return None
-    lines = text.splitlines(keepends=True)
     again = int(found[2])
-    second = lines[again - 1] if again <= len(lines) else ""
+    second = lines[again - 1]
     kept = again - 1
     while kept > 0 and _fails(lines[: kept - 1] + [second], found[1]):
         kept -= 1

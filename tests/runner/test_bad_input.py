@@ -41,6 +41,8 @@ CASES = {
                              "job.toml: key 'max_items' set twice, on line 8 and on line 10"),
     "a TOML table set twice": (GOOD_JOB + '[batch]\nmax_items = 5\n[retry]\nmax_attempts = 1\n[provider]\n', None,
                                "job.toml: table [provider] set twice, on line 5 and on line 11"),
+    "a TOML value over lines set twice": (GOOD_JOB + '[prompt]\nfields = [\n"a",\n]\nfields = [\n"b",\n]\n', None,
+                                          "job.toml: not valid TOML: Cannot overwrite a value (at line 13, column 2)"),
     "wrong type": (GOOD_JOB + '[batch]\nconcurrency = "two"\n', None, "job.toml [batch]: 'concurrency' must be an integer, not 'two'"),
     "not TOML": ("name = \n", None, "job.toml: not valid TOML: "),
     "negative retries": (GOOD_JOB + "[retry]\nrequest_retries = -1\n", None,
