@@ -29,7 +29,7 @@ from .breaker import Control
 from .errors import JobError, RunError, RunnerError
 from .sim import Simulator, load_plan
 from .model import FailureKind
-from .terminal_run import run_in_terminal
+from .terminal_run import run_in_terminal, waits
 from .store import Store
 from .words import DEFAULT_DB, command as spelt, plural
 
@@ -43,6 +43,11 @@ db_option = click.option(
     "--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False), help="The run store."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print data as JSON.")
+wait_option = click.option(
+    "--wait/--no-wait", default=None,
+    help="While paused, the breaker open or items held, wait for a person (resume, step, confirm) or exit 4. "
+         "Default: wait in a terminal.",
+)
 
 
 def plain_errors(command: F) -> F:
@@ -75,12 +80,13 @@ def main() -> None:
 @main.command()
 @db_option
 @click.option("--latency", default=0.05, show_default=True, help="Simulated seconds per call.")
+@wait_option
 @plain_errors
-def demo(db: str, latency: float) -> None:
+def demo(db: str, latency: float, wait: bool | None) -> None:
     """Run the sample job on a built-in simulator: no key, no network.
 
     While it runs, `runner tui demo` in another terminal can pause, step and
-    resume it; the demo waits for a person while paused.
+    resume it; in a terminal the demo waits for a person while paused.
 
     Example: runner demo
     """
@@ -90,7 +96,7 @@ def demo(db: str, latency: float) -> None:
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
-        outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=True)
+        outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=waits(wait))
     hint(f"Run 'demo' is in {db}; see it with:", spelt("status", "demo", db=db))
     _show_results("demo", db)
     sys.exit(outcome.exit_code)
@@ -99,23 +105,25 @@ def demo(db: str, latency: float) -> None:
 @main.command()
 @click.argument("job_or_name")
 @db_option
-@click.option("--wait", is_flag=True, help="While paused or the breaker is open, wait for resume or step.")
+@wait_option
 @plain_errors
-def run(job_or_name: str, db: str, wait: bool) -> None:
+def run(job_or_name: str, db: str, wait: bool | None) -> None:
     """Run a job file, or continue a run by name.
 
     Completed items are kept: running the same job again goes on. Exits 0
     when all completed, 3 with failed items, 4 when stopped for a person
-    (paused, breaker open, confirmations pending), 1 on bad input.
+    (paused, breaker open, confirmations pending), 1 on bad input. In a
+    terminal it waits for a person instead of exiting 4 (--no-wait exits);
+    in a script it exits 4 (--wait waits).
 
     Example: runner run sample_data/job.toml
     """
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
-        outcome = run_in_terminal(Store(db), job, wait_for_person=wait, read_input=True)
+        outcome = run_in_terminal(Store(db), job, wait_for_person=waits(wait), read_input=True)
     else:
         store = Store(db, create=False)
-        outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=wait, read_input=False)
+        outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=waits(wait), read_input=False)
     sys.exit(outcome.exit_code)
 
 

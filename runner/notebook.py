@@ -45,6 +45,7 @@ from .clock import Clock, SystemClock
 from .engine import Outcome
 from .errors import JobError, RunError
 from .jobs import Job
+from .panel_html import where
 from .providers import Provider, TaskProvider
 from .providers.handler import Find, Handler, Poll, PythonHandler, PythonTasks, Submit
 from .store import Store, views
@@ -167,7 +168,7 @@ class Run:
         return live(self.db, self.name)
 
     def __repr__(self) -> str:
-        return f"<Run {self.name!r} in {self.db}>"
+        return f"<Run {self.name!r} in {where(self.db)}>"
 
     # Running ----------------------------------------------------------------
 

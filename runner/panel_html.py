@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from html import escape
+from pathlib import Path
 
 from .model import BreakerState
 from .recovery import Case, HeldItem
@@ -114,6 +115,14 @@ def held_html(held: Sequence[HeldItem]) -> str:
         f"the upstream. Confirming does this:</div><ul>{warnings}</ul>"
         f"<table style='border-collapse:collapse;line-height:1.45'>{head}{rows}</table>{more}"
     )
+
+
+def where(path: Path) -> str:
+    """A store's path as a person reads it: relative to the working folder when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def many(count: int, thing: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -18,12 +18,15 @@ from . import jobs, lease, words
 from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
-from .jobs import Job
+from .jobs import ItemRow, Job
 from .providers import Provider, TaskProvider
 from .providers.handler import PythonHandler, PythonTasks
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
 from .store.protocol import RunStore
+
+#: Records read between two counts told to ``execute``'s ``reading``.
+READ_EVERY = 500
 
 
 def prepare(store: RunStore, job: Job, *, now: float) -> int:
@@ -79,6 +82,7 @@ async def execute(
     wait_for_person: bool = False,
     read_input: bool = True,
     started: Callable[[Engine], None] | None = None,
+    reading: Callable[[int], None] | None = None,
 ) -> Outcome:
     """Run a job until it is done or needs a person (or, waiting for one, until done).
 
@@ -86,7 +90,8 @@ async def execute(
     changed ones marked), under the engine's lease; without, the run goes on
     with the items the store has. ``provider`` (say, a ``PythonHandler``)
     replaces the one the job names; a ``python`` run needs it.
-    ``started`` receives the engine, to stop it.
+    ``started`` receives the engine, to stop it; ``reading``, while the
+    input is read, how many records so far (every ``READ_EVERY``).
     """
     if provider is None and job.provider.kind == jobs.PYTHON:
         raise JobError(continued_from_python(job, store.path))
@@ -106,4 +111,12 @@ async def execute(
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         if started is not None:
             started(engine)
-        return await engine.run(jobs.items(job) if read_input else None)
+        return await engine.run(_counted(jobs.items(job), reading) if read_input else None)
+
+
+def _counted(rows: Iterator[ItemRow], reading: Callable[[int], None] | None) -> Iterator[ItemRow]:
+    """``rows`` as they are read, telling ``reading`` how many so far every ``READ_EVERY``."""
+    for count, row in enumerate(rows, 1):
+        if reading is not None and count % READ_EVERY == 0:
+            reading(count)
+        yield row

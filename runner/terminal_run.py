@@ -1,5 +1,9 @@
 """A run in a terminal: a progress bar polled from the store, Ctrl-C, then the summary and what to do next.
 
+The bar's line names the run's state as the store has it
+(:mod:`runner.progress_line`). With a person at the terminal (or ``--wait``)
+the engine waits while the run is held, paused or open or with held items,
+and the line says what goes on; without, the run stops there (exit 4).
 One Ctrl-C asks the engine to stop gently (the batches in flight finish); a
 second cancels it: the calls cut short are held for confirmation. The exit
 code is the contract's (``Outcome.exit_code``), 4 after a second Ctrl-C.
@@ -11,13 +15,15 @@ import asyncio
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, Task, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
-from . import runs, tables
+from . import progress_line, runs, tables
 from .engine import Engine, Outcome
 from .jobs import Job
 from .model import FailureKind, ItemState
@@ -27,6 +33,15 @@ from .words import command, plural
 
 #: Why a run stopped after one Ctrl-C.
 INTERRUPTED = "interrupted by Ctrl-C"
+
+
+def waits(asked: bool | None) -> bool:
+    """Whether the run waits for a person while held: as asked (``--wait``, ``--no-wait``), else when one is there.
+
+    A person is there when stdin and stderr are terminals; a script (no
+    terminal) gets the contract's exit 4 at a stop.
+    """
+    return asked if asked is not None else sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
@@ -52,33 +67,62 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
 async def _run_watched(
     store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
 ) -> Outcome | None:
-    """The engine, with a progress bar polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
-    engines: list[Engine] = []
-    task = asyncio.create_task(
-        runs.execute(store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append)
-    )
-    loop = asyncio.get_running_loop()
+    """The engine, its progress line polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeLeftColumn())
+    with RunProgress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+        source = job.input.describe()
+        shown = bar.add_task(progress_line.reading(source, 0).text if read_input else job.name, total=None)
 
-    def interrupted() -> None:
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-        for engine in engines:
-            engine.request_stop(INTERRUPTED)
-        console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                      f"no resume is needed, to go on later: {escape(command('run', job.name, db=store.path))}",
-                      soft_wrap=True)
+        def reading(records: int) -> None:  # reading the input holds the loop: the bar's own thread draws this
+            bar.update(shown, description=progress_line.reading(source, records).text)
 
-    loop.add_signal_handler(signal.SIGINT, interrupted)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
-        shown = bar.add_task(f"reading {job.input.describe()}" if read_input else f"run {job.name}", total=None)
+        engines: list[Engine] = []
+        task = asyncio.create_task(runs.execute(
+            store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append, reading=reading,
+        ))
+        loop = asyncio.get_running_loop()
+
+        def interrupted() -> None:
+            loop.add_signal_handler(signal.SIGINT, task.cancel)
+            for engine in engines:
+                engine.request_stop(INTERRUPTED)
+            console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
+                          f"no resume is needed, to go on later: {escape(command('run', job.name, db=store.path))}",
+                          soft_wrap=True)
+
+        loop.add_signal_handler(signal.SIGINT, interrupted)
+        said = ""
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
             if job.name in store.run_names():
                 standing = views.standing(store, job.name, now=time.time())
+                now = progress_line.line(standing, waits=wait_for_person)
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
-                bar.update(shown, description=f"run {job.name}", total=standing.total, completed=done)
+                bar.update(shown, description=now.state, total=standing.total, completed=done, moving=now.moving)
+                bar.hint = now.hint
+                if bar.disable and wait_for_person and not now.moving and now.text != said:
+                    console.print(escape(now.text), soft_wrap=True)  # no bar: the log says once why the run waits
+                said = now.text
     loop.remove_signal_handler(signal.SIGINT)
     return None if task.cancelled() else task.result()
+
+
+class RunProgress(Progress):
+    """The progress bar, and under it how a person goes on while the run is held (wrapped, never cut)."""
+
+    hint = ""
+
+    def get_renderables(self) -> Iterator[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        if self.hint:
+            yield Text(self.hint, style="yellow")
+
+
+class TimeLeftColumn(TimeRemainingColumn):
+    """The time left, shown only while work can move: none while reading, paused, open or waiting."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.fields.get("moving") else Text("")
 
 
 def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:

@@ -30,7 +30,10 @@ import ipywidgets as widgets
 from . import control, recovery
 from .breaker import Control
 from .errors import RunnerError
-from .panel_html import BREAKER_COLOURS, COLOURS, badge, error, groups_table, held_html, item_html, many, stacked_bar
+from .panel_html import (
+    BREAKER_COLOURS, COLOURS, badge, error, groups_table, held_html, item_html, many,
+    stacked_bar, where,
+)
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
 
@@ -165,6 +168,9 @@ class RunPanel:
         """Read the run from the store once and show it."""
         try:
             store = self._open()
+            if store is None or self.name not in store.run_names():
+                self._show_waiting()
+                return
             standing = views.standing(store, self.name, now=self._now())
             failures = views.failures_view(store, self.name, kind=self.kinds.value)
             held = views.held_view(store, self.name, now=self._now()).items
@@ -179,17 +185,28 @@ class RunPanel:
         failed, waiting = standing.counts["failed"], standing.held
         self.tabs.titles = ("By group", f"Failures ({failed})", f"Confirmations ({waiting})")
 
-    def _open(self) -> Store:
-        if self._store is None:
+    def _open(self) -> Store | None:
+        """The store, read-only; None while it does not exist yet (the run's first start makes it)."""
+        if self._store is None and self.db.exists():
             self._store = Store(self.db, read_only=True)
         return self._store
+
+    def _show_waiting(self) -> None:
+        """A panel made before its run: it says so, neutrally, and fills in once the run starts."""
+        self.title.value = (
+            f"<b style='font-size:1.15em'>{escape(self.name)}</b> · "
+            f"<span style='color:#555' title='{escape(where(self.db))}'>"
+            f"{escape(f'no run {self.name!r} yet in {self.db.name}', quote=False)}</span>"
+        )
+        for button in (self.pause_button, self.resume_button, self.step_button):
+            button.disabled = True
 
     def _show_counts(self, standing: Standing) -> None:
         counts, total = standing.counts, standing.total
         engine = "engine running" if standing.engine_alive else "no engine running"
         self.title.value = (
             f"<b style='font-size:1.15em'>{escape(self.name)}</b> · {total} items · {engine} · "
-            f"<span style='color:#777'>{escape(str(self.db))}</span>"
+            f"<span style='color:#777'>{escape(where(self.db))}</span>"
         )
         for state in STATES:
             self.numbers[state].value = str(counts[state])
@@ -236,12 +253,12 @@ class RunPanel:
             self._show_detail()
 
     def _show_detail(self) -> None:
-        key = self.failed.value
-        if key is None:
+        key, store = self.failed.value, self._open()
+        if key is None or store is None:
             self.detail.value = "<i style='color:#777'>no failed item chosen</i>"
             return
         try:
-            self.detail.value = item_html(views.item_view(self._open(), self.name, key, now=self._now()))
+            self.detail.value = item_html(views.item_view(store, self.name, key, now=self._now()))
         except RunnerError as exc:
             self.detail.value = error(str(exc))
 

@@ -71,8 +71,11 @@ class Outcome:
 class Engine:
     """Runs one job's run over a store until nothing is left that it may do alone.
 
-    With ``wait_for_person`` it stays while the run is paused or its breaker
-    open, obeying resume and step; without, it returns (the CLI's exit 4).
+    With ``wait_for_person`` it stays while the run is paused, its breaker
+    open or items held for a confirmation, obeying resume, step and confirm,
+    written to the store from anywhere; without, it returns (the CLI's exit 4).
+    A refused key still ends the run (its key is read once, at the start), and
+    so do a Ctrl-C, a failed store and a bug.
     """
 
     def __init__(
@@ -99,6 +102,8 @@ class Engine:
         self.token = secrets.token_hex(8)
         self.stopped_for: str | None = None
         self.stop_kind: FailureKind | None = None
+        #: The stop is one a person lifts through the store (resume, step, confirm): waiting, it is waited out.
+        self._liftable = False
         self._last_beat = 0.0
         #: Batches formed (or confirmed by a person) that wait for a slot, the next to start first.
         self.formed: deque[Batch] = deque()
@@ -167,16 +172,26 @@ class Engine:
                 raise
 
     def request_stop(self, reason: str) -> None:
-        """Start no more batches; those in flight finish, then ``run`` returns."""
-        if self.stopped_for is None:
-            self.stopped_for = reason
+        """Start no more batches; those in flight finish, then ``run`` returns, waiting for a person or not."""
+        if self.stopped_for is None or self._liftable:
+            self.stopped_for, self._liftable = reason, False
+
+    def stop_for_person(self, reason: str, kind: FailureKind | None = None) -> None:
+        """Start no more batches: the store now holds the run for a person (an open breaker, held items).
+
+        Without ``wait_for_person`` the run returns once those in flight
+        finish; with it, the engine waits until a person lifts the hold.
+        """
+        # A stop already asked for (a Ctrl-C, say) stays a stop; its reason gives way, as a verdict's always did.
+        self._liftable = kind is not FailureKind.AUTH and (self.stopped_for is None or self._liftable)
+        self.stopped_for, self.stop_kind = reason, kind
 
     def heed(self, verdict: Verdict) -> None:
         """Keep what a verdict says of the run: its streaks, the quiet time a rate limit asked, a stop."""
         self.streaks = verdict.streaks
         self.quiet_until = max(self.quiet_until, verdict.quiet_until)
         if verdict.stop is not None:
-            self.stopped_for, self.stop_kind = verdict.stop.reason, verdict.stop.kind
+            self.stop_for_person(verdict.stop.reason, verdict.stop.kind)
 
     async def _work(self) -> None:
         try:
@@ -238,28 +253,38 @@ class Engine:
             return False
 
     async def _idle(self, control: Control) -> bool:
-        """Nothing in flight: wait for what the store says is still to come, or stop."""
-        if self.stopped_for is not None:
+        """Nothing in flight: wait for what the store says is still to come (a person's act, waiting), or stop."""
+        if self.stopped_for is not None and not self._waits_out_stop():
             return False
         if self.store.unfinished(self.run_id) == 0:
             return False
         if gate.held(control):
-            if not self.wait_for_person:
-                self.stopped_for, self.stop_kind = gate.held_reason(control), control.kind
-                return False
-            await self.clock.sleep(POLL_SECONDS)
-            return True
+            return await self._wait_for_person(gate.held_reason(control), control.kind)
         due = self.store.next_due(self.run_id)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
             self.formed.extend([formed] if formed is not None else [])
             self._forming_held_up = False
             return True
-        if due is None and not self.formed:
-            self.stopped_for = "items need a person's confirmation"
-            return False
+        if due is None and not self.formed:  # only held items are left
+            return await self._wait_for_person("items need a person's confirmation", None)
         due = max(due or 0.0, self.quiet_until)
         await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
+        return True
+
+    async def _wait_for_person(self, reason: str, kind: FailureKind | None) -> bool:
+        """Held for a person: waiting for one, a poll's wait for their act (resume, step, confirm); else stop."""
+        if not self.wait_for_person:
+            self.stopped_for, self.stop_kind = reason, kind
+            return False
+        await self.clock.sleep(POLL_SECONDS)
+        return True
+
+    def _waits_out_stop(self) -> bool:
+        """Waiting for a person, a stop the store holds is not the end: the engine goes on waiting for its lift."""
+        if not (self.wait_for_person and self._liftable):
+            return False
+        self.stopped_for, self.stop_kind, self._liftable = None, None, False
         return True
 
     def _take_resumable(self) -> None:

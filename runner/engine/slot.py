@@ -167,7 +167,7 @@ class Slot:
             result = await (tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(batch.id, payloads))
         except TaskUnreachable as exc:
             await engine.steps.run(lambda: engine.store.hold(batch.id, now=engine.clock.now()))
-            engine.request_stop(f"{exc.message}; its items are held (runner confirm polls it again)")
+            engine.stop_for_person(f"{exc.message}; its items are held (runner confirm polls it again)")
             return None
         except UpstreamError as exc:
             return self._judge(batch, items, exc)

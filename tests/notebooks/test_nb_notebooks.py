@@ -1,40 +1,45 @@
-"""The notebooks, executed top to bottom in a real kernel, and what their cells produced.
+"""The notebooks, executed top to bottom in a real kernel as ``notebooks/execute.py`` does; the checks are here.
 
-Each notebook asserts on its own cells (among them, that its panel shows
-the numbers of ``run.status()``); here we read back the status its
-``status`` cell printed, and check in the widget state that nbclient stored
-that the panel's models reached the frontend. Their values there are not
-the final ones: nbclient records only messages answering the cell being
-executed, and the panel's refreshes run in the background.
+The notebooks show and explain; these tests execute them (their run stores
+in ``tmp_path``, their kernel's temp folder an empty folder of ``tmp_path``)
+and check what they did in the stores they left, read through the read
+model, and in what their cells printed. The committed notebooks carry their
+outputs; a test checks that those are clean (no error, no machine's path).
 """
 
 from __future__ import annotations
 
 import json
-import os
+import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from execute import NAMES, PICTURE, WIDGET_STATE, WIDGET_VIEW, executed
 from support import ROOT
 
+from runner import export
 from runner.model import ItemState
+from runner.store import Store, views
+from runner.teaching import FOLDER_ENV
 
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ["01-quickstart", "02-exploring-failures", "03-step-by-step-recovery"]
 STATES = [s.value for s in ItemState]
 
 
 def execute(name: str, tmp_path: Path) -> Any:
-    """Run a notebook from notebooks/ in a fresh python3 kernel; its temporary folders go in ``tmp_path``."""
-    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    client = NotebookClient(
-        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
-    )
-    client.execute(env={**os.environ, "TMPDIR": str(tmp_path)})
-    return notebook
+    """The notebook, executed with its run stores in ``tmp_path/runs`` and its temp folder ``tmp_path/tmp``."""
+    (tmp_path / "tmp").mkdir()
+    return executed(name, env={FOLDER_ENV: str(tmp_path / "runs"), "TMPDIR": str(tmp_path / "tmp")})
+
+
+def stored(tmp_path: Path, folder: str, run: str) -> dict[str, Any]:
+    """The status of ``run`` in the store the notebook left, and its rows as ``runner export`` gives them."""
+    with Store(tmp_path / "runs" / folder / "runs.db", read_only=True) as store:
+        status = views.status(store, run, now=time.time())
+        rows = {row["key"]: export.flat(row) for row in export.rows(store, run, state="all")}
+    return {**status, "rows": rows}
 
 
 def tagged(notebook: Any, tag: str) -> Any:
@@ -46,64 +51,90 @@ def printed(cell: Any) -> list[str]:
     return "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout").splitlines()
 
 
-def final_status(notebook: Any) -> dict[str, Any]:
-    status: dict[str, Any] = json.loads(printed(tagged(notebook, "status"))[-1])
-    return status
-
-
 def panel_labels(notebook: Any) -> list[str]:
     """The descriptions of the panel's count labels, from the stored widget state."""
-    models = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"].values()
+    models = notebook.metadata["widgets"][WIDGET_STATE]["state"].values()
     return [m["state"]["description"] for m in models if m["model_name"] == "HTMLModel" and m["state"].get("description") in STATES]
 
 
-def shows_a_widget(cell: Any) -> bool:
-    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
+def shows_the_panel_and_its_picture(cell: Any) -> bool:
+    return any(WIDGET_VIEW in o.get("data", {}) and "image/png" in o.data for o in cell.outputs)
+
+
+def left_no_temp_files(tmp_path: Path) -> bool:
+    return list((tmp_path / "tmp").iterdir()) == []
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebooks_are_committed_clean_for_the_python3_kernel(name: str) -> None:
-    notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+def test_notebooks_are_committed_executed_with_clean_outputs_and_no_assertions(name: str) -> None:
+    path = NOTEBOOKS / f"{name}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
     assert notebook.metadata.kernelspec.name == "python3"
     code = [c for c in notebook.cells if c.cell_type == "code"]
-    assert all(c.outputs == [] and c.execution_count is None for c in code)
-    assert any("assert " in c.source for c in code)
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+    assert not [c.source for c in code if "assert " in c.source]
+    outputs = [o for c in code for o in c.outputs]
+    assert len(outputs) >= len(code) // 2
+    assert not [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"]
+    assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
+    text = path.read_text()
+    assert str(ROOT) not in text and "/tmp/" not in text
+    model_ids = list(notebook.metadata["widgets"][WIDGET_STATE]["state"])
+    assert model_ids == [f"{n:032x}" for n in range(1, len(model_ids) + 1)]
 
 
-def test_quickstart_runs_the_sample_job_in_the_background_to_the_end(tmp_path: Path) -> None:
+def test_quickstart_runs_the_sample_job_in_the_background_to_the_end_and_a_second_run_pays_nothing(
+    tmp_path: Path,
+) -> None:
     notebook = execute("01-quickstart", tmp_path)
-    status = final_status(notebook)
-    assert status["run"] == "posts"
-    assert status["counts"] == {**dict.fromkeys(STATES, 0), "completed": 2400}
-    assert len(status["groups"]) == 12
-    assert shows_a_widget(tagged(notebook, "panel"))
+    run = stored(tmp_path, "quickstart", "posts")
+    assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 2400}
+    assert len(run["groups"]) == 12 and run["breaker"]["state"] == "closed" and not run["engine"]["alive"]
+    assert {row["paid_calls"] for row in run["rows"].values()} == {1}
+    assert all(row["label"] for row in run["rows"].values())
+    assert printed(tagged(notebook, "again"))[-1].endswith("and the second run made 0")
+    assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
     assert panel_labels(notebook) == STATES
+    assert left_no_temp_files(tmp_path)
 
 
-def test_exploring_failures_finds_two_kinds_and_retries_one(tmp_path: Path) -> None:
+def test_exploring_failures_finds_two_kinds_and_retrying_one_after_the_fix_leaves_the_other(
+    tmp_path: Path,
+) -> None:
     notebook = execute("02-exploring-failures", tmp_path)
     assert printed(tagged(notebook, "kinds"))[0] == str({"bad_request": 1, "item_invalid": 4})
-    status = final_status(notebook)
-    assert (status["counts"]["completed"], status["counts"]["failed"]) == (29, 1)
-    assert shows_a_widget(tagged(notebook, "panel"))
+    assert printed(tagged(notebook, "item"))[-1] == "kind: item_invalid | attempts: 2 | paid calls: 2"
+    run = stored(tmp_path, "failures", "feedback")
+    assert (run["counts"]["completed"], run["counts"]["failed"]) == (29, 1)
+    failed = [row for row in run["rows"].values() if row["state"] == "failed"]
+    assert [(row["key"], row["kind"]) for row in failed] == [("p013", "bad_request")]
+    assert printed(tagged(notebook, "billed")) == ["p002 billed 3 times; p000 1"]
     assert panel_labels(notebook) == STATES
+    assert left_no_temp_files(tmp_path)
 
 
 def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_confirmation(
     tmp_path: Path,
 ) -> None:
     notebook = execute("03-step-by-step-recovery", tmp_path)
-    status = final_status(notebook)
+    died = printed(tagged(notebook, "crash"))[0]
+    assert died.startswith("the engine died with -9 while sending ['p")
+    cut_off = json.loads(died.split("while sending ")[1].replace("'", '"'))
+    assert len(cut_off) == 5
+    held = printed(tagged(notebook, "held"))
+    assert held[0] == "exit code 4 | 5 items need a confirmation"
+    assert [line.split()[:2] for line in held[1:]] == [[key, "resubmit"] for key in cut_off]
     released, ended = printed(tagged(notebook, "status"))[:2]
     assert released == str({"poll": 0, "adopt": 0, "resubmit": 5})
-    assert ended.startswith("exit code 0 | billed twice: ['p")
-    assert len(ended.split("|")[1].split(",")) == 5  # the five items whose call the crash cut off
-    assert status["counts"] == {**dict.fromkeys(STATES, 0), "completed": 40}
-    assert status["breaker"] == {"state": "closed", "reason": None}
-    assert status["needs_confirmation"] == 0
+    assert ended == f"exit code 0 | billed twice: {sorted(cut_off)}"
+    run = stored(tmp_path, "recovery", "steps")
+    assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 40}
+    assert run["breaker"] == {"state": "closed", "reason": None} and run["needs_confirmation"] == 0
     assert panel_labels(notebook) == STATES
+    assert left_no_temp_files(tmp_path)
 
 
 def test_the_notebooks_folder_holds_only_the_three_notebooks() -> None:
     assert sorted(p.stem for p in Path(NOTEBOOKS).glob("*.ipynb")) == NAMES
+    assert PICTURE.stat().st_size > 0

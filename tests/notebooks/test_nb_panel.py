@@ -35,6 +35,7 @@ from runner.store import Store
 from runner.widgets import RunPanel
 
 STATES = [s.value for s in ItemState]
+ERROR_COLOUR = "#c62828"  # the red of the panel's errors
 NEEDS_LABEL = {"type": "object", "required": ["label"]}
 
 
@@ -276,18 +277,27 @@ async def test_confirm_warns_of_a_double_charge_and_releases_held_items_to_a_rea
     assert not panel.acknowledge.value
 
 
-async def test_the_panel_refreshes_itself_on_the_running_loop_and_waits_for_the_run_to_appear(
+def waits_neutrally(panel: RunPanel) -> bool:
+    """The panel says, in no error colour and with its buttons off, that its run is not there yet."""
+    buttons = (panel.pause_button, panel.resume_button, panel.step_button)
+    return ("no run 'test' yet in runs.db" in panel.title.value and ERROR_COLOUR not in panel.title.value
+            and all(button.disabled for button in buttons))
+
+
+async def test_a_panel_made_before_its_run_says_it_waits_for_it_then_fills_in_on_the_running_loop(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "runs.db"
     panel = RunPanel(db, "test", interval=0.05)
     try:
-        assert "no run store here" in panel.title.value
+        assert waits_neutrally(panel)  # no store yet
         with Simulator(latency=0.01).start() as sim, Store(db) as store:
-            await until(lambda: "no run named" in panel.title.value)
+            panel.refresh()
+            assert waits_neutrally(panel)  # a store, but not this run in it
             await runs.execute(store, make_job(tmp_path, sim.base_url, posts(20, groups=2), max_items=5))
             await until(lambda: panel.numbers["completed"].value == "20")
         assert panel.status is not None and panel.status["total"] == 20
+        assert "20 items" in panel.title.value and not panel.pause_button.disabled
     finally:
         panel.close()
     assert panel._task is None

@@ -17,7 +17,7 @@ from support import StepClock, make_job, posts
 
 from runner import control, jobs, runs
 from runner.breaker import Control
-from runner.engine import Outcome
+from runner.engine import Engine, Outcome
 from runner.errors import AuthError, TransportError, UpstreamError
 from runner.jobs import Job
 from runner.providers import Answer
@@ -167,6 +167,50 @@ async def test_an_engine_waiting_for_a_person_obeys_resume(tmp_path: Path, sim: 
     outcome = await runs.execute(store, job_of(tmp_path, sim), clock=clock, wait_for_person=True)
     assert call_count(sim) == 8
     assert outcome.exit_code == 0
+
+
+class CtrlC:
+    """The simulator's hook: at the first call, the engine is asked to stop, as one Ctrl-C does."""
+
+    def __init__(self) -> None:
+        self.engines: list[Engine] = []
+        self.loop = asyncio.get_running_loop()
+
+    def __call__(self, ids: list[str]) -> None:
+        for engine in self.engines:
+            self.loop.call_soon_threadsafe(engine.request_stop, "interrupted by Ctrl-C")
+        self.engines.clear()
+
+
+async def waiting_run(tmp_path: Path, store: Store, fault: str, *, ctrl_c: CtrlC | None = None) -> Outcome:
+    """40 posts, one batch at a time, waiting for a person who resumes on its third idle wait; the first call fails."""
+    with Simulator(faults={"rules": [{"fault": fault, "times": 1}]}, on_request=ctrl_c).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=1)
+        return await runs.execute(store, job, clock=ResumingClock(store.path), wait_for_person=True,
+                                  started=ctrl_c.engines.append if ctrl_c else None)
+
+
+async def test_an_engine_waiting_for_a_person_waits_out_a_stop_that_opened_the_breaker(
+    tmp_path: Path, store: Store
+) -> None:
+    outcome = await waiting_run(tmp_path, store, "http_402")  # out of credit: the run stops, the breaker opens
+    assert (outcome.stopped_for, outcome.stop_kind, outcome.exit_code) == (None, None, 3)
+    assert outcome.status["counts"][ItemState.FAILED] == 5 and outcome.status["counts"][ItemState.COMPLETED] == 35
+    assert [command["command"] for command in views.command_tail(store, store.run_id("test"), limit=5)] == ["resume"]
+
+
+async def test_a_refused_key_ends_the_run_even_while_waiting_for_a_person(tmp_path: Path, store: Store) -> None:
+    outcome = await waiting_run(tmp_path, store, "http_401")  # the key is read once: no resume can fix it
+    assert (outcome.stop_kind, outcome.exit_code) == (FailureKind.AUTH, 1)
+    assert outcome.status["counts"][ItemState.PENDING] == 35
+
+
+async def test_a_stop_asked_for_is_not_waited_out_when_a_verdict_then_opens_the_breaker(
+    tmp_path: Path, store: Store
+) -> None:
+    outcome = await waiting_run(tmp_path, store, "http_402", ctrl_c=CtrlC())
+    assert outcome.exit_code == 4
+    assert outcome.status["counts"][ItemState.PENDING] == 35, "no resume was waited for"
 
 
 async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_it(

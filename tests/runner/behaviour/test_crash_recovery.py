@@ -113,6 +113,7 @@ max_backoff = 0.2
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["openai-chat", "openai-batch"])
 def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: Path, kind: str) -> None:
     rng = random.Random(20261130)

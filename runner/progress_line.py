@@ -1,0 +1,70 @@
+"""The words of a terminal run's progress line: what the run is doing, and how a person goes on.
+
+Read off the store's read model (:class:`~runner.store.answers.Standing`),
+never the engine's insides, so that a pause written by another process (the
+TUI, a notebook, another shell) shows as soon as the store has it:
+
+| the store says                              | the line                                             |
+|---------------------------------------------|------------------------------------------------------|
+| (the input is being read)                   | reading FILE: N records                              |
+| paused                                      | paused by a person, and the command that goes on     |
+| breaker open                                | breaker open (why), step and resume                  |
+| only held items left                        | waiting for a confirmation, and the command for it   |
+| anything else                               | running (and how many items are held, if any)        |
+
+While nothing can move (reading, paused, open, waiting) the line shows no
+time left. Without waiting for a person, a held run says it is stopping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import BreakerState
+from .store.answers import Standing
+
+
+@dataclass(frozen=True)
+class Line:
+    """The run's state, how a person goes on while it is held, and whether work can move now.
+
+    The time left is shown only while work can move.
+    """
+
+    state: str
+    hint: str
+    moving: bool
+
+    @property
+    def text(self) -> str:
+        """The line on one line: the state, then the hint."""
+        return f"{self.state} — {self.hint}" if self.hint else self.state
+
+
+def reading(source: str, records: int) -> Line:
+    """While the input is read: how many records so far."""
+    return Line(f"reading {source}: {records:,} records", "", moving=False)
+
+
+def line(standing: Standing, *, waits: bool) -> Line:
+    """The run's state in words, from the store; ``waits``: this process waits for a person while held."""
+    name, control = standing.name, standing.control
+    if control.paused:
+        return _held(name, "paused by a person", f"to go on: runner resume {name} (or r in runner tui)", waits)
+    if control.breaker is BreakerState.OPEN:
+        hint = f"runner step {name} lets one batch run, runner resume {name} goes on"
+        return _held(name, f"breaker open ({control.reason})", hint, waits)
+    if standing.held and standing.held == standing.unfinished:
+        hint = f"to go on: runner confirm {name} --all (or c in runner tui)"
+        return _held(name, f"waiting for a confirmation of {_items(standing.held)}", hint, waits)
+    held = f" ({_items(standing.held)} held for a confirmation)" if standing.held else ""
+    return Line(f"{name}: running{held}", "", moving=True)
+
+
+def _held(name: str, state: str, hint: str, waits: bool) -> Line:
+    then = f"{hint}; Ctrl-C to leave" if waits else "stopping once the batches in flight finish"
+    return Line(f"{name}: {state}", then, moving=False)
+
+
+def _items(count: int) -> str:
+    return f"{count:,} item{'' if count == 1 else 's'}"

@@ -1,0 +1,212 @@
+"""A run in a terminal waits for a person while it is held; a script gets exit 4.
+
+Real processes throughout: ``runner run`` on a pseudo-terminal (or none)
+against the simulator on loopback, steered by ``runner pause``, ``resume``
+and ``confirm`` run as other processes, the store read by a connection of
+the test's own.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import signal
+import subprocess
+import sys
+import termios
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support import ROOT, posts, runner_cli, write_jsonl
+
+from runner.model import ItemState
+from runner.sim import Simulator
+from runner.store import Store, views
+from runner.store.answers import Standing
+
+pytestmark = pytest.mark.slow
+
+#: Seconds a test waits for what it expects before it fails.
+PATIENCE = 60.0
+ESCAPES = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[=>])")
+
+
+class Terminal:
+    """``runner ARGS`` on a pseudo-terminal of 120 columns (stdin, stdout and stderr), its output read as it comes."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        self._fd, terminal = pty.openpty()
+        termios.tcsetwinsize(terminal, (40, 120))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
+        self.process = subprocess.Popen([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, stdin=terminal,
+                                        stdout=terminal, stderr=terminal, start_new_session=True)
+        os.close(terminal)
+        self._raw, self._closed = b"", False
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:  # the process has ended and closed the terminal
+                chunk = b""
+            with self._changed:
+                self._raw += chunk
+                self._closed = not chunk
+                self._changed.notify_all()
+            if not chunk:
+                return
+
+    def shown(self) -> str:
+        """Everything written so far, without the terminal's control sequences."""
+        return ESCAPES.sub("", self._raw.decode(errors="replace"))
+
+    def wait_for(self, text: str) -> None:
+        """Read the terminal until ``text`` appears; fail if the process ends, or time passes, first."""
+        with self._changed:
+            self._changed.wait_for(lambda: text in self.shown() or self._closed, timeout=PATIENCE)
+        assert text in self.shown(), f"{text!r} never showed; the terminal's end:\n{self.shown()[-3000:]}"
+
+    def wait(self) -> int:
+        """The exit code, once the process ended and all it wrote was read."""
+        code = self.process.wait(timeout=PATIENCE)
+        self._reader.join(timeout=PATIENCE)
+        os.close(self._fd)
+        return code
+
+
+class PauseAtFirstCall:
+    """The simulator's hook: the first call is held while ``runner pause test`` runs in a process of its own.
+
+    Calls beside it wait until the pause is written: the batches in flight
+    then finish, and no other batch may start.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.lock, self.paused = folder, threading.Lock(), False
+
+    def __call__(self, ids: list[str]) -> None:
+        with self.lock:
+            if not self.paused:
+                self.paused = runner_cli("pause", "test", cwd=self.folder).returncode == 0
+
+
+def job_file(folder: Path, sim: Simulator, count: int, **retry: float) -> None:
+    """``job.toml``, the run ``test`` over ``count`` posts in batches of 5 against ``sim``."""
+    write_jsonl(folder / "posts.jsonl", posts(count))
+    limits = "".join(f"{key} = {value}\n" for key, value in retry.items())
+    (folder / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 5\n'
+                                     f'[provider]\nbase_url = "{sim.base_url}"\n[retry]\nbackoff = 0.01\n{limits}')
+
+
+def standing(folder: Path) -> Standing:
+    with Store(folder / "runs.db", read_only=True) as store:
+        return views.standing(store, "test", now=time.time())
+
+
+def until(folder: Path, wanted: Callable[[Standing], bool]) -> Standing:
+    """Read the store until the run stands as ``wanted``; fail after ``PATIENCE`` seconds."""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        now = standing(folder)
+        if wanted(now):
+            return now
+        threading.Event().wait(0.05)
+    raise AssertionError(f"the store never showed the run as wanted: {standing(folder)}")
+
+
+def test_a_run_in_a_terminal_paused_from_another_process_waits_then_goes_on_after_resume(tmp_path: Path) -> None:
+    with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
+        job_file(tmp_path, sim, 60)
+        terminal = Terminal("run", "job.toml", cwd=tmp_path)
+        terminal.wait_for("test: paused by a person")
+        terminal.wait_for("to go on: runner resume test (or r in runner tui); Ctrl-C to leave")
+        paused = until(tmp_path, lambda now: now.counts[ItemState.RUNNING] == 0)
+        alive = terminal.process.poll() is None
+        resumed = runner_cli("resume", "test", cwd=tmp_path)
+        code = terminal.wait()
+    assert (alive, paused.control.paused, paused.engine_alive) == (True, True, True)
+    assert paused.counts[ItemState.COMPLETED] <= 10, "no batch started after the pause (two were in flight at most)"
+    assert resumed.returncode == 0, resumed.stderr
+    assert code == 0, terminal.shown()[-3000:]
+    assert standing(tmp_path).counts[ItemState.COMPLETED] == 60
+
+
+def test_a_run_without_a_terminal_paused_from_another_process_exits_4(tmp_path: Path) -> None:
+    with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
+        job_file(tmp_path, sim, 60)
+        script = runner_cli("run", "job.toml", cwd=tmp_path)
+    assert script.returncode == 4, script.stderr
+    assert "stopped: paused by a person" in script.stderr
+    assert standing(tmp_path).counts[ItemState.COMPLETED] <= 10
+
+
+def test_no_wait_in_a_terminal_exits_4_at_a_pause(tmp_path: Path) -> None:
+    with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
+        job_file(tmp_path, sim, 60)
+        terminal = Terminal("run", "job.toml", "--no-wait", cwd=tmp_path)
+        code = terminal.wait()
+    assert code == 4, terminal.shown()[-3000:]
+    assert "stopped: paused by a person" in terminal.shown()
+    assert standing(tmp_path).counts[ItemState.COMPLETED] <= 10
+
+
+def test_a_run_in_a_terminal_waits_while_its_breaker_is_open_and_says_why(tmp_path: Path) -> None:
+    with Simulator(faults={"rules": [{"fault": "http_503", "rate": 1.0}]}).start() as sim:
+        job_file(tmp_path, sim, 20, request_retries=0)
+        terminal = Terminal("run", "job.toml", cwd=tmp_path)
+        terminal.wait_for("test: breaker open (2 consecutive transport failures, last: ")
+        terminal.wait_for("runner step test lets one batch run, runner resume test goes on; Ctrl-C to leave")
+        held = until(tmp_path, lambda now: now.counts[ItemState.RUNNING] == 0)
+        alive = terminal.process.poll() is None
+        sim.set_faults(None)
+        resumed = runner_cli("resume", "test", cwd=tmp_path)
+        code = terminal.wait()
+    assert (alive, held.control.breaker.value, held.counts[ItemState.FAILED]) == (True, "open", 0)
+    assert resumed.returncode == 0, resumed.stderr
+    assert code == 0, terminal.shown()[-3000:]
+    assert standing(tmp_path).counts[ItemState.COMPLETED] == 20
+
+
+class KillAtFirstCall:
+    """The simulator's hook: the engine ``pid`` is killed (SIGKILL) while its first call is with the upstream."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.killed = threading.Event()
+
+    def __call__(self, ids: list[str]) -> None:
+        pid, self.pid = self.pid, None
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            self.killed.set()
+
+
+def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms_them(tmp_path: Path) -> None:
+    upstream = KillAtFirstCall()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with Simulator(on_request=upstream).start() as sim:
+        job_file(tmp_path, sim, 10)
+        killed = subprocess.Popen([sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path, env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        upstream.pid = killed.pid
+        assert killed.wait(timeout=PATIENCE) == -signal.SIGKILL and upstream.killed.is_set()
+        waiting = subprocess.Popen([sys.executable, "-m", "runner", "run", "test", "--wait"], cwd=tmp_path, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True)
+        held = until(tmp_path, lambda now: now.engine_alive and 0 < now.held == now.unfinished)
+        alive = waiting.poll() is None
+        confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
+        _, stderr = waiting.communicate(timeout=PATIENCE)
+    assert alive and held.held >= 5
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert waiting.returncode == 0, stderr
+    said = f"test: waiting for a confirmation of {held.held} items — to go on: runner confirm test --all "
+    assert stderr.count(said + "(or c in runner tui); Ctrl-C to leave\n") == 1, "said once, in the log"
+    assert standing(tmp_path).counts[ItemState.COMPLETED] == 10

@@ -1,0 +1,72 @@
+"""The progress line of a run in a terminal: the run's state in words, read off the store's standing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import label_all_but_p001, make_job, posts
+
+from runner import progress_line, runs
+from runner.providers.handler import PythonHandler
+from runner.store import Store
+from runner.model import BreakerState, ItemState
+from runner.rules.breaker import Control
+from runner.store.answers import STATES, Standing
+
+OPEN = Control(BreakerState.OPEN, "rate_limited: 429 from upstream")
+
+
+def standing(control: Control = Control(), *, held: int = 0, running: int = 0, pending: int = 0) -> Standing:
+    """The run ``posts``: 10 completed, ``running`` (the ``held`` among them) and ``pending`` items."""
+    counts = {state: 0 for state in STATES} | {
+        ItemState.COMPLETED: 10, ItemState.RUNNING: running, ItemState.PENDING: pending,
+    }
+    return Standing("posts", counts, {"all": counts}, control, held, engine_alive=True, duplicate_tasks=0,
+                    idle_for=None)
+
+
+CASES = [
+    (standing(running=2, pending=5), True, "posts: running", "", True),
+    (standing(running=3, pending=5, held=1), True, "posts: running (1 item held for a confirmation)", "", True),
+    (standing(Control(paused=True), pending=5), True, "posts: paused by a person",
+     "to go on: runner resume posts (or r in runner tui); Ctrl-C to leave", False),
+    (standing(Control(paused=True), pending=5), False, "posts: paused by a person",
+     "stopping once the batches in flight finish", False),
+    (standing(OPEN, pending=5), True, "posts: breaker open (rate_limited: 429 from upstream)",
+     "runner step posts lets one batch run, runner resume posts goes on; Ctrl-C to leave", False),
+    (standing(Control(BreakerState.OPEN, "billing: no credit", paused=True), pending=5), True,
+     "posts: paused by a person", "to go on: runner resume posts (or r in runner tui); Ctrl-C to leave", False),
+    (standing(running=1200, held=1200), True, "posts: waiting for a confirmation of 1,200 items",
+     "to go on: runner confirm posts --all (or c in runner tui); Ctrl-C to leave", False),
+    (standing(running=1, held=1), False, "posts: waiting for a confirmation of 1 item",
+     "stopping once the batches in flight finish", False),
+    (standing(Control(BreakerState.PROBING, "resumed by a person"), pending=5), True, "posts: running", "", True),
+]
+
+
+@pytest.mark.parametrize(("now", "waits", "state", "hint", "moving"), CASES)
+def test_the_progress_line_names_the_run_s_state_and_how_a_person_goes_on(
+    now: Standing, waits: bool, state: str, hint: str, moving: bool
+) -> None:
+    assert progress_line.line(now, waits=waits) == progress_line.Line(state, hint, moving)
+
+
+def test_while_the_input_is_read_the_line_counts_the_records_and_nothing_moves() -> None:
+    assert progress_line.reading("posts.jsonl", 12_500) == progress_line.Line(
+        "reading posts.jsonl: 12,500 records", "", moving=False
+    )
+
+
+def test_the_line_on_one_line_puts_the_hint_after_the_state() -> None:
+    held = progress_line.line(standing(OPEN, pending=1), waits=True)
+    assert held.text == ("posts: breaker open (rate_limited: 429 from upstream) — runner step posts lets one batch "
+                         "run, runner resume posts goes on; Ctrl-C to leave")
+    assert progress_line.line(standing(pending=1), waits=True).text == "posts: running"
+
+
+async def test_reading_the_input_tells_how_many_records_were_read_so_far(tmp_path: Path, store: Store) -> None:
+    told: list[int] = []
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(1_200), max_items=100)
+    await runs.execute(store, job, provider=PythonHandler(label_all_but_p001), reading=told.append)
+    assert told == [runs.READ_EVERY, 2 * runs.READ_EVERY] == [500, 1_000]
