@@ -96,7 +96,7 @@ async def _run_watched(
             await asyncio.wait({task}, timeout=0.2)
             if job.name in store.run_names():
                 standing = views.standing(store, job.name, now=time.time())
-                now = progress_line.line(standing, waits=wait_for_person)
+                now = progress_line.line(standing, waits=wait_for_person, db=store.path)
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
                 bar.update(shown, description=now.state, total=standing.total, completed=done, moving=now.moving)
                 bar.hint = now.hint
