@@ -36,9 +36,6 @@ from .words import DEFAULT_DB, command as spelt, plural
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: The commands in the order a user meets them, as ``runner --help`` lists them.
-ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "sim")
-
 db_option = click.option(
     "--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False), help="The run store."
 )
@@ -64,14 +61,7 @@ def plain_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class Commands(click.Group):
-    """The ``runner`` group: its commands listed in the order a user meets them."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(self.commands, key=ORDER.index)
-
-
-@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=cli_words.Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="runner")
 def main() -> None:
     """A recoverable job runner for costly calls, over one SQLite run store."""

@@ -1,4 +1,4 @@
-"""What the CLI says beyond each command's own lines: hints that carry a command, the simulator's faults.
+"""What the CLI says beyond each command's own lines: the commands' order, hints that carry a command, the faults.
 
 A hint's command is printed alone on its line, as :func:`runner.words.command`
 spells it, so that a person copies it whole. Every fault of
@@ -16,6 +16,17 @@ from . import jobs, words
 
 if TYPE_CHECKING:
     from .store import Store
+
+
+#: The commands in the order a user meets them, as ``runner --help`` lists them.
+ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "sim")
+
+
+class Commands(click.Group):
+    """The ``runner`` group: its commands listed in the order a user meets them (one not in ORDER last)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
 
 
 def hint(said: str, command: str) -> None:
