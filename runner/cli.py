@@ -22,7 +22,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from . import control, export, jobs, recovery, tables
+from . import cli_words, control, export, jobs, recovery, tables
+from .cli_words import go_on, hint
 from .store import views
 from .breaker import Control
 from .errors import JobError, RunError, RunnerError
@@ -30,12 +31,13 @@ from .sim import Simulator, load_plan
 from .model import FailureKind
 from .terminal_run import run_in_terminal, waits
 from .store import Store
+from .words import DEFAULT_DB, command as spelt, plural
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
 F = TypeVar("F", bound=Callable[..., Any])
 
 db_option = click.option(
-    "--db", default="runs.db", show_default=True, type=click.Path(dir_okay=False), help="The run store."
+    "--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False), help="The run store."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print data as JSON.")
 wait_option = click.option(
@@ -59,7 +61,7 @@ def plain_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group()
+@click.group(cls=cli_words.Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="runner")
 def main() -> None:
     """A recoverable job runner for costly calls, over one SQLite run store."""
@@ -71,7 +73,7 @@ def main() -> None:
 @wait_option
 @plain_errors
 def demo(db: str, latency: float, wait: bool | None) -> None:
-    """Run the sample job against the built-in simulator: no key, no network.
+    """Run the sample job on a built-in simulator: no key, no network.
 
     While it runs, `runner tui demo` in another terminal can pause, step and
     resume it; in a terminal the demo waits for a person while paused.
@@ -85,7 +87,7 @@ def demo(db: str, latency: float, wait: bool | None) -> None:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
         outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=waits(wait))
-    click.echo(f"Run 'demo' is in {db}; see it with: runner status demo --db {db}")
+    hint(f"Run 'demo' is in {db}; see it with:", spelt("status", "demo", db=db))
     _show_results("demo", db)
     sys.exit(outcome.exit_code)
 
@@ -96,12 +98,13 @@ def demo(db: str, latency: float, wait: bool | None) -> None:
 @wait_option
 @plain_errors
 def run(job_or_name: str, db: str, wait: bool | None) -> None:
-    """Run a job file, or continue a run by name; completed items are kept.
+    """Run a job file, or continue a run by name.
 
-    Exits 0 when all completed, 3 with failed items, 4 when stopped for a
-    person (paused, breaker open, confirmations pending), 1 on bad input.
-    In a terminal it waits for a person instead of exiting 4 (--no-wait
-    exits); in a script it exits 4 (--wait waits).
+    Completed items are kept: running the same job again goes on. Exits 0
+    when all completed, 3 with failed items, 4 when stopped for a person
+    (paused, breaker open, confirmations pending), 1 on bad input. In a
+    terminal it waits for a person instead of exiting 4 (--no-wait exits);
+    in a script it exits 4 (--wait waits).
 
     Example: runner run sample_data/job.toml
     """
@@ -120,7 +123,10 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
 @json_option
 @plain_errors
 def status(name: str | None, db: str, as_json: bool) -> None:
-    """Show where a run stands, counted from the store (all runs without NAME).
+    """Show where a run stands (every run without NAME).
+
+    It counts the items by state and group from the store, and shows the
+    breaker, a pause, and the items held for a person.
 
     Example: runner status demo --json
     """
@@ -130,12 +136,18 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             statuses = [standing.status() for standing in standings]
             click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
             return
+        if not standings:
+            click.echo(f"no runs in {db}")
+            return
         console = Console()
         for standing in standings:
             console.print(tables.status_table(standing))
             if standing.held:
                 held = views.held_view(store, standing.name, now=time.time()).items
-                console.print(tables.held_table(standing.name, held))
+                console.print(tables.held_table(held))
+                hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
+            if standing.duplicate_tasks:
+                hint("they may have billed; see them:", spelt("failures", standing.name, db=db))
 
 
 @main.command()
@@ -144,7 +156,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
 @json_option
 @plain_errors
 def failures(name: str, db: str, as_json: bool) -> None:
-    """List failed items with their reason, grouped by kind.
+    """List a run's failed items with their reasons, by kind.
 
     Example: runner failures demo --json
     """
@@ -153,6 +165,9 @@ def failures(name: str, db: str, as_json: bool) -> None:
         duplicates = views.duplicates(store, store.run_id(name))
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
+        return
+    if not failed and not duplicates:
+        click.echo(f"no failed items in run {name!r}")
         return
     console = Console()
     console.print(tables.failures_table(name, failed))
@@ -165,7 +180,7 @@ def failures(name: str, db: str, as_json: bool) -> None:
 @db_option
 @plain_errors
 def pause(name: str, db: str) -> None:
-    """Stop starting batches; those in flight finish.
+    """Pause a run: no new batch starts; those in flight finish.
 
     Example: runner pause demo
     """
@@ -177,9 +192,10 @@ def pause(name: str, db: str) -> None:
 @db_option
 @plain_errors
 def resume(name: str, db: str) -> None:
-    """Lift a pause or an open breaker: one batch at a time until one succeeds.
+    """Lift a pause or an open breaker, one batch at a time at first.
 
-    On a run neither paused nor open it changes nothing, says so and exits 1.
+    The run goes on one batch at a time until one succeeds. On a run neither
+    paused nor open it changes nothing, says so and exits 1.
 
     Example: runner resume demo
     """
@@ -205,15 +221,20 @@ def step(name: str, db: str) -> None:
 @db_option
 @plain_errors
 def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
-    """Send failed items again (all, one kind, or the KEYS given), each with a fresh attempt budget.
+    """Send failed items again, each with a fresh attempt budget.
 
-    Each retry of an item the upstream already answered is a paid call. A key
+    All of them, one kind, or the KEYS given. Each retry of an item the upstream already answered is a paid call. A key
     the run does not have is named, and nothing changes (exit 1).
 
     Example: runner retry demo --kind transport
     """
-    count = control.retry(Store(db, create=False), name, now=time.time(), kind=kind, keys=keys)
-    click.echo(f"{count} failed items of {name!r} are pending again; `runner run {name}` sends them")
+    store = Store(db, create=False)
+    count = control.retry(store, name, now=time.time(), kind=kind, keys=keys)
+    if not count:
+        chosen = f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")
+        click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
+        return
+    go_on(f"{plural(count, 'failed item')} of run {name!r} pending again", store, name)
 
 
 @main.command()
@@ -224,10 +245,11 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
 @db_option
 @plain_errors
 def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: str) -> None:
-    """Release items held after a crash (all, or the KEYS given), after showing what each case does and asking.
+    """Release held items after a crash, saying first what each does.
 
-    Items whose task id was saved are polled (no new charge); the others are
-    sent again, and may run and charge twice. `runner status NAME` lists them.
+    All of them, or the KEYS given; it asks first (y/N). Items whose task id
+    was saved are polled (no new charge); the others are sent again, and may
+    run and charge twice. `runner status NAME` lists them.
 
     Example: runner confirm demo --all
     """
@@ -237,10 +259,14 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: s
     if not yes:
         _ask_to_confirm(store, name, keys)
     released = recovery.confirm(store, name, now=time.time(), keys=keys)
+    if not any(released.values()):
+        chosen = " among the KEYS given" if keys else ""
+        click.echo(f"nothing to release: no item of run {name!r} is held for confirmation{chosen}")
+        return
     for case, count in released.items():
         if count:
-            click.echo(f"{count} items: {case.warning}")
-    click.echo(f"released {sum(released.values())} items; `runner run {name}` goes on")
+            click.echo(f"{plural(count, 'item')}: {case.warning}")
+    go_on(f"released {plural(sum(released.values()), 'item')}", store, name)
 
 
 @main.command("export")
@@ -251,10 +277,11 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: s
 @db_option
 @plain_errors
 def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
-    """Write a run's items, one row each: key, group, state, result fields, input sent, failure.
+    """Write a run's items as JSONL, CSV or Parquet, one row each.
 
-    Failed items carry kind, message, attempts and paid calls; CSV and
-    Parquet flatten nested fields into dotted columns (input.title).
+    A row holds the key, group, state, result fields and input sent; failed
+    items carry kind, message, attempts and paid calls. CSV and Parquet
+    flatten nested fields into dotted columns (input.title).
 
     Example: runner export demo --format csv --out demo.csv
     """
@@ -265,7 +292,7 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return
     if out != "-":
-        click.echo(f"{count} rows of {name!r} written to {out}", err=True)
+        click.echo(f"{plural(count, 'row')} of {name!r} written to {out}", err=True)
 
 
 @main.command()
@@ -273,7 +300,7 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
 @db_option
 @plain_errors
 def tui(name: str | None, db: str) -> None:
-    """Watch and steer runs in a terminal UI, over the same store (all runs without NAME).
+    """Watch and steer runs in a terminal UI (every run without NAME).
 
     Example: runner tui demo
     """
@@ -283,24 +310,26 @@ def tui(name: str | None, db: str) -> None:
     run_tui(db, name)
 
 
-@main.command()
+@main.command(epilog=cli_words.FAULTS)
 @click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
 @click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
 @click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")
 @click.option("--seed", default=0, show_default=True, help="Seed for every random choice.")
-@click.option("--faults", "plan", help="A fault plan: JSON text or a JSON file (see runner/sim/faults.py).")
+@click.option("--faults", "plan", help="A fault plan: JSON text or a JSON file (below).")
 @click.option("--api-key", help="Accept only this key (default: any key, or none).")
 @click.option("--batch-seconds", default=5.0, show_default=True, help="How long a Batch API batch runs.")
 @plain_errors
 def sim(
     port: int, latency: float, jitter: float, seed: int, plan: str | None, api_key: str | None, batch_seconds: float
 ) -> None:
-    """Serve the simulated upstream on 127.0.0.1 until Ctrl-C: chat completions and the Batch API.
+    """Serve a simulated LLM upstream on 127.0.0.1 until Ctrl-C.
 
-    The fault plan can be changed while it runs: PUT /_sim/faults. Its clock
-    can be moved forward: POST /_sim/clock {"advance": seconds}.
+    It answers chat completions and the Batch API as OpenAI does, and plays
+    the faults of its plan (listed below). The plan can be changed while it
+    runs: PUT /_sim/faults. Its clock can be moved forward: POST /_sim/clock
+    {"advance": seconds}.
 
-    Example: runner sim --latency 0.5 --faults '{"rules": [{"fault": "http_500", "rate": 0.2}]}'
+    Example: runner sim --faults '{"rules": [{"fault": "drop", "rate": 0.2}]}'
     """
     try:
         faults = load_plan(plan) if plan else None
@@ -329,25 +358,26 @@ def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
         return  # nothing to release: nothing to ask
     if not sys.stdin.isatty():
         raise RunError(f"runner confirm asks before it releases held items; in a script add --yes: "
-                       f"runner confirm {name} {'--all' if not keys else ' '.join(keys)} --yes")
+                       f"{spelt('confirm', name, *(keys or ['--all']), '--yes', db=store.path)}")
     for case in recovery.Case:
         chosen = [item.key for item in held if item.case is case]
         if chosen:
             shown = ", ".join(chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
             click.echo(f"{case.value}: {len(chosen)} ({shown}): {case.warning}")
-    if not click.confirm(f"release {len(held)} held item{'s' if len(held) > 1 else ''} of {name!r}?", default=False):
+    if not click.confirm(f"release {plural(len(held), 'held item')} of {name!r}?", default=False):
         raise RunError("nothing was released")
 
 
 def _show_results(name: str, db: str) -> None:
     """A few results of a run, and the command that writes them all."""
+    click.echo("Its first results:")
     with Store(db, read_only=True) as store:
         for row in itertools.islice(export.rows(store, name, state="completed"), 3):
             click.echo(f"  {row['key']}: {row.get('label', '')}")
-    click.echo(f"All results: runner export {name} --format csv --out {name}.csv" + ("" if db == "runs.db" else f" --db {db}"))
+    hint("All results:", spelt("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
 
 
 def _show_control(name: str, now: Control) -> None:
     state = f"breaker {now.breaker.value}" + (", paused" if now.paused else "")
-    steps = f", {now.steps} step(s) allowed" if now.steps else ""
+    steps = f", {plural(now.steps, 'step')} allowed" if now.steps else ""
     click.echo(f"run {name!r}: {state}{steps}")

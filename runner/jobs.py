@@ -41,8 +41,6 @@ import json
 import math
 import re
 import reprlib
-import sys
-import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +48,9 @@ from typing import Any, cast, get_args
 
 import httpx
 
-from . import protocol
+from . import job_toml, protocol, words
 from .errors import InputError, JobError
-from .inputs import Format, InputSpec, format_of, not_utf8, read_records
+from .inputs import Format, InputSpec, format_of, read_records
 from .validation import compile_schema
 
 DEFAULT_GROUP = "all"
@@ -178,7 +176,7 @@ def items(job: Job) -> Iterator[ItemRow]:
     for seq, (where, record) in enumerate(read_records(job.input)):
         key = _field(record, job.key, where)
         if key in seen:
-            raise InputError(f"{where}: duplicate key {key!r}")
+            raise InputError(_duplicate(job, key, where))
         seen.add(key)
         group = _field(record, job.group, where) if job.group else DEFAULT_GROUP
         fields = {f: record.get(f) for f in job.prompt.fields} if job.prompt.fields else record
@@ -186,6 +184,13 @@ def items(job: Job) -> Iterator[ItemRow]:
         text = protocol.encode(payload)
         digest = hashlib.sha256(f"{context}\n{text}".encode()).hexdigest()
         yield ItemRow(key, group, seq, text, len(text), digest)
+
+
+def _duplicate(job: Job, key: str, again: str) -> str:
+    """The message for a key found twice, naming both lines (the input is read again to find the first)."""
+    first = next(where for where, record in read_records(job.input) if _field(record, job.key, where) == key)
+    source = job.input.describe()
+    return f"{source}: duplicate key {key!r}, on {first.removeprefix(source + ' ')} and on {again.removeprefix(source + ' ')}"
 
 
 def _field(record: Mapping[str, Any], name: str, where: str) -> str:
@@ -206,23 +211,7 @@ def _field(record: Mapping[str, Any], name: str, where: str) -> str:
 def load(path: str | Path) -> Job:
     """Read and check a TOML job file; every problem is one JobError saying what and where."""
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise JobError(f"{path}: job file not found") from None
-    except OSError as exc:
-        raise JobError(f"{path}: cannot read the job file ({exc.strerror})") from exc
-    except UnicodeDecodeError as exc:
-        raise JobError(not_utf8(path)) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise JobError(f"{path}: not valid TOML: {exc}") from exc
-    except ValueError as exc:  # the only other one: an integer over Python's digit limit
-        raise JobError(f"{path}: not valid TOML: a number longer than {sys.get_int_max_str_digits()} digits") from exc
-    except RecursionError as exc:
-        raise JobError(f"{path}: not valid TOML: arrays or tables nested too deeply") from exc
-    return from_dict(data, base=path.parent, where=str(path))
+    return from_dict(job_toml.read(path), base=path.parent, where=str(path))
 
 
 SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
@@ -250,9 +239,10 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
 
 
 def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+    known = list(known)
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise JobError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
+        raise JobError(f"{where}: {words.unknown('key', unknown[0], known)}")
 
 
 #: How messages name the type a key wants.
@@ -365,7 +355,7 @@ def _check_values(job: Job, where: str) -> None:
 
 def _check_provider(provider: ProviderConfig, where: str) -> None:
     if provider.kind not in PROVIDER_KINDS:
-        raise JobError(f"{where}: unknown kind {provider.kind!r} (known: {', '.join(PROVIDER_KINDS)})")
+        raise JobError(f"{where}: {words.unknown('kind', provider.kind, PROVIDER_KINDS)}")
     try:
         httpx.URL(provider.base_url)
     except httpx.InvalidURL as exc:  # raised later when the run builds its client, as a traceback

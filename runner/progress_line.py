@@ -19,9 +19,11 @@ time left. Without waiting for a person, a held run says it is stopping.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from .model import BreakerState
 from .store.answers import Standing
+from .words import command
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,17 @@ def reading(source: str, records: int) -> Line:
     return Line(f"reading {source}: {records:,} records", "", moving=False)
 
 
-def line(standing: Standing, *, waits: bool) -> Line:
-    """The run's state in words, from the store; ``waits``: this process waits for a person while held."""
+def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
+    """The run's state in words, from the store ``db``; ``waits``: this process waits for a person while held."""
     name, control = standing.name, standing.control
     if control.paused:
-        return _held(name, "paused by a person", f"to go on: runner resume {name} (or r in runner tui)", waits)
+        return _held(name, "paused by a person", f"to go on: {command('resume', name, db=db)} (or r in runner tui)",
+                     waits)
     if control.breaker is BreakerState.OPEN:
-        hint = f"runner step {name} lets one batch run, runner resume {name} goes on"
+        hint = f"{command('step', name, db=db)} lets one batch run, {command('resume', name, db=db)} goes on"
         return _held(name, f"breaker open ({control.reason})", hint, waits)
     if standing.held and standing.held == standing.unfinished:
-        hint = f"to go on: runner confirm {name} --all (or c in runner tui)"
+        hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {_items(standing.held)}", hint, waits)
     held = f" ({_items(standing.held)} held for a confirmation)" if standing.held else ""
     return Line(f"{name}: running{held}", "", moving=True)

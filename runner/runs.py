@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from . import jobs, lease
+from . import jobs, lease, words
 from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
@@ -57,7 +57,7 @@ def continued_from_python(job: Job, db: Path) -> str:
     """Why a ``python`` run cannot go on without its handler, and the call that goes on."""
     return (
         f"run {job.name!r} was defined with a Python handler ({job.provider.handler}) and is continued from Python: "
-        f"await runner.notebook.Run.attach({job.name!r}, db={str(db)!r}, provider=<that handler>).go()"
+        f"{words.python_go_on(job.name, db)}"
     )
 
 

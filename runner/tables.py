@@ -11,11 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import recovery
+from .words import plural
 from .store.answers import STATES, Standing
 
 
-def held_table(name: str, held: Sequence[recovery.HeldItem]) -> Table:
-    table = Table(title=f"waiting for a person: runner confirm {escape(name)} --all (or KEYS)", box=box.SIMPLE_HEAD)
+def held_table(held: Sequence[recovery.HeldItem]) -> Table:
+    """The held items by case; the command that releases them is the caller's hint, on a line of its own."""
+    table = Table(title="waiting for a person", box=box.SIMPLE_HEAD)
     for column in ("case", "items", "what confirming does", "keys"):
         table.add_column(column)
     for case in recovery.Case:
@@ -39,13 +41,13 @@ def failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in failed:
         by_kind.setdefault(item["kind"], []).append(item)
-    table = Table(title=f"run {escape(name)}: {len(failed)} failed items", box=box.SIMPLE_HEAD)
+    table = Table(title=f"run {escape(name)}: {plural(len(failed), 'failed item')}", box=box.SIMPLE_HEAD)
     for column in ("kind", "items", "retryable", "example"):
         table.add_column(column)
     for kind, items in by_kind.items():
         retryable = sum(1 for item in items if item["retryable"])
         first = items[0]
-        example = f"{first['key']} ({first['attempts']} attempts): {first['message']}"
+        example = f"{first['key']} ({plural(first['attempts'], 'attempt')}): {first['message']}"
         table.add_row(escape(kind), str(len(items)), str(retryable), escape(example))
     return table
 
@@ -54,15 +56,15 @@ def status_table(run: Standing) -> Table:
     control = run.control
     caption = f"breaker {control.breaker.value}" + (f" ({escape(control.reason)})" if control.reason else "")
     if control.paused:
-        caption += " · paused" + (f", {control.steps} step(s) allowed" if control.steps else "")
+        caption += " · paused" + (f", {plural(control.steps, 'step')} allowed" if control.steps else "")
     caption += f" · engine {'alive' if run.engine_alive else 'not running'}"
     if run.held:
-        caption += f" · {run.held} need confirmation"
+        caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
     if run.duplicate_tasks:
-        caption += (f" · {run.duplicate_tasks} duplicate upstream task(s) found (cancelled where the "
-                    f"upstream let it), may have billed: runner failures {run.name}")
+        caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
+                    f"upstream let it)")
     table = Table(
-        title=f"run {escape(run.name)}: {run.total} items", caption=caption, box=box.SIMPLE_HEAD,
+        title=f"run {escape(run.name)}: {plural(run.total, 'item')}", caption=caption, box=box.SIMPLE_HEAD,
         show_edge=False, pad_edge=False,
     )
     table.add_column("group")

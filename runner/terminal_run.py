@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
@@ -27,6 +28,7 @@ from .engine import Engine, Outcome
 from .jobs import Job
 from .model import FailureKind, ItemState
 from .store import Store, views
+from .words import command, plural
 
 
 #: Why a run stopped after one Ctrl-C.
@@ -49,14 +51,16 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     if outcome is None:
         console.print("[yellow]aborted:[/] the calls cut short are held for confirmation; to see them and go on:",
                       soft_wrap=True)
-        console.print(escape(f"runner run {job.name}"), soft_wrap=True)
+        console.print(escape(command("run", job.name, db=store.path)), soft_wrap=True)
         sys.exit(4)
     Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
-        console.print(escape(_next_steps(job.name, outcome)), soft_wrap=True)
-    elif outcome.status["counts"][ItemState.FAILED]:
-        console.print(f"some items failed: runner failures {escape(job.name)}")
+        for line in _next_steps(job.name, outcome, store.path):
+            console.print(escape(line), soft_wrap=True)
+    elif failed := outcome.status["counts"][ItemState.FAILED]:
+        console.print(f"{plural(failed, 'item')} failed; see why:")
+        console.print(escape(command("failures", job.name, db=store.path)), soft_wrap=True)
     return outcome
 
 
@@ -83,7 +87,8 @@ async def _run_watched(
             for engine in engines:
                 engine.request_stop(INTERRUPTED)
             console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                          f"no resume is needed, to go on later: runner run {escape(job.name)}", soft_wrap=True)
+                          f"no resume is needed, to go on later: {escape(command('run', job.name, db=store.path))}",
+                          soft_wrap=True)
 
         loop.add_signal_handler(signal.SIGINT, interrupted)
         said = ""
@@ -91,7 +96,7 @@ async def _run_watched(
             await asyncio.wait({task}, timeout=0.2)
             if job.name in store.run_names():
                 standing = views.standing(store, job.name, now=time.time())
-                now = progress_line.line(standing, waits=wait_for_person)
+                now = progress_line.line(standing, waits=wait_for_person, db=store.path)
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
                 bar.update(shown, description=now.state, total=standing.total, completed=done, moving=now.moving)
                 bar.hint = now.hint
@@ -120,14 +125,15 @@ class TimeLeftColumn(TimeRemainingColumn):
         return super().render(task) if task.fields.get("moving") else Text("")
 
 
-def _next_steps(name: str, outcome: Outcome) -> str:
-    """What a person does after a stop, by its cause."""
+def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:
+    """What a person does after a stop, by its cause: what to do, then each command on a line of its own."""
     if outcome.status["needs_confirmation"]:
-        return f"see what waits: runner status {name}; release it: runner confirm {name} --all"
+        return ["see what waits, then release it:", command("status", name, db=db),
+                command("confirm", name, "--all", db=db)]
     kind = outcome.stop_kind
     if outcome.stopped_for == INTERRUPTED:
-        return f"to go on: runner run {name}"
+        return ["to go on:", command("run", name, db=db)]
     if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
-        return (f"fix the cause, then: runner resume {name}; runner retry {name} --kind {kind}; "
-                f"runner run {name}")
-    return f"to go on: runner resume {name}; runner run {name}"
+        return ["fix the cause, then:", command("resume", name, db=db),
+                command("retry", name, "--kind", kind, db=db), command("run", name, db=db)]
+    return ["to go on:", command("resume", name, db=db), command("run", name, db=db)]

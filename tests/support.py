@@ -36,9 +36,14 @@ class StepClock:
         await asyncio.sleep(0)
 
 
-def runner_cli(*args: str, cwd: Path, stdin: int = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
-    """The ``runner`` command as a script runs it (no terminal unless ``stdin`` is one), in a process of its own."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def runner_cli(
+    *args: str, cwd: Path, stdin: int = subprocess.DEVNULL, columns: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The ``runner`` command as a script runs it (no terminal unless ``stdin`` is one), in a process of its own.
+
+    ``columns`` is the width of the terminal it prints for (COLUMNS), as rich and click read it.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"COLUMNS": str(columns)} if columns else {})}
     return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, stdin=stdin,
                           capture_output=True, text=True)
 

@@ -49,7 +49,12 @@ CASES = [
 def test_the_progress_line_names_the_run_s_state_and_how_a_person_goes_on(
     now: Standing, waits: bool, state: str, hint: str, moving: bool
 ) -> None:
-    assert progress_line.line(now, waits=waits) == progress_line.Line(state, hint, moving)
+    assert progress_line.line(now, waits=waits, db="runs.db") == progress_line.Line(state, hint, moving)
+
+
+def test_the_commands_of_the_line_name_the_store_when_it_is_not_runs_db() -> None:
+    paused = progress_line.line(standing(Control(paused=True), pending=5), waits=True, db="my runs.db")
+    assert paused.hint == "to go on: runner resume posts --db 'my runs.db' (or r in runner tui); Ctrl-C to leave"
 
 
 def test_while_the_input_is_read_the_line_counts_the_records_and_nothing_moves() -> None:
@@ -59,10 +64,10 @@ def test_while_the_input_is_read_the_line_counts_the_records_and_nothing_moves()
 
 
 def test_the_line_on_one_line_puts_the_hint_after_the_state() -> None:
-    held = progress_line.line(standing(OPEN, pending=1), waits=True)
+    held = progress_line.line(standing(OPEN, pending=1), waits=True, db="runs.db")
     assert held.text == ("posts: breaker open (rate_limited: 429 from upstream) — runner step posts lets one batch "
                          "run, runner resume posts goes on; Ctrl-C to leave")
-    assert progress_line.line(standing(pending=1), waits=True).text == "posts: running"
+    assert progress_line.line(standing(pending=1), waits=True, db="runs.db").text == "posts: running"
 
 
 async def test_reading_the_input_tells_how_many_records_were_read_so_far(tmp_path: Path, store: Store) -> None:

@@ -118,11 +118,11 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
         step_run = runner_cli("run", "steps", "--db", "other.db", cwd=tmp_path)
         after = runner_cli("status", "steps", "--db", "other.db", cwd=tmp_path)
         calls = sim.ledger.snapshot()["calls"]
-    assert paused.stdout == "run 'steps': breaker closed, paused, 1 step(s) allowed\n"
+    assert paused.stdout == "run 'steps': breaker closed, paused, 1 step allowed\n"
     assert failures == [{"key": "p3", "group": "all", "kind": "item_invalid", "attempts": 1, "retryable": True,
                          "message": failures[0]["message"]}]
     assert failures[0]["message"].endswith("(gave up; attempts: 1, paid calls: 1)")
-    assert retried.stdout.startswith("1 failed items of 'steps' are pending again")
+    assert retried.stdout == "1 failed item of run 'steps' pending again; to go on:\nrunner run steps --db other.db\n"
     assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])
     assert len(calls) == 4
     assert "breaker closed · paused" in " ".join(after.stdout.split())

@@ -51,7 +51,7 @@ def test_confirm_shows_what_each_case_does_and_releases_only_after_a_yes(tmp_pat
         "so this may run and charge twice\n"
         "release 3 held items of 'test'? [y/N]: "
         "3 items: sends the items again: the first call may have run, so this may run and charge twice\n"
-        "released 3 items; `runner run test` goes on\n"
+        "released 3 items; to go on:\nrunner run test\n"
     )
     assert held(tmp_path) == 0
 
@@ -83,7 +83,7 @@ def test_confirm_yes_releases_at_once_and_says_what_each_case_does(tmp_path: Pat
     assert confirmed.returncode == 0, confirmed.stderr
     assert confirmed.stdout == (
         "2 items: sends the items again: the first call may have run, so this may run and charge twice\n"
-        "released 2 items; `runner run test` goes on\n"
+        "released 2 items; to go on:\nrunner run test\n"
     )
     assert held(tmp_path) == 1
 

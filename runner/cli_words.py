@@ -1,0 +1,98 @@
+"""What the CLI says beyond each command's own lines: the commands' order, hints that carry a command, the faults.
+
+A hint's command is printed alone on its line, as :func:`runner.words.command`
+spells it, so that a person copies it whole. Every fault of
+:data:`runner.sim.faults.FAULTS` is named in :data:`FAULTS` (a test checks
+it); ``\\b`` keeps click from rewrapping its table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from . import jobs, words
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+#: The commands in the order a user meets them, as ``runner --help`` lists them.
+ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "sim")
+
+
+class Commands(click.Group):
+    """The ``runner`` group: its commands listed in the order a user meets them (one not in ORDER last)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=lambda name: ORDER.index(name) if name in ORDER else len(ORDER))
+
+
+def hint(said: str, command: str) -> None:
+    """``said``, then the command alone on the next line, as it is."""
+    click.echo(said)
+    click.echo(command)
+
+
+def go_on(said: str, store: Store, name: str) -> None:
+    """``said`` and how to go on with the run: ``runner run NAME``, or the Python call for a run defined in Python."""
+    if store.job(name).provider.kind == jobs.PYTHON:
+        hint(f"{said}; to go on (from Python):", words.python_go_on(name, store.path))
+    else:
+        hint(f"{said}; to go on:", words.command("run", name, db=store.path))
+
+
+FAULTS = """\b
+A fault plan is a list of rules; the first rule that matches a request
+decides its fault. A rule is {"fault": NAME, selectors, parameters}, the
+selectors all optional: "rate" (0 to 1, drawn from the plan's "seed"),
+"times" (the first N matches only), "keys" (a request holding these ids).
+
+\b
+Faults of POST /v1/chat/completions:
+  http_400, http_401, http_402, http_403, http_500
+                       that status, never billed
+  http_503             a 503, never billed (retry_after: seconds)
+  http_429             a 429, never billed (retry_after, retry_after_ms,
+                       http_date: true, header: retry-after, retry-after-ms,
+                       llm_provider-retry-after or none)
+  insufficient_quota   a 429 not worth retrying (spent balance)
+  budget_exceeded      LiteLLM's 422 budget_exceeded
+  context_length       a 400 context_length_exceeded for the "keys" given
+  invalid_model        LiteLLM's 400 "Invalid model name passed in model=..."
+  model_not_found      OpenAI's 404 for the request's model
+  echo_key             a 401 whose message holds the key the client sent
+  timeout              waits "seconds" (default 30), then answers
+  drop                 closes the connection with nothing sent, not billed
+  billed_then_dropped  bills the answer, then closes with nothing sent
+  malformed            billed: cut-off JSON, finish reason length
+  wrong_ids            billed: every result's id gets a -x
+  missing_ids          billed: the results of "keys" (else the second half)
+                       are left out
+  invalid_items        billed: the results of "keys" (else a "share", default
+                       0.5) keep only their id
+  duplicate_ids        billed: a result comes again with other values
+  content_parts        billed: the answer as "parts" text parts (default 2)
+  fenced               billed: the JSON inside a Markdown code fence
+
+\b
+Faults of the Batch API (the batch is made all the same unless said):
+  upload_lost          POST /v1/files: stored, then closed with nothing sent
+  create_lost          POST /v1/batches: closed with nothing sent
+  create_500           the create answers a 500 server_error
+  create_slow          the create waits "seconds" (default 5) before it
+                       makes the batch and answers
+  create_twice         two batches of the same file, both run and bill
+  batch_unknown        from then on a 404: the batch is gone, never billed
+  expire               ends expired: half its lines answered, the rest not
+  missing_rows         completes, but the lines of "keys" (else the second
+                       half) are in neither file, not billed
+  batch_failed         fails validation, as for a spent token quota
+  poll_503, list_503   GET /v1/batches/{id}, GET /v1/batches answer a 503
+
+\b
+Example plan: {"seed": 7, "rules": [{"fault": "http_503", "rate": 0.3},
+  {"fault": "http_429", "times": 2, "retry_after": 1},
+  {"fault": "invalid_items", "keys": ["p001"]}]}
+"""

@@ -1,0 +1,41 @@
+"""How runner's messages spell what a person reads: counts, near matches, and the commands they copy.
+
+A command in a hint is copied into a shell as it is, so it is spelt here
+once: quoted for the shell, and with ``--db`` whenever the store is not the
+default one, so that the copy reads the store the hint came from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+
+#: The store every command reads and writes without ``--db``.
+DEFAULT_DB = "runs.db"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 item``, ``0 items``, ``2 items``; ``many`` where adding an s is wrong."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def unknown(what: str, word: str, known: Iterable[str]) -> str:
+    """``unknown key 'max_item': did you mean 'max_items'?``, or the known words when none is near."""
+    known = list(known)
+    near = difflib.get_close_matches(word, known, n=1)
+    return f"unknown {what} {word!r}" + (f": did you mean {near[0]!r}?" if near else f" (known: {', '.join(known)})")
+
+
+def command(*words: str, db: str | Path) -> str:
+    """``runner WORDS``, with ``--db PATH`` unless ``db`` is the default store of the directory it runs in."""
+    given = ["runner", *words]
+    if Path(db).absolute() != Path(DEFAULT_DB).absolute():
+        given += ["--db", str(db)]
+    return shlex.join(given)
+
+
+def python_go_on(name: str, db: str | Path) -> str:
+    """The notebook call that continues a run defined with a Python handler (``runner run`` cannot)."""
+    return f"await runner.notebook.Run.attach({name!r}, db={str(db)!r}, provider=<that handler>).go()"
