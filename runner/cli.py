@@ -1,5 +1,9 @@
 """The ``runner`` command: one short function per command over the library.
 
+A command imports what only it needs (the engine, the simulator, rich's
+tables, the exporter) inside itself: ``--help``, ``status --json`` and the
+other light commands start without loading them (tests/runner/test_cold_start.py).
+
 Exit codes of ``runner run`` and ``runner demo``: 0 all completed, 3 ended
 with failed items, 4 stopped for a person, 1 bad input or configuration (one
 line on stderr, nothing lost), 2 usage.
@@ -16,20 +20,19 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from . import control, export, jobs, recovery, tables
+from . import control, recovery
 from .store import views
 from .breaker import Control
 from .errors import JobError, RunError, RunnerError
-from .sim import Simulator, load_plan
 from .model import FailureKind
-from .terminal_run import run_in_terminal
 from .store import Store
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,6 +77,10 @@ def demo(db: str, latency: float) -> None:
     """
     if not SAMPLE_JOB.exists():
         raise JobError(f"{SAMPLE_JOB}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
+    from . import jobs
+    from .sim import Simulator
+    from .terminal_run import run_in_terminal
+
     job = jobs.load(SAMPLE_JOB)
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
@@ -97,6 +104,9 @@ def run(job_or_name: str, db: str, wait: bool) -> None:
 
     Example: runner run sample_data/job.toml
     """
+    from . import jobs
+    from .terminal_run import run_in_terminal
+
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
         outcome = run_in_terminal(Store(db), job, wait_for_person=wait, read_input=True)
@@ -122,7 +132,9 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             statuses = [standing.status() for standing in standings]
             click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
             return
-        console = Console()
+        from . import tables
+
+        console = _console()
         for standing in standings:
             console.print(tables.status_table(standing))
             if standing.held:
@@ -146,7 +158,11 @@ def failures(name: str, db: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
-    console = Console()
+    from rich.markup import escape
+
+    from . import tables
+
+    console = _console()
     console.print(tables.failures_table(name, failed))
     for duplicate in duplicates:
         console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {escape(duplicate['message'])}")
@@ -250,6 +266,8 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
 
     Example: runner export demo --format csv --out demo.csv
     """
+    from . import export
+
     with Store(db, read_only=True) as store:
         try:
             count = export.write(store, name, out, fmt=fmt, state=state)
@@ -294,6 +312,8 @@ def sim(
 
     Example: runner sim --latency 0.5 --faults '{"rules": [{"fault": "http_500", "rate": 0.2}]}'
     """
+    from .sim import Simulator, load_plan
+
     try:
         faults = load_plan(plan) if plan else None
     except ValueError as exc:
@@ -333,10 +353,19 @@ def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
 
 def _show_results(name: str, db: str) -> None:
     """A few results of a run, and the command that writes them all."""
+    from . import export
+
     with Store(db, read_only=True) as store:
         for row in itertools.islice(export.rows(store, name, state="completed"), 3):
             click.echo(f"  {row['key']}: {row.get('label', '')}")
     click.echo(f"All results: runner export {name} --format csv --out {name}.csv" + ("" if db == "runs.db" else f" --db {db}"))
+
+
+def _console() -> Console:
+    """A rich console for a command that prints a table; rich is imported only then (it costs more than click)."""
+    from rich.console import Console
+
+    return Console()
 
 
 def _show_control(name: str, now: Control) -> None:
