@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
+import httpx
+
 from . import protocol
 from .errors import InputError, JobError
 from .inputs import Format, InputSpec, format_of, not_utf8, read_records
@@ -364,8 +366,6 @@ def _check_values(job: Job, where: str) -> None:
 def _check_provider(provider: ProviderConfig, where: str) -> None:
     if provider.kind not in PROVIDER_KINDS:
         raise JobError(f"{where}: unknown kind {provider.kind!r} (known: {', '.join(PROVIDER_KINDS)})")
-    import httpx  # here, not at the top: the CLI's read-only commands load jobs and need no HTTP client
-
     try:
         httpx.URL(provider.base_url)
     except httpx.InvalidURL as exc:  # raised later when the run builds its client, as a traceback

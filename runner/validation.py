@@ -8,12 +8,11 @@ once per job; a result takes well under a microsecond, where the pure-Python
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import jsonschema_rs
 
 from .errors import JobError
-
-if TYPE_CHECKING:
-    import jsonschema_rs
 
 
 def compile_schema(schema: dict[str, Any], where: str) -> jsonschema_rs.Draft202012Validator:
@@ -22,8 +21,6 @@ def compile_schema(schema: dict[str, Any], where: str) -> jsonschema_rs.Draft202
     Building it checks the schema against the meta-schema and resolves every
     ``$ref``, so a job file is checked whole when it is loaded.
     """
-    import jsonschema_rs  # here, not at the top: the CLI's read-only commands need no validator
-
     try:
         return jsonschema_rs.Draft202012Validator(schema, retriever=_no_remote_schemas)
     except jsonschema_rs.ValidationError as exc:
