@@ -1,5 +1,9 @@
 """The ``runner`` command: one short function per command over the library.
 
+A command imports what only it needs (the engine, the simulator, rich's
+tables, the exporter) inside itself: ``--help``, ``status --json`` and the
+other light commands start without loading them (tests/runner/test_cold_start.py).
+
 Exit codes of ``runner run`` and ``runner demo``: 0 all completed, 3 ended
 with failed items, 4 stopped for a person, 1 bad input or configuration (one
 line on stderr, nothing lost), 2 usage.
@@ -9,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import json
 import os
 import sys
@@ -19,17 +22,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from . import cli_words, control, export, jobs, recovery, tables
-from .cli_words import go_on, hint
+from . import cli_words, control, recovery
+from .cli_words import go_on, hint, rich_console, show_control, show_results
 from .store import views
-from .breaker import Control
 from .errors import JobError, RunError, RunnerError
-from .sim import Simulator, load_plan
 from .model import FailureKind
-from .terminal_run import run_in_terminal, waits
 from .store import Store
 from .words import DEFAULT_DB, command as spelt, plural
 
@@ -82,13 +80,17 @@ def demo(db: str, latency: float, wait: bool | None) -> None:
     """
     if not SAMPLE_JOB.exists():
         raise JobError(f"{SAMPLE_JOB}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
+    from . import jobs
+    from .sim import Simulator
+    from .terminal_run import run_in_terminal, waits
+
     job = jobs.load(SAMPLE_JOB)
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
         outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=waits(wait))
     hint(f"Run 'demo' is in {db}; see it with:", spelt("status", "demo", db=db))
-    _show_results("demo", db)
+    show_results("demo", db)
     sys.exit(outcome.exit_code)
 
 
@@ -108,6 +110,9 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
 
     Example: runner run sample_data/job.toml
     """
+    from . import jobs
+    from .terminal_run import run_in_terminal, waits
+
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
         outcome = run_in_terminal(Store(db), job, wait_for_person=waits(wait), read_input=True)
@@ -139,7 +144,9 @@ def status(name: str | None, db: str, as_json: bool) -> None:
         if not standings:
             click.echo(f"no runs in {db}")
             return
-        console = Console()
+        from . import tables
+
+        console = rich_console()
         for standing in standings:
             console.print(tables.status_table(standing))
             if standing.held:
@@ -169,7 +176,11 @@ def failures(name: str, db: str, as_json: bool) -> None:
     if not failed and not duplicates:
         click.echo(f"no failed items in run {name!r}")
         return
-    console = Console()
+    from rich.markup import escape
+
+    from . import tables
+
+    console = rich_console()
     console.print(tables.failures_table(name, failed))
     for duplicate in duplicates:
         console.print(f"[yellow]unknown charge:[/] batch {duplicate['batch_id']}: {escape(duplicate['message'])}")
@@ -184,7 +195,7 @@ def pause(name: str, db: str) -> None:
 
     Example: runner pause demo
     """
-    _show_control(name, control.pause(Store(db, create=False), name, now=time.time()))
+    show_control(name, control.pause(Store(db, create=False), name, now=time.time()))
 
 
 @main.command()
@@ -199,7 +210,7 @@ def resume(name: str, db: str) -> None:
 
     Example: runner resume demo
     """
-    _show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
+    show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
 
 
 @main.command()
@@ -211,7 +222,7 @@ def step(name: str, db: str) -> None:
 
     Example: runner step demo
     """
-    _show_control(name, control.step(Store(db, create=False), name, now=time.time()))
+    show_control(name, control.step(Store(db, create=False), name, now=time.time()))
 
 
 @main.command()
@@ -285,6 +296,8 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
 
     Example: runner export demo --format csv --out demo.csv
     """
+    from . import export
+
     with Store(db, read_only=True) as store:
         try:
             count = export.write(store, name, out, fmt=fmt, state=state)
@@ -331,6 +344,8 @@ def sim(
 
     Example: runner sim --faults '{"rules": [{"fault": "drop", "rate": 0.2}]}'
     """
+    from .sim import Simulator, load_plan
+
     try:
         faults = load_plan(plan) if plan else None
     except ValueError as exc:
@@ -366,18 +381,3 @@ def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
             click.echo(f"{case.value}: {len(chosen)} ({shown}): {case.warning}")
     if not click.confirm(f"release {plural(len(held), 'held item')} of {name!r}?", default=False):
         raise RunError("nothing was released")
-
-
-def _show_results(name: str, db: str) -> None:
-    """A few results of a run, and the command that writes them all."""
-    click.echo("Its first results:")
-    with Store(db, read_only=True) as store:
-        for row in itertools.islice(export.rows(store, name, state="completed"), 3):
-            click.echo(f"  {row['key']}: {row.get('label', '')}")
-    hint("All results:", spelt("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
-
-
-def _show_control(name: str, now: Control) -> None:
-    state = f"breaker {now.breaker.value}" + (", paused" if now.paused else "")
-    steps = f", {plural(now.steps, 'step')} allowed" if now.steps else ""
-    click.echo(f"run {name!r}: {state}{steps}")

@@ -8,14 +8,18 @@ it); ``\\b`` keeps click from rewrapping its table.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import click
 
-from . import jobs, words
+from . import words
+from .store import Store
 
 if TYPE_CHECKING:
-    from .store import Store
+    from rich.console import Console
+
+    from .breaker import Control
 
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
@@ -37,6 +41,8 @@ def hint(said: str, command: str) -> None:
 
 def go_on(said: str, store: Store, name: str) -> None:
     """``said`` and how to go on with the run: ``runner run NAME``, or the Python call for a run defined in Python."""
+    from . import jobs
+
     if store.job(name).provider.kind == jobs.PYTHON:
         hint(f"{said}; to go on (from Python):", words.python_go_on(name, store.path))
     else:
@@ -96,3 +102,27 @@ Example plan: {"seed": 7, "rules": [{"fault": "http_503", "rate": 0.3},
   {"fault": "http_429", "times": 2, "retry_after": 1},
   {"fault": "invalid_items", "keys": ["p001"]}]}
 """
+
+
+def show_results(name: str, db: str) -> None:
+    """A few results of a run, and the command that writes them all."""
+    from . import export
+
+    click.echo("Its first results:")
+    with Store(db, read_only=True) as store:
+        for row in itertools.islice(export.rows(store, name, state="completed"), 3):
+            click.echo(f"  {row['key']}: {row.get('label', '')}")
+    hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
+
+
+def rich_console() -> Console:
+    """A rich console for a command that prints a table; rich is imported only then (it costs more than click)."""
+    from rich.console import Console
+
+    return Console()
+
+
+def show_control(name: str, now: Control) -> None:
+    state = f"breaker {now.breaker.value}" + (", paused" if now.paused else "")
+    steps = f", {words.plural(now.steps, 'step')} allowed" if now.steps else ""
+    click.echo(f"run {name!r}: {state}{steps}")

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import sqlite_utils
-
 from .errors import InputError
 
 Format = Literal["jsonl", "csv", "sqlite"]
@@ -210,6 +208,8 @@ def not_utf8(path: Path) -> str:
 def _sqlite(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
     if not spec.table:
         raise InputError(f"{spec.path}: a SQLite input needs a table (input = {{ path, table }})")
+    import sqlite_utils  # here, not at the top: it imports pandas and numpy whenever they are installed
+
     try:
         db = sqlite_utils.Database(sqlite3.connect(f"file:{spec.path}?mode=ro", uri=True))
         if not db[spec.table].exists():

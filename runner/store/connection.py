@@ -16,12 +16,13 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 NO_STORE = "no run store here (runner run or runner demo makes one)"
 
@@ -68,9 +69,23 @@ class SQLiteFile:
 
     def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
         self.conn = conn
-        self.db = sqlite_utils.Database(conn)
+        self._db: sqlite_utils.Database | None = None
         #: Read as the file stood when opened, no -wal or -shm beside it (see ``_connect_reading``).
         self._snapshot = snapshot
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """The connection as a sqlite-utils ``Database``, made when first asked for.
+
+        sqlite-utils imports pandas and numpy whenever they are installed (a
+        second or more), so the store's own reads and writes use the
+        connection itself, and a read-only command never loads it.
+        """
+        if self._db is None:
+            import sqlite_utils
+
+            self._db = sqlite_utils.Database(self.conn)
+        return self._db
 
     def _connect_writing(self) -> tuple[sqlite3.Connection, int]:
         """A connection that writes, and the schema version it found."""
@@ -228,7 +243,9 @@ class SQLiteFile:
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         self._follow_writer()
         try:
-            return list(self.db.query(sql, params))
+            cursor = self.conn.execute(sql, params)
+            names = [column[0] for column in cursor.description]
+            return [dict(zip(names, row)) for row in cursor]
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: store read failed ({exc})") from exc
 

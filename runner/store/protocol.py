@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..jobs import BatchLimits, ItemRow, Job
 from ..model import Batch, FailureKind, Holder, Settlement, StartedItem
 from ..rules.breaker import Control
+
+if TYPE_CHECKING:
+    from ..jobs import BatchLimits, ItemRow, Job
 
 
 @runtime_checkable

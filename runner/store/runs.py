@@ -11,12 +11,15 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, RunError
-from ..jobs import ItemRow, Job
 from . import items
 from .connection import SQLiteFile
 from .items import move
+
+if TYPE_CHECKING:
+    from ..jobs import ItemRow, Job
 
 INSERT_CHUNK = 1_000
 
@@ -86,6 +89,8 @@ class Runs(SQLiteFile):
 
     def job(self, name: str) -> Job:
         """The resolved job saved for a run, to continue it by name."""
+        from ..jobs import Job  # here: the read-only commands never load the job file's parser
+
         self.run_id(name)
         (row,) = self.rows("SELECT job FROM runs WHERE name = ?", [name])
         return Job.from_json(row["job"])

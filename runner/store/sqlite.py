@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..jobs import BatchLimits
 from ..model import Batch, BatchState, FailureKind, ItemState, Settlement, StartedItem
 from . import items, views
 from .commands import Commands
@@ -25,6 +24,9 @@ from .items import move, move_each
 from .leases import Leases
 from .runs import Runs
 from .tasks import NOTE, Tasks
+
+if TYPE_CHECKING:
+    from ..jobs import BatchLimits
 
 #: An item's input, in a RETURNING clause of an update of ``items``.
 INPUT_OF_ITEM = "(SELECT input FROM inputs WHERE item_id = items.id)"

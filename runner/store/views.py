@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import liveness
 from ..errors import RunError
-from ..jobs import Job
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, ItemState
 from ..rules import triage
 from ..rules.breaker import Control
@@ -310,6 +309,8 @@ def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[s
 
 def run_view(store: Store, name: str, *, now: float) -> RunView:
     """One run: where it stands, batches in flight, throughput and the log's tail."""
+    from ..jobs import Job  # here: the CLI's read-only commands never load the job file's parser
+
     run = _run(store, name)
     job = Job.from_json(run["job"])
     finished, since = finished_since(store, run["id"], since=now - RATE_WINDOW)
