@@ -76,7 +76,7 @@ def test_failures_as_json_import_nothing_heavy_and_no_rich(db: Path) -> None:
 @pytest.mark.parametrize("args, shown", [
     (("status", "posts"), "run posts: 3 items"),
     (("status",), "run posts: 3 items"),
-    (("failures", "posts"), "run posts: 1 failed items"),
+    (("failures", "posts"), "run posts: 1 failed item"),
 ])
 def test_status_and_failures_tables_import_rich_s_tables_but_nothing_heavy(
     db: Path, args: tuple[str, ...], shown: str
