@@ -46,6 +46,9 @@ class Standing:
     duplicate_tasks: int
     #: Seconds since an item of the run last changed state (None: never).
     idle_for: float | None
+    #: The run's calls that were billed (each answered call, per item), and those that may have been (answer lost).
+    paid_calls: int = 0
+    maybe_paid: int = 0
 
     @property
     def total(self) -> int:
@@ -76,6 +79,10 @@ class Standing:
             "needs_confirmation": self.held,
             "engine": {"alive": self.engine_alive},
             "duplicate_tasks": self.duplicate_tasks,
+            "paused": self.control.paused,
+            "steps_allowed": self.control.steps,
+            "paid_calls": self.paid_calls,
+            "maybe_paid": self.maybe_paid,
         }
 
 

@@ -112,6 +112,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         groups=groups, control=_control(run), held=held_count(store, run["id"]),
         engine_alive=engine_alive(store, run["name"], now=now),
         duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
+        paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
     )
 
 
@@ -137,13 +138,13 @@ def duplicates(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def failures(store: Store, name: str) -> list[dict[str, Any]]:
-    """Failed items with their reason, as the failures contract lists them."""
+    """Failed items with their reason, as the failures contract lists them, and the calls each paid or may have."""
     run_id = store.run_id(name)
     return [
         {**row, "retryable": bool(row["retryable"])}
         for row in store.rows(
-            'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable '
-            "FROM items WHERE run_id = ? AND state = 'failed' ORDER BY error_kind, seq",
+            'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
+            "maybe_paid FROM items WHERE run_id = ? AND state = 'failed' ORDER BY error_kind, seq",
             [run_id],
         )
     ]
@@ -152,7 +153,10 @@ def failures(store: Store, name: str) -> list[dict[str, Any]]:
 # What the TUI polls: each read uses an index or a LIMIT, never a scan of a run's items.
 
 FINISHED_SQL = f"'{ItemState.COMPLETED.value}', '{ItemState.FAILED.value}'"
-RUN_COLUMNS = "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps"
+RUN_COLUMNS = (
+    "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps, "
+    "paid_calls, maybe_paid"
+)
 
 
 def runs(store: Store) -> list[dict[str, Any]]:
