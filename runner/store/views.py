@@ -155,12 +155,12 @@ def failures(store: Store, name: str) -> list[dict[str, Any]]:
 FINISHED_SQL = f"'{ItemState.COMPLETED.value}', '{ItemState.FAILED.value}'"
 RUN_COLUMNS = (
     "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps, "
-    "paid_calls, maybe_paid"
+    "paid_calls, maybe_paid, input_read_at"
 )
 
 
 def runs(store: Store) -> list[dict[str, Any]]:
-    """Every run in the store, by name, with its saved job, breaker and a person's controls."""
+    """Every run in the store, by name: its saved job, breaker, a person's controls, paid totals, input last read."""
     return store.rows(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY name")
 
 
