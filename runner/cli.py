@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from . import control, export, inputs, jobs, recovery, tables
+from . import control, export, jobs, recovery, tables
 from .store import views
 from .breaker import Control
 from .errors import JobError, RunError, RunnerError
@@ -101,7 +101,7 @@ def run(job_or_name: str, db: str, wait: bool) -> None:
         job = jobs.load(job_or_name)
         job.input.require()  # before the store is opened: a missing input leaves no new store behind
         store = Store(db)
-        read_at = store.input_unchanged_since(job, inputs.fingerprint(job.input))
+        read_at = store.input_unchanged_since(job, job.input.fingerprint())
         if read_at is not None:
             click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}, "
                        "not read again", err=True)

@@ -55,6 +55,19 @@ class InputSpec:
         if not self.path.is_file():
             raise InputError(f"{self.path}: input file not found")
 
+    def fingerprint(self) -> Fingerprint | None:
+        """The input file's fingerprint; None for no file, or a SQLite input (always read: changes may sit in its -wal)."""
+        if self.format == "sqlite" or not self.path.is_file():
+            return None
+        path = self.path.resolve()
+        with path.open("rb") as file:
+            stat = os.fstat(file.fileno())
+            digest = hashlib.sha256(file.read(FINGERPRINT_WINDOW))
+            if stat.st_size > FINGERPRINT_WINDOW:
+                file.seek(max(FINGERPRINT_WINDOW, stat.st_size - FINGERPRINT_WINDOW))
+                digest.update(file.read(FINGERPRINT_WINDOW))
+        return Fingerprint(str(path), stat.st_size, stat.st_mtime_ns, digest.hexdigest())
+
 
 #: Bytes hashed at each end of an input file for its fingerprint.
 FINGERPRINT_WINDOW = 64 * 1024
@@ -62,7 +75,7 @@ FINGERPRINT_WINDOW = 64 * 1024
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """An input file as it is: a change of any part means it must be read again.
+    """An input file as it was when read: when any of its parts differs, it is read again.
 
     ``digest`` hashes the first and last ``FINGERPRINT_WINDOW`` bytes (the
     whole of a smaller file): a full hash would cost the full read it saves.
@@ -74,20 +87,6 @@ class Fingerprint:
     size: int
     mtime_ns: int
     digest: str
-
-
-def fingerprint(spec: InputSpec) -> Fingerprint | None:
-    """The input file's fingerprint; None for a SQLite input (always read: its changes may sit in its -wal) or no file."""
-    if spec.format == "sqlite" or not spec.path.is_file():
-        return None
-    path = spec.path.resolve()
-    with path.open("rb") as file:
-        stat = os.fstat(file.fileno())
-        digest = hashlib.sha256(file.read(FINGERPRINT_WINDOW))
-        if stat.st_size > FINGERPRINT_WINDOW:
-            file.seek(max(FINGERPRINT_WINDOW, stat.st_size - FINGERPRINT_WINDOW))
-            digest.update(file.read())
-    return Fingerprint(str(path), stat.st_size, stat.st_mtime_ns, digest.hexdigest())
 
 
 def format_of(path: Path) -> Format:

@@ -14,7 +14,6 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from .. import inputs
 from ..errors import InputError, RunError
 from ..inputs import Fingerprint
 from ..jobs import ItemRow, Job
@@ -65,7 +64,7 @@ class Runs(SQLiteFile):
         it was read (``input_unchanged_since``); a large write is checkpointed
         out of the -wal.
         """
-        source = inputs.fingerprint(job.input)
+        source = job.input.fingerprint()
         with self.write() as conn:
             (run_id,) = conn.execute(
                 "INSERT INTO runs (name, job, nonce, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "

@@ -12,7 +12,7 @@ import sqlite_utils
 
 from runner import jobs
 from runner.errors import InputError
-from runner.inputs import InputSpec, fingerprint, read_records
+from runner.inputs import InputSpec, read_records
 from runner.jobs import Job, Prompt
 
 RECORDS = [
@@ -136,21 +136,21 @@ def big_input(tmp_path: Path) -> InputSpec:
 def test_an_edit_that_keeps_size_and_mtime_changes_the_fingerprint_inside_the_hashed_windows(
     big_input: InputSpec, where: str
 ) -> None:
-    before = fingerprint(big_input)
+    before = big_input.fingerprint()
     size = big_input.path.stat().st_size
     edited_in_place(big_input.path, 100 if where == "head" else size - 100, b"b")
-    after = fingerprint(big_input)
+    after = big_input.fingerprint()
     assert before is not None and after is not None
     assert (after.size, after.mtime_ns) == (before.size, before.mtime_ns) and after.digest != before.digest
 
 
 def test_an_edit_in_the_middle_of_a_large_input_that_keeps_size_and_mtime_goes_unseen(big_input: InputSpec) -> None:
-    before = fingerprint(big_input)
+    before = big_input.fingerprint()
     edited_in_place(big_input.path, 150 * 1024, b"b")
-    assert fingerprint(big_input) == before
+    assert big_input.fingerprint() == before
 
 
 def test_a_sqlite_input_and_a_missing_file_have_no_fingerprint(tmp_path: Path) -> None:
     sqlite_utils.Database(tmp_path / "in.db")["posts"].insert({"id": "a1"})
-    assert fingerprint(InputSpec(tmp_path / "in.db", "sqlite", "posts")) is None
-    assert fingerprint(InputSpec(tmp_path / "nowhere.jsonl", "jsonl")) is None
+    assert InputSpec(tmp_path / "in.db", "sqlite", "posts").fingerprint() is None
+    assert InputSpec(tmp_path / "nowhere.jsonl", "jsonl").fingerprint() is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import make_job, posts
 
-from runner import inputs, jobs
+from runner import jobs
 from runner.errors import RunError
 from runner.jobs import BatchLimits, Job
 from runner.model import Batch, BreakerState, FailureKind, Holder, Settlement
@@ -267,11 +267,11 @@ def test_failures_carry_what_each_item_paid_and_may_have_paid(tmp_path: Path, st
 
 def test_an_input_read_is_remembered_until_the_input_or_the_job_changes(tmp_path: Path, store: Store) -> None:
     job, _ = prepared(tmp_path, store)
-    assert store.input_unchanged_since(job, inputs.fingerprint(job.input)) == 1.0
-    assert store.input_unchanged_since(replace(job, version="2"), inputs.fingerprint(job.input)) is None
+    assert store.input_unchanged_since(job, job.input.fingerprint()) == 1.0
+    assert store.input_unchanged_since(replace(job, version="2"), job.input.fingerprint()) is None
     with job.input.path.open("a", encoding="utf-8") as grown:
         grown.write('{"id": "p005", "month": "2026-01", "body": "one more"}\n')
-    assert store.input_unchanged_since(job, inputs.fingerprint(job.input)) is None
+    assert store.input_unchanged_since(job, job.input.fingerprint()) is None
     store.prepare_run(job, jobs.items(job), now=2.0)
-    assert store.input_unchanged_since(job, inputs.fingerprint(job.input)) == 2.0
+    assert store.input_unchanged_since(job, job.input.fingerprint()) == 2.0
     assert store.input_unchanged_since(job, None) is None
