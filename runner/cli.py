@@ -102,7 +102,7 @@ def run(job_or_name: str, db: str, wait: bool) -> None:
         job.input.require()  # before the store is opened: a missing input leaves no new store behind
         store = Store(db)
         read_at = store.input_unchanged_since(job, job.input.fingerprint())
-        if read_at is not None:
+        if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # (else it refuses)
             click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}, "
                        "not read again", err=True)
         outcome = run_in_terminal(store, job, wait_for_person=wait, read_input=read_at is None)
