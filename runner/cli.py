@@ -115,7 +115,13 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
 
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
-        outcome = run_in_terminal(Store(db), job, wait_for_person=waits(wait), read_input=True)
+        job.input.require()  # before the store is opened: a missing input leaves no new store behind
+        store = Store(db)
+        read_at = store.input_unchanged_since(job, job.input.fingerprint())
+        if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # (else it refuses)
+            click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}, "
+                       "not read again", err=True)
+        outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=read_at is None)
     else:
         store = Store(db, create=False)
         outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=waits(wait), read_input=False)

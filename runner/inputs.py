@@ -8,8 +8,10 @@ sits in memory whole.
 from __future__ import annotations
 
 import csv
+import hashlib
 import itertools
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator
@@ -46,6 +48,44 @@ class InputSpec:
     def describe(self) -> str:
         return f"{self.path}" + (f" table {self.table}" if self.table else "")
 
+    def require(self) -> None:
+        """Refuse an input file that is not there (InputError), before anything is read or made."""
+        if not self.path.is_file():
+            raise InputError(f"{self.path}: input file not found")
+
+    def fingerprint(self) -> Fingerprint | None:
+        """The input file's fingerprint; None for no file, or a SQLite input (always read: changes may sit in its -wal)."""
+        if self.format == "sqlite" or not self.path.is_file():
+            return None
+        path = self.path.resolve()
+        with path.open("rb") as file:
+            stat = os.fstat(file.fileno())
+            digest = hashlib.sha256(file.read(FINGERPRINT_WINDOW))
+            if stat.st_size > FINGERPRINT_WINDOW:
+                file.seek(max(FINGERPRINT_WINDOW, stat.st_size - FINGERPRINT_WINDOW))
+                digest.update(file.read(FINGERPRINT_WINDOW))
+        return Fingerprint(str(path), stat.st_size, stat.st_mtime_ns, digest.hexdigest())
+
+
+#: Bytes hashed at each end of an input file for its fingerprint.
+FINGERPRINT_WINDOW = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """An input file as it was when read: when any of its parts differs, it is read again.
+
+    ``digest`` hashes the first and last ``FINGERPRINT_WINDOW`` bytes (the
+    whole of a smaller file): a full hash would cost the full read it saves.
+    A change in the middle of a large file that keeps its size and restores
+    its mtime goes unseen.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    digest: str
+
 
 def format_of(path: Path) -> Format:
     """The input format named by a file's suffix."""
@@ -60,8 +100,7 @@ def format_of(path: Path) -> Format:
 
 def read_records(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield ``(where, record)`` for every record of the input, in order."""
-    if not spec.path.is_file():
-        raise InputError(f"{spec.path}: input file not found")
+    spec.require()
     readers = {"jsonl": _jsonl, "csv": _csv, "sqlite": _sqlite}
     return readers[spec.format](spec)
 

@@ -54,6 +54,9 @@ class Standing:
     #: Seconds since the last heartbeat of an engine that still holds the run's lease but no longer
     #: lives (it died without giving the run back); None when no engine holds it, or a live one does.
     engine_silent_for: float | None = None
+    #: The run's calls that were billed (each answered call, per item), and those that may have been (answer lost).
+    paid_calls: int = 0
+    maybe_paid: int = 0
 
     @property
     def total(self) -> int:
@@ -91,6 +94,10 @@ class Standing:
             "needs_confirmation": self.held,
             "engine": {"alive": self.engine_alive},
             "duplicate_tasks": self.duplicate_tasks,
+            "paused": self.control.paused,
+            "steps_allowed": self.control.steps,
+            "paid_calls": self.paid_calls,
+            "maybe_paid": self.maybe_paid,
         }
 
 

@@ -29,6 +29,13 @@ NO_STORE = "no run store here (runner run or runner demo makes one)"
 #: The tables of a database, to tell a run store from another program's database.
 TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
 
+#: A -wal over this size is checkpointed and truncated after a large write: twice the 4 MB that SQLite's
+#: own checkpoints (every 1,000 pages of 4 KiB) let it reach, so only one large transaction (an input
+#: read) or checkpoints that readers held back leave it there.
+WAL_LIMIT = 8 * 1024 * 1024
+#: Seconds a checkpoint waits for readers in the middle of a read.
+CHECKPOINT_WAIT = 1.0
+
 #: A read-only connection could not make or grow the -shm beside a WAL store:
 #: a read-only folder, a read-only file system, a full disk.
 NO_SHARED_MEMORY = {
@@ -142,10 +149,31 @@ class SQLiteFile:
 
     def _wal_written(self) -> bool:
         """Whether the store's -wal holds anything: transactions that the file alone may not have."""
+        return self._wal_bytes() > 0
+
+    def _wal_bytes(self) -> int:
+        """The size of the store's -wal file (0: none)."""
         try:
-            return Path(f"{self.path}-wal").stat().st_size > 0
+            return Path(f"{self.path}-wal").stat().st_size
         except FileNotFoundError:
-            return False
+            return 0
+
+    def _shrink_wal(self) -> None:
+        """After a large write, copy the -wal into the store and truncate it, when no reader is mid-read.
+
+        SQLite's own checkpoints reuse the -wal but never shrink it: one large
+        transaction (an input read) leaves it that large, beside a TUI that
+        holds the store open, for as long as the store is used. A reader in
+        the middle of a read is waited for at most ``CHECKPOINT_WAIT``; then
+        the -wal stays as it is, and the next large write tries again.
+        """
+        if self.conn.in_transaction or self._wal_bytes() <= WAL_LIMIT:
+            return
+        try:
+            with self.waiting_at_most(CHECKPOINT_WAIT):
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            raise _write_failed(self.path, exc) from exc
 
     def _follow_writer(self) -> None:
         """A snapshot is opened again once a writer wrote (it may write the file itself at a checkpoint)."""

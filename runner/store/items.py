@@ -15,13 +15,15 @@ may leave several. Every other state change is logged per item by the
 trigger ``items_change`` (see ``schema``), which also keeps ``counts``.
 
 The other writes here change no state: the tallies of paid, maybe paid and
-refused tries, and items added or given a new input.
+refused tries (the run's totals of paid and maybe paid calls move with
+them: ``add_to_run``), and items added or given a new input.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -128,7 +130,7 @@ def _quoted(states: tuple[ItemState, ...]) -> str:
     return ", ".join(f"'{state.value}'" for state in states)
 
 
-# Tallies: no state changes ------------------------------------------------
+# Tallies: no state changes; a run's totals move with its items' -------------------
 
 #: Each of a batch's items still running may have paid a call with no answer to show.
 MAYBE_PAID_RUNNING = "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running'"
@@ -138,6 +140,29 @@ MAYBE_PAID = """
 UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
 """
+
+#: The totals of the run of batch ``:batch``: its items' paid calls and calls that may have been paid.
+ADD_TO_RUN = """
+UPDATE runs SET paid_calls = paid_calls + :paid_calls, maybe_paid = maybe_paid + :maybe_paid
+WHERE id = (SELECT run_id FROM batches WHERE id = :batch)
+"""
+
+
+def add_to_run(conn: sqlite3.Connection, batch_id: int, *, paid_calls: int = 0, maybe_paid: int = 0) -> None:
+    """Move the run's totals with what its batch's items just gained, in the caller's transaction."""
+    if paid_calls or maybe_paid:
+        conn.execute(ADD_TO_RUN, {"batch": batch_id, "paid_calls": paid_calls, "maybe_paid": maybe_paid})
+
+
+def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int] | None = None) -> int:
+    """A batch's items still running (or those of ``ids`` running or received) may have paid a call; how many."""
+    if ids is None:
+        counted = conn.execute(MAYBE_PAID_RUNNING, (batch_id,)).rowcount
+    else:
+        counted = conn.execute(MAYBE_PAID, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
+    add_to_run(conn, batch_id, maybe_paid=counted)
+    return counted
+
 
 #: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,
 #: item ids) are counted, in a row too; any other ends a streak of refusals.

@@ -40,8 +40,10 @@ class Leases(SQLiteFile):
         return held is not None
 
     def release_lease(self, run: str, *, token: str) -> None:
+        """Give the run back, at the end of an engine's work: what the run grew the -wal to is checkpointed."""
         with self.write() as conn:
             conn.execute("DELETE FROM engines WHERE run = ? AND token = ?", (run, token))
+        self._shrink_wal()
 
     def holder(self, run: str) -> Holder | None:
         """The engine holding ``run``, alive or not."""

@@ -1,4 +1,4 @@
-"""A run as the store keeps it: its job, and its items added or given a new input.
+"""A run as the store keeps it: its job, its items added or given a new input, and the input they were read from.
 
 A run is a job by name. Preparing it adds its items in one transaction;
 an item given a new input moves as :meth:`Runs.prepare_run` says, by the
@@ -7,11 +7,12 @@ one writer of item state.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import sqlite3
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, RunError
 from . import items
@@ -19,6 +20,7 @@ from .connection import SQLiteFile
 from .items import move
 
 if TYPE_CHECKING:
+    from ..inputs import Fingerprint
     from ..jobs import ItemRow, Job
 
 INSERT_CHUNK = 1_000
@@ -30,6 +32,12 @@ LISTED = "items.id IN (SELECT value FROM json_each(:ids))"
 LOG_ADDED = """
 INSERT INTO events (run_id, at, to_state, items)
 SELECT :run, :now, 'pending', sum(n) - :before FROM counts WHERE run_id = :run HAVING sum(n) > :before
+"""
+
+#: The input file the run's items were just read from, and when (all NULL: an input always read).
+INPUT_READ = """
+UPDATE runs SET input_path = :path, input_size = :size, input_mtime_ns = :mtime_ns, input_hash = :digest,
+    input_read_at = :now WHERE id = :run
 """
 
 INPUT_CHANGED = {
@@ -54,7 +62,11 @@ class Runs(SQLiteFile):
         a fresh attempt budget; if it was in a formed, unsent batch, it leaves
         it for pending (the batch was sized, and grouped, for the old input).
         An input without records, or any error, leaves the store untouched.
+        The input file's fingerprint, taken before reading, is kept with when
+        it was read (``input_unchanged_since``); a large write is checkpointed
+        out of the -wal.
         """
+        source = job.input.fingerprint()
         with self.write() as conn:
             (run_id,) = conn.execute(
                 "INSERT INTO runs (name, job, nonce, created_at, updated_at) VALUES (?, ?, ?, ?, ?) "
@@ -75,7 +87,24 @@ class Runs(SQLiteFile):
             if not seen:
                 raise InputError(f"{job.input.describe()}: no records")
             conn.execute(LOG_ADDED, {"run": run_id, "now": now, "before": before})
+            conn.execute(INPUT_READ, _input_read(run_id, source, now))
+        self._shrink_wal()
         return int(run_id)
+
+    def input_unchanged_since(self, job: Job, seen: Fingerprint | None) -> float | None:
+        """When the run's items were last read from its input, if the job is the one saved and ``seen`` as then.
+
+        ``seen`` is the input's fingerprint now; None (no fingerprint, or a
+        run never read with one) means it must be read.
+        """
+        if seen is None:
+            return None
+        rows = self.rows(
+            "SELECT input_read_at FROM runs WHERE name = :name AND job = :job AND input_path = :path "
+            "AND input_size = :size AND input_mtime_ns = :mtime_ns AND input_hash = :digest",
+            {"name": job.name, "job": job.to_json(), **dataclasses.asdict(seen)},
+        )
+        return float(rows[0]["input_read_at"]) if rows else None
 
     def run_id(self, name: str) -> int:
         rows = self.rows("SELECT id FROM runs WHERE name = ?", [name])
@@ -99,6 +128,13 @@ class Runs(SQLiteFile):
         """The run's name and nonce, unique across stores: the prefix of its tasks' references."""
         (row,) = self.rows("SELECT name, nonce FROM runs WHERE id = ?", [run_id])
         return f"{row['name']}:{row['nonce']}"
+
+
+def _input_read(run_id: int, seen: Fingerprint | None, now: float) -> dict[str, Any]:
+    """The parameters of ``INPUT_READ``."""
+    if seen is None:
+        return {"run": run_id, "path": None, "size": None, "mtime_ns": None, "digest": None, "now": None}
+    return {"run": run_id, **dataclasses.asdict(seen), "now": now}
 
 
 def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:

@@ -2,7 +2,8 @@
 
 Tables:
 
-- ``runs``: one row per run (a job by name), its resolved job and its breaker.
+- ``runs``: one row per run (a job by name), its resolved job and its breaker,
+  its totals of paid calls (schema v9) and the input it was last read from (v10).
 - ``items``: one row per item: state, attempts, paid calls, output; narrow,
   because every state change rewrites its row.
 - ``inputs``: each item's input as it is sent (its JSON), apart from ``items``
@@ -358,6 +359,20 @@ SHAPE = [
     """,
 ]
 
+# Version 9: a run's totals of its items' ``paid_calls`` and ``maybe_paid``, moved by the statements
+# that move an item's, in the same transaction (status stays cheap at a million items); filled once.
+PAID_TOTALS = [
+    "ALTER TABLE runs ADD COLUMN paid_calls INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN maybe_paid INTEGER NOT NULL DEFAULT 0",
+    "UPDATE runs SET paid_calls = (SELECT coalesce(sum(paid_calls), 0) FROM items WHERE run_id = runs.id), "
+    "maybe_paid = (SELECT coalesce(sum(maybe_paid), 0) FROM items WHERE run_id = runs.id)",
+]
+
+# Version 10: the input file the items were last read from, as it was (``runner.inputs.Fingerprint``),
+# and when: an unchanged input is not read again. NULL: not known, or an input that is always read.
+INPUT_READ = [f"ALTER TABLE runs ADD COLUMN input_{column}" for column in (
+    "path TEXT", "size INTEGER", "mtime_ns INTEGER", "hash TEXT", "read_at REAL")]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
@@ -368,6 +383,8 @@ MIGRATIONS: list[list[str]] = [
     BATCH_EVENTS,
     ANSWERS,
     SHAPE,
+    PAID_TOTALS,
+    INPUT_READ,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -155,7 +155,7 @@ class Store(Runs, Tasks, Commands, Leases):
     def count_maybe_paid(self, batch_id: int) -> None:
         """A call of this batch was sent and its answer lost: each item may have paid for it."""
         with self.write() as conn:
-            conn.execute(items.MAYBE_PAID_RUNNING, (batch_id,))
+            items.count_maybe_paid(conn, batch_id)
 
     def note(self, batch_id: int, *, kind: str, message: str, now: float) -> None:
         """A line in the batch's history that moves no item (an engine error's traceback, say)."""
@@ -210,9 +210,11 @@ class Store(Runs, Tasks, Commands, Leases):
             "answered": None if answered is None else json.dumps(list(answered)),
         }
         with self.write() as conn:
-            move(conn, "receive", where="items.id = answer.id", source=ANSWERED, params=params, logged_for="batch",
-                 values={"output": "output = answer.output", "paid_calls": "paid_calls = paid_calls + 1",
-                         "refused_streak": "refused_streak = 0"})
+            paid = move(conn, "receive", where="items.id = answer.id", source=ANSWERED, params=params,
+                        logged_for="batch", returning="items.id",
+                        values={"output": "output = answer.output", "paid_calls": "paid_calls = paid_calls + 1",
+                                "refused_streak": "refused_streak = 0"})
+            items.add_to_run(conn, batch_id, paid_calls=len(paid))
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
     def received_items(self, run_id: int, *, max_attempts: int) -> list[tuple[int, str | None, StartedItem]]:
@@ -327,7 +329,7 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
     """
     params: dict[str, Any] = {"batch": batch_id, "now": now}
     if settlement.maybe_paid:
-        conn.execute(items.MAYBE_PAID, {**params, "ids": json.dumps(list(settlement.maybe_paid))})
+        items.count_maybe_paid(conn, batch_id, settlement.maybe_paid)
     if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
         conn.execute(items.COUNT_REFUSED, {**params, "refused": json.dumps(list(settlement.refused))})
     if settlement.completed:

@@ -61,7 +61,7 @@ class Tasks(SQLiteFile):
             ).fetchone()
             if added is None:
                 return False
-            maybe_paid = conn.execute(items.MAYBE_PAID_RUNNING, (batch_id,)).rowcount
+            maybe_paid = items.count_maybe_paid(conn, batch_id)
             conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RUNNING, "items": maybe_paid,
                                 "kind": "duplicate", "message": message, "now": now})
         return True

@@ -113,6 +113,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         groups=groups, control=_control(run), held=held_count(store, run["id"]), engine_alive=alive,
         duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
         engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
+        paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
     )
 
 
@@ -138,13 +139,13 @@ def duplicates(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def failures(store: Store, name: str) -> list[dict[str, Any]]:
-    """Failed items with their reason, as the failures contract lists them."""
+    """Failed items with their reason, as the failures contract lists them, and the calls each paid or may have."""
     run_id = store.run_id(name)
     return [
         {**row, "retryable": bool(row["retryable"])}
         for row in store.rows(
-            'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable '
-            "FROM items WHERE run_id = ? AND state = 'failed' ORDER BY error_kind, seq",
+            'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
+            "maybe_paid FROM items WHERE run_id = ? AND state = 'failed' ORDER BY error_kind, seq",
             [run_id],
         )
     ]
@@ -153,11 +154,14 @@ def failures(store: Store, name: str) -> list[dict[str, Any]]:
 # What the TUI polls: each read uses an index or a LIMIT, never a scan of a run's items.
 
 FINISHED_SQL = f"'{ItemState.COMPLETED.value}', '{ItemState.FAILED.value}'"
-RUN_COLUMNS = "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps"
+RUN_COLUMNS = (
+    "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps, "
+    "paid_calls, maybe_paid, input_read_at"
+)
 
 
 def runs(store: Store) -> list[dict[str, Any]]:
-    """Every run in the store, by name, with its saved job, breaker and a person's controls."""
+    """Every run in the store, by name: its saved job, breaker, a person's controls, paid totals, input last read."""
     return store.rows(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY name")
 
 

@@ -1,9 +1,10 @@
-"""Inputs: JSONL, CSV and a SQLite table all give the same items, streamed in order."""
+"""Inputs: JSONL, CSV and a SQLite table all give the same items, streamed in order; a file's fingerprint."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,45 @@ def test_a_jsonl_integer_longer_than_python_reads_is_refused_with_its_line(tmp_p
     with pytest.raises(InputError) as caught:
         list(read_records(InputSpec(tmp_path / "in.jsonl", "jsonl")))
     assert str(caught.value) == f"{tmp_path / 'in.jsonl'} line 2: a number longer than 4300 digits"
+
+
+def edited_in_place(path: Path, at: int, new: bytes) -> None:
+    """Bytes of ``path`` overwritten at offset ``at``: the same size, and the mtime as it was."""
+    before = path.stat()
+    with path.open("r+b") as file:
+        file.seek(at)
+        file.write(new)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@pytest.fixture
+def big_input(tmp_path: Path) -> InputSpec:
+    """A JSONL input of 300 KiB: longer than its fingerprint's two hashed windows of 64 KiB."""
+    line = json.dumps({"id": "x", "body": "a" * 1000}) + "\n"
+    path = tmp_path / "big.jsonl"
+    path.write_text(line * (300 * 1024 // len(line)), encoding="utf-8")
+    return InputSpec(path, "jsonl")
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+def test_an_edit_that_keeps_size_and_mtime_changes_the_fingerprint_inside_the_hashed_windows(
+    big_input: InputSpec, where: str
+) -> None:
+    before = big_input.fingerprint()
+    size = big_input.path.stat().st_size
+    edited_in_place(big_input.path, 100 if where == "head" else size - 100, b"b")
+    after = big_input.fingerprint()
+    assert before is not None and after is not None
+    assert (after.size, after.mtime_ns) == (before.size, before.mtime_ns) and after.digest != before.digest
+
+
+def test_an_edit_in_the_middle_of_a_large_input_that_keeps_size_and_mtime_goes_unseen(big_input: InputSpec) -> None:
+    before = big_input.fingerprint()
+    edited_in_place(big_input.path, 150 * 1024, b"b")
+    assert big_input.fingerprint() == before
+
+
+def test_a_sqlite_input_and_a_missing_file_have_no_fingerprint(tmp_path: Path) -> None:
+    sqlite_utils.Database(tmp_path / "in.db")["posts"].insert({"id": "a1"})
+    assert InputSpec(tmp_path / "in.db", "sqlite", "posts").fingerprint() is None
+    assert InputSpec(tmp_path / "nowhere.jsonl", "jsonl").fingerprint() is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -43,15 +44,18 @@ def test_a_run_reads_as_done_engine_died_needing_a_person_paused_running_or_stop
 
 
 def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() -> None:
-    status = standing(held=1, control=Control(breaker=BreakerState.PROBING, reason="1 transport failure")).status()
+    held = Control(breaker=BreakerState.PROBING, reason="1 transport failure", paused=True, steps=2)
+    status = replace(standing(held=1, control=held), paid_calls=7, maybe_paid=3).status()
     assert list(status) == [
         "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
+        "paused", "steps_allowed", "paid_calls", "maybe_paid",
     ]
     assert list(status["counts"]) == list(STATES)
     assert json.loads(json.dumps(status)) == {
         "run": "posts", "total": 3, "counts": status["counts"], "groups": {"2026-01": status["counts"]},
         "breaker": {"state": "probing", "reason": "1 transport failure"}, "needs_confirmation": 1,
-        "engine": {"alive": True}, "duplicate_tasks": 0,
+        "engine": {"alive": True}, "duplicate_tasks": 0, "paused": True, "steps_allowed": 2, "paid_calls": 7,
+        "maybe_paid": 3,
     }
 
 

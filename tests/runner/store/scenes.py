@@ -169,3 +169,35 @@ def counts_of_items(store: Store) -> dict[tuple[int, str, str], int]:
     return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
         "SELECT run_id, grp, state, count(*) AS n FROM items GROUP BY run_id, grp, state"
     )}
+
+
+@contextmanager
+def reader_mid_read(db: Path) -> Iterator[None]:
+    """Inside the block, a reader (a TUI's connection, say) is in the middle of a read of the store at ``db``."""
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute("SELECT count(*) FROM runs").fetchone()
+        yield
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def wal_bytes(db: Path) -> int:
+    """The size of the -wal file beside the store at ``db`` (0: none)."""
+    wal = Path(f"{db}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def paid_kept(store: Store) -> dict[int, tuple[int, int]]:
+    """Each run's paid and maybe-paid calls as the run row keeps them."""
+    return {r["id"]: (r["paid_calls"], r["maybe_paid"]) for r in store.rows("SELECT id, paid_calls, maybe_paid FROM runs")}
+
+
+def paid_of_items(store: Store) -> dict[int, tuple[int, int]]:
+    """Each run's paid and maybe-paid calls, summed over its items."""
+    return {r["id"]: (r["paid"], r["maybe"]) for r in store.rows(
+        "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe "
+        "FROM runs LEFT JOIN items ON items.run_id = runs.id GROUP BY runs.id"
+    )}

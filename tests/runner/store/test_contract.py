@@ -37,10 +37,10 @@ def states(store: Store, run_id: int) -> dict[str, str]:
             if views.item(store, run_id, key) is not None}
 
 
-def started(store: Store, run_id: int) -> tuple[Batch, list[int]]:
-    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+def started(store: Store, run_id: int, *, now: float = 2.0) -> tuple[Batch, list[int]]:
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=now)
     assert batch is not None
-    return batch, [item.id for item in store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)]
+    return batch, [item.id for item in store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=now + 1)]
 
 
 def test_the_sqlite_store_implements_the_protocol(store: Store) -> None:
@@ -224,3 +224,54 @@ def test_an_answer_that_comes_after_another_engine_held_its_items_is_kept_and_en
     assert store.held_items(run_id) == [] and views.holds(store, run_id) == {"none": 5}
     due = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=7.0)  # the waiting item first, alone
     assert due is not None and due.size == 1 and states(store, run_id)["p001"] == "queued"
+
+
+def test_a_runs_paid_and_maybe_paid_totals_are_its_items_sums_after_retries_a_lost_answer_and_a_recovery(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (first, second, third) = started(store, run_id)
+    store.record_answer(batch.id, {first: '{"label": "x"}', second: "{}"}, raw="{}", now=4.0, answered=[first, second])
+    store.settle_batch(batch.id, Settlement(
+        completed=[first], retry={second: (FailureKind.ITEM_INVALID, "no label"), third: (FailureKind.TRANSPORT, "reset")},
+        maybe_paid={third}, not_before=5.0,
+    ), now=5.0)
+    again, _ = started(store, run_id, now=6.0)  # the two waiting items, due
+    store.count_maybe_paid(again.id)  # sent, the answer lost
+    store.record_duplicate(again.id, "batch_2", cancelled=False, message="second task", now=6.0)
+    store.recover(run_id, now=7.0)
+    store.confirm(run_id, keys=[], now=8.0)  # sent again: may charge twice
+    last, (resent, also_resent, p003) = started(store, run_id, now=8.0)
+    store.record_answer(last.id, {resent: "{}", also_resent: "{}"}, raw="{}", now=9.0, answered=[resent, also_resent])
+    store.settle_batch(last.id, Settlement(completed=[resent, also_resent],
+                                           failed={p003: (FailureKind.TRANSPORT, "reset", True)}), now=10.0)
+    store.retry_failed(run_id, kind=None, keys=[], now=11.0)
+    items = views.items(store, run_id)
+    status = views.status(store, "test", now=12.0)
+    assert (status["paid_calls"], status["maybe_paid"]) == (sum(i["paid_calls"] for i in items),
+                                                            sum(i["maybe_paid"] for i in items))
+    assert (status["paid_calls"], status["maybe_paid"]) == (4, 5)
+
+
+def test_failures_carry_what_each_item_paid_and_may_have_paid(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (answered, lost, _) = started(store, run_id)
+    store.record_answer(batch.id, {answered: "{}"}, raw="{}", now=4.0, answered=[answered])
+    store.settle_batch(batch.id, Settlement(
+        failed={answered: (FailureKind.ITEM_INVALID, "no label", True), lost: (FailureKind.TRANSPORT, "reset", True)},
+        maybe_paid={lost},
+    ), now=5.0)
+    assert [(f["key"], f["paid_calls"], f["maybe_paid"]) for f in views.failures(store, "test")] == [
+        ("p000", 1, 0), ("p001", 0, 1)]
+
+
+def test_an_input_read_is_remembered_until_the_input_or_the_job_changes(tmp_path: Path, store: Store) -> None:
+    job, _ = prepared(tmp_path, store)
+    assert store.input_unchanged_since(job, job.input.fingerprint()) == 1.0
+    assert store.input_unchanged_since(replace(job, version="2"), job.input.fingerprint()) is None
+    with job.input.path.open("a", encoding="utf-8") as grown:
+        grown.write('{"id": "p005", "month": "2026-01", "body": "one more"}\n')
+    assert store.input_unchanged_since(job, job.input.fingerprint()) is None
+    store.prepare_run(job, jobs.items(job), now=2.0)
+    assert store.input_unchanged_since(job, job.input.fingerprint()) == 2.0
+    assert store.input_unchanged_since(job, None) is None

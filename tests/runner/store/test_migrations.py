@@ -1,4 +1,4 @@
-"""Migrations keep every store's data: a store of schema 7 opened by this runner."""
+"""Migrations keep every store's data: stores of schema 7 and 8 opened by this runner."""
 
 from __future__ import annotations
 
@@ -58,3 +58,28 @@ def test_a_reason_of_no_known_kind_leaves_the_kind_unknown(tmp_path: Path) -> No
     v7_store(tmp_path / "runs.db", breaker_reason="resumed by a person: one batch at a time until one succeeds")
     with Store(tmp_path / "runs.db") as store:
         assert store.control(store.run_id("old")).kind is None
+
+
+def v8_store(path: Path) -> None:
+    """A store as runner wrote it at schema 8: two runs whose items paid calls, and some may have."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statements in schema.MIGRATIONS[:8]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 8")
+    conn.executemany("INSERT INTO runs (name, job, created_at, updated_at) VALUES (?, '{}', 1, 1)", [("a",), ("b",)])
+    conn.executemany(
+        "INSERT INTO items (run_id, key, grp, seq, chars, fingerprint, updated_at, state, paid_calls, maybe_paid) "
+        "VALUES (?, ?, 'g', ?, 2, 'f', 1, ?, ?, ?)",
+        [(1, "k0", 0, "completed", 2, 0), (1, "k1", 1, "failed", 3, 1), (1, "k2", 2, "pending", 0, 0),
+         (2, "k0", 0, "completed", 1, 2)],
+    )
+    conn.close()
+
+
+def test_a_runs_paid_and_maybe_paid_totals_are_filled_from_its_items_once(tmp_path: Path) -> None:
+    v8_store(tmp_path / "runs.db")
+    with Store(tmp_path / "runs.db") as store:
+        totals = {name: (s["paid_calls"], s["maybe_paid"]) for name in ("a", "b")
+                  for s in [views.status(store, name, now=10.0)]}
+        assert totals == {"a": (5, 1), "b": (1, 2)}

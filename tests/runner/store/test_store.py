@@ -1,4 +1,4 @@
-"""The store: durable settings on every connection, one schema version, counts kept by triggers."""
+"""The store: durable settings on every connection, one schema version, counts kept by triggers, a -wal kept small."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from scenes import v4_store, write_lock_held
-from support import ROOT
+from scenes import reader_mid_read, v4_store, wal_bytes, write_lock_held
+from support import ROOT, make_job, posts
 from unwritable import NOW, Folder, small_store
 
-from runner import control
+from runner import control, jobs
+from runner.jobs import Job
 from runner.model import FailureKind
-from runner.store import schema, views
+from runner.store import connection, schema, views
 from runner.errors import StoreError
 from runner.store import Store
 
@@ -85,3 +86,30 @@ def test_opening_a_store_at_the_current_schema_for_writing_waits_for_no_other_wr
     db = small_store(tmp_path)
     with write_lock_held(db), Store(db, busy_timeout=30.0) as store:
         assert store.run_names() == ["posts"]
+
+
+def large_job(tmp_path: Path) -> Job:
+    """A job over an input whose items, added in one transaction, write more than ``WAL_LIMIT`` to the -wal."""
+    return make_job(tmp_path, "http://127.0.0.1:9/v1", posts(10_000, body="word " * 200))
+
+
+def test_a_large_input_read_while_a_reader_holds_the_store_open_leaves_the_wal_small(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    job = large_job(tmp_path)
+    with Store(db) as store, Store(db, read_only=True) as tui:
+        assert views.runs(tui) == []
+        store.prepare_run(job, jobs.items(job), now=NOW)
+        assert wal_bytes(db) < 64 * 1024 < connection.WAL_LIMIT < db.stat().st_size
+        assert views.status(tui, "test", now=NOW)["total"] == 10_000
+
+
+def test_a_wal_a_reader_kept_large_is_truncated_when_the_run_gives_its_lease_back(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    job = large_job(tmp_path)
+    with Store(db) as store:
+        store.take_lease("test", token="engine", pid=1, host="here", now=NOW, refuse=lambda holder: None)
+        with reader_mid_read(db):
+            store.prepare_run(job, jobs.items(job), now=NOW)
+            kept = wal_bytes(db)
+        store.release_lease("test", token="engine")
+        assert kept > connection.WAL_LIMIT > 64 * 1024 > wal_bytes(db)
