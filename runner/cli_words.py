@@ -41,12 +41,10 @@ def hint(said: str, command: str) -> None:
 
 def go_on(said: str, store: Store, name: str) -> None:
     """``said`` and how to go on with the run: ``runner run NAME``, or the Python call for a run defined in Python."""
-    from . import jobs
+    from .jobs import PYTHON
 
-    if store.job(name).provider.kind == jobs.PYTHON:
-        hint(f"{said}; to go on (from Python):", words.python_go_on(name, store.path))
-    else:
-        hint(f"{said}; to go on:", words.command("run", name, db=store.path))
+    job = store.job(name)
+    hint(f"{said}; to go on{' (from Python)' if job.provider.kind == PYTHON else ''}:", words.go_on(job, store.path))
 
 
 FAULTS = """\b

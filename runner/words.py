@@ -11,6 +11,10 @@ import difflib
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .jobs import Job
 
 #: The store every command reads and writes without ``--db``.
 DEFAULT_DB = "runs.db"
@@ -39,3 +43,10 @@ def command(*words: str, db: str | Path) -> str:
 def python_go_on(name: str, db: str | Path) -> str:
     """The notebook call that continues a run defined with a Python handler (``runner run`` cannot)."""
     return f"await runner.notebook.Run.attach({name!r}, db={str(db)!r}, provider=<that handler>).go()"
+
+
+def go_on(job: Job, db: str | Path) -> str:
+    """What continues the run: ``runner run NAME`` (with its ``--db``), or the Python call for a Python-defined run."""
+    from .jobs import PYTHON
+
+    return python_go_on(job.name, db) if job.provider.kind == PYTHON else command("run", job.name, db=db)

@@ -40,13 +40,13 @@ def run_text(view: RunView) -> Text:
 def engine(view: RunView) -> Text:
     """Whether an engine works on the run; if not, how the last one ended: gave the run back, or died holding it."""
     run = view.standing
-    goes_on = f"; `runner run {run.name}` goes on"
+    goes_on = f"; `{view.go_on}` goes on"
     if run.engine_alive:
         return Text.assemble(("alive", "green"), ": it obeys a command within a second")
     if run.engine_died:
         return Text.assemble(
             ("died", "bold red"), f": no heartbeat for {format.duration(run.engine_silent_for or 0.0)}",
-            f"; `runner run {run.name}` recovers the run",
+            f"; `{view.go_on}` recovers the run",
         )
     ended = {
         RunState.DONE: "every item completed",

@@ -135,6 +135,8 @@ class RunView:
     concurrency: int
     #: The provider's kind and model, as one line.
     provider: str
+    #: The command (or Python call) that continues the run, spelt for the store it was read from.
+    go_on: str
     batches: tuple[BatchInFlight, ...]
     log: tuple[LogLine, ...]
     #: Items completed or failed per minute, over the last minute of events.

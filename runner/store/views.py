@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import liveness
+from .. import liveness, words
 from ..errors import RunError
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, ItemState
 from ..rules import triage
@@ -321,7 +321,7 @@ def run_view(store: Store, name: str, *, now: float) -> RunView:
     standing = _standing(store, run, now=now)
     return RunView(
         standing=standing, concurrency=job.batch.concurrency,
-        provider=job.provider.describe(),
+        provider=job.provider.describe(), go_on=words.go_on(job, store.path),
         batches=tuple(_batch(row, now) for row in batches_in_flight(store, run["id"])),
         log=event_log.lines(
             event_tail(store, run["id"], limit=EVENT_LINES * 25), command_tail(store, run["id"], limit=EVENT_LINES),

@@ -13,9 +13,12 @@ from tui.screens.run import RunScreen
 from tui.widgets import EventLog
 
 
-async def run_screen(tmp_path: Path, run: str, size: tuple[int, int] = (140, 45)) -> list[str]:
-    """What the run panel of ``run`` shows, over the fixed store at ``NOW``."""
-    app = RunnerApp(build(tmp_path), run, clock=lambda: NOW)
+async def run_screen(
+    tmp_path: Path, run: str, size: tuple[int, int] = (140, 45), *, opened_as: str | None = None
+) -> list[str]:
+    """What the run panel of ``run`` shows, over the fixed store at ``NOW``, opened by its full path or as given."""
+    db = build(tmp_path)
+    app = RunnerApp(opened_as or db, run, clock=lambda: NOW)
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RunScreen)
@@ -31,9 +34,15 @@ async def run_screen(tmp_path: Path, run: str, size: tuple[int, int] = (140, 45)
     ("tickets", "engine ended: stopped for a person: 9 items await confirmation"),
 ])
 async def test_a_run_says_how_its_engine_ended_and_died_only_when_its_lease_was_left_behind(
-    tmp_path: Path, run: str, engine: str
+    tmp_path: Path, run: str, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert engine in await run_screen(tmp_path, run)
+    monkeypatch.chdir(tmp_path)
+    assert engine in await run_screen(tmp_path, run, opened_as="runs.db")
+
+
+async def test_a_run_read_from_another_store_names_it_in_the_command_that_goes_on(tmp_path: Path) -> None:
+    said = " ".join(await run_screen(tmp_path, "drafts"))
+    assert f"engine ended: stopped with 5 items to do; `runner run drafts --db {tmp_path / 'runs.db'}` goes on" in said
 
 
 async def test_a_finished_run_shows_how_many_items_in_how_long_not_a_rate(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner import recovery
+from runner import recovery, words
 from runner.recovery import Case
 from runner.store import Store, views
 from runner.store.answers import HeldView
@@ -153,7 +153,7 @@ def confirm(store: Store, now: float, *, name: str, keys: Sequence[str]) -> str:
     total = sum(released.values())
     text = f"released {total} item{'s' if total != 1 else ''} of {name}" + (f": {', '.join(parts)}" if parts else "")
     if total and not views.engine_alive(store, name, now=now):
-        text += f". No engine is running: `runner run {name}` goes on"
+        text += f". No engine is running: `{words.go_on(store.job(name), store.path)}` goes on"
     return text
 
 

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner import control
+from runner import control, words
 from runner.store import Store, views
 from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
 
@@ -281,7 +281,7 @@ def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequen
     count = control.retry(store, name, now=now, kind=kind, keys=keys)
     text = f"{count} failed item{'s' if count != 1 else ''} of {name} pending again"
     if count and not views.engine_alive(store, name, now=now):
-        text += f". No engine is running: `runner run {name}` sends them"
+        text += f". No engine is running: `{words.go_on(store.job(name), store.path)}` sends them"
     return text
 
 

@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Static
 
-from runner import control
+from runner import control, words
 from runner.breaker import Control
 from runner.store import Store, views
 from runner.store.answers import RunView
@@ -123,5 +123,5 @@ def _after(store: Store, name: str, done: Control, now: float) -> str:
     steps = f", {done.steps} step(s) allowed" if done.steps else ""
     text = f" (breaker {done.breaker.value}{', paused' if done.paused else ''}{steps})"
     if not views.engine_alive(store, name, now=now):
-        text += f". No engine is running: the next `runner run {name}` obeys it"
+        text += f". No engine is running: the next `{words.go_on(store.job(name), store.path)}` obeys it"
     return text
