@@ -87,7 +87,7 @@ async def _run_watched(
             for engine in engines:
                 engine.request_stop(INTERRUPTED)
             console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                          f"no resume is needed, to go on later: {escape(command('run', job.name, db=store.path))}",
+                          f"Ctrl-C needs no resume; to go on later: {escape(command('run', job.name, db=store.path))}",
                           soft_wrap=True)
 
         loop.add_signal_handler(signal.SIGINT, interrupted)
@@ -131,7 +131,8 @@ def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:
         return ["see what waits, then release it:", command("status", name, db=db),
                 command("confirm", name, "--all", db=db)]
     kind = outcome.stop_kind
-    if outcome.stopped_for == INTERRUPTED:
+    held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
+    if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume
         return ["to go on:", command("run", name, db=db)]
     if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
         return ["fix the cause, then:", command("resume", name, db=db),

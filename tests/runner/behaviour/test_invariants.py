@@ -260,7 +260,7 @@ def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> 
     rows = item_rows(tmp_path / "runs.db")
     assert cli.returncode == 4, stderr
     assert stopping == ("stopping: the batches in flight finish first (Ctrl-C again cuts them short); "
-                        "no resume is needed, to go on later: runner run test\n")
+                        "Ctrl-C needs no resume; to go on later: runner run test\n")
     assert "stopped: interrupted by Ctrl-C\nto go on:\nrunner run test\n" in stderr
     assert {state for state, _, _ in rows.values()} == {ItemState.COMPLETED, ItemState.PENDING}
     assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent

@@ -138,6 +138,17 @@ def test_a_run_in_a_terminal_paused_from_another_process_waits_then_goes_on_afte
     assert standing(tmp_path).counts[ItemState.COMPLETED] == 60
 
 
+def test_a_ctrl_c_while_paused_says_that_going_on_needs_a_resume(tmp_path: Path) -> None:
+    with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
+        job_file(tmp_path, sim, 60)
+        terminal = Terminal("run", "job.toml", cwd=tmp_path)
+        terminal.wait_for("to go on: runner resume test (or r in runner tui); Ctrl-C to leave")
+        terminal.process.send_signal(signal.SIGINT)
+        code = terminal.wait()
+    assert code == 4, terminal.shown()[-3000:]
+    assert "to go on:\r\nrunner resume test\r\nrunner run test" in terminal.shown()
+
+
 def test_a_run_without_a_terminal_paused_from_another_process_exits_4(tmp_path: Path) -> None:
     with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
         job_file(tmp_path, sim, 60)
