@@ -177,7 +177,8 @@ class Run:
 
         A background engine of this run in this process is awaited instead of
         starting a second one. With ``wait_for_person`` the engine stays
-        while the run is paused or its breaker open, obeying resume and step.
+        while the run is paused, its breaker open or items held for
+        confirmation, obeying resume, step and confirm.
         """
         live = self.background
         if live is not None:
@@ -190,8 +191,8 @@ class Run:
         The input is read first, here, so bad input or a run held by another
         engine raises in the cell. A second start while this run's engine is
         live returns the same handle. By default the engine stays while the
-        run is paused or its breaker open, so that the panel's Resume and
-        Step (or a CLI's) move it on.
+        run is paused, its breaker open or items held for confirmation, so
+        that the panel's Resume, Step and Confirm (or a CLI's) move it on.
         """
         handle = self.background
         if handle is not None:
