@@ -172,9 +172,13 @@ class Engine:
                 raise
 
     def request_stop(self, reason: str) -> None:
-        """Start no more batches; those in flight finish, then ``run`` returns, waiting for a person or not."""
-        if self.stopped_for is None or self._liftable:
-            self.stopped_for, self._liftable = reason, False
+        """Start no more batches; those in flight finish, then ``run`` returns, waiting for a person or not.
+
+        A stop a verdict made keeps its reason and kind (what a person must fix); it is only no longer waited out.
+        """
+        if self.stopped_for is None:
+            self.stopped_for = reason
+        self._liftable = False
 
     def stop_for_person(self, reason: str, kind: FailureKind | None = None) -> None:
         """Start no more batches: the store now holds the run for a person (an open breaker, held items).
@@ -254,7 +258,7 @@ class Engine:
 
     async def _idle(self, control: Control) -> bool:
         """Nothing in flight: wait for what the store says is still to come (a person's act, waiting), or stop."""
-        if self.stopped_for is not None and not self._waits_out_stop():
+        if self.stopped_for is not None and not self._waits_out_stop(control):
             return False
         if self.store.unfinished(self.run_id) == 0:
             return False
@@ -280,9 +284,14 @@ class Engine:
         await self.clock.sleep(POLL_SECONDS)
         return True
 
-    def _waits_out_stop(self) -> bool:
-        """Waiting for a person, a stop the store holds is not the end: the engine goes on waiting for its lift."""
-        if not (self.wait_for_person and self._liftable):
+    def _waits_out_stop(self, control: Control) -> bool:
+        """Waiting for a person, a stop the store holds (an open breaker) is not the end: the engine waits for its lift.
+
+        A stop the store does not hold the run for (a task that cannot be
+        polled holds only its own items) ends the run: going on would pay for
+        more batches that the same sick upstream cannot give back.
+        """
+        if not (self.wait_for_person and self._liftable and gate.held(control)):
             return False
         self.stopped_for, self.stop_kind, self._liftable = None, None, False
         return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import replace
@@ -213,6 +214,18 @@ async def test_a_task_that_cannot_be_polled_holds_its_items_and_a_person_polls_i
     done, ledger = await confirmed_then_run_on_a_healthy_upstream(upstream, store, job, clock)
     assert done.status["counts"][ItemState.COMPLETED] == 5
     assert ledger["batches_created"] == 1 and set(ledger["billed"].values()) == {1}
+
+
+async def test_an_engine_waiting_for_a_person_submits_no_more_tasks_once_one_cannot_be_polled(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    upstream.set_faults({"rules": [{"fault": "poll_503"}]})
+    job = batch_job(tmp_path, upstream, posts(40), max_items=5, concurrency=1)
+    # Bounded: an engine that waited out this stop would go on submitting for ever on the step clock.
+    stopped = await asyncio.wait_for(runs.execute(store, job, clock=clock, wait_for_person=True), timeout=120)
+    assert stopped.exit_code == 4 and "polling task batch_" in (stopped.stopped_for or "")
+    assert upstream.ledger.snapshot()["batches_created"] == 1
+    assert len(recovery.held(store, "test")) == 5
 
 
 async def test_a_lost_create_that_cannot_be_looked_for_is_held_never_sent_again(

@@ -21,6 +21,7 @@ from runner.engine import Engine, Outcome
 from runner.errors import AuthError, TransportError, UpstreamError
 from runner.jobs import Job
 from runner.providers import Answer
+from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store, views
@@ -203,6 +204,17 @@ async def test_a_refused_key_ends_the_run_even_while_waiting_for_a_person(tmp_pa
     outcome = await waiting_run(tmp_path, store, "http_401")  # the key is read once: no resume can fix it
     assert (outcome.stop_kind, outcome.exit_code) == (FailureKind.AUTH, 1)
     assert outcome.status["counts"][ItemState.PENDING] == 35
+
+
+async def never_called(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    raise AssertionError("no call is made")
+
+
+def test_a_stop_asked_for_after_a_verdict_keeps_the_verdicts_reason_and_kind(tmp_path: Path, store: Store) -> None:
+    engine = Engine(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(1)), PythonHandler(never_called))
+    engine.stop_for_person("billing: out of credit", FailureKind.BILLING)
+    engine.request_stop("interrupted by Ctrl-C")  # the person's next step is still to fix the billing
+    assert (engine.stopped_for, engine.stop_kind) == ("billing: out of credit", FailureKind.BILLING)
 
 
 async def test_a_stop_asked_for_is_not_waited_out_when_a_verdict_then_opens_the_breaker(
