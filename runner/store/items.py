@@ -164,6 +164,23 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
     return counted
 
 
+#: Calls a dead engine sent with no answer saved (the items the recovery is about to hold, of batches that
+#: are calls, not tasks whose answer may still be fetched): each may have been billed.
+MAYBE_PAID_HELD = """
+UPDATE items SET maybe_paid = maybe_paid + 1
+WHERE run_id = :run AND state = 'running' AND hold = 'none'
+    AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0)
+"""
+
+
+def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int) -> int:
+    """Before a recovery holds a dead engine's sent calls: count each as a call that may have been billed."""
+    counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id}).rowcount
+    if counted:
+        conn.execute("UPDATE runs SET maybe_paid = maybe_paid + ? WHERE id = ?", (counted, run_id))
+    return counted
+
+
 #: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,
 #: item ids) are counted, in a row too; any other ends a streak of refusals.
 COUNT_REFUSED = """

@@ -288,7 +288,8 @@ class Store(Runs, Tasks, Commands, Leases):
         was never written or whose task's create was never sent, were never
         sent, so they return to pending. Other ``running`` items may or may
         not have reached the upstream: they are held for a person's
-        confirmation, never re-sent on their own. ``received`` items keep
+        confirmation, never re-sent on their own, and a call's (not a task's,
+        whose answer may still come) is counted as maybe paid. ``received`` items keep
         their output for local validation.
         """
         params = {"run": run_id, "now": now}
@@ -297,6 +298,7 @@ class Store(Runs, Tasks, Commands, Leases):
             move(conn, "unsent", params=params, where=(
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
                 "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
+            items.count_maybe_paid_held(conn, run_id)
             move(conn, "hold", where="items.run_id = :run", params=params)
             conn.execute(
                 "UPDATE batches SET state = ?, finished_at = ?, error = 'left by a stopped engine' "

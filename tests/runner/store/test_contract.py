@@ -116,6 +116,15 @@ def test_recovery_gives_back_what_was_never_sent_and_holds_what_was(tmp_path: Pa
     assert [row["key"] for row in store.held_items(run_id)] == ["p000", "p001", "p002"]
 
 
+def test_a_recovery_counts_each_call_it_holds_as_maybe_paid_once(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    store.recover(run_id, now=5.0)
+    store.recover(run_id, now=6.0)  # a second engine finds them held already
+    assert [row["maybe_paid"] for row in views.items(store, run_id)] == [1, 1, 1, 0, 0]
+    assert views.status(store, "test", now=7.0)["maybe_paid"] == 3
+
+
 def test_confirming_releases_held_items_to_be_sent_again_and_counts_each_case(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     started(store, run_id)
@@ -239,7 +248,7 @@ def test_a_runs_paid_and_maybe_paid_totals_are_its_items_sums_after_retries_a_lo
     again, _ = started(store, run_id, now=6.0)  # the two waiting items, due
     store.count_maybe_paid(again.id)  # sent, the answer lost
     store.record_duplicate(again.id, "batch_2", cancelled=False, message="second task", now=6.0)
-    store.recover(run_id, now=7.0)
+    store.recover(run_id, now=7.0)  # the engine died before it settled them: held, and counted again (an upper bound)
     store.confirm(run_id, keys=[], now=8.0)  # sent again: may charge twice
     last, (resent, also_resent, p003) = started(store, run_id, now=8.0)
     store.record_answer(last.id, {resent: "{}", also_resent: "{}"}, raw="{}", now=9.0, answered=[resent, also_resent])
@@ -250,7 +259,7 @@ def test_a_runs_paid_and_maybe_paid_totals_are_its_items_sums_after_retries_a_lo
     status = views.status(store, "test", now=12.0)
     assert (status["paid_calls"], status["maybe_paid"]) == (sum(i["paid_calls"] for i in items),
                                                             sum(i["maybe_paid"] for i in items))
-    assert (status["paid_calls"], status["maybe_paid"]) == (4, 5)
+    assert (status["paid_calls"], status["maybe_paid"]) == (4, 7)
 
 
 def test_failures_carry_what_each_item_paid_and_may_have_paid(tmp_path: Path, store: Store) -> None:
