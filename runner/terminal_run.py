@@ -86,9 +86,9 @@ async def _run_watched(
             loop.add_signal_handler(signal.SIGINT, task.cancel)
             for engine in engines:
                 engine.request_stop(INTERRUPTED)
-            console.print(f"[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                          f"Ctrl-C needs no resume; to go on later: {escape(command('run', job.name, db=store.path))}",
-                          soft_wrap=True)
+            console.print("[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
+                          "Ctrl-C needs no resume; to go on later:", soft_wrap=True)
+            console.print(escape(command("run", job.name, db=store.path)), soft_wrap=True)
 
         loop.add_signal_handler(signal.SIGINT, interrupted)
         said = ""

@@ -69,7 +69,7 @@ def breaker(control: Control, *, concurrency: int, in_flight: int) -> Text:
 
 def many(n: int, thing: str) -> str:
     """``1 item``, ``25 items``."""
-    return f"{n} {thing}{'' if n == 1 else 's'}"
+    return f"{n:,} {thing}{'' if n == 1 else 's'}"
 
 
 def count(n: int) -> str:

@@ -51,7 +51,7 @@ def engine(view: RunView) -> Text:
     ended = {
         RunState.DONE: "every item completed",
         RunState.DONE_WITH_FAILURES: f"every item finished, {run.counts[ItemState.FAILED]:,} failed (f shows them)",
-        RunState.STOPPED: f"stopped with {run.unfinished:,} items to do{goes_on}",
+        RunState.STOPPED: f"stopped with {format.many(run.unfinished, 'item')} to do{goes_on}",
     }.get(run.state, f"stopped for a person: {_why_held(view)}")
     return Text.assemble(("ended", "bold"), f": {ended}")
 
@@ -90,7 +90,7 @@ def _eta(view: RunView) -> str:
     eta, run = view.eta, view.standing
     if eta == 0.0:
         return "nothing: every item completed or failed"
-    left = f"{run.unfinished:,} items"
+    left = format.many(run.unfinished, 'item')
     waiting = f", {run.held:,} of them wait for a person" if run.held else ""
     if eta is not None:
         return f"{left}, about {format.duration(eta)} at this rate{waiting}"
@@ -112,7 +112,7 @@ def needs(view: RunView) -> list[str]:
     run = view.standing
     lines = []
     if run.held:
-        lines.append(f"{run.held:,} items await your confirmation after a crash: c shows them")
+        lines.append(f"{format.many(run.held, 'item')} await{'s' if run.held == 1 else ''} your confirmation after a crash: c shows them")
     if run.control.breaker.value == "open":
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
     elif run.control.paused:

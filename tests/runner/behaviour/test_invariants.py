@@ -260,7 +260,8 @@ def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> 
     rows = item_rows(tmp_path / "runs.db")
     assert cli.returncode == 4, stderr
     assert stopping == ("stopping: the batches in flight finish first (Ctrl-C again cuts them short); "
-                        "Ctrl-C needs no resume; to go on later: runner run test\n")
+                        "Ctrl-C needs no resume; to go on later:\n")
+    assert stderr.startswith("runner run test\n"), "the command alone on the line after the stopping line"
     assert "stopped: interrupted by Ctrl-C\nto go on:\nrunner run test\n" in stderr
     assert {state for state, _, _ in rows.values()} == {ItemState.COMPLETED, ItemState.PENDING}
     assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent
@@ -284,7 +285,8 @@ def test_a_second_ctrl_c_exits_4_and_the_calls_it_cut_short_are_held_for_confirm
     with Store(tmp_path / "runs.db", read_only=True) as store:
         status = views.status(store, "test", now=time.time())
     assert cli.returncode == 4, stderr
-    assert stderr == ("aborted: the calls cut short are held for confirmation; to see them and go on:\n"
+    assert stderr == ("runner run test\n"  # the stopping line's command, alone on its line
+                      "aborted: the calls cut short are held for confirmation; to see them and go on:\n"
                       "runner run test\n")
     assert again.returncode == 4, again.stderr
     assert (status["needs_confirmation"], status["counts"]["completed"]) == (50, 10)
