@@ -12,6 +12,7 @@ writer.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -165,15 +168,17 @@ class SQLiteFile:
         transaction (an input read) leaves it that large, beside a TUI that
         holds the store open, for as long as the store is used. A reader in
         the middle of a read is waited for at most ``CHECKPOINT_WAIT``; then
-        the -wal stays as it is, and the next large write tries again.
+        the -wal stays as it is, and the next large write tries again; so it
+        does when the checkpoint fails (a full disk, say): it never fails the
+        write that came before it.
         """
         if self.conn.in_transaction or self._wal_bytes() <= WAL_LIMIT:
             return
         try:
             with self.waiting_at_most(CHECKPOINT_WAIT):
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error as exc:
-            raise _write_failed(self.path, exc) from exc
+        except sqlite3.Error as exc:  # all is committed already: the -wal stays, the next large write tries again
+            log.warning("%s: the -wal could not be truncated (%s); it stays as it is", self.path, exc)
 
     def _follow_writer(self) -> None:
         """A snapshot is opened again once a writer wrote (it may write the file itself at a checkpoint)."""
