@@ -57,7 +57,8 @@ def status_table(run: Standing) -> Table:
     caption = f"breaker {control.breaker.value}" + (f" ({escape(control.reason)})" if control.reason else "")
     if control.paused:
         caption += " · paused" + (f", {plural(control.steps, 'step')} allowed" if control.steps else "")
-    caption += f" · engine {'alive' if run.engine_alive else 'not running'}"
+    engine = "alive" if run.engine_alive else "died (its lease was left behind)" if run.engine_died else "not running"
+    caption += f" · engine {engine}"
     if run.held:
         caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
     if run.duplicate_tasks:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scenes import engine_elsewhere
 from support import posts, python_run, runner_cli, write_jsonl
 from test_cli_confirm import held_run
 
@@ -93,6 +94,14 @@ async def test_a_run_made_in_python_is_told_to_go_on_from_python_not_with_runner
     assert (retried.returncode, retried.stdout) == (0, (
         "1 failed item of run 'test' pending again; to go on (from Python):\n"
         "await runner.notebook.Run.attach('test', db='runs.db', provider=<that handler>).go()\n"))
+
+
+async def test_status_says_an_engine_died_when_its_lease_was_left_behind(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        await python_run(store, tmp_path)
+        engine_elsewhere(store, "test", "dead")
+    shown = runner_cli("status", "test", cwd=tmp_path, columns=200)
+    assert "engine died (its lease was left behind)" in shown.stdout, shown.stdout
 
 
 def test_a_run_on_another_store_ends_with_hints_whose_commands_read_that_store(tmp_path: Path) -> None:
