@@ -114,7 +114,8 @@ class Commands(SQLiteFile):
                 f"{CHOSEN} AND items.batch_id IN (SELECT id FROM batches WHERE submits = 1)"))
             resent = move(conn, "resend", where=CHOSEN, values={"error": "error = :again"}, params=params,
                           returning="id")
-            outcome = f"{len(polled)} to poll, {len(adopted)} to look for, {len(resent)} sent again"
-            conn.execute(LOG_COMMAND, (run_id, "confirm", params["keys"], now, now, outcome))
+            if polled or adopted or resent:  # a confirm that released nothing changed nothing: no command to log
+                outcome = f"{len(polled)} to poll, {len(adopted)} to look for, {len(resent)} sent again"
+                conn.execute(LOG_COMMAND, (run_id, "confirm", params["keys"], now, now, outcome))
         return len(polled), len(adopted), len(resent)
 
