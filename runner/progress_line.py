@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import BreakerState
+from .model import BreakerState, FailureKind
 from .store.answers import Standing
 from .words import command
 
@@ -43,6 +43,10 @@ class Line:
         return f"{self.state} — {self.hint}" if self.hint else self.state
 
 
+#: Stops whose cause a person fixes before anything else (a key, credit, a permission).
+FIX_FIRST = (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION)
+
+
 def reading(source: str, records: int) -> Line:
     """While the input is read: how many records so far."""
     return Line(f"reading {source}: {records:,} records", "", moving=False)
@@ -56,6 +60,8 @@ def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
                      waits)
     if control.breaker is BreakerState.OPEN:
         hint = f"{command('step', name, db=db)} lets one batch run, {command('resume', name, db=db)} goes on"
+        if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal
+            hint = f"fix the cause, then: {hint}"
         return _held(name, f"breaker open ({control.reason})", hint, waits)
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"

@@ -26,7 +26,7 @@ from rich.text import Text
 from . import progress_line, runs, tables
 from .engine import Engine, Outcome
 from .jobs import Job
-from .model import FailureKind, ItemState
+from .model import ItemState
 from .store import Store, views
 from .words import command, plural
 
@@ -134,7 +134,7 @@ def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
     if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume
         return ["to go on:", command("run", name, db=db)]
-    if kind in (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION):
+    if kind in progress_line.FIX_FIRST:
         return ["fix the cause, then:", command("resume", name, db=db),
                 command("retry", name, "--kind", kind, db=db), command("run", name, db=db)]
     return ["to go on:", command("resume", name, db=db), command("run", name, db=db)]

@@ -10,7 +10,7 @@ from support import label_all_but_p001, make_job, posts
 from runner import progress_line, runs
 from runner.providers.handler import PythonHandler
 from runner.store import Store
-from runner.model import BreakerState, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.rules.breaker import Control
 from runner.store.answers import STATES, Standing
 
@@ -35,6 +35,9 @@ CASES = [
      "stopping once the batches in flight finish", False),
     (standing(OPEN, pending=5), True, "posts: breaker open (rate_limited: 429 from upstream)",
      "runner step posts lets one batch run, runner resume posts goes on; Ctrl-C to leave", False),
+    (standing(Control(BreakerState.OPEN, "billing: no credit", kind=FailureKind.BILLING), pending=5), True,
+     "posts: breaker open (billing: no credit)",
+     "fix the cause, then: runner step posts lets one batch run, runner resume posts goes on; Ctrl-C to leave", False),
     (standing(Control(BreakerState.OPEN, "billing: no credit", paused=True), pending=5), True,
      "posts: paused by a person", "to go on: runner resume posts (or r in runner tui); Ctrl-C to leave", False),
     (standing(running=1200, held=1200), True, "posts: waiting for a confirmation of 1,200 items",
