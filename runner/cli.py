@@ -26,9 +26,10 @@ import click
 from . import cli_words, control, recovery
 from .cli_words import go_on, hint, rich_console, show_control, show_results
 from .store import views
-from .errors import JobError, RunError, RunnerError
+from .errors import InputError, JobError, RunError, RunnerError
 from .model import FailureKind
 from .store import Store
+from .store.connection import remove_if_no_run
 from .words import DEFAULT_DB, command as spelt, plural
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
@@ -116,12 +117,18 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
         job.input.require()  # before the store is opened: a missing input leaves no new store behind
-        store = Store(db)
-        read_at = store.input_unchanged_since(job, job.input.fingerprint())
-        if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # (else it refuses)
-            click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}, "
-                       "not read again", err=True)
-        outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=read_at is None)
+        new = not Path(db).exists()
+        try:
+            with Store(db) as store:
+                read_at = store.input_unchanged_since(job, job.input.fingerprint())
+                if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # else refused
+                    click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}"
+                               ", not read again", err=True)
+                outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=read_at is None)
+        except InputError:
+            if new:  # nor does a bad one: the store it made holds no run
+                remove_if_no_run(db)
+            raise
     else:
         store = Store(db, create=False)
         outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=waits(wait), read_input=False)

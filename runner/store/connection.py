@@ -305,3 +305,15 @@ def _write_failed(path: Path, exc: sqlite3.Error) -> StoreError:
     if _cannot_write(exc):
         return StoreError(f"{path} cannot be written here ({exc}); nothing was written")
     return StoreError(f"{path}: store write failed ({exc})")
+
+
+def remove_if_no_run(path: str | Path) -> None:
+    """Remove a store file (and its -wal and -shm) that holds no run: one a bad input made, and left empty."""
+    conn = sqlite3.connect(f"file:{Path(path).absolute()}?mode=ro", uri=True)
+    try:
+        holds_a_run = conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
+    finally:
+        conn.close()
+    if not holds_a_run:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)

@@ -9,6 +9,8 @@ import json
 import os
 import re
 from pathlib import Path
+
+import pytest
 from typing import Any
 
 from support import runner_cli
@@ -89,6 +91,20 @@ def test_a_job_whose_input_is_missing_is_one_line_exit_1_and_makes_no_store(tmp_
     assert result.returncode == 1
     assert result.stderr == f"error: {tmp_path.resolve() / 'nowhere.jsonl'}: input file not found\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["job.toml"]
+
+
+@pytest.mark.parametrize("content, said", [
+    ('{"id": "p1", "body": "a"}\n{"id": "p1", "body": "b"}\n', "duplicate key 'p1', on line 1 and on line 2"),
+    ('{"id": "p1", "body": "a"}\n{"id": \n', "line 2"),
+])
+def test_a_job_whose_input_is_bad_is_one_line_exit_1_and_leaves_no_new_store(
+    tmp_path: Path, content: str, said: str
+) -> None:
+    (tmp_path / "posts.jsonl").write_text(content)
+    (tmp_path / "job.toml").write_text('name = "mine"\ninput = "posts.jsonl"\n')
+    result = runner_cli("run", "job.toml", cwd=tmp_path)
+    assert (result.returncode, result.stderr.count("\n")) == (1, 1) and said in result.stderr, result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["job.toml", "posts.jsonl"]
 
 
 def test_status_and_failures_json_count_the_calls_paid_and_maybe_paid_and_a_persons_hand(tmp_path: Path) -> None:
