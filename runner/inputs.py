@@ -60,7 +60,9 @@ class InputSpec:
         path = self.path.resolve()
         with path.open("rb") as file:
             stat = os.fstat(file.fileno())
-            digest = hashlib.sha256(file.read(FINGERPRINT_WINDOW))
+            # The inode and change time too: a tool that puts the mtime back (touch -r, cp -p, rsync -t) moves them.
+            digest = hashlib.sha256(f"{stat.st_ino}:{stat.st_ctime_ns}:".encode())
+            digest.update(file.read(FINGERPRINT_WINDOW))
             if stat.st_size > FINGERPRINT_WINDOW:
                 file.seek(max(FINGERPRINT_WINDOW, stat.st_size - FINGERPRINT_WINDOW))
                 digest.update(file.read(FINGERPRINT_WINDOW))
@@ -75,10 +77,11 @@ FINGERPRINT_WINDOW = 64 * 1024
 class Fingerprint:
     """An input file as it was when read: when any of its parts differs, it is read again.
 
-    ``digest`` hashes the first and last ``FINGERPRINT_WINDOW`` bytes (the
-    whole of a smaller file): a full hash would cost the full read it saves.
-    A change in the middle of a large file that keeps its size and restores
-    its mtime goes unseen.
+    ``digest`` hashes the file's inode and change time and its first and
+    last ``FINGERPRINT_WINDOW`` bytes (the whole of a smaller file): a full
+    hash would cost the full read it saves. Any write moves the change time,
+    even one whose tool puts the mtime back; only a change in the middle of
+    a large file with the clock itself set back could go unseen.
     """
 
     path: str
