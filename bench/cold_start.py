@@ -4,7 +4,7 @@ Each command is the real ``runner`` console script (the one beside
 ``sys.executable``, else ``python -m runner``, with this checkout first on
 ``PYTHONPATH``), started afresh 15 times (7 with ``--quick``); the baseline,
 ``python -c pass``, is started in the same rounds, so both see the same load.
-The value is the median; the target, from issue #15, is under 150 ms wall.
+The value is the median; the target is under 150 ms wall.
 The store is one that ``bench.scale`` builds: a run a dead engine left,
 10,000 items, 2 % of them failed in five kinds.
 

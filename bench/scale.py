@@ -70,7 +70,7 @@ KINDS = ["item_invalid", "transport", "batch_invalid", "bad_request", "input_cha
 INTERRUPTED = ["running"] * 20 + ["received"] * 20 + ["queued"] * 10
 RESULT = {"label": "question", "sentiment": "neutral", "summary": "asks how to export a board"}
 READS = 20
-#: The targets of issue #7: reads at a million items, and recovery.
+#: The targets: reads at a million items, and recovery.
 READ_TARGET = Target("value", "<", 50)
 RECOVERY_TARGET = Target("value", "<", 5)
 
