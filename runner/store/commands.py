@@ -80,8 +80,9 @@ class Commands(SQLiteFile):
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND (:kind IS NULL OR items.error_kind = :kind)",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
-            conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
-                                       f"{len(released)} items"))
+            if released:  # a retry that found nothing to retry changed nothing: no command to log
+                conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
+                                           f"{len(released)} items"))
         return len(released)
 
     def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None:

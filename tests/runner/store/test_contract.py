@@ -133,9 +133,10 @@ def test_confirming_releases_held_items_to_be_sent_again_and_counts_each_case(tm
     assert states(store, run_id)["p001"] == "pending" and len(store.held_items(run_id)) == 2
 
 
-def test_a_confirm_that_releases_nothing_logs_no_command(tmp_path: Path, store: Store) -> None:
+def test_a_confirm_or_retry_that_releases_nothing_logs_no_command(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     assert store.confirm(run_id, keys=[], now=6.0) == (0, 0, 0)
+    assert store.retry_failed(run_id, kind=None, keys=[], now=6.0) == 0
     assert views.command_tail(store, run_id, limit=5) == []
 
 
