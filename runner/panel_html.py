@@ -15,6 +15,7 @@ from pathlib import Path
 from .model import BreakerState
 from .recovery import Case, HeldItem
 from .store.answers import STATES, ItemView
+from .words import plural
 
 COLOURS = {
     "pending": "#b0bec5", "queued": "#90caf9", "waiting": "#ffb74d", "running": "#1e88e5",
@@ -65,8 +66,8 @@ def groups_table(groups: Mapping[str, Mapping[str, int]]) -> str:
 def item_html(item: ItemView) -> str:
     facts = (
         f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {escape(item.state)} · "
-        f"kind <b>{escape(str(item.kind))}</b> · {many(item.attempts, 'attempt')} · "
-        f"{many(item.paid_calls, 'paid call')}"
+        f"kind <b>{escape(str(item.kind))}</b> · {plural(item.attempts, 'attempt')} · "
+        f"{plural(item.paid_calls, 'paid call')}"
         + (f" · {item.maybe_paid} maybe paid" if item.maybe_paid else "")
         + (" · a person may retry it" if item.retryable else " · not worth retrying as it is")
     )
@@ -74,7 +75,7 @@ def item_html(item: ItemView) -> str:
     lines, said = [], None
     for h in item.history:
         if h.batch_items is not None:
-            message: str | None = f"batch {h.batch_id}: {many(h.batch_items, 'item')}"
+            message: str | None = f"batch {h.batch_id}: {plural(h.batch_items, 'item')}"
         else:  # a state change carries the item's error until it is cleared: show each message once
             message = h.message if h.message != said else ""
             said = h.message
@@ -101,7 +102,7 @@ def held_html(held: Sequence[HeldItem]) -> str:
         cases[item.case] = cases.get(item.case, 0) + 1
     warnings = "".join(
         f"<li style='color:{'#c62828' if case.may_charge_twice else '#333'}'><b>{case.value}</b> "
-        f"({many(n, 'item')}): {escape(case.warning)}</li>"
+        f"({plural(n, 'item')}): {escape(case.warning)}</li>"
         for case, n in cases.items()
     )
     head = _row(["key", "group", "case", "task id", "attempts", "paid calls"], "th")
@@ -111,7 +112,7 @@ def held_html(held: Sequence[HeldItem]) -> str:
     )
     more = f"<div style='color:#777'>… {len(held) - MAX_HELD} more</div>" if len(held) > MAX_HELD else ""
     return (
-        f"<div style='line-height:1.45'>A crashed engine left {many(len(held), 'item')} that may have reached "
+        f"<div style='line-height:1.45'>A crashed engine left {plural(len(held), 'item')} that may have reached "
         f"the upstream. Confirming does this:</div><ul>{warnings}</ul>"
         f"<table style='border-collapse:collapse;line-height:1.45'>{head}{rows}</table>{more}"
     )
@@ -123,10 +124,6 @@ def where(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def many(count: int, thing: str) -> str:
-    return f"{count} {thing}{'' if count == 1 else 's'}"
 
 
 def _row(cells: Sequence[str], tag: str = "td") -> str:

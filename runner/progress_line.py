@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .model import BreakerState, FailureKind
 from .store.answers import Standing
-from .words import command
+from .words import command, plural
 
 
 @dataclass(frozen=True)
@@ -65,15 +65,11 @@ def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
         return _held(name, f"breaker open ({control.reason})", hint, waits)
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
-        return _held(name, f"waiting for a confirmation of {_items(standing.held)}", hint, waits)
-    held = f" ({_items(standing.held)} held for a confirmation)" if standing.held else ""
+        return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
+    held = f" ({plural(standing.held, 'item')} held for a confirmation)" if standing.held else ""
     return Line(f"{name}: running{held}", "", moving=True)
 
 
 def _held(name: str, state: str, hint: str, waits: bool) -> Line:
     then = f"{hint}; Ctrl-C to leave" if waits else "stopping once the batches in flight finish"
     return Line(f"{name}: {state}", then, moving=False)
-
-
-def _items(count: int) -> str:
-    return f"{count:,} item{'' if count == 1 else 's'}"

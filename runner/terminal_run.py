@@ -91,10 +91,11 @@ async def _run_watched(
             console.print(escape(command("run", job.name, db=store.path)), soft_wrap=True)
 
         loop.add_signal_handler(signal.SIGINT, interrupted)
-        said = ""
+        said, started = "", False
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
-            if job.name in store.run_names():
+            started = started or job.name in store.run_names()  # asked until the run is there, then no more
+            if started:
                 standing = views.standing(store, job.name, now=time.time())
                 now = progress_line.line(standing, waits=wait_for_person, db=store.path)
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]

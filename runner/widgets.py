@@ -31,11 +31,12 @@ from . import control, recovery
 from .breaker import Control
 from .errors import RunnerError
 from .panel_html import (
-    BREAKER_COLOURS, COLOURS, badge, error, groups_table, held_html, item_html, many,
+    BREAKER_COLOURS, COLOURS, badge, error, groups_table, held_html, item_html,
     stacked_bar, where,
 )
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
+from .words import plural
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ class RunPanel:
         if ctl.paused:
             parts.append(badge("paused", "#6d4c41"))
         if ctl.steps:
-            parts.append(f"{many(ctl.steps, 'step')} allowed")
+            parts.append(f"{plural(ctl.steps, 'step')} allowed")
         if ctl.reason:
             parts.append(f"<span style='color:#555'>{escape(ctl.reason)}</span>")
         self.breaker.value = " ".join(parts)
@@ -234,7 +235,7 @@ class RunPanel:
         try:
             _choose(self.kinds, [(f"{k.kind} ({k.count})", k.kind) for k in failures.kinds], failures.kind)
             _choose(self.failed, [
-                (f"{i.key} · {i.group} · {many(i.attempts, 'attempt')} · {i.paid_calls} paid", i.key)
+                (f"{i.key} · {i.group} · {plural(i.attempts, 'attempt')} · {i.paid_calls} paid", i.key)
                 for i in failures.items
             ], key)
         finally:
@@ -287,7 +288,7 @@ class RunPanel:
 
     def _retry(self, _: Any) -> None:
         kind = self.kinds.value
-        self._command(control.retry, lambda n: f"{many(n, kind + ' item')} back to pending", kind=kind)
+        self._command(control.retry, lambda n: f"{plural(n, kind + ' item')} back to pending", kind=kind)
 
     def _confirm(self, _: Any) -> None:
         if self._twice and not self.acknowledge.value:
@@ -295,7 +296,7 @@ class RunPanel:
             return
 
         def said(released: Mapping[recovery.Case, int]) -> str:
-            parts = [f"{many(n, 'item')}: {case.warning}" for case, n in released.items() if n]
+            parts = [f"{plural(n, 'item')}: {case.warning}" for case, n in released.items() if n]
             return "; ".join(parts) or "nothing was held"
 
         self._command(recovery.confirm, said)

@@ -21,8 +21,8 @@ DEFAULT_DB = "runs.db"
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``1 item``, ``0 items``, ``2 items``; ``many`` where adding an s is wrong."""
-    return f"{count} {noun if count == 1 else many or noun + 's'}"
+    """``1 item``, ``0 items``, ``2,400 items``; ``many`` where adding an s is wrong."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"
 
 
 def unknown(what: str, word: str, known: Iterable[str]) -> str:

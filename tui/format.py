@@ -7,6 +7,7 @@ from rich.text import Text
 from runner.breaker import Control
 from runner.model import BreakerState
 from runner.store.answers import RunState
+from runner.words import plural
 
 #: One colour per item state, the same on every screen.
 STATE_STYLE = {
@@ -56,20 +57,15 @@ def breaker(control: Control, *, concurrency: int, in_flight: int) -> Text:
     """The breaker, the slots free now, and a person's hand on them, in one line: ``breaker closed, 2 of 2 slots free``."""
     free = max(control.slots(concurrency) - in_flight, 0)
     text = Text.assemble(("breaker ", "bold"), (control.breaker.value, BREAKER_STYLE[control.breaker]))
-    text.append(f", {free} of {many(concurrency, 'slot')} free")
+    text.append(f", {free} of {plural(concurrency, 'slot')} free")
     if control.paused:
         text.append(" · ")
         text.append("paused by a person", style="bold yellow")
     if control.steps:
-        text.append(f" · {many(control.steps, 'step')} allowed")
+        text.append(f" · {plural(control.steps, 'step')} allowed")
     if control.reason:
         text.append(f"\n  {control.reason}", style="italic")
     return text
-
-
-def many(n: int, thing: str) -> str:
-    """``1 item``, ``25 items``."""
-    return f"{n:,} {thing}{'' if n == 1 else 's'}"
 
 
 def count(n: int) -> str:

@@ -7,6 +7,7 @@ from textual.widgets import Static
 
 from runner.model import BreakerState, ItemState
 from runner.store.answers import RunState, RunView
+from runner.words import plural
 
 from . import format
 
@@ -51,7 +52,7 @@ def engine(view: RunView) -> Text:
     ended = {
         RunState.DONE: "every item completed",
         RunState.DONE_WITH_FAILURES: f"every item finished, {run.counts[ItemState.FAILED]:,} failed (f shows them)",
-        RunState.STOPPED: f"stopped with {format.many(run.unfinished, 'item')} to do{goes_on}",
+        RunState.STOPPED: f"stopped with {plural(run.unfinished, 'item')} to do{goes_on}",
     }.get(run.state, f"stopped for a person: {_why_held(view)}")
     return Text.assemble(("ended", "bold"), f": {ended}")
 
@@ -59,7 +60,7 @@ def engine(view: RunView) -> Text:
 def _why_held(view: RunView) -> str:
     run = view.standing
     if run.held:
-        return f"{format.many(run.held, 'item')} await confirmation"
+        return f"{plural(run.held, 'item')} await confirmation"
     return "breaker open" if run.control.breaker is BreakerState.OPEN else "paused"
 
 
@@ -90,7 +91,7 @@ def _eta(view: RunView) -> str:
     eta, run = view.eta, view.standing
     if eta == 0.0:
         return "nothing: every item completed or failed"
-    left = format.many(run.unfinished, 'item')
+    left = plural(run.unfinished, 'item')
     waiting = f", {run.held:,} of them wait for a person" if run.held else ""
     if eta is not None:
         return f"{left}, about {format.duration(eta)} at this rate{waiting}"
@@ -112,7 +113,7 @@ def needs(view: RunView) -> list[str]:
     run = view.standing
     lines = []
     if run.held:
-        lines.append(f"{format.many(run.held, 'item')} await{'s' if run.held == 1 else ''} your confirmation after a crash: c shows them")
+        lines.append(f"{plural(run.held, 'item')} await{'s' if run.held == 1 else ''} your confirmation after a crash: c shows them")
     if run.control.breaker.value == "open":
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
     elif run.control.paused:

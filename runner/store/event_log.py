@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import ItemState
+from ..words import plural
 from .answers import LogLine
 
 Row = dict[str, Any]
@@ -60,8 +61,7 @@ CONTROLS = {
 
 def _items(outcome: str) -> str:
     """How many items a retry or a confirmation moved, from the counts its outcome lists."""
-    n = sum(int(word) for word in outcome.split() if word.isdigit())
-    return f"{n} item{'' if n == 1 else 's'}"
+    return plural(sum(int(word) for word in outcome.split() if word.isdigit()), "item")
 
 
 def _together(rows: Sequence[Row]) -> list[list[Row]]:
@@ -80,7 +80,7 @@ def _who(group: list[Row]) -> str:
     """The items of a log line: a batch's move (or items added) says how many, items' own events name them."""
     first = group[0]
     if first["key"] is None:
-        return f"{first['items']} item{'' if first['items'] == 1 else 's'}"
+        return plural(first["items"], "item")
     return first["key"] if len(group) == 1 else f"{first['key']} +{len(group) - 1}"
 
 

@@ -141,17 +141,20 @@ UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
 """
 
-#: The totals of the run of batch ``:batch``: its items' paid calls and calls that may have been paid.
+#: The totals of run ``:run`` (or of batch ``:batch``'s run): its items' paid calls and calls that may have been paid.
 ADD_TO_RUN = """
 UPDATE runs SET paid_calls = paid_calls + :paid_calls, maybe_paid = maybe_paid + :maybe_paid
-WHERE id = (SELECT run_id FROM batches WHERE id = :batch)
+WHERE id = coalesce(:run, (SELECT run_id FROM batches WHERE id = :batch))
 """
 
 
-def add_to_run(conn: sqlite3.Connection, batch_id: int, *, paid_calls: int = 0, maybe_paid: int = 0) -> None:
-    """Move the run's totals with what its batch's items just gained, in the caller's transaction."""
+def add_to_run(
+    conn: sqlite3.Connection, batch_id: int | None = None, *, run_id: int | None = None, paid_calls: int = 0,
+    maybe_paid: int = 0,
+) -> None:
+    """Move the run's totals with what its (or its batch's) items just gained, in the caller's transaction."""
     if paid_calls or maybe_paid:
-        conn.execute(ADD_TO_RUN, {"batch": batch_id, "paid_calls": paid_calls, "maybe_paid": maybe_paid})
+        conn.execute(ADD_TO_RUN, {"run": run_id, "batch": batch_id, "paid_calls": paid_calls, "maybe_paid": maybe_paid})
 
 
 def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int] | None = None) -> int:
@@ -176,8 +179,7 @@ WHERE run_id = :run AND state = 'running' AND hold = 'none'
 def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int) -> int:
     """Before a recovery holds a dead engine's sent calls: count each as a call that may have been billed."""
     counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id}).rowcount
-    if counted:
-        conn.execute("UPDATE runs SET maybe_paid = maybe_paid + ? WHERE id = ?", (counted, run_id))
+    add_to_run(conn, run_id=run_id, maybe_paid=counted)
     return counted
 
 

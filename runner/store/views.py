@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import liveness, words
 from ..errors import RunError
-from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, ItemState
+from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, ItemState
 from ..rules import triage
 from ..rules.breaker import Control
 from . import event_log
@@ -99,7 +99,10 @@ def runs_overview(store: Store, *, now: float) -> tuple[Standing, ...]:
 
 def engine_alive(store: Store, name: str, *, now: float) -> bool:
     """Whether a live engine runs ``name``: who will obey a command written now."""
-    holder = store.holder(name)
+    return _lives(store.holder(name), now)
+
+
+def _lives(holder: Holder | None, now: float) -> bool:
     return holder is not None and liveness.lives(holder, now)
 
 
@@ -107,7 +110,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     groups = counts(store, run["id"])
     last = last_event_at(store, run["id"])
     holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
-    alive = holder is not None and liveness.lives(holder, now)
+    alive = _lives(holder, now)
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
         groups=groups, control=_control(run), held=held_count(store, run["id"]), engine_alive=alive,

@@ -18,6 +18,7 @@ from runner import recovery, words
 from runner.recovery import Case
 from runner.store import Store, views
 from runner.store.answers import HeldView
+from runner.words import plural
 
 from ..widgets import Table
 from .base import Read, StoreScreen
@@ -129,7 +130,7 @@ def double_charge(cases: dict[Case, int]) -> Text:
     if not again:
         return Text("")
     return Text(
-        f"⚠ {again:,} item{'s' if again != 1 else ''} would be SENT AGAIN: the first call may have run, "
+        f"⚠ {plural(again, 'item')} would be SENT AGAIN: the first call may have run, "
         "so confirming may run and charge twice.",
         style="bold red",
     )
@@ -151,7 +152,7 @@ def confirm(store: Store, now: float, *, name: str, keys: Sequence[str]) -> str:
     parts += [f"{n} to look for" for c, n in released.items() if c is Case.ADOPT and n]
     parts += [f"{n} sent again" for c, n in released.items() if c is Case.RESUBMIT and n]
     total = sum(released.values())
-    text = f"released {total} item{'s' if total != 1 else ''} of {name}" + (f": {', '.join(parts)}" if parts else "")
+    text = f"released {plural(total, 'item')} of {name}" + (f": {', '.join(parts)}" if parts else "")
     if total and not views.engine_alive(store, name, now=now):
         text += f". No engine is running: `{words.go_on(store.job(name), store.path)}` goes on"
     return text

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from runner import control, words
 from runner.store import Store, views
 from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
+from runner.words import plural
 
 from .. import format
 from ..widgets import Table
@@ -251,7 +252,7 @@ class HistoryTable(Table):
 
 def _why(line: HistoryLine) -> str:
     if line.batch_items is not None:
-        return f"the batch's move: {format.many(line.batch_items, 'item')}"
+        return f"the batch's move: {plural(line.batch_items, 'item')}"
     return f"{line.kind}: {line.message}" if line.kind else (line.message or "")
 
 
@@ -271,7 +272,7 @@ def item_head(view: ItemView) -> Text:
 
 
 def ask_retry_item(key: str, paid: int, maybe_paid: int) -> AskScreen:
-    spent = f" This one has cost {paid} paid call{'s' if paid != 1 else ''}" + (
+    spent = f" This one has cost {plural(paid, 'paid call')}" + (
         f" and maybe {maybe_paid} more." if maybe_paid else " so far."
     )
     return AskScreen(f"Retry item {key}?", Text(RETRY_COST + spent), yes="Retry")
@@ -279,7 +280,7 @@ def ask_retry_item(key: str, paid: int, maybe_paid: int) -> AskScreen:
 
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
     count = control.retry(store, name, now=now, kind=kind, keys=keys)
-    text = f"{count} failed item{'s' if count != 1 else ''} of {name} pending again"
+    text = f"{plural(count, 'failed item')} of {name} pending again"
     if count and not views.engine_alive(store, name, now=now):
         text += f". No engine is running: `{words.go_on(store.job(name), store.path)}` sends them"
     return text

@@ -15,8 +15,8 @@ from runner import control, words
 from runner.breaker import Control
 from runner.store import Store, views
 from runner.store.answers import RunView
+from runner.words import plural
 
-from .. import format
 from ..run_panel import RunPanel
 from ..widgets import BatchTable, EventLog, GroupTable, StateBar
 from .base import Read, StoreScreen
@@ -91,7 +91,7 @@ class RunScreen(StoreScreen[RunView]):
 
 def batches_title(view: RunView) -> Text:
     """How many batches are in flight, of how many slots, and what holds the others back."""
-    title = Text.assemble(("batches in flight ", "bold"), f"{view.in_flight} of {format.many(view.concurrency, 'slot')}")
+    title = Text.assemble(("batches in flight ", "bold"), f"{view.in_flight} of {plural(view.concurrency, 'slot')}")
     if view.slots != view.concurrency:
         control = view.standing.control
         why = "paused" if control.paused else f"breaker {control.breaker.value}"
