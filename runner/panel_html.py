@@ -17,6 +17,9 @@ from .recovery import Case, HeldItem
 from .store.answers import STATES, ItemView
 from .words import plural
 
+#: The red of the panel's errors and warnings.
+ERROR_COLOUR = "#c62828"
+
 COLOURS = {
     "pending": "#b0bec5", "queued": "#90caf9", "waiting": "#ffb74d", "running": "#1e88e5",
     "received": "#4db6ac", "completed": "#43a047", "failed": "#e53935",
@@ -28,7 +31,7 @@ MAX_TEXT = 2_000
 
 
 def error(text: str) -> str:
-    return f"<span style='color:#c62828'>{escape(text)}</span>"
+    return f"<span style='color:{ERROR_COLOUR}'>{escape(text)}</span>"
 
 
 def badge(text: str, colour: str) -> str:
@@ -87,7 +90,7 @@ def item_html(item: ItemView) -> str:
         )
     return (
         f"<div style='line-height:1.45;font-size:0.92em'>{facts}"
-        f"<div style='color:#c62828;margin:4px 0'>{escape(_cut(item.message or '', MAX_TEXT))}</div>"
+        f"<div style='color:{ERROR_COLOUR};margin:4px 0'>{escape(_cut(item.message or '', MAX_TEXT))}</div>"
         f"<div><b>input</b> {_code(item.input)}</div><div><b>output</b> {_code(item.output)}</div>"
         f"<div style='margin-top:4px'><b>history</b></div>"
         f"<table style='border-collapse:collapse'>{''.join(lines)}</table></div>"
@@ -101,7 +104,7 @@ def held_html(held: Sequence[HeldItem]) -> str:
     for item in held:  # in the order the items first show each case
         cases[item.case] = cases.get(item.case, 0) + 1
     warnings = "".join(
-        f"<li style='color:{'#c62828' if case.may_charge_twice else '#333'}'><b>{case.value}</b> "
+        f"<li style='color:{ERROR_COLOUR if case.may_charge_twice else '#333'}'><b>{case.value}</b> "
         f"({plural(n, 'item')}): {escape(case.warning)}</li>"
         for case, n in cases.items()
     )

@@ -174,7 +174,7 @@ class RunPanel:
                 return
             standing = views.standing(store, self.name, now=self._now())
             failures = views.failures_view(store, self.name, kind=self.kinds.value)
-            held = views.held_view(store, self.name, now=self._now()).items
+            held = tuple(views.held(store, self.name))
         except RunnerError as exc:
             self.title.value = f"<b>{escape(self.name)}</b> · {error(str(exc))}"
             return

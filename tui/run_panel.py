@@ -71,12 +71,12 @@ def pace(view: RunView) -> Text:
     """
     run = view.standing
     text = Text()
-    if run.engine_alive or view.took is None:
+    if view.took is None:  # (always None while an engine works on the run)
         rate = f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}"
         text.append("throughput ", style="bold")
         text.append(f"{rate} items/min" if run.engine_alive else "none: no engine at work")
     else:
-        finished = run.counts[ItemState.COMPLETED] + run.counts[ItemState.FAILED]
+        finished = run.total - run.unfinished
         text.append("finished ", style="bold")
         text.append(f"{finished:,} items in {format.duration(view.took)}")
         if not run.unfinished:
@@ -113,8 +113,8 @@ def needs(view: RunView) -> list[str]:
     run = view.standing
     lines = []
     if run.held:
-        lines.append(f"{plural(run.held, 'item')} await{'s' if run.held == 1 else ''} your confirmation after a crash: c shows them")
-    if run.control.breaker.value == "open":
+        lines.append(f"{plural(run.held, 'item awaits', 'items await')} your confirmation after a crash: c shows them")
+    if run.control.breaker is BreakerState.OPEN:
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
     elif run.control.paused:
         lines.append("paused: r resumes, s lets exactly one batch run")

@@ -31,11 +31,11 @@ from runner.store import views
 from runner.jobs import RetryLimits
 from runner.sim import Simulator
 from runner.model import ItemState
+from runner.panel_html import ERROR_COLOUR
 from runner.store import Store
 from runner.widgets import RunPanel
 
 STATES = [s.value for s in ItemState]
-ERROR_COLOUR = "#c62828"  # the red of the panel's errors
 NEEDS_LABEL = {"type": "object", "required": ["label"]}
 
 
@@ -312,7 +312,7 @@ def test_the_panel_shows_a_store_it_cannot_write_and_says_why_a_pause_was_not_wr
     panel = panel_of(panels, db, "posts")
     assert shown(panel) == SMALL_COUNTS and panel.tabs.titles[1] == "Failures (1)"
     panel.pause_button.click()
-    assert panel.message.value.startswith(f"<span style='color:#c62828'>{db} cannot be written here (")
+    assert panel.message.value.startswith(f"<span style='color:{ERROR_COLOUR}'>{db} cannot be written here (")
     assert panel.message.value.endswith("); nothing was written</span>")
     assert shown(panel) == SMALL_COUNTS and not panel.pause_button.disabled
 

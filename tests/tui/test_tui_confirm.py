@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scenes import dead_engine
 from support import StepClock, make_job, posts
-from tui_support import settle
+from tui_support import press, settle
 
 from runner import recovery, runs
 from runner.jobs import Job
@@ -58,9 +58,7 @@ async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adop
     assert stopped.exit_code == 4 and held(store) == {"confirm": 5}
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("c")
-        await settle(pilot)
+        await press(pilot, "c")
         assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
         assert {item.case for item in app.screen.view.items} == {recovery.Case.ADOPT}
         await pilot.press("c")
@@ -83,9 +81,7 @@ async def test_a_resubmit_asks_with_the_double_charge_warning_and_cancelling_kee
     await runs.execute(store, job, clock=clock)
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("c")
-        await settle(pilot)
+        await press(pilot, "c")
         await pilot.press("c")
         assert isinstance(app.screen, AskScreen)
         assert app.screen.warning == (
@@ -105,9 +101,7 @@ async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
     await runs.execute(store, job, clock=clock)
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("c")
-        await settle(pilot)
+        await press(pilot, "c")
         await pilot.press("down", "enter")
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Confirm held item p001?"
         await pilot.click("#yes")

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from support import StepClock, make_job, posts
-from tui_support import NOW, build, settle, shown
+from tui_support import NOW, build, press, settle, shown
 
 from runner import runs
 from runner.jobs import Job
@@ -39,9 +39,7 @@ async def test_t_on_a_kind_retries_its_items_after_asking_and_the_engine_complet
     job = await failed_run(tmp_path, sim, store, clock)
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
         assert [(k.kind, k.count, k.retryable) for k in app.screen.view.kinds] == [("bad_request", 2, 0)]
         await pilot.press("shift+tab", "t")
@@ -61,9 +59,7 @@ async def test_an_items_detail_shows_its_history_and_t_retries_only_that_item(
     await failed_run(tmp_path, sim, store, clock)
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         await pilot.press("down", "enter")
         await settle(pilot)
         assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
@@ -87,9 +83,7 @@ async def test_cancelling_a_retry_changes_nothing(tmp_path: Path, sim: Simulator
     await failed_run(tmp_path, sim, store, clock)
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         await pilot.press("t", "escape")
         await settle(pilot)
         assert isinstance(app.screen, FailuresScreen)
@@ -99,11 +93,7 @@ async def test_cancelling_a_retry_changes_nothing(tmp_path: Path, sim: Simulator
 async def test_the_failures_screen_starts_on_its_items_so_enter_opens_the_first(tmp_path: Path) -> None:
     app = RunnerApp(build(tmp_path), "posts", clock=lambda: NOW)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "f", "enter")
         assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
         assert app.screen.view.key == "p005"
 
@@ -117,12 +107,7 @@ async def test_an_items_long_input_wraps_in_full_at_80_columns(
     assert outcome.exit_code == 3
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("f")
-        await settle(pilot)
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "f", "enter")
         box = app.screen.query_one("#item-input")
         words = re.findall(r"word\d\d", " ".join(shown(box)))
     assert words == [f"word{i:02d}" for i in range(60)]
-    assert box.size.width <= 80

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from tui_support import NOW, build, settle
+from tui_support import NOW, build, press
 
 from tui.app import RunnerApp
 
@@ -33,10 +33,7 @@ def after(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     """Read the store, then press each key and let what it opens read the store too."""
 
     async def run_before(pilot: Pilot[Any]) -> None:
-        await settle(pilot)
-        for key in keys:
-            await pilot.press(key)
-            await settle(pilot)
+        await press(pilot, *keys)
 
     return run_before
 

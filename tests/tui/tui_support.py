@@ -210,6 +210,14 @@ async def settle(pilot: Pilot[None], *, read: bool = False) -> None:
     raise AssertionError("the app's workers kept running")
 
 
+async def press(pilot: Pilot[Any], *keys: str) -> None:
+    """Let the screen read the store, then press each key and let what it opens read the store too."""
+    await settle(pilot)
+    for key in keys:
+        await pilot.press(key)
+        await settle(pilot)
+
+
 class Told:
     """The notifications an app showed."""
 

@@ -16,8 +16,9 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 
+from runner import words
 from runner.errors import RunnerError
-from runner.store import Store
+from runner.store import Store, views
 
 if TYPE_CHECKING:
     from tui.app import RunnerApp
@@ -31,6 +32,13 @@ REFRESH_SECONDS = 0.5
 Read = Callable[[Store, float], T]
 #: A person's command: ``act(store, now)`` returns what to tell them.
 Act = Callable[[Store, float], str]
+
+
+def unless_obeyed(store: Store, name: str, now: float, *, does: str, the_next: str = "") -> str:
+    """After a command: nothing while an engine works on the run; else the command that goes on, and what it does."""
+    if views.engine_alive(store, name, now=now):
+        return ""
+    return f". No engine is running: {the_next}`{words.go_on(store.job(name), store.path)}` {does}"
 
 
 class StoreScreen(Screen[None], Generic[T]):

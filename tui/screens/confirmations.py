@@ -14,14 +14,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner import recovery, words
+from runner import recovery
 from runner.recovery import Case
 from runner.store import Store, views
 from runner.store.answers import HeldView
 from runner.words import plural
 
 from ..widgets import Table
-from .base import Read, StoreScreen
+from .base import Read, StoreScreen, unless_obeyed
 from .dialog import AskScreen
 
 WHY = (
@@ -153,9 +153,7 @@ def confirm(store: Store, now: float, *, name: str, keys: Sequence[str]) -> str:
     parts += [f"{n} sent again" for c, n in released.items() if c is Case.RESUBMIT and n]
     total = sum(released.values())
     text = f"released {plural(total, 'item')} of {name}" + (f": {', '.join(parts)}" if parts else "")
-    if total and not views.engine_alive(store, name, now=now):
-        text += f". No engine is running: `{words.go_on(store.job(name), store.path)}` goes on"
-    return text
+    return text + (unless_obeyed(store, name, now, does="goes on") if total else "")
 
 
 def _held(store: Store, now: float, *, name: str) -> HeldView:

@@ -15,14 +15,14 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
-from runner import control, words
+from runner import control
 from runner.store import Store, views
 from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
 from runner.words import plural
 
 from .. import format
 from ..widgets import Table
-from .base import Read, StoreScreen
+from .base import Read, StoreScreen, unless_obeyed
 from .dialog import AskScreen
 
 RETRY_COST = (
@@ -281,9 +281,7 @@ def ask_retry_item(key: str, paid: int, maybe_paid: int) -> AskScreen:
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
     count = control.retry(store, name, now=now, kind=kind, keys=keys)
     text = f"{plural(count, 'failed item')} of {name} pending again"
-    if count and not views.engine_alive(store, name, now=now):
-        text += f". No engine is running: `{words.go_on(store.job(name), store.path)}` sends them"
-    return text
+    return text + (unless_obeyed(store, name, now, does="sends them") if count else "")
 
 
 def _json(text: str) -> Text:

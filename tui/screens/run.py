@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Footer, Header, Static
 
-from runner import control, words
+from runner import control
 from runner.breaker import Control
 from runner.store import Store, views
 from runner.store.answers import RunView
@@ -19,7 +19,7 @@ from runner.words import plural
 
 from ..run_panel import RunPanel
 from ..widgets import BatchTable, EventLog, GroupTable, StateBar
-from .base import Read, StoreScreen
+from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
 from .failures import FailuresScreen
 
@@ -122,6 +122,4 @@ def _after(store: Store, name: str, done: Control, now: float) -> str:
     """The run's controls after a command, and who will obey it."""
     steps = f", {done.steps} step(s) allowed" if done.steps else ""
     text = f" (breaker {done.breaker.value}{', paused' if done.paused else ''}{steps})"
-    if not views.engine_alive(store, name, now=now):
-        text += f". No engine is running: the next `{words.go_on(store.job(name), store.path)}` obeys it"
-    return text
+    return text + unless_obeyed(store, name, now, does="obeys it", the_next="the next ")
