@@ -196,19 +196,15 @@ def _opened(out: str) -> Iterator[IO[bytes]]:
         sys.stdout.buffer.flush()
         return
     path = Path(out)
-    if path.exists() and not path.is_file():
-        try:
-            with path.open("wb") as stream:
-                yield stream
-        except OSError as exc:
-            raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from exc
-        return
-    part = path.with_name(f".{path.name}.part")
+    whole = not path.exists() or path.is_file()
+    target = path.with_name(f".{path.name}.part") if whole else path
     try:
-        with part.open("wb") as stream:
+        with target.open("wb") as stream:
             yield stream
-        os.replace(part, path)
+        if whole:
+            os.replace(target, path)
     except OSError as exc:
         raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from exc
     finally:
-        part.unlink(missing_ok=True)
+        if whole:
+            target.unlink(missing_ok=True)
