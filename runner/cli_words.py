@@ -14,12 +14,10 @@ from typing import TYPE_CHECKING
 import click
 
 from . import words
-from .store import Store
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from .breaker import Control
+    from .store import Store
 
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
@@ -105,19 +103,13 @@ Example plan: {"seed": 7, "rules": [{"fault": "http_503", "rate": 0.3},
 def show_results(name: str, db: str) -> None:
     """A few results of a run, and the command that writes them all."""
     from . import export
+    from .store import Store
 
     click.echo("Its first results:")
     with Store(db, read_only=True) as store:
         for row in itertools.islice(export.rows(store, name, state="completed"), 3):
             click.echo(f"  {row['key']}: {row.get('label', '')}")
     hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
-
-
-def rich_console() -> Console:
-    """A rich console for a command that prints a table; rich is imported only then (it costs more than click)."""
-    from rich.console import Console
-
-    return Console()
 
 
 def show_control(name: str, now: Control) -> None:

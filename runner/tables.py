@@ -1,4 +1,8 @@
-"""How a run reads in a terminal: the tables the CLI prints, every outside text shown as it is (never as markup)."""
+"""How a run reads in a terminal: the tables ``runner status`` and ``runner failures`` print, as plain columns.
+
+The columns are :mod:`runner.columns`' (no rich); these say what each
+table holds and in what words.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +10,33 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from rich import box
-from rich.markup import escape
-from rich.table import Table
+import click
 
-from . import recovery
-from .words import plural
+from .columns import shown, table, width
+from .model import Case, HeldItem
 from .store.answers import STATES, Standing
+from .words import few, plural
+
+__all__ = ["echo", "failures_table", "held_table", "shown", "status_table"]
 
 
-def held_table(held: Sequence[recovery.HeldItem]) -> Table:
+def echo(lines: Sequence[str]) -> None:
+    """A table's lines on stdout (click leaves out the styles when stdout is not a terminal)."""
+    click.echo("\n".join(lines))
+
+
+def held_table(held: Sequence[HeldItem]) -> list[str]:
     """The held items by case; the command that releases them is the caller's hint, on a line of its own."""
-    table = Table(title="waiting for a person", box=box.SIMPLE_HEAD)
-    for column in ("case", "items", "what confirming does", "keys"):
-        table.add_column(column)
-    for case in recovery.Case:
+    rows = []
+    for case in Case:
         keys = [item.key for item in held if item.case is case]
         if keys:
-            shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-            table.add_row(case.value, str(len(keys)), case.warning + _landing(held, case), escape(shown))
-    return table
+            rows.append([case.value, str(len(keys)), case.warning + _landing(held, case), few(keys)])
+    return table(("case", "items", "what confirming does", "keys"), rows, title="waiting for a person",
+                 numbers={1}, wraps={2, 3}, within=width())
 
 
-def _landing(held: Sequence[recovery.HeldItem], case: recovery.Case) -> str:
+def _landing(held: Sequence[HeldItem], case: Case) -> str:
     """When the lost creates of ``adopt`` items can no longer land: the engine looks for them again then."""
     lands_by = [item.lands_by for item in held if item.case is case and item.lands_by is not None]
     if not lands_by:
@@ -37,24 +45,25 @@ def _landing(held: Sequence[recovery.HeldItem], case: recovery.Case) -> str:
     return f" (a lost create may still land until {when}: none is concluded only after that)"
 
 
-def failures_table(name: str, failed: list[dict[str, Any]]) -> Table:
+def failures_table(name: str, failed: list[dict[str, Any]]) -> list[str]:
+    """Failed items by kind: how many, how many a person may retry, and the first one as an example."""
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for item in failed:
         by_kind.setdefault(item["kind"], []).append(item)
-    table = Table(title=f"run {escape(name)}: {plural(len(failed), 'failed item')}", box=box.SIMPLE_HEAD)
-    for column in ("kind", "items", "retryable", "example"):
-        table.add_column(column)
+    rows = []
     for kind, items in by_kind.items():
         retryable = sum(1 for item in items if item["retryable"])
         first = items[0]
         example = f"{first['key']} ({plural(first['attempts'], 'attempt')}): {first['message']}"
-        table.add_row(escape(kind), str(len(items)), str(retryable), escape(example))
-    return table
+        rows.append([kind, str(len(items)), str(retryable), example])
+    return table(("kind", "items", "retryable", "example"), rows, title=f"run {name}: {plural(len(failed), 'failed item')}",
+                 numbers={1, 2}, wraps={3}, within=width())
 
 
-def status_table(run: Standing) -> Table:
+def status_table(run: Standing) -> list[str]:
+    """Items by group and state, a total, and under it the breaker, a pause, the engine and what is held."""
     control = run.control
-    caption = f"breaker {control.breaker.value}" + (f" ({escape(control.reason)})" if control.reason else "")
+    caption = f"breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else "")
     if control.paused:
         caption += " · paused" + (f", {plural(control.steps, 'step')} allowed" if control.steps else "")
     engine = "alive" if run.engine_alive else "died (its lease was left behind)" if run.engine_died else "not running"
@@ -64,14 +73,7 @@ def status_table(run: Standing) -> Table:
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")
-    table = Table(
-        title=f"run {escape(run.name)}: {plural(run.total, 'item')}", caption=caption, box=box.SIMPLE_HEAD,
-        show_edge=False, pad_edge=False,
-    )
-    table.add_column("group")
-    for state in STATES:
-        table.add_column(state, justify="right")
-    for group, counts in run.groups.items():
-        table.add_row(escape(group), *(str(counts[s] or "") for s in STATES))
-    table.add_row("total", *(str(run.counts[s]) for s in STATES), style="bold")
-    return table
+    rows = [[group, *(str(counts[s] or "") for s in STATES)] for group, counts in run.groups.items()]
+    rows.append(["total", *(str(run.counts[s]) for s in STATES)])
+    return table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
+                 numbers=range(1, len(STATES) + 1), bold={len(rows) - 1})

@@ -53,7 +53,7 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
                       soft_wrap=True)
         console.print(escape(command("run", job.name, db=store.path)), soft_wrap=True)
         sys.exit(4)
-    Console().print(tables.status_table(views.standing(store, job.name, now=time.time())))
+    tables.echo(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
         for line in _next_steps(job.name, outcome, store.path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,11 @@ DEFAULT_DB = "runs.db"
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``1 item``, ``0 items``, ``2,400 items``; ``many`` where adding an s is wrong."""
     return f"{count:,} {noun if count == 1 else many or noun + 's'}"
+
+
+def few(keys: Sequence[str], *, most: int = 5) -> str:
+    """``p001, p002 and 3 more``: the first ``most`` keys, then how many more."""
+    return ", ".join(keys[:most]) + (f" and {len(keys) - most} more" if len(keys) > most else "")
 
 
 def unknown(what: str, word: str, known: Iterable[str]) -> str:

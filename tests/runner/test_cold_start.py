@@ -1,6 +1,6 @@
 """The light commands start light: ``--help``, ``status``, ``failures`` and ``export`` import no engine, no
 simulator, no HTTP client, no UI library and no data-frame library (issue #15: each cost a cold start
-seconds).
+seconds); ``status`` and ``failures`` print their tables without rich, and ``--help`` loads no store.
 
 Each command runs, in a fresh interpreter, on a real store, and that interpreter then names the modules
 it loaded. The command's output is checked too: a command that failed before its work would load little.
@@ -26,8 +26,8 @@ HEAVY_PACKAGES = ("httpx", "textual", "tui", "ipywidgets", "pandas", "numpy", "p
 HEAVY_PARTS = ("runner.engine", "runner.sim", "runner.providers", "runner.runs", "runner.terminal_run",
                "runner.tasks", "runner.validation", "rich.progress")
 
-#: Runs the command of ``argv[1:]`` as ``runner`` would, then prints the heavy modules it loaded and, on
-#: the last line, whether it loaded rich at all.
+#: Runs the command of ``argv[1:]`` as ``runner`` would, then prints, on its last line, the heavy modules it
+#: loaded, whether it loaded rich at all, and whether it loaded the store.
 PROBE = f"""
 import json, sys
 from runner.cli import main
@@ -35,7 +35,7 @@ try:
     main(sys.argv[1:], standalone_mode=False)
 finally:
     heavy = sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY_PACKAGES!r} or m.startswith({HEAVY_PARTS!r}))
-    print(json.dumps({{"heavy": heavy, "rich": "rich" in sys.modules}}))
+    print(json.dumps({{"heavy": heavy, "rich": "rich" in sys.modules, "store": "runner.store" in sys.modules}}))
 """
 
 
@@ -55,22 +55,23 @@ def db(tmp_path: Path) -> Path:
     return small_store(tmp_path)
 
 
-def test_help_imports_nothing_heavy_and_no_rich(db: Path) -> None:
-    output, loaded = probe("--help", cwd=db.parent)
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_imports_nothing_heavy_no_rich_and_no_store(db: Path, flag: str) -> None:
+    output, loaded = probe(flag, cwd=db.parent)
     assert "Usage:" in output and "status" in output
-    assert loaded == {"heavy": [], "rich": False}
+    assert loaded == {"heavy": [], "rich": False, "store": False}
 
 
 def test_status_as_json_imports_nothing_heavy_and_no_rich(db: Path) -> None:
     output, loaded = probe("status", "posts", "--json", "--db", db, cwd=db.parent)
     assert json.loads(output)["counts"] == SMALL_COUNTS
-    assert loaded == {"heavy": [], "rich": False}
+    assert loaded == {"heavy": [], "rich": False, "store": True}
 
 
 def test_failures_as_json_import_nothing_heavy_and_no_rich(db: Path) -> None:
     output, loaded = probe("failures", "posts", "--json", "--db", db, cwd=db.parent)
     assert [(f["key"], f["kind"]) for f in json.loads(output)] == [("p001", "item_invalid")]
-    assert loaded == {"heavy": [], "rich": False}
+    assert loaded == {"heavy": [], "rich": False, "store": True}
 
 
 @pytest.mark.parametrize("args, shown", [
@@ -78,12 +79,12 @@ def test_failures_as_json_import_nothing_heavy_and_no_rich(db: Path) -> None:
     (("status",), "run posts: 3 items"),
     (("failures", "posts"), "run posts: 1 failed item"),
 ])
-def test_status_and_failures_tables_import_rich_s_tables_but_nothing_heavy(
+def test_status_and_failures_tables_import_no_rich_and_nothing_heavy(
     db: Path, args: tuple[str, ...], shown: str
 ) -> None:
     output, loaded = probe(*args, "--db", db, cwd=db.parent)
     assert shown in output
-    assert loaded == {"heavy": [], "rich": True}
+    assert loaded == {"heavy": [], "rich": False, "store": True}
 
 
 def test_export_imports_nothing_heavy(db: Path) -> None:

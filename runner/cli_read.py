@@ -1,0 +1,126 @@
+"""The commands that read a run: ``status``, ``failures``, ``export`` and the terminal UI, ``tui``.
+
+``status`` and ``failures`` print plain columns (:mod:`runner.tables`), not
+rich's tables: they start in a fraction of the time (bench/cold_start.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from .cli_options import db_option, json_option, plain_errors
+from .cli_words import hint
+from .words import command as spelt, plural
+
+
+@click.command()
+@click.argument("name", required=False)
+@db_option
+@json_option
+@plain_errors
+def status(name: str | None, db: str, as_json: bool) -> None:
+    """Show where a run stands (every run without NAME).
+
+    It counts the items by state and group from the store, and shows the
+    breaker, a pause, and the items held for a person.
+
+    Example: runner status demo --json
+    """
+    from . import tables
+    from .store import Store, views
+
+    with Store(db, read_only=True) as store:
+        standings = [views.standing(store, n, now=time.time()) for n in ([name] if name else store.run_names())]
+        if as_json:
+            statuses = [standing.status() for standing in standings]
+            click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
+            return
+        if not standings:
+            click.echo(f"no runs in {db}")
+            return
+        for standing in standings:
+            tables.echo(tables.status_table(standing))
+            if standing.held:
+                tables.echo(tables.held_table(views.held(store, standing.name)))
+                hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
+            if standing.duplicate_tasks:
+                hint("they may have billed; see them:", spelt("failures", standing.name, db=db))
+
+
+@click.command()
+@click.argument("name")
+@db_option
+@json_option
+@plain_errors
+def failures(name: str, db: str, as_json: bool) -> None:
+    """List a run's failed items with their reasons, by kind.
+
+    Example: runner failures demo --json
+    """
+    from . import tables
+    from .store import Store, views
+
+    with Store(db, read_only=True) as store:
+        failed = views.failures(store, name)
+        duplicates = views.duplicates(store, store.run_id(name))
+    if as_json:
+        click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
+        return
+    if not failed and not duplicates:
+        click.echo(f"no failed items in run {name!r}")
+        return
+    tables.echo(tables.failures_table(name, failed))
+    for duplicate in duplicates:
+        click.echo(f"{click.style('unknown charge:', fg='yellow')} batch {duplicate['batch_id']}: "
+                   f"{tables.shown(duplicate['message'])}")
+
+
+@click.command("export")
+@click.argument("name")
+@click.option("--format", "fmt", default="jsonl", show_default=True, help="jsonl, csv or parquet (needs pyarrow).")
+@click.option("--out", default="-", show_default=True, help="The file to write; - is stdout.")
+@click.option("--state", default="all", show_default=True, help="The items written: completed, failed or all.")
+@db_option
+@plain_errors
+def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
+    """Write a run's items as JSONL, CSV or Parquet, one row each.
+
+    A row holds the key, group, state, result fields and input sent; failed
+    items carry kind, message, attempts and paid calls. CSV and Parquet
+    flatten nested fields into dotted columns (input.title).
+
+    Example: runner export demo --format csv --out demo.csv
+    """
+    from . import export
+    from .store import Store
+
+    with Store(db, read_only=True) as store:
+        try:
+            count = export.write(store, name, out, fmt=fmt, state=state)
+        except BrokenPipeError:  # the reader stopped reading (| head): what it took was written
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return
+    if out != "-":
+        click.echo(f"{plural(count, 'row')} of {name!r} written to {out}", err=True)
+
+
+@click.command()
+@click.argument("name", required=False)
+@db_option
+@plain_errors
+def tui(name: str | None, db: str) -> None:
+    """Watch and steer runs in a terminal UI (every run without NAME).
+
+    Example: runner tui demo
+    """
+    from .store import Store
+
+    Store(db, read_only=True).close()
+    from tui.app import run_tui  # the UI is imported only when asked for
+
+    run_tui(db, name)

@@ -1,0 +1,135 @@
+"""The commands that start work: ``runner demo``, ``runner run`` and the simulator, ``runner sim``.
+
+Each imports the engine, the simulator and the store inside itself, so that
+``runner --help`` and the light commands never load them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from . import cli_words
+from .cli_options import db_option, plain_errors, wait_option
+from .errors import InputError, JobError, RunError
+from .words import command as spelt
+
+SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
+
+
+@click.command()
+@db_option
+@click.option("--latency", default=0.05, show_default=True, help="Simulated seconds per call.")
+@wait_option
+@plain_errors
+def demo(db: str, latency: float, wait: bool | None) -> None:
+    """Run the sample job on a built-in simulator: no key, no network.
+
+    While it runs, `runner tui demo` in another terminal can pause, step and
+    resume it; in a terminal the demo waits for a person while paused.
+
+    Example: runner demo
+    """
+    if not SAMPLE_JOB.exists():
+        raise JobError(f"{SAMPLE_JOB}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
+    from . import jobs
+    from .sim import Simulator
+    from .store import Store
+    from .terminal_run import run_in_terminal, waits
+
+    job = jobs.load(SAMPLE_JOB)
+    with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
+        provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
+        job = dataclasses.replace(job, name="demo", provider=provider)
+        outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=waits(wait))
+    cli_words.hint(f"Run 'demo' is in {db}; see it with:", spelt("status", "demo", db=db))
+    cli_words.show_results("demo", db)
+    sys.exit(outcome.exit_code)
+
+
+@click.command()
+@click.argument("job_or_name")
+@db_option
+@wait_option
+@plain_errors
+def run(job_or_name: str, db: str, wait: bool | None) -> None:
+    """Run a job file, or continue a run by name.
+
+    Completed items are kept: running the same job again goes on. Exits 0
+    when all completed, 3 with failed items, 4 when stopped for a person
+    (paused, breaker open, confirmations pending), 1 on bad input. In a
+    terminal it waits for a person instead of exiting 4 (--no-wait exits);
+    in a script it exits 4 (--wait waits).
+
+    Example: runner run sample_data/job.toml
+    """
+    from . import jobs
+    from .store import Store, views
+    from .store.connection import remove_if_no_run
+    from .terminal_run import run_in_terminal, waits
+
+    if job_or_name.endswith(".toml"):
+        job = jobs.load(job_or_name)
+        job.input.require()  # before the store is opened: a missing input leaves no new store behind
+        new = not Path(db).exists()
+        try:
+            with Store(db) as store:
+                read_at = store.input_unchanged_since(job, job.input.fingerprint())
+                if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # else refused
+                    click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}"
+                               ", not read again", err=True)
+                outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=read_at is None)
+        except InputError:
+            if new:  # nor does a bad one: the store it made holds no run
+                remove_if_no_run(db)
+            raise
+    else:
+        store = Store(db, create=False)
+        outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=waits(wait), read_input=False)
+    sys.exit(outcome.exit_code)
+
+
+@click.command(epilog=cli_words.FAULTS)
+@click.option("--port", default=8765, show_default=True, help="Port on 127.0.0.1 (0: any free one).")
+@click.option("--latency", default=0.2, show_default=True, help="Seconds per call.")
+@click.option("--jitter", default=0.1, show_default=True, help="Up to this many more seconds, at random.")
+@click.option("--seed", default=0, show_default=True, help="Seed for every random choice.")
+@click.option("--faults", "plan", help="A fault plan: JSON text or a JSON file (below).")
+@click.option("--api-key", help="Accept only this key (default: any key, or none).")
+@click.option("--batch-seconds", default=5.0, show_default=True, help="How long a Batch API batch runs.")
+@plain_errors
+def sim(
+    port: int, latency: float, jitter: float, seed: int, plan: str | None, api_key: str | None, batch_seconds: float
+) -> None:
+    """Serve a simulated LLM upstream on 127.0.0.1 until Ctrl-C.
+
+    It answers chat completions and the Batch API as OpenAI does, and plays
+    the faults of its plan (listed below). The plan can be changed while it
+    runs: PUT /_sim/faults. Its clock can be moved forward: POST /_sim/clock
+    {"advance": seconds}.
+
+    Example: runner sim --faults '{"rules": [{"fault": "drop", "rate": 0.2}]}'
+    """
+    from .sim import Simulator, load_plan
+
+    try:
+        faults = load_plan(plan) if plan else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--faults") from exc
+    try:
+        simulator = Simulator(
+            port=port, latency=latency, jitter=jitter, seed=seed, faults=faults, api_key=api_key,
+            batch_seconds=batch_seconds,
+        )
+    except OSError as exc:
+        raise RunError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror} (is a simulator running there? "
+                       "--port chooses another)") from exc
+    click.echo(f"simulator on {simulator.base_url} (ledger: GET /_sim/ledger); Ctrl-C stops it")
+    try:
+        simulator.serve_forever()
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,151 @@
+"""A person's hand on a run from the shell: ``pause``, ``resume``, ``step``, ``retry`` and ``confirm``.
+
+Each opens the store, calls one function of :mod:`runner.control` or
+:mod:`runner.recovery`, and says what changed and how to go on.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from .cli_options import db_option, plain_errors
+from .cli_words import go_on, show_control
+from .errors import RunError
+from .model import FailureKind
+from .words import command as spelt, few, plural
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+@click.command()
+@click.argument("name")
+@db_option
+@plain_errors
+def pause(name: str, db: str) -> None:
+    """Pause a run: no new batch starts; those in flight finish.
+
+    Example: runner pause demo
+    """
+    from . import control
+    from .store import Store
+
+    show_control(name, control.pause(Store(db, create=False), name, now=time.time()))
+
+
+@click.command()
+@click.argument("name")
+@db_option
+@plain_errors
+def resume(name: str, db: str) -> None:
+    """Lift a pause or an open breaker, one batch at a time at first.
+
+    The run goes on one batch at a time until one succeeds. On a run neither
+    paused nor open it changes nothing, says so and exits 1.
+
+    Example: runner resume demo
+    """
+    from . import control
+    from .store import Store
+
+    show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
+
+
+@click.command()
+@click.argument("name")
+@db_option
+@plain_errors
+def step(name: str, db: str) -> None:
+    """Let exactly one batch run on a paused run; it stays paused.
+
+    Example: runner step demo
+    """
+    from . import control
+    from .store import Store
+
+    show_control(name, control.step(Store(db, create=False), name, now=time.time()))
+
+
+@click.command()
+@click.argument("name")
+@click.argument("keys", nargs=-1)
+@click.option("--kind", type=click.Choice([k.value for k in FailureKind]), help="Only failures of this kind.")
+@db_option
+@plain_errors
+def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
+    """Send failed items again, each with a fresh attempt budget.
+
+    All of them, one kind, or the KEYS given. Each retry of an item the upstream already answered is a paid call. A key
+    the run does not have is named, and nothing changes (exit 1).
+
+    Example: runner retry demo --kind transport
+    """
+    from . import control
+    from .store import Store
+
+    store = Store(db, create=False)
+    count = control.retry(store, name, now=time.time(), kind=kind, keys=keys)
+    if not count:
+        chosen = f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")
+        click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
+        return
+    go_on(f"{plural(count, 'failed item')} of run {name!r} pending again", store, name)
+
+
+@click.command()
+@click.argument("name")
+@click.argument("keys", nargs=-1)
+@click.option("--all", "everything", is_flag=True, help="Release every held item.")
+@click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required.")
+@db_option
+@plain_errors
+def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: str) -> None:
+    """Release held items after a crash, saying first what each does.
+
+    All of them, or the KEYS given; it asks first (y/N). Items whose task id
+    was saved are polled (no new charge); the others are sent again, and may
+    run and charge twice. `runner status NAME` lists them.
+
+    Example: runner confirm demo --all
+    """
+    from . import recovery
+    from .store import Store
+
+    if everything == bool(keys):
+        raise click.UsageError("give either --all or the KEYS to release")
+    store = Store(db, create=False)
+    if not yes:
+        _ask_to_confirm(store, name, keys)
+    released = recovery.confirm(store, name, now=time.time(), keys=keys)
+    if not any(released.values()):
+        chosen = " among the KEYS given" if keys else ""
+        click.echo(f"nothing to release: no item of run {name!r} is held for confirmation{chosen}")
+        return
+    for case, count in released.items():
+        if count:
+            click.echo(f"{plural(count, 'item')}: {case.warning}")
+    go_on(f"released {plural(sum(released.values()), 'item')}", store, name)
+
+
+def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
+    """Show the held items chosen, with what confirming each case does, and ask (y/N); only a yes returns."""
+    from . import recovery
+    from .store import views
+
+    store.refuse_unknown(store.run_id(name), keys)
+    held = [item for item in views.held(store, name) if not keys or item.key in keys]
+    if not held:
+        return  # nothing to release: nothing to ask
+    if not sys.stdin.isatty():
+        raise RunError(f"runner confirm asks before it releases held items; in a script add --yes: "
+                       f"{spelt('confirm', name, *(keys or ['--all']), '--yes', db=store.path)}")
+    for case in recovery.Case:
+        chosen = [item.key for item in held if item.case is case]
+        if chosen:
+            click.echo(f"{case.value}: {len(chosen)} ({few(chosen)}): {case.warning}")
+    if not click.confirm(f"release {plural(len(held), 'held item')} of {name!r}?", default=False):
+        raise RunError("nothing was released")
