@@ -11,7 +11,6 @@ transaction).
 from __future__ import annotations
 
 import os
-import socket
 
 from . import liveness
 from .errors import RunError
@@ -30,7 +29,7 @@ def acquire(store: RunStore, run: str, *, token: str, now: float) -> None:
                 f"{now - holder.heartbeat_at:.0f}s ago); stop it first, or wait {LEASE_SECONDS:.0f}s if it died"
             )
 
-    store.take_lease(run, token=token, pid=os.getpid(), host=socket.gethostname(), now=now,
+    store.take_lease(run, token=token, pid=os.getpid(), host=liveness.this_host(), now=now,
                      refuse=refuse_a_live_holder)
 
 

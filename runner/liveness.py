@@ -8,12 +8,16 @@ lives until its heartbeat is older than :data:`LEASE_SECONDS`.
 from __future__ import annotations
 
 import os
-import socket
 
 from .model import Holder
 
 #: A heartbeat older than this means the engine holding the run is dead.
 LEASE_SECONDS = 15.0
+
+
+def this_host() -> str:
+    """This machine's name, as a lease records it (``gethostname``, read without importing ``socket``)."""
+    return os.uname().nodename
 
 
 def lives(holder: Holder, now: float) -> bool:
@@ -23,7 +27,7 @@ def lives(holder: Holder, now: float) -> bool:
 
 def _alive(pid: int, host: str) -> bool:
     """Whether a lease holder's process may still live: on this host we can look."""
-    if host != socket.gethostname():
+    if host != this_host():
         return True
     try:
         os.kill(pid, 0)

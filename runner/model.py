@@ -5,6 +5,8 @@ output and the UIs show them). :data:`MOVES` is the transition table: every
 move an item may make, from which states to which, and which of its fields
 the move sets and clears. The store's one writer of item state
 (``runner.store.items.move``) makes each move by this table and no other.
+The immutable records are named tuples, cheaper to define than dataclasses
+(every command's cold start defines them).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .rules.breaker import Control
@@ -83,8 +85,7 @@ class Hold(StrEnum):
     CONFIRMED = "confirmed"
 
 
-@dataclass(frozen=True)
-class Move:
+class Move(NamedTuple):
     """An allowed move: items in one of ``origins`` (and ``from_hold``) go to ``to`` (and ``to_hold``).
 
     ``sets`` and ``clears`` name the item's fields the move writes: every
@@ -150,8 +151,7 @@ MOVES: dict[str, Move] = {
 }
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(NamedTuple):
     """A batch as formed: its id, group and item count."""
 
     id: int
@@ -164,8 +164,7 @@ class Batch:
     resume: bool = False
 
 
-@dataclass(frozen=True)
-class StartedItem:
+class StartedItem(NamedTuple):
     """An item marked running, with what must be sent for it."""
 
     id: int
@@ -200,8 +199,7 @@ class Settlement:
     breaker: Callable[[Control], Control] | None = None
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """The engine holding a run's lease: its process, host and last heartbeat."""
 
     pid: int
@@ -231,8 +229,7 @@ class Case(StrEnum):
         return self is Case.RESUBMIT
 
 
-@dataclass(frozen=True)
-class HeldItem:
+class HeldItem(NamedTuple):
     """An item held for a person's confirmation, and why."""
 
     key: str

@@ -7,7 +7,6 @@ default one, so that the copy reads the store the hint came from.
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,6 +31,8 @@ def few(keys: Sequence[str], *, most: int = 5) -> str:
 
 def unknown(what: str, word: str, known: Iterable[str]) -> str:
     """``unknown key 'max_item': did you mean 'max_items'?``, or the known words when none is near."""
+    import difflib  # only for a mistake
+
     known = list(known)
     near = difflib.get_close_matches(word, known, n=1)
     return f"unknown {what} {word!r}" + (f": did you mean {near[0]!r}?" if near else f" (known: {', '.join(known)})")

@@ -1,7 +1,8 @@
 """The run store: every item's state, in one SQLite file, its schema, its one writer of items, and the read model.
 
 - ``protocol``: ``RunStore``, the verbs the engine and a person's commands
-  use, whatever the backend.
+  use, whatever the backend (imported from there: a light command need not
+  define it).
 - ``sqlite``: ``Store``, the SQLite store's verbs (with ``commands`` and ``leases``),
   each one transaction that decides nothing; ``connection``: the file.
 - ``items``: the one writer of item state, by ``runner.model.MOVES``.
@@ -12,7 +13,6 @@
 from __future__ import annotations
 
 from ..model import Batch, Settlement, StartedItem
-from .protocol import RunStore
 from .sqlite import Store
 
-__all__ = ["Batch", "RunStore", "Settlement", "StartedItem", "Store"]
+__all__ = ["Batch", "Settlement", "StartedItem", "Store"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -45,7 +44,7 @@ def test_a_run_reads_as_done_engine_died_needing_a_person_paused_running_or_stop
 
 def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() -> None:
     held = Control(breaker=BreakerState.PROBING, reason="1 transport failure", paused=True, steps=2)
-    status = replace(standing(held=1, control=held), paid_calls=7, maybe_paid=3).status()
+    status = standing(held=1, control=held)._replace(paid_calls=7, maybe_paid=3).status()
     assert list(status) == [
         "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
         "paused", "steps_allowed", "paid_calls", "maybe_paid",
