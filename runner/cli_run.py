@@ -38,14 +38,18 @@ def demo(db: str, latency: float, wait: bool | None) -> None:
         raise JobError(f"{SAMPLE_JOB}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
     from . import jobs
     from .sim import Simulator
-    from .store import Store
+    from .store import Store, views
     from .terminal_run import run_in_terminal, waits
 
     job = jobs.load(SAMPLE_JOB)
+    store = Store(db)
+    done = "demo" in store.run_names() and not views.standing(store, "demo", now=time.time()).unfinished
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
         job = dataclasses.replace(job, name="demo", provider=provider)
-        outcome = run_in_terminal(Store(db), job, read_input=True, wait_for_person=waits(wait))
+        outcome = run_in_terminal(store, job, read_input=True, wait_for_person=waits(wait))
+    if done:  # the engine calls for unfinished items only
+        click.echo("Every item of run 'demo' was already done: no call was made.")
     cli_words.hint(f"Run 'demo' is in {db}; see it with:", spelt("status", "demo", db=db))
     cli_words.show_results("demo", db)
     sys.exit(outcome.exit_code)

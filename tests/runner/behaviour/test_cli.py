@@ -31,6 +31,18 @@ def test_the_demo_completes_every_sample_item_and_status_says_so(tmp_path: Path)
     assert (status["needs_confirmation"], status["engine"]) == (0, {"alive": False})
 
 
+def test_a_second_demo_on_a_finished_run_says_no_call_was_made_and_still_shows_the_results(tmp_path: Path) -> None:
+    assert runner_cli("demo", "--latency", "0", cwd=tmp_path).returncode == 0
+    paid = json.loads(runner_cli("status", "demo", "--json", cwd=tmp_path).stdout)["paid_calls"]
+    again = runner_cli("demo", "--latency", "0", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    lines = again.stdout.splitlines()
+    said = lines.index("Every item of run 'demo' was already done: no call was made.")
+    assert lines[said + 3:] == ["Its first results:", "  post-00001: feature_request", "  post-00002: bug_report",
+                                "  post-00003: praise", "All results:", "runner export demo --format csv --out demo.csv"]
+    assert json.loads(runner_cli("status", "demo", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid == 2400
+
+
 def test_run_takes_a_job_file_then_continues_the_run_by_name(tmp_path: Path) -> None:
     (tmp_path / "posts.jsonl").write_text(
         "".join(json.dumps({"id": f"p{i}", "body": "hello"}) + "\n" for i in range(30))
