@@ -13,7 +13,9 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | anything else                               | running (and how many items are held, if any)        |
 
 While nothing can move (reading, paused, open, waiting) the line shows no
-time left. Without waiting for a person, a held run says it is stopping.
+time left; else the time left is the read model's one estimate
+(:func:`runner.store.answers.time_left`, which the TUI shows too), labelled.
+Without waiting for a person, a held run says it is stopping.
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ class Line:
 
 #: Stops whose cause a person fixes before anything else (a key, credit, a permission).
 FIX_FIRST = (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION)
+
+
+def time_left(seconds: float | None) -> str:
+    """``about 0:00:28 left``; nothing when there is no estimate (or nothing is left)."""
+    if not seconds:
+        return ""
+    whole = round(seconds)
+    return f"about {whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d} left"
 
 
 def reading(source: str, records: int) -> Line:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, Task, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
 from rich.text import Text
 
 from . import progress_line, runs, tables
@@ -28,6 +28,7 @@ from .engine import Engine, Outcome
 from .jobs import Job
 from .model import ItemState
 from .store import Store, views
+from .store.answers import time_left
 from .words import command, plural
 
 
@@ -96,10 +97,12 @@ async def _run_watched(
             await asyncio.wait({task}, timeout=0.2)
             started = started or job.name in store.run_names()  # asked until the run is there, then no more
             if started:
-                standing = views.standing(store, job.name, now=time.time())
+                at = time.time()
+                standing = views.standing(store, job.name, now=at)
                 now = progress_line.line(standing, waits=wait_for_person, db=store.path)
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
-                bar.update(shown, description=now.state, total=standing.total, completed=done, moving=now.moving)
+                left = time_left(standing, views.pace(store, store.run_id(job.name), now=at)) if now.moving else None
+                bar.update(shown, description=now.state, total=standing.total, completed=done, left=left)
                 bar.hint = now.hint
                 if bar.disable and wait_for_person and not now.moving and now.text != said:
                     console.print(escape(now.text), soft_wrap=True)  # no bar: the log says once why the run waits
@@ -119,11 +122,11 @@ class RunProgress(Progress):
             yield Text(self.hint, style="yellow")
 
 
-class TimeLeftColumn(TimeRemainingColumn):
-    """The time left, shown only while work can move: none while reading, paused, open or waiting."""
+class TimeLeftColumn(ProgressColumn):
+    """The time left, as the read model estimates it for the TUI too, labelled; none while nothing can move."""
 
     def render(self, task: Task) -> Text:
-        return super().render(task) if task.fields.get("moving") else Text("")
+        return Text(progress_line.time_left(task.fields.get("left")), style="progress.remaining")
 
 
 def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:

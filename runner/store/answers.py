@@ -68,6 +68,11 @@ class Standing(NamedTuple):
         return sum(self.counts[s] for s in UNFINISHED)
 
     @property
+    def moving(self) -> int:
+        """Unfinished items the engine may finish on its own (not held for a person)."""
+        return self.unfinished - self.held
+
+    @property
     def engine_died(self) -> bool:
         """The engine that held the run died: its lease was never given back, only let lapse."""
         return self.engine_silent_for is not None
@@ -155,17 +160,27 @@ class RunView(NamedTuple):
     @property
     def moving(self) -> int:
         """Unfinished items the engine may finish on its own (not held for a person)."""
-        return self.standing.unfinished - self.standing.held
+        return self.standing.moving
 
     @property
     def eta(self) -> float | None:
-        """Seconds left at the current rate; None while nothing moves or nobody works on it."""
-        standing = self.standing
-        if not standing.unfinished:
-            return 0.0
-        if not standing.engine_alive or standing.control.held or self.per_minute <= 0 or self.moving <= 0:
-            return None
-        return self.moving / self.per_minute * 60.0
+        """Seconds left at the current rate (:func:`time_left`)."""
+        return time_left(self.standing, self.per_minute)
+
+
+def time_left(standing: Standing, per_minute: float) -> float | None:
+    """The one estimate of the time a run has left, in seconds, that the progress line and the TUI show.
+
+    Its items that can still move, at ``per_minute`` (items finished per
+    minute of late); 0 when nothing is left; None while nothing can move
+    (paused, the breaker open, only held items left), no engine works on it,
+    or nothing finished of late.
+    """
+    if not standing.unfinished:
+        return 0.0
+    if not standing.engine_alive or standing.control.held or per_minute <= 0 or standing.moving <= 0:
+        return None
+    return standing.moving / per_minute * 60.0
 
 
 @dataclass(frozen=True)

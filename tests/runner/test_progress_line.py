@@ -12,7 +12,7 @@ from runner.providers.handler import PythonHandler
 from runner.store import Store
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.rules.breaker import Control
-from runner.store.answers import STATES, Standing
+from runner.store.answers import STATES, RunView, Standing, time_left
 
 OPEN = Control(BreakerState.OPEN, "rate_limited: 429 from upstream")
 
@@ -78,3 +78,30 @@ async def test_reading_the_input_tells_how_many_records_were_read_so_far(tmp_pat
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(1_200), max_items=100)
     await runs.execute(store, job, provider=PythonHandler(label_all_but_p001), reading=told.append)
     assert told == [runs.READ_EVERY, 2 * runs.READ_EVERY] == [500, 1_000]
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (28.4, "about 0:00:28 left"), (3725.0, "about 1:02:05 left"), (None, ""), (0.0, ""),
+])
+def test_the_time_left_is_labelled_as_time_left(seconds: float | None, shown: str) -> None:
+    assert progress_line.time_left(seconds) == shown
+
+
+def test_the_one_estimate_counts_the_items_that_can_move_at_the_pace_of_late() -> None:
+    assert time_left(standing(running=3, pending=5, held=1), per_minute=14.0) == 30.0  # 7 items at 14 a minute
+    assert time_left(standing(), per_minute=0.0) == 0.0  # nothing left
+
+
+@pytest.mark.parametrize("now", [
+    standing(Control(paused=True), pending=5), standing(OPEN, pending=5), standing(running=2, held=2),
+    standing(pending=5)._replace(engine_alive=False),
+])
+def test_the_one_estimate_gives_no_time_left_while_nothing_can_move(now: Standing) -> None:
+    assert time_left(now, per_minute=60.0) is None
+    assert time_left(standing(pending=5), per_minute=0.0) is None  # nothing finished of late
+
+
+def test_the_tui_shows_the_same_estimate_as_the_progress_line() -> None:
+    now = standing(running=3, pending=5, held=1)
+    view = RunView(now, concurrency=2, provider="", go_on="", batches=(), log=(), per_minute=14.0)
+    assert view.eta == time_left(now, per_minute=14.0) == 30.0

@@ -185,6 +185,16 @@ def test_a_run_in_a_terminal_waits_while_its_breaker_is_open_and_says_why(tmp_pa
     assert standing(tmp_path).counts[ItemState.COMPLETED] == 20
 
 
+def test_a_run_in_a_terminal_labels_its_time_left(tmp_path: Path) -> None:
+    with Simulator(latency=0.5, jitter=0.0).start() as sim:
+        job_file(tmp_path, sim, 100)
+        terminal = Terminal("run", "job.toml", cwd=tmp_path)
+        terminal.wait_for(" left")
+        code = terminal.wait()
+    assert code == 0, terminal.shown()[-3000:]
+    assert re.search(r"/100 about \d:\d\d:\d\d left", terminal.shown()), terminal.shown()[-3000:]
+
+
 class KillAtFirstCall:
     """The simulator's hook: the engine ``pid`` is killed (SIGKILL) while its first call is with the upstream."""
 
