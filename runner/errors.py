@@ -5,6 +5,7 @@
     │   └── InputError          the job's input cannot be read (file, line)
     ├── RunError                a run cannot be found or started as asked
     ├── ExportError             an export cannot be written as asked (format, file, pyarrow)
+    ├── MissingPackage          an optional package a notebook call needs (pandas) is not installed
     ├── StoreError              the run store cannot be opened, read or written
     │   ├── StoreBusy           another process held its write lock too long; nothing was written
     │   ├── NotARunStore        a SQLite database of another program; left as it was
@@ -54,6 +55,10 @@ class RunError(RunnerError):
 
 class ExportError(RunnerError):
     """An export cannot be written as asked: an unknown format or state, a file that cannot be written, no pyarrow."""
+
+
+class MissingPackage(RunnerError):
+    """An optional package that a notebook call needs (pandas for ``frame=True``) is not installed."""
 
 
 class StoreError(RunnerError):

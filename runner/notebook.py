@@ -43,7 +43,7 @@ from .background import Background, launch, live
 from .breaker import Control
 from .clock import Clock, SystemClock
 from .engine import Outcome
-from .errors import JobError, RunError
+from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
 from .panel_html import where
 from .providers import Provider, TaskProvider
@@ -333,11 +333,12 @@ def panel(name: str, *, db: str | Path = "runs.db", interval: float = 0.5) -> Ru
 
 
 def to_frame(rows: list[dict[str, Any]]) -> Any:
-    """Rows as a pandas DataFrame; pandas is optional, so this says so when it is missing."""
+    """Rows as a pandas DataFrame; pandas is optional, so its absence is one error that says how to install it."""
     try:
         pandas = importlib.import_module("pandas")
     except ImportError:
-        raise ImportError("pandas is not installed: use the rows (frame=False), or pip install pandas") from None
+        raise MissingPackage("frame=True needs pandas, which is not installed: pip install pandas (or the notebook "
+                             "extra: pip install -e '.[notebook]'), or leave out frame=True for the rows") from None
     return pandas.DataFrame(rows)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -13,10 +14,11 @@ from typing import Any
 
 import pytest
 from support import ROOT, commands_given, make_job, posts, write_jsonl
+from unwritable import small_store
 
 from runner import lease, runs
 from runner.errors import InputError, JobError, RateLimited, RunError
-from runner.notebook import Background, Run, to_frame
+from runner.notebook import Background, Run
 from runner.recovery import Case
 from runner.sim import Simulator
 from runner.store import Store
@@ -195,10 +197,18 @@ async def test_failures_and_events_as_rows_and_frames(tmp_path: Path) -> None:
         run.events("nope")
 
 
-def test_frames_say_so_when_pandas_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(ImportError, match="pandas is not installed"):
-        to_frame([{"a": 1}])
+def test_a_frame_without_pandas_is_one_error_that_says_how_to_install_it(tmp_path: Path) -> None:
+    db = small_store(tmp_path)
+    cell = ("import sys; sys.modules['pandas'] = None\n"  # pandas cannot be imported, as where it is not installed
+            "from runner.notebook import Run\n"
+            f"Run.attach('posts', db={str(db)!r}).failures(frame=True)\n")
+    done = subprocess.run([sys.executable, "-c", cell], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "runner.errors.MissingPackage: frame=True needs pandas, which is not installed: pip install pandas (or the "
+        "notebook extra: pip install -e '.[notebook]'), or leave out frame=True for the rows")
+    assert "ImportError" not in done.stderr and "During handling" not in done.stderr
 
 
 async def test_a_persons_controls_are_written_as_commands_that_the_engine_obeys(
