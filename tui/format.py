@@ -54,15 +54,21 @@ def state(name: str) -> Text:
 
 
 def breaker(control: Control, *, concurrency: int, in_flight: int) -> Text:
-    """The breaker, the slots free now, and a person's hand on them, in one line: ``breaker closed, 2 of 2 slots free``."""
-    free = max(control.slots(concurrency) - in_flight, 0)
+    """The breaker, its slots and a person's hand on them, in one line.
+
+    ``breaker closed, 2 of 2 slots free``; held (paused, or the breaker open), what a person lets start:
+    ``breaker closed · paused by a person: no new batches; 2 slots``, ``...: 1 step allowed; 2 slots``.
+    """
     text = Text.assemble(("breaker ", "bold"), (control.breaker.value, BREAKER_STYLE[control.breaker]))
-    text.append(f", {free} of {plural(concurrency, 'slot')} free")
     if control.paused:
         text.append(" · ")
         text.append("paused by a person", style="bold yellow")
-    if control.steps:
-        text.append(f" · {plural(control.steps, 'step')} allowed")
+    if control.held:
+        allowed = f"{plural(control.steps, 'step')} allowed" if control.steps else "no new batches"
+        text.append(f": {allowed}; {plural(concurrency, 'slot')}")
+    else:
+        free = max(control.slots(concurrency) - in_flight, 0)
+        text.append(f", {free} of {plural(concurrency, 'slot')} free")
     if control.reason:
         text.append(f"\n  {control.reason}", style="italic")
     return text

@@ -60,7 +60,7 @@ def engine(view: RunView) -> Text:
 def _why_held(view: RunView) -> str:
     run = view.standing
     if run.held:
-        return f"{plural(run.held, 'item')} await confirmation"
+        return f"{plural(run.held, 'item awaits', 'items await')} confirmation"
     return "breaker open" if run.control.breaker is BreakerState.OPEN else "paused"
 
 

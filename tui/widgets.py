@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
+from rich.console import RenderableType
+from rich.padding import Padding
 from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import DataTable
@@ -18,21 +20,26 @@ from . import format
 Row = tuple[str, Sequence[str | Text]]
 
 
-class Table(DataTable[Text]):
-    """A table that renders rows from data, only when the data changed, keeping the cursor on its row.
+class Table(DataTable[RenderableType]):
+    """A table that renders rows from data, only when the data or its width changed, keeping the cursor on its row.
 
     Columns get the width of their widest cell, set when the rows are, so that
     a header never shows the widths of the rows before. One space, not
     DataTable's two, parts two columns: the group table's nine columns fit
-    in 80 cells.
+    in 80 cells. The ``WRAP`` column (a message) takes the width the others
+    leave, at least ``WRAP_MIN``, and its text wraps at spaces: a row grows
+    as tall as its message, and a message reads whole, never cut mid-word.
     """
 
     COLUMNS: ClassVar[Sequence[str]] = ()
     CURSOR: ClassVar[CursorType] = "none"
+    WRAP: ClassVar[str | None] = None
+    WRAP_MIN: ClassVar[int] = 24
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type=self.CURSOR, cell_padding=0)
-        self._shown: object = None
+        self._shown: tuple[object, int] | None = None
+        self._rows: Sequence[Row] = ()
         self._widths: list[int] = []
 
     def label(self, column: str) -> Text:
@@ -41,26 +48,37 @@ class Table(DataTable[Text]):
     def on_mount(self) -> None:
         self._set_columns([self._label(c).cell_len for c in self.COLUMNS])
 
+    def on_resize(self) -> None:
+        if self._shown is not None:
+            self.fill(self._shown[0], self._rows)
+
     def _label(self, column: str) -> Text:
         return _spaced(self.label(column))
 
     def fill(self, data: object, rows: Sequence[Row]) -> None:
-        if data == self._shown and self.row_count == len(rows):
+        room = self.scrollable_content_region.width
+        if (data, room) == self._shown and self.row_count == len(rows):
             return
-        self._shown = data
+        self._shown, self._rows = (data, room), rows
         keep = self.cursor_key
-        texts = [(key, [_spaced(c if isinstance(c, Text) else Text(c.replace("\n", " "))) for c in cells])
-                 for key, cells in rows]
+        texts = [(key, [c if isinstance(c, Text) else Text(c.replace("\n", " ")) for c in cells]) for key, cells in rows]
         widths = [
-            max([self._label(column).cell_len, *(cells[i].cell_len for _, cells in texts)])
+            max([self._label(column).cell_len, *(cells[i].cell_len + 1 for _, cells in texts)])
             for i, column in enumerate(self.COLUMNS)
         ]
+        wrap = None if self.WRAP is None else self.COLUMNS.index(self.WRAP)
+        if wrap is not None:
+            others = sum(widths) - widths[wrap]
+            widths[wrap] = min(widths[wrap], max(room - others, self.WRAP_MIN))
         if widths != self._widths:
             self._set_columns(widths)
         else:
             self.clear()
         for key, cells in texts:
-            self.add_row(*cells, key=key)
+            shown: list[RenderableType] = [_spaced(c) for c in cells]
+            if wrap is not None:
+                shown[wrap] = _wrapped(cells[wrap])
+            self.add_row(*shown, key=key, height=None if wrap is not None else 1)
         if keep is not None and keep in {key for key, _ in rows}:
             self.move_cursor(row=self.get_row_index(keep), animate=False)
 
@@ -77,6 +95,13 @@ class Table(DataTable[Text]):
             return None
         key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         return None if key is None else str(key)
+
+
+def _wrapped(cell: Text) -> Padding:
+    """A cell that wraps at spaces (a word longer than the column folds), every line one space in."""
+    text = cell.copy()
+    text.no_wrap, text.overflow = False, "fold"
+    return Padding(text, (0, 0, 0, 1))
 
 
 def _spaced(cell: Text) -> Text:
@@ -177,6 +202,7 @@ class EventLog(Table):
     """The run's last state changes and commands, newest first."""
 
     COLUMNS = ("ago", "what", "detail")
+    WRAP = "detail"
 
     def show(self, lines: Sequence[LogLine]) -> None:
         self.fill(lines, [

@@ -1,17 +1,22 @@
-"""At 80x24 nothing is cut mid-word (the legend, the group table, the batches, the footer); at 140x45 twelve months fit."""
+"""At 80x24 nothing is cut mid-word (the legend, the group table, the batches, the footer, every message); at 140x45
+twelve months fit."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
-from tui_support import NOW, build, settle, shown
+from textual.widgets.data_table import ColumnKey
+from tui_support import NOW, build, press, settle, shown
 
 from runner.store.answers import STATES
 from tui.app import RunnerApp
 from tui.screens.run import RunScreen
-from tui.widgets import BatchTable, GroupTable, StateBar
+from tui.screens.failures import FailedTable, HistoryTable, KindTable
+from tui.widgets import BatchTable, EventLog, GroupTable, StateBar, Table
 
 
 def whole_width(table: DataTable[object]) -> bool:
@@ -43,3 +48,39 @@ async def test_twelve_months_fit_at_140x45_and_scroll_in_sight_at_80x24(tmp_path
             groups = app.screen.query_one(GroupTable)
             fits[size] = (groups.row_count, groups.max_scroll_y == 0, groups.show_vertical_scrollbar)
     assert fits == {(140, 45): (12, True, False), (80, 24): (12, False, True)}
+
+
+async def cell_lines(pilot: Pilot[None], table: Table, row: int, column: str) -> list[str]:
+    """The lines a cell shows on screen, its table scrolled to the row (the cell's one space before it dropped)."""
+    x = sum(c.get_render_width(table) for c in table.ordered_columns[: table.get_column_index(column)])
+    width = table.columns[ColumnKey(column)].get_render_width(table)
+    y = sum(r.height for r in table.ordered_rows[:row])
+    table.scroll_to(y=y, animate=False, immediate=True)
+    await pilot.pause()
+    top = table.header_height + y - round(table.scroll_y)
+    lines = shown(table)[top: top + table.ordered_rows[row].height]
+    return [line[x + 1: x + width] for line in lines]
+
+
+WRAPPED = [
+    pytest.param("posts", (), EventLog, id="events"),
+    pytest.param("posts", ("f",), KindTable, id="failures-by-kind"),
+    pytest.param("posts", ("f",), FailedTable, id="failures"),
+    pytest.param("posts", ("f", "enter"), HistoryTable, id="history"),
+]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (140, 45)], ids=["80x24", "140x45"])
+@pytest.mark.parametrize(("run", "keys", "kind"), WRAPPED)
+async def test_a_message_reads_whole_no_word_cut_and_nothing_to_scroll_sideways(
+    tmp_path: Path, run: str, keys: tuple[str, ...], kind: type[Table], size: tuple[int, int]
+) -> None:
+    app = RunnerApp(build(tmp_path), run, clock=lambda: NOW)
+    async with app.run_test(size=size) as pilot:
+        await press(pilot, *keys)
+        table = app.screen.query_one(kind)
+        assert table.WRAP is not None and table.row_count and whole_width(table)
+        for row, key in enumerate(table.ordered_rows):
+            message = str(table.get_cell(key.key, ColumnKey(table.WRAP)).renderable.plain)
+            lines = await cell_lines(pilot, table, row, table.WRAP)
+            assert " ".join(line.strip() for line in lines).split() == message.split()

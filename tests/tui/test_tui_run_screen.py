@@ -1,12 +1,20 @@
-"""A run's screen says how its engine stands or ended, how long a finished run took, the breaker's slots, and a person's commands in words."""
+"""A run's screen says how its engine stands or ended, how long a finished run took, the breaker's slots (or, held,
+what a person lets start), and a person's commands in words."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from tui_support import NOW, build, settle, shown
+from support import make_job, posts
+from textual.notifications import Notify
+from tui_support import NOW, build, press, settle, shown
 
+from runner import runs
+from runner.breaker import Control
+from runner.model import BreakerState
+from runner.store import Store
+from tui import format
 from tui.app import RunnerApp
 from tui.run_panel import RunPanel
 from tui.screens.run import RunScreen
@@ -67,4 +75,29 @@ async def test_a_persons_commands_read_as_words_in_the_one_event_format(tmp_path
         "9s resumed by a person one batch at a time until one succeeds, then full speed",
         "9s let 1 batch run a person's step: then the run stays held",
         "9s paused by a person no new batches; those in flight finish",
+    ]
+
+
+@pytest.mark.parametrize("control, line", [
+    (Control(), "breaker closed, 2 of 2 slots free"),
+    (Control(paused=True), "breaker closed · paused by a person: no new batches; 2 slots"),
+    (Control(paused=True, steps=1), "breaker closed · paused by a person: 1 step allowed; 2 slots"),
+    (Control(paused=True, steps=2), "breaker closed · paused by a person: 2 steps allowed; 2 slots"),
+    (Control(breaker=BreakerState.OPEN, reason="401 invalid key"), "breaker open: no new batches; 2 slots\n  401 invalid key"),
+])
+def test_a_held_breaker_line_says_what_a_person_lets_start_not_0_slots_free(control: Control, line: str) -> None:
+    assert format.breaker(control, concurrency=2, in_flight=0).plain == line
+
+
+async def test_each_step_says_how_many_steps_are_allowed_in_words(tmp_path: Path, store: Store) -> None:
+    runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=0.0)
+    told: list[str] = []
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(message_hook=lambda m: told.append(m.notification.message) if isinstance(m, Notify)
+                            else None) as pilot:
+        await press(pilot, "p", "s", "s")
+    assert [t.split(". ")[0] for t in told] == [
+        "paused test: no new batches; those in flight finish (breaker closed, paused)",
+        "one more batch of test may run, then it stays held (breaker closed, paused, 1 step allowed)",
+        "one more batch of test may run, then it stays held (breaker closed, paused, 2 steps allowed)",
     ]

@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 from tui_support import NOW, build, press
 
 from tui.app import RunnerApp
+from tui.widgets import EventLog
 
 #: The smallest terminal a person uses, and a roomy one.
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 45), id="140x45")]
@@ -50,6 +51,21 @@ def test_run_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compar
     assert snap_compare(app("posts"), terminal_size=size, run_before=after())
 
 
+def test_events_wrap_their_detail_at_80x24(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
+    """The run screen scrolled down to its events; a long detail (a person's command, an error) wraps, whole words.
+
+    (At 140x45 the events show whole on the run screen's own snapshot.)
+    """
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await press(pilot)
+        pilot.app.screen.scroll_end(animate=False, immediate=True)
+        pilot.app.screen.query_one(EventLog).scroll_to(y=3, animate=False, immediate=True)
+        await pilot.pause()
+
+    assert snap_compare(app("posts"), terminal_size=(80, 24), run_before=run_before)
+
+
 def test_finished_run_of_twelve_months(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:
     """A run done over twelve months, as the demo's: how many items in how long, every month in sight."""
     assert snap_compare(app("months"), terminal_size=(140, 45), run_before=after())
@@ -59,6 +75,12 @@ def test_finished_run_of_twelve_months(app: Callable[[str | None], RunnerApp], s
 def test_failures_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare, size: tuple[int, int]) -> None:
     """Failed items by kind, and the items of the first kind, the cursor on them."""
     assert snap_compare(app("posts"), terminal_size=size, run_before=after("f"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_item_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare, size: tuple[int, int]) -> None:
+    """A failed item in full: its error, input, output and history, the history's detail wrapped."""
+    assert snap_compare(app("posts"), terminal_size=size, run_before=after("f", "enter"))
 
 
 def test_confirmation_dialog(app: Callable[[str | None], RunnerApp], snap_compare: Compare) -> None:

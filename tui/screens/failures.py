@@ -49,6 +49,7 @@ class KindTable(Table):
         self._counts: dict[str, int] = {}
 
     COLUMNS = ("kind", "items", "retryable", "first message")
+    WRAP = "first message"
     CURSOR = "row"
 
     def show(self, kinds: Sequence[KindCount]) -> None:
@@ -85,6 +86,7 @@ class FailedTable(Table):
         self._items: dict[str, FailedItem] = {}
 
     COLUMNS = ("key", "group", "attempts", "paid calls", "maybe paid", "retryable", "message")
+    WRAP = "message"
     CURSOR = "row"
 
     def show(self, items: Sequence[FailedItem]) -> None:
@@ -240,6 +242,7 @@ class HistoryTable(Table):
     """An item's state changes and its batches' moves, oldest first, in the run's event format: ago, what, detail."""
 
     COLUMNS = ("ago", "what", "detail")
+    WRAP = "detail"
 
     def show(self, history: Sequence[HistoryLine]) -> None:
         self.fill(history, [

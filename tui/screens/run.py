@@ -120,6 +120,6 @@ def _step(store: Store, now: float, *, name: str) -> str:
 
 def _after(store: Store, name: str, done: Control, now: float) -> str:
     """The run's controls after a command, and who will obey it."""
-    steps = f", {done.steps} step(s) allowed" if done.steps else ""
+    steps = f", {plural(done.steps, 'step')} allowed" if done.steps else ""
     text = f" (breaker {done.breaker.value}{', paused' if done.paused else ''}{steps})"
     return text + unless_obeyed(store, name, now, does="obeys it", the_next="the next ")
