@@ -48,7 +48,7 @@ from typing import Any
 
 import httpx
 
-from runner import jobs, protocol, runs
+from runner import item_rows, protocol, runs
 from runner.jobs import BatchLimits, Job
 from runner.providers.openai_chat import chat_body
 from runner.store import Store
@@ -110,7 +110,7 @@ def runner_job(path: Path, job: Job, count: int) -> int:
 def bodies(job: Job) -> list[dict[str, Any]]:
     """The requests the job's provider sends: each group's items in input order, 25 to a call."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for item in jobs.items(job):
+    for item in item_rows.items(job):
         groups[item.group].append(json.loads(item.input))
     response_format = protocol.batch_response_format(job.output_schema)
     size = job.batch.max_items
@@ -191,7 +191,7 @@ async def durable_loop(job: Job, path: Path) -> int:
     with transaction(conn):
         conn.executemany(
             "INSERT INTO items (key, grp, seq, input) VALUES (?, ?, ?, ?)",
-            ((row.key, row.group, row.seq, row.input) for row in jobs.items(job)),
+            ((row.key, row.group, row.seq, row.input) for row in item_rows.items(job)),
         )
     url = job.provider.base_url + "/chat/completions"
     response_format = protocol.batch_response_format(job.output_schema)

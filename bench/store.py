@@ -33,7 +33,7 @@ from functools import partial
 from pathlib import Path
 
 from runner import breaker, lease, protocol
-from runner.jobs import ItemRow
+from runner.item_rows import ItemRow
 from runner.store import Settlement, Store
 
 from .common import SEED, Row, Target, machine, options, profile, report, sample_job, transaction

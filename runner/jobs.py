@@ -36,12 +36,11 @@ reader, ``_typed``). Relative paths are relative to the job file.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -49,11 +48,10 @@ from typing import Any, cast, get_args
 import httpx
 
 from . import job_toml, protocol, words
-from .errors import InputError, JobError
-from .inputs import Format, InputSpec, format_of, read_records
+from .errors import JobError
+from .inputs import Format, InputSpec, format_of
 from .validation import compile_schema
 
-DEFAULT_GROUP = "all"
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
 PROVIDER_KINDS = ("openai-chat", "openai-batch")
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
@@ -153,59 +151,6 @@ class Job:
             output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
         )
-
-
-@dataclass(frozen=True)
-class ItemRow:
-    """One input record as the store keeps it."""
-
-    key: str
-    group: str
-    seq: int
-    input: str
-    chars: int
-    fingerprint: str
-
-
-def items(job: Job) -> Iterator[ItemRow]:
-    """Stream the job's items, checking keys and groups; raises InputError with file and line."""
-    context = protocol.encode(
-        [job.provider.model, job.prompt.system, job.prompt.template, job.prompt.instructions, job.version]
-    )
-    seen: set[str] = set()
-    for seq, (where, record) in enumerate(read_records(job.input)):
-        key = _field(record, job.key, where)
-        if key in seen:
-            raise InputError(_duplicate(job, key, where))
-        seen.add(key)
-        group = _field(record, job.group, where) if job.group else DEFAULT_GROUP
-        fields = {f: record.get(f) for f in job.prompt.fields} if job.prompt.fields else record
-        payload = protocol.item_payload(key, fields)
-        text = protocol.encode(payload)
-        digest = hashlib.sha256(f"{context}\n{text}".encode()).hexdigest()
-        yield ItemRow(key, group, seq, text, len(text), digest)
-
-
-def _duplicate(job: Job, key: str, again: str) -> str:
-    """The message for a key found twice, naming both lines (the input is read again to find the first)."""
-    first = next(where for where, record in read_records(job.input) if _field(record, job.key, where) == key)
-    source = job.input.describe()
-    return f"{source}: duplicate key {key!r}, on {first.removeprefix(source + ' ')} and on {again.removeprefix(source + ' ')}"
-
-
-def _field(record: Mapping[str, Any], name: str, where: str) -> str:
-    """A key or group value as text: ``2026`` and ``2026.0`` are both ``"2026"``."""
-    value = record.get(name)
-    if value is None or value == "":
-        fields = ", ".join(map(str, record)) or "none"
-        raise InputError(f"{where}: no value for field {name!r} (fields: {fields})")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (bool, dict, list)):
-        return protocol.encode(value)
-    return str(value)
 
 
 def load(path: str | Path) -> Job:

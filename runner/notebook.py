@@ -199,7 +199,7 @@ class Run:
             return handle
         if self._read_input:
             with self._store() as store:
-                runs.prepare(store, self.job, now=self.clock.now())
+                runs.prepare(store, self.job, now=self.clock.now)
         return launch(
             self.db, self.name,
             lambda handle: self._execute(wait_for_person=wait_for_person, read_input=False, handle=handle),

@@ -62,6 +62,11 @@ def reading(source: str, records: int) -> Line:
     return Line(f"reading {source}: {records:,} records", "", moving=False)
 
 
+def adding(source: str, added: int, total: int) -> Line:
+    """While the input's items are added to the store, after it was checked: how many of how many."""
+    return Line(f"adding {source}: {added:,} of {total:,} items", "", moving=False)
+
+
 def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
     """The run's state in words, from the store ``db``; ``waits``: this process waits for a person while held."""
     name, control = standing.name, standing.control

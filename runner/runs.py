@@ -8,36 +8,35 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import httpx
 
-from . import jobs, lease, words
+from . import jobs, lease, preparing, words
 from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
-from .jobs import ItemRow, Job
+from .jobs import Job
 from .providers import Provider, TaskProvider
 from .providers.handler import PythonHandler, PythonTasks
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
 from .store.protocol import RunStore
 
-#: Records read between two counts told to ``execute``'s ``reading``.
-READ_EVERY = 500
-
-
-def prepare(store: RunStore, job: Job, *, now: float) -> int:
-    """Create or continue the job's run and add its items, under the run's lease.
+def prepare(
+    store: RunStore, job: Job, *, now: float | Callable[[], float], chunk_rows: int = preparing.CHUNK_ROWS
+) -> int:
+    """Create or continue the job's run and add its items, under the run's lease; ``now``: a time or a clock.
 
     Bad input leaves the store untouched; a live engine on the run refuses it.
     """
+    clock = now if callable(now) else lambda: now
     token = secrets.token_hex(8)
-    lease.acquire(store, job.name, token=token, now=now)
+    lease.acquire(store, job.name, token=token, now=clock())
     try:
-        return store.prepare_run(job, jobs.items(job), now=now)
+        return preparing.prepare(store, job, lease_token=token, now=clock, chunk_rows=chunk_rows)
     finally:
         lease.release(store, job.name, token=token)
 
@@ -83,15 +82,18 @@ async def execute(
     read_input: bool = True,
     started: Callable[[Engine], None] | None = None,
     reading: Callable[[int], None] | None = None,
+    adding: Callable[[int, int], None] | None = None,
 ) -> Outcome:
     """Run a job until it is done or needs a person (or, waiting for one, until done).
 
     With ``read_input`` the job's input is read first (new items added,
     changed ones marked), under the engine's lease; without, the run goes on
-    with the items the store has. ``provider`` (say, a ``PythonHandler``)
+    with the items the store has, unless a prepare of the run was cut short:
+    then its input is read again. ``provider`` (say, a ``PythonHandler``)
     replaces the one the job names; a ``python`` run needs it.
-    ``started`` receives the engine, to stop it; ``reading``, while the
-    input is read, how many records so far (every ``READ_EVERY``).
+    ``started`` receives the engine, to stop it; while the input is read,
+    ``reading`` how many records were checked so far, and ``adding`` how
+    many items were added, of how many.
     """
     if provider is None and job.provider.kind == jobs.PYTHON:
         raise JobError(continued_from_python(job, store.path))
@@ -111,12 +113,9 @@ async def execute(
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         if started is not None:
             started(engine)
-        return await engine.run(_counted(jobs.items(job), reading) if read_input else None)
-
-
-def _counted(rows: Iterator[ItemRow], reading: Callable[[int], None] | None) -> Iterator[ItemRow]:
-    """``rows`` as they are read, telling ``reading`` how many so far every ``READ_EVERY``."""
-    for count, row in enumerate(rows, 1):
-        if reading is not None and count % READ_EVERY == 0:
-            reading(count)
-        yield row
+        if not (read_input or store.preparing(job.name)):
+            return await engine.run()
+        now = clock.now
+        return await engine.run(
+            lambda token: preparing.prepare(store, job, lease_token=token, now=now, reading=reading, adding=adding)
+        )

@@ -77,9 +77,13 @@ async def _run_watched(
         def reading(records: int) -> None:  # reading the input holds the loop: the bar's own thread draws this
             bar.update(shown, description=progress_line.reading(source, records).text)
 
+        def adding(added: int, total: int) -> None:
+            bar.update(shown, description=progress_line.adding(source, added, total).text)
+
         engines: list[Engine] = []
         task = asyncio.create_task(runs.execute(
             store, job, read_input=read_input, wait_for_person=wait_for_person, started=engines.append, reading=reading,
+            adding=adding,
         ))
         loop = asyncio.get_running_loop()
 

@@ -26,7 +26,7 @@ import random
 import secrets
 import traceback
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from .. import busy, lease
 from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
-from ..jobs import ItemRow, Job
+from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
@@ -123,18 +123,19 @@ class Engine:
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
 
-    async def run(self, items: Iterable[ItemRow] | None = None) -> Outcome:
-        """Take the run's lease, add ``items`` if given, recover what a dead engine left, and work.
+    async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
+        """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
 
-        Returns when nothing is left that the engine may do alone; bad input
-        raises before any item changes.
+        ``prepare`` adds the input's items (:func:`runner.preparing.prepare`),
+        given the engine's lease token. Returns when nothing is left that the
+        engine may do alone; bad input raises before any item changes.
         """
         name = self.job.name
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
-            if items is not None:
-                self.store.prepare_run(self.job, items, now=self.clock.now())
+            if prepare is not None:
+                prepare(self.token)
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()

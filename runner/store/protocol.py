@@ -21,7 +21,9 @@ from ..rules.breaker import Control
 
 if TYPE_CHECKING:
     from ..inputs import Fingerprint
-    from ..jobs import BatchLimits, ItemRow, Job
+    from ..item_rows import ItemRow
+    from ..jobs import BatchLimits, Job
+    from .additions import Preparing
 
 
 @runtime_checkable
@@ -33,6 +35,11 @@ class RunStore(Protocol):
 
     # Runs
     def prepare_run(self, job: Job, rows: Iterable[ItemRow], *, now: float) -> int: ...
+    def add_items(
+        self, job: Job, rows: Iterable[ItemRow], preparing: Preparing, *, now: float,
+        lease: tuple[str, str] | None = None, last: bool = False, source: Fingerprint | None = None,
+    ) -> None: ...
+    def preparing(self, name: str) -> bool: ...
     def run_id(self, name: str) -> int: ...
     def run_names(self) -> list[str]: ...
     def job(self, name: str) -> Job: ...

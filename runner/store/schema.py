@@ -3,7 +3,8 @@
 Tables:
 
 - ``runs``: one row per run (a job by name), its resolved job and its breaker,
-  its totals of paid calls (schema v9) and the input it was last read from (v10).
+  its totals of paid calls (schema v9), the input it was last read from (v10)
+  and whether its items are still being added (v11).
 - ``items``: one row per item: state, attempts, paid calls, output; narrow,
   because every state change rewrites its row.
 - ``inputs``: each item's input as it is sent (its JSON), apart from ``items``
@@ -373,6 +374,10 @@ PAID_TOTALS = [
 INPUT_READ = [f"ALTER TABLE runs ADD COLUMN input_{column}" for column in (
     "path TEXT", "size INTEGER", "mtime_ns INTEGER", "hash TEXT", "read_at REAL")]
 
+# Version 11: a run whose items are being added (``preparing`` 1), in chunks of their own transactions,
+# until the last chunk's: a prepare cut short is never taken for a prepared run, and is read again.
+PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
+
 #: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
 MIGRATIONS: list[list[str]] = [
     [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS],
@@ -385,6 +390,7 @@ MIGRATIONS: list[list[str]] = [
     SHAPE,
     PAID_TOTALS,
     INPUT_READ,
+    PREPARING,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import SAMPLE
 
-from runner import jobs
+from runner import item_rows, jobs
 from runner.errors import JobError
 from runner.validation import ResultCheck
 
@@ -92,7 +92,7 @@ def refusal(action: Callable[[], object], case: Path) -> str | None:
 def load_and_read(path: Path) -> None:
     """What `runner run` does with a job file before it writes to the store."""
     job = jobs.load(path)
-    for _ in jobs.items(job):
+    for _ in item_rows.items(job):
         pass
     job.to_json()
     ResultCheck(job.output_schema)
@@ -118,7 +118,7 @@ def test_mutated_jsonl_lines_are_read_or_refused_with_an_input_error(tmp_path: P
         line = rng.choice(POSTS)
         bad = deepen(rng, line) + b"\n" if case % 4 == 0 else mutate(rng, line)
         (tmp_path / "in.jsonl").write_bytes(b"".join(POSTS[:3]) + bad + POSTS[3])
-        refused += refusal(lambda: list(jobs.items(job)), job.input.path) is not None
+        refused += refusal(lambda: list(item_rows.items(job)), job.input.path) is not None
     assert 0 < refused < CASES
 
 
@@ -135,5 +135,5 @@ def test_mutated_csv_is_read_or_refused_with_an_input_error(tmp_path: Path) -> N
     for _ in range(CASES):
         bad = mutate(rng, sample)
         (tmp_path / "in.csv").write_bytes(bad)
-        refused += refusal(lambda: list(jobs.items(job)), job.input.path) is not None
+        refused += refusal(lambda: list(item_rows.items(job)), job.input.path) is not None
     assert 0 < refused < CASES

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from runner import jobs
+from runner import item_rows, jobs
 from runner.errors import InputError
 from runner.inputs import InputSpec, read_records
 from runner.jobs import Job, Prompt
@@ -23,7 +23,7 @@ RECORDS = [
 
 def items_of(spec: InputSpec) -> list[tuple[str, str, str]]:
     job = Job(name="t", input=spec, group="month", prompt=Prompt(fields=("body",)))
-    return [(row.key, row.group, row.input) for row in jobs.items(job)]
+    return [(row.key, row.group, row.input) for row in item_rows.items(job)]
 
 
 def test_jsonl_csv_and_sqlite_inputs_give_the_same_items(tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_a_job_file_names_a_sqlite_table_input(tmp_path: Path) -> None:
     (tmp_path / "job.toml").write_text('name = "t"\ninput = { path = "in.db", table = "posts" }\ngroup = "month"\n')
     job = jobs.load(tmp_path / "job.toml")
     assert job.input == InputSpec(tmp_path / "in.db", "sqlite", "posts")
-    assert [row.key for row in jobs.items(job)] == ["a1", "a2"]
+    assert [row.key for row in item_rows.items(job)] == ["a1", "a2"]
 
 
 def test_the_fingerprint_changes_with_content_model_prompt_and_version(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_the_fingerprint_changes_with_content_model_prompt_and_version(tmp_path:
         Job(name="t", input=base.input, prompt=Prompt(instructions="Something else.")),
         Job(name="t", input=base.input, provider=base.provider.__class__(model="other-model")),
     ]
-    prints = [tuple(row.fingerprint for row in jobs.items(job)) for job in variants]
+    prints = [tuple(row.fingerprint for row in item_rows.items(job)) for job in variants]
     assert len(set(prints)) == 4
 
 
@@ -67,7 +67,7 @@ def test_a_byte_order_mark_and_numeric_keys_and_groups_are_read_as_text(tmp_path
     (tmp_path / "in.jsonl").write_bytes(b"\xef\xbb\xbf" + b'{"id": 7, "month": 2026.0}\n{"id": 8, "month": 2026}\n')
     (tmp_path / "in.csv").write_bytes(b"\xef\xbb\xbfid,month\r\n7,2026\r\n")
     for spec in (InputSpec(tmp_path / "in.jsonl", "jsonl"), InputSpec(tmp_path / "in.csv", "csv")):
-        rows = jobs.items(Job(name="t", input=spec, group="month"))
+        rows = item_rows.items(Job(name="t", input=spec, group="month"))
         assert [(row.key, row.group) for row in rows][:1] == [("7", "2026")]
 
 

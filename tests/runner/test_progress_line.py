@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from support import label_all_but_p001, make_job, posts
 
-from runner import progress_line, runs
+from runner import item_rows, progress_line, runs
 from runner.providers.handler import PythonHandler
 from runner.store import Store
 from runner.model import BreakerState, FailureKind, ItemState
@@ -73,11 +73,20 @@ def test_the_line_on_one_line_puts_the_hint_after_the_state() -> None:
     assert progress_line.line(standing(pending=1), waits=True, db="runs.db").text == "posts: running"
 
 
-async def test_reading_the_input_tells_how_many_records_were_read_so_far(tmp_path: Path, store: Store) -> None:
-    told: list[int] = []
+async def test_reading_the_input_tells_how_many_records_were_checked_then_how_many_items_were_added(
+    tmp_path: Path, store: Store
+) -> None:
+    read: list[int] = []
+    added: list[tuple[int, int]] = []
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(1_200), max_items=100)
-    await runs.execute(store, job, provider=PythonHandler(label_all_but_p001), reading=told.append)
-    assert told == [runs.READ_EVERY, 2 * runs.READ_EVERY] == [500, 1_000]
+    await runs.execute(store, job, provider=PythonHandler(label_all_but_p001), reading=read.append,
+                       adding=lambda done, total: added.append((done, total)))
+    assert read == [item_rows.EVERY, 2 * item_rows.EVERY] == [500, 1_000]
+    assert added == []  # 1,200 items are one chunk: the last, which marks the run prepared
+
+
+def test_adding_items_reads_how_many_of_how_many() -> None:
+    assert progress_line.adding("posts.jsonl", 5_000, 1_200_000).text == "adding posts.jsonl: 5,000 of 1,200,000 items"
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [

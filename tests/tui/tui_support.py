@@ -21,8 +21,9 @@ from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widget import Widget
 
-from runner import breaker, control, jobs
-from runner.jobs import ItemRow, Job
+from runner import breaker, control, item_rows
+from runner.item_rows import ItemRow
+from runner.jobs import Job
 from runner.model import FailureKind
 from runner.store import Settlement, StartedItem, Store
 from tui.app import RunnerApp
@@ -98,7 +99,7 @@ class Hand:
 
 
 def _rows(job: Job) -> Iterable[ItemRow]:
-    return jobs.items(job)
+    return item_rows.items(job)
 
 
 def _posts(store: Store, folder: Path) -> None:

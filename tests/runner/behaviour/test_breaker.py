@@ -15,7 +15,7 @@ import pytest
 from scenes import received_writes_fail
 from support import StepClock, make_job, posts
 
-from runner import control, jobs, runs
+from runner import control, item_rows, runs
 from runner.breaker import Control
 from runner.engine import Engine, Outcome
 from runner.errors import AuthError, TransportError, UpstreamError
@@ -291,7 +291,7 @@ async def land_before_new_slots_begin(
         if keys == [add_on]:
             more = make_job(tmp_path, URL, posts(total), max_items=1, concurrency=concurrency)  # rewrites the input
             with Store(store.path) as other:
-                other.prepare_run(more, jobs.items(more), now=clock.now())
+                other.prepare_run(more, item_rows.items(more), now=clock.now())
             added.set()
 
     upstream.called = add_records

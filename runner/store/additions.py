@@ -1,0 +1,168 @@
+"""Adding a run's items, in chunks: each chunk one short transaction, the run marked prepared by the last.
+
+A large input is added a chunk at a time (:meth:`Additions.add_items`), so
+that the write lock is let go between chunks: other runs in the store save
+their batches, and a person's commands are written, in between. Until the
+last chunk's transaction the run is marked ``preparing``: an engine that dies
+part way leaves a run that is not taken for prepared (its input is read
+again, and the items already added are found unchanged). Each chunk renews
+the engine's lease in the same transaction, so the engine shows alive while
+it adds; and one event per prepare counts the items it added, moved by each
+chunk with its items.
+
+An item whose input fingerprint changed takes the new input: if it had
+already been sent or answered it becomes ``failed`` (input_changed), so that
+an old result is never taken for the new input and no new call is made
+without a person's retry; if it had failed, the fix is tried, with a fresh
+attempt budget; if it was in a formed, unsent batch, it leaves it for pending
+(the batch was sized, and grouped, for the old input).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import RunError
+from . import items
+from .connection import SQLiteFile
+from .items import move
+
+if TYPE_CHECKING:
+    from ..inputs import Fingerprint
+    from ..item_rows import ItemRow
+    from ..jobs import Job
+
+#: Rows given to one ``executemany`` (inside a chunk's transaction).
+INSERT_CHUNK = 1_000
+
+#: The items of a JSON list of ids ``:ids``.
+LISTED = "items.id IN (SELECT value FROM json_each(:ids))"
+
+#: The run, made or given its job again, marked as being prepared (an input that was read is forgotten).
+PREPARING = """
+INSERT INTO runs (name, job, nonce, created_at, updated_at, preparing) VALUES (:name, :job, :nonce, :now, :now, 1)
+ON CONFLICT (name) DO UPDATE SET job = excluded.job, updated_at = excluded.updated_at, preparing = 1,
+    input_path = NULL, input_size = NULL, input_mtime_ns = NULL, input_hash = NULL, input_read_at = NULL
+RETURNING id
+"""
+
+#: The run prepared: the input file its items were just read from, and when (path NULL: an input always read).
+PREPARED = """
+UPDATE runs SET preparing = 0, input_path = :path, input_size = :size, input_mtime_ns = :mtime_ns,
+    input_hash = :digest, input_read_at = :now WHERE id = :run
+"""
+
+#: How many items the run has.
+TOTAL = "SELECT coalesce(sum(n), 0) FROM counts WHERE run_id = ?"
+
+INPUT_CHANGED = {
+    "error_kind": "error_kind = 'input_changed'",
+    "error": "error = 'input changed after it was sent; its old result does not apply (retry to send the new input)'",
+    "retryable": "retryable = 1",
+}
+
+
+@dataclass
+class Preparing:
+    """A prepare under way: its run, and the event counting the items it added (given to each chunk)."""
+
+    run_id: int = 0
+    event_id: int | None = None
+
+
+class Additions(SQLiteFile):
+    """The verb that adds a run's items."""
+
+    def add_items(
+        self, job: Job, rows: Iterable[ItemRow], preparing: Preparing, *, now: float,
+        lease: tuple[str, str] | None = None, last: bool = False, source: Fingerprint | None = None,
+    ) -> None:
+        """Add one chunk of the run ``job.name``'s items, in one transaction; ``last`` marks the run prepared.
+
+        The first chunk makes the run (or gives it the job again) and marks
+        it ``preparing``; ``preparing`` carries it to the next chunk. New keys
+        are added as pending, unchanged items kept as they are, changed ones
+        moved (see the module). With ``lease`` (run name, token) nothing is
+        added unless the engine still holds the run, and its heartbeat is
+        renewed. ``last`` keeps ``source``, the input file's fingerprint taken
+        before reading (``input_unchanged_since``), and checkpoints a -wal that
+        the writes grew.
+        """
+        with self.write() as conn:
+            if lease is not None and not _beat(conn, lease, now):
+                raise RunError(f"run {job.name!r} was taken over by another engine while its input was added")
+            (run_id,) = conn.execute(
+                PREPARING, {"name": job.name, "job": job.to_json(), "nonce": secrets.token_hex(4), "now": now}
+            ).fetchone()
+            (before,) = conn.execute(TOTAL, (run_id,)).fetchone()
+            rows = iter(rows)
+            while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
+                _upsert_items(conn, run_id, chunk, now)
+            (after,) = conn.execute(TOTAL, (run_id,)).fetchone()
+            event_id = _count_added(conn, run_id, preparing.event_id, after - before, now)
+            if last:
+                conn.execute(PREPARED, _prepared(run_id, source, now))
+        preparing.run_id, preparing.event_id = int(run_id), event_id
+        if last:
+            self._shrink_wal()
+
+    def preparing(self, name: str) -> bool:
+        """Whether the run ``name`` is being prepared, or was cut short while it was (no such run: False)."""
+        rows = self.rows("SELECT preparing FROM runs WHERE name = ?", [name])
+        return bool(rows and rows[0]["preparing"])
+
+
+def _beat(conn: sqlite3.Connection, lease: tuple[str, str], now: float) -> bool:
+    """Renew the engine's lease in the caller's transaction; False when another engine holds the run."""
+    held = conn.execute(
+        "UPDATE engines SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, *lease)
+    ).fetchone()
+    return held is not None
+
+
+def _count_added(conn: sqlite3.Connection, run_id: int, event_id: int | None, added: int, now: float) -> int | None:
+    """The prepare's one event, made by its first chunk to add items, moved by each chunk after."""
+    if not added:
+        return event_id
+    if event_id is not None:
+        conn.execute("UPDATE events SET items = items + ? WHERE id = ?", (added, event_id))
+        return event_id
+    (made,) = conn.execute(
+        "INSERT INTO events (run_id, at, to_state, items) VALUES (?, ?, 'pending', ?) RETURNING id",
+        (run_id, now, added),
+    ).fetchone()
+    return int(made)
+
+
+def _prepared(run_id: int, seen: Fingerprint | None, now: float) -> dict[str, Any]:
+    """The parameters of ``PREPARED``."""
+    if seen is None:
+        return {"run": run_id, "path": None, "size": None, "mtime_ns": None, "digest": None, "now": now}
+    return {"run": run_id, **dataclasses.asdict(seen), "now": now}
+
+
+def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
+    """Move the known items given a new input, each from the state it was in: to pending first, then to failed."""
+    listed = {"ids": json.dumps(ids), "now": now}
+    move(conn, "input_fixed", where=LISTED, values=items.FRESH_BUDGET, params=listed)
+    move(conn, "unqueue", where=LISTED, params=listed)
+    move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
+
+
+def _upsert_items(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float) -> None:
+    """Add items, or give known ones their new input (moving them as the module says); inputs saved."""
+    pairs = json.dumps([[row.key, row.fingerprint] for row in rows])
+    changed = [item_id for (item_id,) in conn.execute(items.CHANGED_INPUT, {"run": run_id, "rows": pairs})]
+    if changed:
+        _move_changed(conn, changed, now)
+    conn.executemany(
+        items.UPSERT_ITEM, [(run_id, row.key, row.group, row.seq, row.chars, row.fingerprint, now) for row in rows]
+    )
+    conn.executemany(items.UPSERT_INPUT, [(row.input, run_id, row.key) for row in rows])
