@@ -32,14 +32,16 @@ class Target:
     """A bound on a row's ratio to its baseline, or on its value."""
 
     on: Literal["ratio", "value"]
-    op: Literal[">=", "<"]
+    op: Literal[">=", "<", "<="]
     limit: float
 
     def holds(self, number: float) -> bool:
-        return number >= self.limit if self.op == ">=" else number < self.limit
+        if self.op == ">=":
+            return number >= self.limit
+        return number < self.limit if self.op == "<" else number <= self.limit
 
     def describe(self, unit: str) -> str:
-        sign = "≥" if self.op == ">=" else "<"
+        sign = {">=": "≥", "<": "<", "<=": "≤"}[self.op]
         return f"ratio {sign} {self.limit:g}" if self.on == "ratio" else f"{sign} {self.limit:g} {unit}"
 
 
@@ -79,6 +81,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.2f} ms"
     if unit == "s":
         return f"{value:.2f} s"
+    if unit == "CPU s":
+        return f"{value:.3f} CPU s"
     return f"{value:,.0f} {unit}"
 
 
