@@ -8,7 +8,7 @@ A job file looks like this (every section but the top keys is optional)::
     group = "month"
     version = "1"
 
-    [batch]
+    [batch]                          # kind "openai-batch": 50000, 50000000 and 8 (runner.batch_api)
     max_items = 25
     max_chars = 20000
     concurrency = 2
@@ -47,7 +47,7 @@ from typing import Any, cast, get_args
 
 import httpx
 
-from . import job_toml, protocol, words
+from . import batch_api, job_toml, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .validation import compile_schema
@@ -170,6 +170,8 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         if required not in data:
             raise JobError(f"{where}: missing key {required!r}")
     sections = {name: _section(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in SECTIONS.items()}
+    sections["batch"] = batch_api.limits_for(
+        sections["provider"].kind, sections["batch"], given=data.get("batch", {}), where=f"{where} [batch]")
     job = Job(
         name=_text(data, "name", where),
         input=_input(data["input"], base, where),

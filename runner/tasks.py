@@ -15,7 +15,8 @@
    recorded as a duplicate that may have billed what it ran
    (``RunStore.record_duplicate``); the upstream is asked again when the task
    ends, for one that landed late;
-6. the task is polled with back-off until it ends.
+6. the task is polled until it ends, its end noticed within max(10 s, 10 %
+   of the time waited so far) (:mod:`runner.rules.polls`).
 
 After a crash, a batch whose task id was saved is polled again (``resume``);
 one whose create was sent but whose id was not is looked for as in 3; a
@@ -36,6 +37,7 @@ from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .providers import TaskProvider, TaskResult
+from .rules import polls
 from .store.protocol import RunStore
 
 T = TypeVar("T")
@@ -159,8 +161,9 @@ class TaskDriver:
     async def _patiently(
         self, what: str, call: Callable[[], Awaitable[T]], done: Callable[[T], bool] = lambda _: True
     ) -> T:
-        """Repeat a free call with back-off until ``done``; failing too often in a row is unreachable."""
-        delay, failures = self.retry.backoff, 0
+        """Repeat a free call until ``done``, paced by :func:`runner.rules.polls.pause`; failing too often in a row
+        is unreachable."""
+        began, failures = self.clock.now(), 0
         while True:
             try:
                 result = await call()
@@ -173,8 +176,7 @@ class TaskDriver:
                 failures += 1
                 if failures >= UNREACHABLE_AFTER:
                     raise TaskUnreachable(f"{what} failed {failures} times in a row, last: {exc.message}") from exc
-            await self.clock.sleep(delay)
-            delay = min(delay * 2, self.retry.max_backoff)
+            await self.clock.sleep(polls.pause(self.clock.now() - began, failures=failures, limits=self.retry))
 
 
 def _ended(result: TaskResult | None) -> bool:

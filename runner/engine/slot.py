@@ -27,7 +27,7 @@ from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from ..providers import Answer, Provider, TaskResult
 from ..rules import gate
 from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
-from ..model import Batch, Settlement, StartedItem
+from ..model import Batch, BreakerState, Settlement, StartedItem
 from ..tasks import TaskDriver
 
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ class Slot:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        #: The breaker was closed when the slot's batch started (the last read before its start): a failure of
+        #: its call is then no second one in a row after another that failed meanwhile (``rules.breaker``).
+        self.started_closed = False
 
     async def run(self, batch: Batch, *, step: bool) -> None:
         """Work ``batch``, then the next in line while there is one and the gate lets it start.
@@ -83,8 +86,10 @@ class Slot:
         engine = self.engine
         if engine.stopped_for is not None:
             return False
+        control = engine.store.control(engine.run_id)
+        self.started_closed = control.breaker is BreakerState.CLOSED
         return gate.may_go_on(
-            engine.store.control(engine.run_id), step=step, concurrency=engine.job.batch.concurrency,
+            control, step=step, concurrency=engine.job.batch.concurrency,
             in_flight=engine.holding - 1, quiet_until=engine.quiet_until, now=engine.clock.now(),
         )
 
@@ -207,6 +212,7 @@ class Slot:
         verdict = judge(
             batch.round, items, finished, check=engine.check.problem, streaks=engine.streaks,
             limits=engine.job.retry, now=engine.clock.now(), jitter=engine.rng.random(),
+            started_closed=self.started_closed,
         )
         engine.heed(verdict)
         return settlement_of(verdict)

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from .. import errors, protocol
+from .. import batch_api, errors, protocol
 from . import TaskResult
 from .openai_chat import NOT_SENT, OpenAIUpstream, answer_of, chat_body, classify, error_for, redact, transport_error
 
@@ -47,10 +47,14 @@ class OpenAIBatch(OpenAIUpstream):
         return "".join(protocol.encode(line) + "\n" for line in lines).encode()
 
     async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> str:
-        """Upload the batch's requests file; its file id."""
+        """Upload the batch's requests file; its file id. One over the API's size is refused here, unsent."""
+        content = self.requests_file(payloads)
+        refused = batch_api.too_large(len(content))
+        if refused is not None:
+            raise refused
         upload = await self._send(
             "POST", "/files", data={"purpose": "batch"},
-            files={"file": (f"{ref.replace(':', '-')}.jsonl", self.requests_file(payloads), "application/jsonl")},
+            files={"file": (f"{ref.replace(':', '-')}.jsonl", content, "application/jsonl")},
         )
         return str(upload["id"])
 

@@ -3,6 +3,19 @@
 - ``closed``: normal, ``concurrency`` slots.
 - one final transport failure: ``probing``, one slot.
 - a second consecutive one: ``open``, no new batches. A success resets the count.
+  "Consecutive" is in the order calls were started: a call started while the
+  breaker was still closed was in flight together with the failure that made
+  it probe, so its failure is the same event (a burst of resets hits every
+  call at once), not a second one in a row; the second is a call started
+  after (the probe). So with many batches in flight, one sick moment leaves
+  the breaker probing, and the probe decides:
+
+  | breaker | the failed call started | after                                  |
+  |---------|-------------------------|----------------------------------------|
+  | closed  | (any)                   | probing, 1 failure                     |
+  | probing | while closed            | probing, the count as it was           |
+  | probing | while probing or held   | open, one failure more                 |
+  | open    | (any)                   | open, one failure more, its reason kept |
 - ``open`` and a manual pause last until a person resumes (a restart does not);
   resuming goes to ``probing``; on a run neither paused nor open a resume
   changes nothing (:func:`nothing_to_resume`). A step lets exactly one batch
@@ -57,11 +70,17 @@ def after_success(control: Control) -> Control:
     return replace(control, breaker=BreakerState.CLOSED, reason=None, transport_failures=0, kind=None)
 
 
-def after_transport_failure(control: Control, message: str) -> Control:
-    """A batch's call failed for good after its request retries."""
+def after_transport_failure(control: Control, message: str, *, started_closed: bool = False) -> Control:
+    """A batch's call failed for good after its request retries.
+
+    ``started_closed``: the call started while the breaker was closed, so a
+    probing breaker already counts the moment it failed in (the table above).
+    """
     failures = control.transport_failures + 1
     if control.breaker is BreakerState.OPEN:  # keep the reason it opened for
         return replace(control, transport_failures=failures)
+    if control.breaker is BreakerState.PROBING and started_closed:
+        return control
     state = BreakerState.OPEN if failures >= OPEN_AFTER else BreakerState.PROBING
     reason = f"{failures} consecutive transport failures, last: {message}"
     return replace(control, breaker=state, reason=reason, transport_failures=failures, kind=FailureKind.TRANSPORT)
@@ -90,9 +109,11 @@ class TransportFailure:
     """The move of a batch whose call failed for good after its request retries (:func:`after_transport_failure`)."""
 
     message: str
+    #: The call started while the breaker was closed (in flight together with any failure that made it probe).
+    started_closed: bool = False
 
     def __call__(self, control: Control) -> Control:
-        return after_transport_failure(control, self.message)
+        return after_transport_failure(control, self.message, started_closed=self.started_closed)
 
 
 @dataclass(frozen=True)

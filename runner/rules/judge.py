@@ -184,17 +184,20 @@ def judge(
     limits: Backoff,
     now: float,
     jitter: float,
+    started_closed: bool = False,
 ) -> Verdict:
     """The verdict on a batch's ``items`` (split ``split_round`` times already) once its call ``finished``.
 
     ``check`` says what is wrong with one result, or None when it is valid.
+    ``started_closed``: the call started while the breaker was closed (how
+    the breaker counts its failure: :func:`runner.rules.breaker.after_transport_failure`).
     """
-    verdict = _by_kind(split_round, items, finished, check, streaks, limits, now, jitter)
+    verdict = _by_kind(split_round, items, finished, check, streaks, limits, now, jitter, started_closed)
     return bounded(verdict, items, limits)
 
 
 def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, check: Check, streaks: Streaks,
-             limits: Backoff, now: float, jitter: float) -> Verdict:
+             limits: Backoff, now: float, jitter: float, started_closed: bool) -> Verdict:
     """The verdict before the attempt bound."""
     if isinstance(finished, Answered):
         answered = _answered(split_round, items, finished, check, not_before=now + limits.backoff)
@@ -207,7 +210,8 @@ def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, che
     not_before = now + (finished.retry_after if finished.retry_after is not None else limits.backoff)
     if isinstance(finished, BadRequest) and not finished.stops_run:
         return _refused_request(split_round, items, finished, streaks=streaks, not_before=not_before)
-    return _failed(items, finished, streaks=streaks, not_before=not_before, limits=limits, now=now, jitter=jitter)
+    return _failed(items, finished, streaks=streaks, not_before=not_before, limits=limits, now=now, jitter=jitter,
+                   started_closed=started_closed)
 
 
 def judge_saved(
@@ -367,12 +371,13 @@ def _refused_request(
 
 def _failed(
     items: Sequence[Started], exc: UpstreamError, *, streaks: Streaks, not_before: float, limits: Backoff,
-    now: float, jitter: float,
+    now: float, jitter: float, started_closed: bool,
 ) -> Verdict:
     """No usable answer: wait and re-attempt, or fail (and stop the run), by the failure's kind."""
     retry = {item.id: (exc.kind, exc.message) for item in items}
     if exc.kind is FailureKind.TRANSPORT:
-        return Verdict(retry=retry, not_before=not_before, breaker=TransportFailure(exc.message), streaks=streaks)
+        return Verdict(retry=retry, not_before=not_before, breaker=TransportFailure(exc.message, started_closed),
+                       streaks=streaks)
     if exc.kind is FailureKind.RATE_LIMITED:
         streaks = replace(streaks, rate_limited=streaks.rate_limited + 1)
         until = now + _rate_limit_wait(exc.retry_after, streaks.rate_limited, limits, jitter)

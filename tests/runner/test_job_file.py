@@ -125,3 +125,30 @@ def test_toml_that_python_cannot_read_is_refused_as_not_valid_toml(tmp_path: Pat
 def test_an_input_path_that_would_break_a_message_over_lines_is_refused(tmp_path: Path) -> None:
     path = job_file(tmp_path, input_='path = "posts\\n.jsonl"')
     assert refusal(path) == " input: 'path' must be a printable file name, not 'posts\\n.jsonl'"
+
+
+BATCH_API = '[provider]\nkind = "openai-batch"\n'
+
+
+@pytest.mark.parametrize("tables, limits", [
+    ("", jobs.BatchLimits(25, 20_000, 2)),
+    (BATCH_API, jobs.BatchLimits(50_000, 50_000_000, 8)),
+    (BATCH_API + "[batch]\nmax_items = 1000\n", jobs.BatchLimits(1_000, 50_000_000, 8)),
+    (BATCH_API + "[batch]\nmax_chars = 16000\nconcurrency = 2\n", jobs.BatchLimits(50_000, 16_000, 2)),
+    (BATCH_API + "[batch]\nmax_items = 50000\n", jobs.BatchLimits(50_000, 50_000_000, 8)),
+])
+def test_the_batch_api_gets_its_own_defaults_for_the_keys_a_job_does_not_set(
+    tmp_path: Path, tables: str, limits: jobs.BatchLimits
+) -> None:
+    assert jobs.load(job_file(tmp_path, tables=tables)).batch == limits
+
+
+def test_more_items_a_batch_than_the_batch_api_takes_is_one_error_naming_its_limit(tmp_path: Path) -> None:
+    path = job_file(tmp_path, tables=BATCH_API + "[batch]\nmax_items = 50001\n")
+    assert refusal(path) == (" [batch]: 'max_items' must be at most 50,000 for kind 'openai-batch' "
+                             "(the Batch API takes at most 50,000 requests a batch), not 50,001")
+
+
+def test_a_python_run_of_the_batch_api_gets_its_defaults_too() -> None:
+    data = {"name": "t", "input": "in.jsonl", "provider": {"kind": "openai-batch"}, "batch": {"concurrency": 3}}
+    assert jobs.from_dict(data, base=Path.cwd(), where="Run('t')").batch == jobs.BatchLimits(50_000, 50_000_000, 3)

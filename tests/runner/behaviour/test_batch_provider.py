@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 from scenes import create_never_sent, dead_engine
-from support import StepClock, events_into, make_job, posts
+from support import StepClock, events_into, make_job, posts, write_jsonl
 
-from runner import recovery, runs
+from runner import batch_api, jobs, recovery, runs
 from runner.store import views
 from runner.engine import Outcome
 from runner.errors import SubmitUnknown
@@ -279,6 +279,36 @@ async def test_a_batch_refused_for_the_token_quota_waits_and_goes_again(
     kinds = {event["kind"] for event in events_into(store, "waiting")}
     assert kinds == {FailureKind.RATE_LIMITED}
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
+
+
+async def test_a_batch_api_job_file_sends_its_items_in_as_few_upstream_batches_as_the_api_allows(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock
+) -> None:
+    """No [batch] in the file: 2,000 posts of 3 months are three upstream batches (the chat's defaults: 81)."""
+    write_jsonl(tmp_path / "posts.jsonl", posts(2_000, groups=3, body="A post long enough " * 20))
+    (tmp_path / "job.toml").write_text(
+        f'name = "test"\ninput = "posts.jsonl"\ngroup = "month"\n'
+        f'[provider]\nkind = "openai-batch"\nbase_url = "{upstream.base_url}"\nmodel = "sim-model"\n',
+        encoding="utf-8")
+    outcome = await runs.execute(store, jobs.load(tmp_path / "job.toml"), clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 2_000
+    assert ledger["batches_created"] == 3 and ledger["files_uploaded"] == 3
+    assert sorted(ledger["billed"].values()) == [1] * 2_000
+
+
+async def test_a_batch_whose_requests_file_would_pass_the_api_s_size_is_split_before_anything_is_sent(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
+    whole = len(OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
+                .requests_file([json.loads(row.input) for row in jobs.items(job)]))
+    monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 4)
+    outcome = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
+    assert ledger["files_uploaded"] == 2 and ledger["batches_created"] == 2  # the halves; the whole never went
+    assert sorted(ledger["billed"].values()) == [1] * 40
 
 
 class Tasks:

@@ -18,7 +18,7 @@ from support import StepClock, make_job, posts
 from runner import control, item_rows, runs
 from runner.breaker import Control
 from runner.engine import Engine, Outcome
-from runner.errors import AuthError, TransportError, UpstreamError
+from runner.errors import AuthError, BillingError, TransportError, UpstreamError
 from runner.jobs import Job
 from runner.providers import Answer
 from runner.providers.handler import PythonHandler
@@ -74,15 +74,30 @@ async def test_one_final_transport_failure_probes_until_a_success_closes_it(
 async def test_a_second_consecutive_final_transport_failure_opens_the_breaker(
     tmp_path: Path, watched: tuple[Simulator, Watch], store: Store, clock: StepClock
 ) -> None:
-    sim, _ = watched
+    """The two batches in flight at once fail together: one failure, probing; the probe started after it fails: open."""
+    sim, watch = watched
     sim.set_faults(ALWAYS_500)
     outcome = await runs.execute(store, job_of(tmp_path, sim), clock=clock)
-    assert sim.ledger.snapshot()["requests"] == 4
+    assert sim.ledger.snapshot()["requests"] == 6
+    assert watch.seen[4:] == [(BreakerState.PROBING, 1)] * 2  # the probe (and its request retry), alone
     assert outcome.exit_code == 4
     assert outcome.status["breaker"]["state"] == BreakerState.OPEN
     assert outcome.status["breaker"]["reason"].startswith("2 consecutive transport failures, last: 500")
     assert outcome.status["counts"][ItemState.FAILED] == 0
-    assert outcome.status["counts"][ItemState.WAITING] == 10
+    assert outcome.status["counts"][ItemState.WAITING] == 15
+
+
+async def test_batches_in_flight_together_failing_at_once_count_as_one_failure_and_the_probe_closes_it(
+    tmp_path: Path, watched: tuple[Simulator, Watch], store: Store, clock: StepClock
+) -> None:
+    """A sick moment fails every call in flight (four here, none retried): probing, not open; the probe succeeds."""
+    sim, watch = watched
+    sim.set_faults({"rules": [{"fault": "http_500", "times": 4}]})
+    job = make_job(tmp_path, sim.base_url, posts(40), max_items=5, concurrency=4, request_retries=0)
+    outcome = await runs.execute(store, job, clock=clock)
+    assert watch.seen[4] == (BreakerState.PROBING, 1)  # the probe, alone
+    assert outcome.exit_code == 0
+    assert outcome.status["counts"][ItemState.COMPLETED] == 40
 
 
 async def test_a_restart_does_not_resume_an_open_breaker(
@@ -93,7 +108,7 @@ async def test_a_restart_does_not_resume_an_open_breaker(
     await runs.execute(store, job_of(tmp_path, sim), clock=clock)
     sim.set_faults(None)
     again = await runs.execute(store, job_of(tmp_path, sim), clock=clock)
-    assert sim.ledger.snapshot()["requests"] == 4
+    assert sim.ledger.snapshot()["requests"] == 6
     assert (again.exit_code, again.status["breaker"]["state"]) == (4, BreakerState.OPEN)
 
 
@@ -325,8 +340,8 @@ async def test_no_batch_starts_after_a_refused_key_that_lands_before_a_new_slot_
 async def test_a_new_slot_starts_nothing_once_the_breaker_opened_before_it_began(
     tmp_path: Path, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two final transport failures open the breaker between a turn giving p002 a slot and that slot's first step."""
-    upstream = HeldFailures(store, {"p000", "p001"}, lambda: TransportError("503 upstream sick"))
+    """A refused balance opens the breaker between a turn giving p002 a slot and that slot's first step."""
+    upstream = HeldFailures(store, {"p000"}, lambda: BillingError("429 insufficient_quota: top up"))
     outcome = await land_before_new_slots_begin(
         tmp_path, store, clock, monkeypatch, upstream, first=2, total=3, concurrency=3, add_on="p001"
     )

@@ -29,6 +29,25 @@ def test_one_final_transport_failure_probes_a_second_in_a_row_opens_and_a_succes
     assert (after.breaker, after.transport_failures) == (state, failures)
 
 
+IN_FLIGHT_TOGETHER = TransportFailure("connection reset", started_closed=True)
+
+
+@pytest.mark.parametrize("moves, state, failures", [
+    ([IN_FLIGHT_TOGETHER], PROBING, 1),
+    ([IN_FLIGHT_TOGETHER, IN_FLIGHT_TOGETHER], PROBING, 1),
+    ([IN_FLIGHT_TOGETHER] * 400, PROBING, 1),
+    ([IN_FLIGHT_TOGETHER, IN_FLIGHT_TOGETHER, FAILURE], OPEN, 2),
+    ([IN_FLIGHT_TOGETHER, FAILURE, IN_FLIGHT_TOGETHER], OPEN, 3),
+    ([IN_FLIGHT_TOGETHER, SUCCESS, IN_FLIGHT_TOGETHER], PROBING, 1),
+    ([FAILURE, IN_FLIGHT_TOGETHER], PROBING, 1),
+])
+def test_calls_in_flight_together_when_one_fails_count_as_one_failure_and_the_probe_started_after_decides(
+    moves: list[Callable[[Control], Control]], state: BreakerState, failures: int
+) -> None:
+    after = reduce(lambda control, move: move(control), moves, Control())
+    assert (after.breaker, after.transport_failures) == (state, failures)
+
+
 def test_an_open_breaker_keeps_the_reason_it_opened_for() -> None:
     opened = breaker.opened(Control(), FailureKind.BILLING, "billing: 429 insufficient_quota")
     later = breaker.after_transport_failure(opened, "503 server_is_overloaded")
