@@ -31,10 +31,7 @@ def pause(name: str, db: str) -> None:
 
     Example: runner pause demo
     """
-    from . import control
-    from .store import Store
-
-    show_control(name, control.pause(Store(db, create=False), name, now=time.time()))
+    _steer("pause", name, db)
 
 
 @click.command()
@@ -49,10 +46,7 @@ def resume(name: str, db: str) -> None:
 
     Example: runner resume demo
     """
-    from . import control
-    from .store import Store
-
-    show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
+    _steer("resume", name, db)
 
 
 @click.command()
@@ -64,10 +58,7 @@ def step(name: str, db: str) -> None:
 
     Example: runner step demo
     """
-    from . import control
-    from .store import Store
-
-    show_control(name, control.step(Store(db, create=False), name, now=time.time()))
+    _steer("step", name, db)
 
 
 @click.command()
@@ -129,6 +120,14 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: s
         if count:
             click.echo(f"{plural(count, 'item')}: {case.warning}")
     go_on(f"released {plural(sum(released.values()), 'item')}", store, name)
+
+
+def _steer(verb: str, name: str, db: str) -> None:
+    """``control.pause``, ``resume`` or ``step`` on the run, then how it stands now."""
+    from . import control
+    from .store import Store
+
+    show_control(name, getattr(control, verb)(Store(db, create=False), name, now=time.time()))
 
 
 def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
