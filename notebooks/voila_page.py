@@ -21,6 +21,8 @@ from typing import Any
 
 import nbformat
 
+from runner.store.answers import STATES
+
 HERE = Path(__file__).resolve().parent
 NOTEBOOK = HERE / "01-quickstart.ipynb"
 CHROMIUM = "/usr/bin/chromium"
@@ -29,7 +31,6 @@ ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-STATES = ("pending", "queued", "waiting", "running", "received", "completed", "failed")
 #: The seven numbers as the page shows them (each state's first number), read by the browser itself.
 COUNTS_JS = (
     "() => [...document.body.innerText.matchAll("

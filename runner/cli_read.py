@@ -43,7 +43,9 @@ def status(name: str | None, db: str, as_json: bool) -> None:
         if not standings:
             click.echo(f"no runs in {db}")
             return
-        for standing in standings:
+        for index, standing in enumerate(standings):
+            if index:
+                click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
             if standing.held:
                 tables.echo(tables.held_table(views.held(store, standing.name)))

@@ -22,52 +22,37 @@ if TYPE_CHECKING:
     from .store import Store
 
 
-@click.command()
-@click.argument("name")
-@db_option
-@plain_errors
-def pause(name: str, db: str) -> None:
-    """Pause a run: no new batch starts; those in flight finish.
+def _steering(verb: str, about: str) -> click.Command:
+    """``runner VERB NAME``: ``control.VERB`` on the run, then how it stands; ``about`` is its help."""
+
+    @click.command(verb, help=about)
+    @click.argument("name")
+    @db_option
+    @plain_errors
+    def command(name: str, db: str) -> None:
+        from . import control
+        from .store import Store
+
+        show_control(name, getattr(control, verb)(Store(db, create=False), name, now=time.time()))
+
+    return command
+
+
+pause = _steering("pause", """Pause a run: no new batch starts; those in flight finish.
 
     Example: runner pause demo
-    """
-    from . import control
-    from .store import Store
-
-    show_control(name, control.pause(Store(db, create=False), name, now=time.time()))
-
-
-@click.command()
-@click.argument("name")
-@db_option
-@plain_errors
-def resume(name: str, db: str) -> None:
-    """Lift a pause or an open breaker, one batch at a time at first.
+    """)
+resume = _steering("resume", """Lift a pause or an open breaker, one batch at a time at first.
 
     The run goes on one batch at a time until one succeeds. On a run neither
     paused nor open it changes nothing, says so and exits 1.
 
     Example: runner resume demo
-    """
-    from . import control
-    from .store import Store
-
-    show_control(name, control.resume(Store(db, create=False), name, now=time.time()))
-
-
-@click.command()
-@click.argument("name")
-@db_option
-@plain_errors
-def step(name: str, db: str) -> None:
-    """Let exactly one batch run on a paused run; it stays paused.
+    """)
+step = _steering("step", """Let exactly one batch run on a paused run; it stays paused.
 
     Example: runner step demo
-    """
-    from . import control
-    from .store import Store
-
-    show_control(name, control.step(Store(db, create=False), name, now=time.time()))
+    """)
 
 
 @click.command()

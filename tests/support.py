@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +21,12 @@ from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
 from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
 from runner.store import Store, views
+from runner.store.answers import Standing
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
+#: Seconds a test waits for what it expects (a process, a state in the store) before it fails.
+PATIENCE = 60.0
 
 
 class StepClock:
@@ -117,3 +124,49 @@ async def run_under_fault(
     """Run ``count`` posts, the job's ``limits`` as given, against ``sim`` misbehaving by the one fault ``rule``."""
     sim.set_faults({"rules": [rule]})
     return await runs.execute(store, make_job(tmp_path, sim.base_url, posts(count), **limits), clock=clock)
+
+
+class KillAtFirstCall:
+    """The simulator's hook that crashes an engine: ``runner ARGS`` (:meth:`run`) is SIGKILLed while the
+    upstream holds its first call, whose ids are then ``ids``.
+
+    Every call waits until the process's pid is known, so that a call that
+    comes before it (the process is quick, the test slow) cannot slip through
+    unkilled; calls after the kill pass.
+    """
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self._pid = 0
+        self._known = threading.Event()
+        self._first = threading.Lock()
+
+    def __call__(self, ids: list[str]) -> None:
+        assert self._known.wait(timeout=PATIENCE), "a call came, and no process to kill was started"
+        with self._first:
+            if self.ids:
+                return
+            self.ids = list(ids)
+        os.kill(self._pid, signal.SIGKILL)
+
+    def run(self, *args: str, cwd: Path) -> None:
+        """``runner ARGS`` in a process of its own, once it has been killed at its first call."""
+        process = subprocess.Popen([sys.executable, "-m", "runner", *args], cwd=cwd,
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self._pid = process.pid
+        self._known.set()
+        _, stderr = process.communicate(timeout=PATIENCE)
+        assert process.returncode == -signal.SIGKILL and self.ids, stderr
+
+
+def until(db: Path, name: str, wanted: Callable[[Standing], bool]) -> Standing:
+    """Read run ``name`` from the store ``db`` until it stands as ``wanted``; fail after :data:`PATIENCE` seconds."""
+    deadline = time.monotonic() + PATIENCE
+    while True:
+        with Store(db, read_only=True) as store:
+            now = views.standing(store, name, now=time.time())
+        if wanted(now):
+            return now
+        assert time.monotonic() < deadline, f"the store never showed run {name!r} as wanted: {now}"
+        threading.Event().wait(0.05)  # polling the store: another process moves it

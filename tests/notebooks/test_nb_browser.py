@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from voila_page import COUNTS_JS, STATES, counts_on, opened, private, served, trimmed
+from support import until
+from voila_page import COUNTS_JS, counts_on, opened, private, served, trimmed
 
 from runner.store import Store, views
-from runner.store.answers import Standing
+from runner.store.answers import STATES, Standing
 from runner.teaching import FOLDER_ENV
 
 TOTAL = 2400  # the sample job's posts
@@ -25,13 +26,9 @@ def standing(db: Path) -> Standing:
         return views.standing(store, "posts", now=time.time())
 
 
-def settled(db: Path, timeout: float = 60.0) -> Standing:
-    """The run as it stands once no call is in flight (paused: the batches sent have come back)."""
-    deadline = time.monotonic() + timeout
-    while (now := standing(db)).counts["running"] or now.counts["received"]:
-        assert time.monotonic() < deadline, f"calls still in flight after {timeout} s: {now.counts}"
-        time.sleep(0.1)
-    return now
+def no_call_in_flight(now: Standing) -> bool:
+    """Paused, the batches sent have come back."""
+    return not now.counts["running"] and not now.counts["received"]
 
 
 @pytest.mark.browser
@@ -49,7 +46,7 @@ def test_the_quickstart_panel_in_chromium_shows_the_run_live_and_its_pause_butto
             page.get_by_role("button", name="Pause").click()
             page.wait_for_function("() => /breaker\\s+closed\\s+paused/.test(document.body.innerText)", timeout=WAIT)
             assert standing(db).control.paused  # the click wrote the command into the store
-            held = settled(db)
+            held = until(db, "posts", no_call_in_flight)
             assert held.counts["completed"] < TOTAL, "the run ended before the click: the simulator is too fast"
             shows = f"(want) => {{ const shown = ({COUNTS_JS})(); return Object.keys(want).every(s => shown[s] === want[s]); }}"
             page.wait_for_function(shows, arg=dict(held.counts), timeout=WAIT)  # the page shows what the store says

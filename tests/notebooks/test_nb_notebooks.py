@@ -20,12 +20,11 @@ from execute import NAMES, PICTURE, WIDGET_STATE, WIDGET_VIEW, executed
 from support import ROOT
 
 from runner import export
-from runner.model import ItemState
 from runner.store import Store, views
+from runner.store.answers import STATES
 from runner.teaching import FOLDER_ENV
 
 NOTEBOOKS = ROOT / "notebooks"
-STATES = [s.value for s in ItemState]
 
 
 def execute(name: str, tmp_path: Path) -> Any:
@@ -95,7 +94,7 @@ def test_quickstart_runs_the_sample_job_in_the_background_to_the_end_and_a_secon
     assert all(row["label"] for row in run["rows"].values())
     assert printed(tagged(notebook, "again"))[-1].endswith("and the second run made 0")
     assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
-    assert panel_labels(notebook) == STATES
+    assert panel_labels(notebook) == list(STATES)
     assert left_no_temp_files(tmp_path)
 
 
@@ -110,7 +109,7 @@ def test_exploring_failures_finds_two_kinds_and_retrying_one_after_the_fix_leave
     failed = [row for row in run["rows"].values() if row["state"] == "failed"]
     assert [(row["key"], row["kind"]) for row in failed] == [("p013", "bad_request")]
     assert printed(tagged(notebook, "billed")) == ["p002 billed 3 times; p000 1"]
-    assert panel_labels(notebook) == STATES
+    assert panel_labels(notebook) == list(STATES)
     assert left_no_temp_files(tmp_path)
 
 
@@ -131,7 +130,7 @@ def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_co
     run = stored(tmp_path, "recovery", "steps")
     assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 40}
     assert run["breaker"] == {"state": "closed", "reason": None} and run["needs_confirmation"] == 0
-    assert panel_labels(notebook) == STATES
+    assert panel_labels(notebook) == list(STATES)
     assert left_no_temp_files(tmp_path)
 
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import ROOT, commands_given, make_job, posts, python_run, write_jsonl
+from support import KillAtFirstCall, commands_given, make_job, posts, python_run, write_jsonl
 from scenes import write_lock_held
 from unwritable import SMALL_COUNTS, Folder, small_store
 
@@ -30,12 +26,11 @@ from runner import cli, jobs, runs
 from runner.store import views
 from runner.jobs import RetryLimits
 from runner.sim import Simulator
-from runner.model import ItemState
 from runner.panel_html import ERROR_COLOUR
 from runner.store import Store
+from runner.store.answers import STATES
 from runner.widgets import RunPanel
 
-STATES = [s.value for s in ItemState]
 NEEDS_LABEL = {"type": "object", "required": ["label"]}
 
 
@@ -206,22 +201,6 @@ async def test_retry_sends_the_chosen_kind_back_and_a_real_engine_completes_it(
     assert shown(panel)["completed"] == 9 and panel.kinds.options == (("bad_request (1)", "bad_request"),)
 
 
-class Crash:
-    """Holds the first call, once expecting one, and SIGKILLs the engine process that sent it."""
-
-    def __init__(self) -> None:
-        self.pid: int | None = None
-        self.known = threading.Event()
-        self.ids: list[str] = []
-
-    def __call__(self, ids: list[str]) -> None:
-        if self.ids or not self.known.wait(timeout=30):
-            return
-        assert self.pid is not None
-        self.ids = ids
-        os.kill(self.pid, signal.SIGKILL)
-
-
 JOB = """name = "crash"
 input = "posts.jsonl"
 [batch]
@@ -232,25 +211,18 @@ base_url = "{base_url}"
 """
 
 
-def crash_a_cli_engine(folder: Path, sim: Simulator, crash: Crash) -> jobs.Job:
+def crash_a_cli_engine(folder: Path, sim: Simulator, crash: KillAtFirstCall) -> jobs.Job:
     """``runner run`` in a process of its own, killed while the simulator holds its first call."""
     write_jsonl(folder / "posts.jsonl", posts(10))
     (folder / "job.toml").write_text(JOB.format(base_url=sim.base_url))
-    killed = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", "job.toml"], cwd=folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    crash.pid = killed.pid
-    crash.known.set()
-    _, stderr = killed.communicate(timeout=60)
-    assert killed.returncode == -signal.SIGKILL, stderr
+    crash.run("run", "job.toml", cwd=folder)
     return jobs.load(folder / "job.toml")
 
 
 async def test_confirm_warns_of_a_double_charge_and_releases_held_items_to_a_real_engine(
     tmp_path: Path, panels: list[RunPanel]
 ) -> None:
-    crash = Crash()
+    crash = KillAtFirstCall()
     with Simulator(on_request=crash).start() as sim:
         job = crash_a_cli_engine(tmp_path, sim, crash)
         with Store(tmp_path / "runs.db") as store:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import runner_cli
+from support import KillAtFirstCall, posts, runner_cli, write_jsonl
 from unwritable import small_store
+
+from runner.sim import Simulator
 
 
 def test_status_columns_are_as_wide_as_their_data_with_numbers_aligned_right(tmp_path: Path) -> None:
@@ -40,3 +42,21 @@ def test_tables_in_a_pipe_carry_no_terminal_styles(tmp_path: Path) -> None:
     small_store(tmp_path)
     for command in ("status", "failures"):
         assert "\x1b[" not in runner_cli(command, "posts", cwd=tmp_path).stdout
+
+
+def test_status_lists_held_items_by_case_wrapped_at_words_then_the_command_that_releases_them(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(10))
+    with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 5\n'
+                                           f'concurrency = 1\n[provider]\nbase_url = "{sim.base_url}"\n')
+        crash.run("run", "job.toml", cwd=tmp_path)
+        assert runner_cli("run", "test", "--no-wait", cwd=tmp_path).returncode == 4  # its calls held for a person
+    lines = runner_cli("status", "test", cwd=tmp_path, columns=80).stdout.splitlines()
+    table = lines[lines.index("waiting for a person".center(80).rstrip()):]
+    assert table[1].split() == ["case", "items", "what", "confirming", "does", "keys"]
+    assert table[3].split()[:2] == ["resubmit", "5"] and all(len(line) <= 80 for line in table)
+    start, keys = table[1].index("what confirming does"), table[1].index("keys")
+    assert " ".join(line[start:keys].strip() for line in table[3:-2]).split() == (
+        "sends the items again: the first call may have run, so this may run and charge twice".split())
+    assert " ".join(line[keys:].strip() for line in table[3:-2]).split() == ", ".join(crash.ids).split()
+    assert table[-2:] == ["release them (all, or the KEYS given):", "runner confirm test --all"]

@@ -17,11 +17,10 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import ROOT, posts, runner_cli, write_jsonl
+from support import PATIENCE, ROOT, KillAtFirstCall, posts, runner_cli, until, write_jsonl
 
 from runner.model import ItemState
 from runner.sim import Simulator
@@ -30,8 +29,6 @@ from runner.store.answers import Standing
 
 pytestmark = pytest.mark.slow
 
-#: Seconds a test waits for what it expects before it fails.
-PATIENCE = 60.0
 ESCAPES = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[=>])")
 
 
@@ -110,24 +107,13 @@ def standing(folder: Path) -> Standing:
         return views.standing(store, "test", now=time.time())
 
 
-def until(folder: Path, wanted: Callable[[Standing], bool]) -> Standing:
-    """Read the store until the run stands as ``wanted``; fail after ``PATIENCE`` seconds."""
-    deadline = time.monotonic() + PATIENCE
-    while time.monotonic() < deadline:
-        now = standing(folder)
-        if wanted(now):
-            return now
-        threading.Event().wait(0.05)
-    raise AssertionError(f"the store never showed the run as wanted: {standing(folder)}")
-
-
 def test_a_run_in_a_terminal_paused_from_another_process_waits_then_goes_on_after_resume(tmp_path: Path) -> None:
     with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
         job_file(tmp_path, sim, 60)
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
         terminal.wait_for("test: paused by a person")
         terminal.wait_for("to go on: runner resume test (or r in runner tui); Ctrl-C to leave")
-        paused = until(tmp_path, lambda now: now.counts[ItemState.RUNNING] == 0)
+        paused = until(tmp_path / "runs.db", "test", lambda now: now.counts[ItemState.RUNNING] == 0)
         alive = terminal.process.poll() is None
         resumed = runner_cli("resume", "test", cwd=tmp_path)
         code = terminal.wait()
@@ -174,7 +160,7 @@ def test_a_run_in_a_terminal_waits_while_its_breaker_is_open_and_says_why(tmp_pa
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
         terminal.wait_for("test: breaker open (2 consecutive transport failures, last: ")
         terminal.wait_for("runner step test lets one batch run, runner resume test goes on; Ctrl-C to leave")
-        held = until(tmp_path, lambda now: now.counts[ItemState.RUNNING] == 0)
+        held = until(tmp_path / "runs.db", "test", lambda now: now.counts[ItemState.RUNNING] == 0)
         alive = terminal.process.poll() is None
         sim.set_faults(None)
         resumed = runner_cli("resume", "test", cwd=tmp_path)
@@ -195,37 +181,49 @@ def test_a_run_in_a_terminal_labels_its_time_left(tmp_path: Path) -> None:
     assert re.search(r"/100 about \d:\d\d:\d\d left", terminal.shown()), terminal.shown()[-3000:]
 
 
-class KillAtFirstCall:
-    """The simulator's hook: the engine ``pid`` is killed (SIGKILL) while its first call is with the upstream."""
+class Log:
+    """A process's stderr, read line by line as it comes; ``told`` is set once a line starts with ``wanted``."""
 
-    def __init__(self) -> None:
-        self.pid: int | None = None
-        self.killed = threading.Event()
+    def __init__(self, process: subprocess.Popen[str], wanted: str) -> None:
+        self.lines: list[str] = []
+        self.told = threading.Event()
+        self._reader = threading.Thread(target=self._read, args=(process, wanted), daemon=True)
+        self._reader.start()
 
-    def __call__(self, ids: list[str]) -> None:
-        pid, self.pid = self.pid, None
-        if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            self.killed.set()
+    def _read(self, process: subprocess.Popen[str], wanted: str) -> None:
+        assert process.stderr is not None
+        with process.stderr:
+            for line in process.stderr:
+                self.lines.append(line)
+                if line.startswith(wanted):
+                    self.told.set()
+
+    def text(self) -> str:
+        """What it wrote so far."""
+        return "".join(self.lines)
+
+    def whole(self) -> str:
+        """All it wrote, once the process has ended."""
+        self._reader.join(timeout=PATIENCE)
+        return self.text()
 
 
 def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms_them(tmp_path: Path) -> None:
-    upstream = KillAtFirstCall()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with Simulator(on_request=upstream).start() as sim:
+    with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
         job_file(tmp_path, sim, 10)
-        killed = subprocess.Popen([sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path, env=env,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        upstream.pid = killed.pid
-        assert killed.wait(timeout=PATIENCE) == -signal.SIGKILL and upstream.killed.is_set()
+        crash.run("run", "job.toml", cwd=tmp_path)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         waiting = subprocess.Popen([sys.executable, "-m", "runner", "run", "test", "--wait"], cwd=tmp_path, env=env,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                    text=True)
-        held = until(tmp_path, lambda now: now.engine_alive and 0 < now.held == now.unfinished)
+        log = Log(waiting, "test: waiting for a confirmation")
+        assert log.told.wait(timeout=PATIENCE), log.text()  # it says why it waits: confirming then is seen
+        held = standing(tmp_path)
         alive = waiting.poll() is None
         confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
-        _, stderr = waiting.communicate(timeout=PATIENCE)
-    assert alive and held.held >= 5
+        waiting.wait(timeout=PATIENCE)
+        stderr = log.whole()
+    assert alive and held.engine_alive and held.held == held.unfinished >= 5
     assert confirmed.returncode == 0, confirmed.stderr
     assert waiting.returncode == 0, stderr
     said = f"test: waiting for a confirmation of {held.held} items — to go on: runner confirm test --all "
