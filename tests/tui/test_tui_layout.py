@@ -7,21 +7,15 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import ColumnKey
-from tui_support import NOW, build, press, settle, shown
+from tui_support import NOW, build, press, settle, shown, whole_width
 
 from runner.store.answers import STATES
 from tui.app import RunnerApp
 from tui.screens.run import RunScreen
 from tui.screens.failures import FailedTable, HistoryTable, KindTable
 from tui.widgets import BatchTable, EventLog, GroupTable, StateBar, Table
-
-
-def whole_width(table: DataTable[object]) -> bool:
-    """Every column of the table in sight: nothing to scroll to sideways."""
-    return table.max_scroll_x == 0
 
 
 async def test_at_80x24_the_legend_groups_batches_and_footer_are_whole(tmp_path: Path) -> None:
