@@ -27,7 +27,7 @@ class Table(DataTable[RenderableType]):
     a header never shows the widths of the rows before. One space, not
     DataTable's two, parts two columns: the group table's nine columns fit
     in 80 cells. A cell of lines (a ``Text`` with a newline) makes its row
-    as tall as it. The ``WRAP`` column (a message) takes the width the others
+    as tall as it; a label of lines, the header. The ``WRAP`` column (a message) takes the width the others
     leave, at least ``WRAP_MIN``, and its text wraps at spaces: a row grows
     as tall as its message, and a message reads whole, never cut mid-word.
     """
@@ -35,7 +35,7 @@ class Table(DataTable[RenderableType]):
     COLUMNS: ClassVar[Sequence[str]] = ()
     CURSOR: ClassVar[CursorType] = "none"
     WRAP: ClassVar[str | None] = None
-    WRAP_MIN: ClassVar[int] = 24
+    WRAP_MIN: ClassVar[int] = 20
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type=self.CURSOR, cell_padding=0)
@@ -47,7 +47,7 @@ class Table(DataTable[RenderableType]):
         return Text(column)
 
     def on_mount(self) -> None:
-        self._set_columns([self._label(c).cell_len for c in self.COLUMNS])
+        self._set_columns([_width(self._label(c)) for c in self.COLUMNS])
 
     def on_resize(self) -> None:
         if self._shown is not None:
@@ -64,7 +64,7 @@ class Table(DataTable[RenderableType]):
         keep = self.cursor_key
         texts = [(key, [c if isinstance(c, Text) else Text(c.replace("\n", " ")) for c in cells]) for key, cells in rows]
         widths = [
-            max([self._label(column).cell_len, *(_width(cells[i]) + 1 for _, cells in texts)])
+            max([_width(self._label(column)), *(_width(cells[i]) + 1 for _, cells in texts)])
             for i, column in enumerate(self.COLUMNS)
         ]
         wrap = None if self.WRAP is None else self.COLUMNS.index(self.WRAP)
@@ -86,8 +86,10 @@ class Table(DataTable[RenderableType]):
 
     def _set_columns(self, widths: list[int]) -> None:
         self.clear(columns=True)
-        for column, width in zip(self.COLUMNS, widths, strict=True):
-            self.add_column(self._label(column), key=column, width=width)
+        labels = [self._label(column) for column in self.COLUMNS]
+        for column, label, width in zip(self.COLUMNS, labels, widths, strict=True):
+            self.add_column(label, key=column, width=width)
+        self.header_height = max(len(label.split("\n")) for label in labels)
         self._widths = widths
 
     @property
