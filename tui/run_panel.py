@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from runner.model import BreakerState, ItemState
-from runner.store.answers import RunState, RunView
+from runner.store.answers import Hold, RunState, RunView, Standing
 from runner.words import plural
 
 from . import format
@@ -53,15 +53,18 @@ def engine(view: RunView) -> Text:
         RunState.DONE: "every item completed",
         RunState.DONE_WITH_FAILURES: f"every item finished, {run.counts[ItemState.FAILED]:,} failed (f shows them)",
         RunState.STOPPED: f"stopped with {plural(run.unfinished, 'item')} to do{goes_on}",
-    }.get(run.state, f"stopped for a person: {_why_held(view)}")
-    return Text.assemble(("ended", "bold"), f": {ended}")
+    }
+    said = ended[run.state] if run.state in ended else f"stopped for a person: {_why_held(run)}"
+    return Text.assemble(("ended", "bold"), f": {said}")
 
 
-def _why_held(view: RunView) -> str:
-    run = view.standing
-    if run.held:
+def _why_held(run: Standing) -> str:
+    """What holds a run stopped for a person, as the store's standing says (its ``held_by``), in words."""
+    hold = run.held_by
+    assert hold is not None, "a run stopped for a person is held by something"
+    if hold is Hold.CONFIRMATION:
         return f"{plural(run.held, 'item awaits', 'items await')} confirmation"
-    return "breaker open" if run.control.breaker is BreakerState.OPEN else "paused"
+    return hold.value
 
 
 def pace(view: RunView) -> Text:

@@ -26,7 +26,8 @@ class Table(DataTable[RenderableType]):
     Columns get the width of their widest cell, set when the rows are, so that
     a header never shows the widths of the rows before. One space, not
     DataTable's two, parts two columns: the group table's nine columns fit
-    in 80 cells. The ``WRAP`` column (a message) takes the width the others
+    in 80 cells. A cell of lines (a ``Text`` with a newline) makes its row
+    as tall as it; a label of lines, the header. The ``WRAP`` column (a message) takes the width the others
     leave, at least ``WRAP_MIN``, and its text wraps at spaces: a row grows
     as tall as its message, and a message reads whole, never cut mid-word.
     """
@@ -34,7 +35,7 @@ class Table(DataTable[RenderableType]):
     COLUMNS: ClassVar[Sequence[str]] = ()
     CURSOR: ClassVar[CursorType] = "none"
     WRAP: ClassVar[str | None] = None
-    WRAP_MIN: ClassVar[int] = 24
+    WRAP_MIN: ClassVar[int] = 20
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type=self.CURSOR, cell_padding=0)
@@ -46,7 +47,7 @@ class Table(DataTable[RenderableType]):
         return Text(column)
 
     def on_mount(self) -> None:
-        self._set_columns([self._label(c).cell_len for c in self.COLUMNS])
+        self._set_columns([_width(self._label(c)) for c in self.COLUMNS])
 
     def on_resize(self) -> None:
         if self._shown is not None:
@@ -63,7 +64,7 @@ class Table(DataTable[RenderableType]):
         keep = self.cursor_key
         texts = [(key, [c if isinstance(c, Text) else Text(c.replace("\n", " ")) for c in cells]) for key, cells in rows]
         widths = [
-            max([self._label(column).cell_len, *(cells[i].cell_len + 1 for _, cells in texts)])
+            max([_width(self._label(column)), *(_width(cells[i]) + 1 for _, cells in texts)])
             for i, column in enumerate(self.COLUMNS)
         ]
         wrap = None if self.WRAP is None else self.COLUMNS.index(self.WRAP)
@@ -78,14 +79,17 @@ class Table(DataTable[RenderableType]):
             shown: list[RenderableType] = [_spaced(c) for c in cells]
             if wrap is not None:
                 shown[wrap] = _wrapped(cells[wrap])
-            self.add_row(*shown, key=key, height=None if wrap is not None else 1)
+            tall = wrap is not None or any("\n" in c.plain for c in cells)
+            self.add_row(*shown, key=key, height=None if tall else 1)
         if keep is not None and keep in {key for key, _ in rows}:
             self.move_cursor(row=self.get_row_index(keep), animate=False)
 
     def _set_columns(self, widths: list[int]) -> None:
         self.clear(columns=True)
-        for column, width in zip(self.COLUMNS, widths, strict=True):
-            self.add_column(self._label(column), key=column, width=width)
+        labels = [self._label(column) for column in self.COLUMNS]
+        for column, label, width in zip(self.COLUMNS, labels, widths, strict=True):
+            self.add_column(label, key=column, width=width)
+        self.header_height = max(len(label.split("\n")) for label in labels)
         self._widths = widths
 
     @property
@@ -97,6 +101,11 @@ class Table(DataTable[RenderableType]):
         return None if key is None else str(key)
 
 
+def _width(cell: Text) -> int:
+    """The cells its widest line takes (a cell of lines shows each on its own)."""
+    return max(line.cell_len for line in cell.split("\n"))
+
+
 def _wrapped(cell: Text) -> Padding:
     """A cell that wraps at spaces (a word longer than the column folds), every line one space in."""
     text = cell.copy()
@@ -105,7 +114,9 @@ def _wrapped(cell: Text) -> Padding:
 
 
 def _spaced(cell: Text) -> Text:
-    """A cell with the one space that parts it from the column before."""
+    """A cell with the one space that parts it from the column before, on each of its lines."""
+    if "\n" in cell.plain:
+        return Text("\n").join(_spaced(line) for line in cell.split("\n"))
     spaced = cell.copy()
     spaced.pad_left(1)
     return spaced

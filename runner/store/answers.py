@@ -36,6 +36,14 @@ class RunState(StrEnum):
     ENGINE_DIED = "engine died"
 
 
+class Hold(StrEnum):
+    """What holds an unfinished run for a person, as :attr:`Standing.held_by` reads it."""
+
+    CONFIRMATION = "items await confirmation"
+    BREAKER_OPEN = "breaker open"
+    PAUSE = "paused"
+
+
 class Standing(NamedTuple):
     """Where one run stands: what ``runner status`` prints, a line of the TUI's runs, the panel's head."""
 
@@ -78,15 +86,22 @@ class Standing(NamedTuple):
         return self.engine_silent_for is not None
 
     @property
+    def held_by(self) -> Hold | None:
+        """What holds the run for a person, the first of: items to confirm, the breaker open, a pause; else None."""
+        if self.held:
+            return Hold.CONFIRMATION
+        if self.control.breaker is BreakerState.OPEN:
+            return Hold.BREAKER_OPEN
+        return Hold.PAUSE if self.control.paused else None
+
+    @property
     def state(self) -> RunState:
         if not self.unfinished:
             return RunState.DONE_WITH_FAILURES if self.counts[ItemState.FAILED] else RunState.DONE
         if self.engine_died:
             return RunState.ENGINE_DIED
-        if self.held or self.control.breaker is BreakerState.OPEN:
-            return RunState.NEEDS_PERSON
-        if self.control.paused:
-            return RunState.PAUSED
+        if self.held_by is not None:
+            return RunState.PAUSED if self.held_by is Hold.PAUSE else RunState.NEEDS_PERSON
         return RunState.RUNNING if self.engine_alive else RunState.STOPPED
 
     def status(self) -> dict[str, Any]:

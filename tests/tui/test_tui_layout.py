@@ -7,21 +7,18 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import ColumnKey
-from tui_support import NOW, build, press, settle, shown
+from support import make_job
+from tui_support import NOW, Hand, build, press, settle, shown, whole_width
 
+from runner.model import FailureKind
+from runner.store import Settlement, Store
 from runner.store.answers import STATES
 from tui.app import RunnerApp
 from tui.screens.run import RunScreen
 from tui.screens.failures import FailedTable, HistoryTable, KindTable
 from tui.widgets import BatchTable, EventLog, GroupTable, StateBar, Table
-
-
-def whole_width(table: DataTable[object]) -> bool:
-    """Every column of the table in sight: nothing to scroll to sideways."""
-    return table.max_scroll_x == 0
 
 
 async def test_at_80x24_the_legend_groups_batches_and_footer_are_whole(tmp_path: Path) -> None:
@@ -51,22 +48,43 @@ async def test_twelve_months_fit_at_140x45_and_scroll_in_sight_at_80x24(tmp_path
 
 
 async def cell_lines(pilot: Pilot[None], table: Table, row: int, column: str) -> list[str]:
-    """The lines a cell shows on screen, its table scrolled to the row (the cell's one space before it dropped)."""
+    """The lines a cell shows on screen, its table scrolled to each in turn (the cell's one space before it dropped)."""
     x = sum(c.get_render_width(table) for c in table.ordered_columns[: table.get_column_index(column)])
     width = table.columns[ColumnKey(column)].get_render_width(table)
-    y = sum(r.height for r in table.ordered_rows[:row])
-    table.scroll_to(y=y, animate=False, immediate=True)
-    await pilot.pause()
-    top = table.header_height + y - round(table.scroll_y)
-    lines = shown(table)[top: top + table.ordered_rows[row].height]
+    lines = []
+    for y in range(sum(r.height for r in table.ordered_rows[:row]), sum(r.height for r in table.ordered_rows[:row + 1])):
+        table.scroll_to(y=y, animate=False, immediate=True)
+        await pilot.pause()
+        lines.append(shown(table)[table.header_height + y - round(table.scroll_y)])
     return [line[x + 1: x + width] for line in lines]
 
 
+#: An upstream's refusal as long as a real one (the simulator's, as OpenAI words it).
+REFUSAL = (
+    "400 context_length_exceeded: This model's maximum context length is 128000 tokens. However, your messages "
+    "resulted in more tokens. Please reduce the length of the messages. (ContextWindowExceededError)"
+)
+
+
+def with_long_keys(db: Path) -> Path:
+    """Beside the fixed runs, ``long``: keys as long as the sample's (``post-00412``), each refused at length."""
+    records = [{"id": f"post-{i:05d}", "month": "2026-02", "body": "a post"} for i in range(410, 414)]
+    with Store(db, create=False) as store:
+        hand = Hand(store, make_job(db.parent, "http://127.0.0.1:9/v1", records, name="long", max_items=4), NOW - 60)
+        batch, items = hand.start(NOW - 50)
+        refused = {item.id: (FailureKind.BAD_REQUEST, REFUSAL, False) for item in items}
+        hand.settle(batch, Settlement(failed=refused), NOW - 40)
+        hand.leave()
+    return db
+
+
 WRAPPED = [
-    pytest.param("posts", (), EventLog, id="events"),
-    pytest.param("posts", ("f",), KindTable, id="failures-by-kind"),
-    pytest.param("posts", ("f",), FailedTable, id="failures"),
-    pytest.param("posts", ("f", "enter"), HistoryTable, id="history"),
+    pytest.param(run, keys, table, id=f"{run}-{name}")
+    for run in ("posts", "long")
+    for keys, table, name in [
+        ((), EventLog, "events"), (("f",), KindTable, "failures-by-kind"), (("f",), FailedTable, "failures"),
+        (("f", "enter"), HistoryTable, "history"),
+    ]
 ]
 
 
@@ -75,7 +93,7 @@ WRAPPED = [
 async def test_a_message_reads_whole_no_word_cut_and_nothing_to_scroll_sideways(
     tmp_path: Path, run: str, keys: tuple[str, ...], kind: type[Table], size: tuple[int, int]
 ) -> None:
-    app = RunnerApp(build(tmp_path), run, clock=lambda: NOW)
+    app = RunnerApp(with_long_keys(build(tmp_path)), run, clock=lambda: NOW)
     async with app.run_test(size=size) as pilot:
         await press(pilot, *keys)
         table = app.screen.query_one(kind)

@@ -14,9 +14,10 @@ from runner import runs
 from runner.breaker import Control
 from runner.model import BreakerState
 from runner.store import Store
+from runner.store.answers import STATES, RunState, RunView, Standing
 from tui import format
 from tui.app import RunnerApp
-from tui.run_panel import RunPanel
+from tui.run_panel import RunPanel, engine
 from tui.screens.run import RunScreen
 from tui.widgets import EventLog
 
@@ -101,3 +102,19 @@ async def test_each_step_says_how_many_steps_are_allowed_in_words(tmp_path: Path
         "one more batch of test may run, then it stays held (breaker closed, paused, 1 step allowed)",
         "one more batch of test may run, then it stays held (breaker closed, paused, 2 steps allowed)",
     ]
+
+
+@pytest.mark.parametrize("held, control, said", [
+    (1, Control(paused=True, breaker=BreakerState.OPEN), "1 item awaits confirmation"),
+    (2, Control(), "2 items await confirmation"),
+    (0, Control(paused=True, breaker=BreakerState.OPEN), "breaker open"),
+    (0, Control(paused=True), "paused"),
+])
+def test_a_run_stopped_for_a_person_names_what_holds_it_first_as_its_state_does(
+    held: int, control: Control, said: str
+) -> None:
+    run = Standing(name="r", counts={s: 0 for s in STATES} | {"pending": 2}, groups={}, control=control, held=held,
+                   engine_alive=False, duplicate_tasks=0, idle_for=None)
+    view = RunView(run, concurrency=2, provider="p", go_on="runner run r", batches=(), log=(), per_minute=0.0)
+    assert engine(view).plain == f"ended: stopped for a person: {said}"
+    assert run.state is (RunState.PAUSED if said == "paused" else RunState.NEEDS_PERSON)

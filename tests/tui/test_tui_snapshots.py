@@ -41,7 +41,8 @@ def after(*keys: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
 
 @pytest.mark.parametrize("size", SIZES)
 def test_runs_screen(app: Callable[[str | None], RunnerApp], snap_compare: Compare, size: tuple[int, int]) -> None:
-    """Every run, each saying how its engine works or ended: running, stopped, engine died, paused, needing a person, done."""
+    """Every run, each saying how its engine works or ended: running, stopped, engine died, paused and needing a person
+    (each saying it has no engine), done."""
     assert snap_compare(app(None), terminal_size=size, run_before=after())
 
 

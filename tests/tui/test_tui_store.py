@@ -7,7 +7,7 @@ from pathlib import Path
 
 from scenes import live_engine, no_engine, write_lock_held
 from support import make_job, posts, python_run
-from tui_support import NOW, RUNS, Hand, Told, build, job, settle, shown_runs
+from tui_support import NOW, RUNS, Hand, Told, build, job, settle, shown_runs, whole_width
 
 from runner import runs
 from runner.store import Settlement, Store, views
@@ -15,6 +15,7 @@ from runner.store.answers import RunState
 from tui.app import RunnerApp
 from tui.screens.failures import FailuresScreen
 from tui.screens.run import RunScreen
+from tui.screens.runs import RunsTable
 
 
 async def test_the_tui_reads_on_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
@@ -138,3 +139,18 @@ async def test_a_run_defined_with_a_python_handler_shows_its_handler_and_its_fai
         await settle(pilot)
         assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
         assert [(k.kind, k.count) for k in app.screen.view.kinds] == [("item_invalid", 1)]
+
+
+async def test_the_runs_list_tells_a_held_run_whose_engine_waits_from_one_with_no_engine(tmp_path: Path) -> None:
+    db = build(tmp_path)
+    with Store(db, create=False) as store:
+        live_engine(store, "summaries", "live", started_at=NOW - 60, heartbeat_at=NOW - 1)
+    app = RunnerApp(db, clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.screen.query_one(RunsTable)
+        states = {run: table.get_cell(run, "state").plain.split("\n") for run in ("summaries", "tickets", "drafts")}
+        assert whole_width(table)
+    assert states == {
+        "summaries": [" paused", " engine waits"], "tickets": [" needs a person", " no engine"], "drafts": [" stopped"],
+    }

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widget import Widget
+from textual.widgets import DataTable
 
 from runner import breaker, control, item_rows
 from runner.item_rows import ItemRow
@@ -234,6 +235,11 @@ def shown_runs(app: RunnerApp) -> list[str]:
     screen = app.screen
     assert isinstance(screen, RunsScreen) and screen.runs is not None
     return [run.name for run in screen.runs]
+
+
+def whole_width(table: DataTable[Any]) -> bool:
+    """Every column of the table in sight: nothing to scroll to sideways."""
+    return table.max_scroll_x == 0
 
 
 def shown(widget: Widget) -> list[str]:

@@ -89,6 +89,10 @@ class FailedTable(Table):
     WRAP = "message"
     CURSOR = "row"
 
+    def label(self, column: str) -> Text:
+        """Labels on two lines, so that at 80 columns the message keeps room for its longest words."""
+        return Text("can\nretry" if column == "retryable" else column.replace(" ", "\n"))
+
     def show(self, items: Sequence[FailedItem]) -> None:
         self._items = {item.key: item for item in items}
         self.fill(items, [

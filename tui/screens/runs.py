@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
 from runner.store import Store, views
-from runner.store.answers import Standing
+from runner.store.answers import RunState, Standing
 
 from .. import format
 from ..widgets import Table
@@ -22,7 +22,7 @@ Runs = tuple[Standing, ...]
 
 
 class RunsTable(Table):
-    """One row per run; its state says whether an engine works on it, and if not how the last one ended."""
+    """One row per run; its state says whether an engine works on it or waits, and if not how the last one ended."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "Open run", tooltip="Open the run under the cursor")]
 
@@ -39,7 +39,7 @@ def _cells(run: Standing) -> list[str | Text]:
 
     return [
         Text(run.name, style="bold"),
-        Text(run.state.value, style=format.RUN_STATE_STYLE[run.state]),
+        _state(run),
         right(run.total),
         right(run.counts["completed"], "green"),
         right(run.counts["failed"], "red"),
@@ -48,6 +48,16 @@ def _cells(run: Standing) -> list[str | Text]:
         Text(run.control.breaker.value, style=format.BREAKER_STYLE[run.control.breaker]),
         Text(format.ago(run.idle_for), justify="right"),
     ]
+
+
+def _state(run: Standing) -> Text:
+    """The run's state; a run held for a person says beneath whether its engine waits (obeys ``r`` at once) or
+    there is none (``runner run`` goes on)."""
+    text = Text.assemble((run.state.value, format.RUN_STATE_STYLE[run.state]))
+    if run.state in (RunState.PAUSED, RunState.NEEDS_PERSON):
+        text.append("\n")
+        text.append("engine waits" if run.engine_alive else "no engine", style="green" if run.engine_alive else "dim")
+    return text
 
 
 class RunsScreen(StoreScreen[Runs]):
