@@ -152,8 +152,7 @@ def side(code: str, source: Path, path: Path) -> dict[str, float]:
 
 def run(*, quick: bool, posts: Path | None = None) -> list[Row]:
     count = QUICK_COUNT if quick else COUNT
-    with tempfile.TemporaryDirectory(prefix="runner-bench-", dir="/work/tmp/input" if Path("/work/tmp/input").is_dir()
-                                     else None) as name:
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as name:
         folder = Path(name)
         source = posts or make_posts(count, folder / f"posts-{count}.jsonl")
         count = sum(1 for _ in source.open("rb"))
