@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from scenes import states_of_items, states_told_by_events
-from support import StepClock, make_job, posts, write_jsonl
+from support import StepClock, events_into, make_job, posts, write_jsonl
 
 from runner import item_rows, lease, preparing, runs
 from runner.errors import InputError, RunError
 from runner.jobs import Job
 from runner.key_set import KeySet
-from runner.store import Store
+from runner.store import Store, views
 
 URL = "http://127.0.0.1:9/v1"
 TOKEN = "engine-1"
@@ -54,9 +54,8 @@ def test_between_chunks_another_writer_gets_the_lock_and_the_run_is_not_yet_prep
     run_id = prepare(store, job, clock, adding=adding)
     assert seen == [(10, True, True), (20, True, True), (30, True, True)]
     assert not store.preparing("test")
-    assert store.rows("SELECT count(*) AS n FROM items WHERE run_id = ?", [run_id]) == [{"n": 35}]
-    added = store.rows("SELECT items FROM events WHERE run_id = ? AND from_state IS NULL", [run_id])
-    assert added == [{"items": 35}]  # one event for the prepare, moved by each chunk
+    assert states_of_items(store) == {(run_id, "pending"): 35}
+    assert [event["items"] for event in events_into(store, "pending")] == [35]  # one event, moved by each chunk
 
 
 @pytest.mark.parametrize("bad", ["{not json", '{"month": "2026-01"}', '{"id": "p003", "month": "2026-01"}'])
@@ -65,11 +64,10 @@ def test_bad_input_after_many_chunks_leaves_the_store_untouched(tmp_path: Path, 
     with job.input.path.open("a", encoding="utf-8") as lines:
         lines.write(bad + "\n")
     with Store(tmp_path / "runs.db") as store:
-        before = store.rows("SELECT count(*) AS n FROM runs")
         with pytest.raises(InputError, match="line 61"):
             prepare(store, job, clock)
-        assert store.rows("SELECT count(*) AS n FROM runs") == before == [{"n": 0}]
-        assert store.rows("SELECT count(*) AS n FROM items") == [{"n": 0}]
+        assert store.run_names() == []
+        assert states_of_items(store) == {}
 
 
 def test_a_duplicate_key_names_both_lines(tmp_path: Path) -> None:
@@ -119,7 +117,7 @@ def test_a_prepare_whose_lease_was_taken_over_stops_and_leaves_the_run_unprepare
     with pytest.raises(RunError, match="taken over by another engine"):
         prepare(store, make_job(tmp_path, URL, posts(30)), clock, adding=taken_over)
     assert store.preparing("test")
-    assert store.rows("SELECT count(*) AS n FROM items") == [{"n": 10}]
+    assert sum(states_of_items(store).values()) == 10
 
 
 def test_an_input_changed_while_it_was_added_is_refused_and_read_again_next_time(
@@ -137,7 +135,7 @@ def test_an_input_changed_while_it_was_added_is_refused_and_read_again_next_time
     assert store.input_unchanged_since(job, job.input.fingerprint()) is None
     runs.prepare(store, job, now=clock.now(), chunk_rows=10)
     assert not store.preparing("test")
-    assert store.rows("SELECT count(*) AS n FROM items") == [{"n": 31}]
+    assert sum(states_of_items(store).values()) == 31
     assert states_told_by_events(store) == states_of_items(store)
 
 
@@ -147,5 +145,5 @@ def test_a_prepare_again_of_the_same_input_adds_nothing_and_marks_the_run_prepar
     job = make_job(tmp_path, URL, posts(25))
     run_id = runs.prepare(store, job, now=clock.now(), chunk_rows=10)
     runs.prepare(store, job, now=clock.now(), chunk_rows=10)
-    assert store.rows("SELECT count(*) AS n FROM events WHERE run_id = ?", [run_id]) == [{"n": 1}]
+    assert len(views.history(store, run_id)) == 1
     assert store.input_unchanged_since(job, job.input.fingerprint()) == clock.now()
