@@ -109,9 +109,10 @@ def read_records(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _jsonl(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
+    line = f"{spec.path} line "
     with spec.path.open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
-            where = f"{spec.path} line {number}"
+            where = f"{line}{number}"
             record = _json_record(raw, where, bom=number == 1)
             if record is not None:
                 yield where, record
@@ -123,7 +124,7 @@ def _json_record(raw: bytes, where: str, *, bom: bool) -> dict[str, Any] | None:
         line = raw.decode("utf-8-sig" if bom else "utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{where}: not UTF-8 (byte {exc.start + 1})") from exc
-    if not line.strip():
+    if not line or line.isspace():  # not strip(): no copy of every line
         return None
     try:
         record = json.loads(line)

@@ -75,6 +75,8 @@ class Preparing:
 
     run_id: int = 0
     event_id: int | None = None
+    #: The run had no items when the prepare began (set by its first chunk): every key is new.
+    fresh: bool | None = None
 
 
 class Additions(SQLiteFile):
@@ -102,9 +104,11 @@ class Additions(SQLiteFile):
                 PREPARING, {"name": job.name, "job": job.to_json(), "nonce": secrets.token_hex(4), "now": now}
             ).fetchone()
             (before,) = conn.execute(TOTAL, (run_id,)).fetchone()
+            if preparing.fresh is None:
+                preparing.fresh = before == 0
             rows = iter(rows)
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
-                _upsert_items(conn, run_id, chunk, now)
+                _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh)
             (after,) = conn.execute(TOTAL, (run_id,)).fetchone()
             event_id = _count_added(conn, run_id, preparing.event_id, after - before, now)
             if last:
@@ -156,13 +160,26 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
     move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
 
 
-def _upsert_items(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float) -> None:
-    """Add items, or give known ones their new input (moving them as the module says); inputs saved."""
-    pairs = json.dumps([[row.key, row.fingerprint] for row in rows])
-    changed = [item_id for (item_id,) in conn.execute(items.CHANGED_INPUT, {"run": run_id, "rows": pairs})]
+def _add_chunk(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool) -> None:
+    """Add new items, give known ones whose input changed the new one (moving them as the module says).
+
+    ``fresh``: the run had no items when the prepare began, so every key is
+    new (the input was checked for duplicates) and none is looked up.
+    """
+    known: dict[str, tuple[int, str]] = {}
+    if not fresh:
+        keys = json.dumps([row.key for row in rows])
+        known = {key: (item_id, digest) for key, item_id, digest in
+                 conn.execute(items.KNOWN_KEYS, {"run": run_id, "keys": keys})}
+    changed = [(known[row.key][0], row) for row in rows if row.key in known and known[row.key][1] != row.fingerprint]
     if changed:
-        _move_changed(conn, changed, now)
-    conn.executemany(
-        items.UPSERT_ITEM, [(run_id, row.key, row.group, row.seq, row.chars, row.fingerprint, now) for row in rows]
-    )
-    conn.executemany(items.UPSERT_INPUT, [(row.input, run_id, row.key) for row in rows])
+        _move_changed(conn, [item_id for item_id, _ in changed], now)
+        conn.executemany(items.NEW_INPUT, [(row.group, row.seq, row.chars, row.fingerprint, now, item_id)
+                                           for item_id, row in changed])
+        conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in changed])
+    new = [row for row in rows if row.key not in known]
+    if new:
+        (last,) = conn.execute(items.LAST_ID).fetchone()
+        conn.executemany(items.ADD_ITEM, [(last + n, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
+                                           now) for n, row in enumerate(new, 1)])
+        conn.executemany(items.SAVE_INPUT, [(last + n, row.input) for n, row in enumerate(new, 1)])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import NotARunStore, StoreBusy, StoreError, StoreOutdated
-from . import schema
+from . import schema, tidy
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,8 @@ class SQLiteFile:
             if version < schema.SCHEMA_VERSION:  # else no write: opening waits for no other writer
                 with _closed_on_error(conn):
                     self._migrate()
+        tidy.opened(self.path)
+        self._closed = False
 
     def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
         self.conn = conn
@@ -203,7 +205,11 @@ class SQLiteFile:
         return version
 
     def close(self) -> None:
+        """Close the store; this process's last connection to it leaves no -wal or -shm beside it (``tidy``)."""
         self.conn.close()
+        if not self._closed:
+            self._closed = True
+            tidy.closed(self.path)
 
     def __enter__(self) -> Self:
         return self

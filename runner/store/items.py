@@ -195,27 +195,24 @@ WHERE batch_id = :batch AND state IN ('running', 'received')
 
 # Items added, or given a new input ------------------------------------------
 
-#: A new item, or a known one's new input: its group, order and size (its state is the moves' to change).
-UPSERT_ITEM = """
-INSERT INTO items (run_id, key, grp, seq, chars, fingerprint, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (run_id, key) DO UPDATE SET
-    grp = excluded.grp, seq = excluded.seq, chars = excluded.chars,
-    fingerprint = excluded.fingerprint, updated_at = excluded.updated_at
-WHERE items.fingerprint != excluded.fingerprint
+#: The run's items among some keys (``:keys``, a JSON list): key, id and input fingerprint, each found by its
+#: key (CROSS JOIN keeps that order: never a scan of the run's items for each key).
+KNOWN_KEYS = """
+SELECT items.key, items.id, items.fingerprint FROM json_each(:keys) AS given CROSS JOIN items
+WHERE items.run_id = :run AND items.key = given.value
 """
 
-UPSERT_INPUT = """
-INSERT INTO inputs (item_id, input) SELECT id, ? FROM items WHERE run_id = ? AND key = ?
-ON CONFLICT (item_id) DO UPDATE SET input = excluded.input WHERE input != excluded.input
-"""
+#: The highest item id so far: new items are numbered after it (by the one transaction that adds them).
+LAST_ID = "SELECT coalesce(max(id), 0) FROM items"
 
-#: The known items of the run whose input changed (``:rows``, [key, fingerprint] pairs), each found by its
-#: key (CROSS JOIN keeps that order: never a scan of the run's items for each row).
-CHANGED_INPUT = """
-SELECT items.id FROM json_each(:rows) AS changed CROSS JOIN items
-WHERE items.run_id = :run AND items.key = changed.value ->> 0 AND items.fingerprint != changed.value ->> 1
-"""
+#: A new item (its state is the moves' to change).
+ADD_ITEM = "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+#: A known item's new input: its group, order and size (its state is the moves' to change).
+NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ? WHERE id = ?"
+
+#: An item's input, new or given again.
+SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"
 
 #: A failed item tried again (a person's retry, or a new input): a fresh budget of attempts and refusals.
 FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak": "refused_streak = 0"}
