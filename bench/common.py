@@ -79,6 +79,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.2f} ms"
     if unit == "s":
         return f"{value:.2f} s"
+    if unit in ("D", "polls", "of bound"):  # multiples and shares: their decimals matter
+        return f"{value:.2f} {unit}"
     return f"{value:,.0f} {unit}"
 
 

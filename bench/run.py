@@ -11,7 +11,7 @@ from pathlib import Path
 if not __package__:  # run as a script: python bench/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import cold_start, end_to_end, scale, store  # noqa: E402
+from bench import batch_api, cold_start, end_to_end, scale, store  # noqa: E402
 from bench.common import Row, machine, options, report, table  # noqa: E402
 
 
@@ -19,7 +19,8 @@ def main() -> None:
     args = options(__doc__.splitlines()[0] if __doc__ else "")
     print(f"Machine: {machine()}{' (--quick)' if args.quick else ''}")
     rows: list[Row] = []
-    sections = (("Store transitions", store), ("End to end", end_to_end), ("Scale", scale), ("Cold start", cold_start))
+    sections = (("Store transitions", store), ("End to end", end_to_end), ("Scale", scale), ("Cold start", cold_start),
+                ("Batch API", batch_api))
     for title, module in sections:
         section = module.run(quick=args.quick)
         report(title, section)
