@@ -83,6 +83,8 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.2f} s"
     if unit == "CPU s":
         return f"{value:.3f} CPU s"
+    if unit in ("D", "polls", "of bound"):  # multiples and shares: their decimals matter
+        return f"{value:.2f} {unit}"
     return f"{value:,.0f} {unit}"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 if not __package__:  # run as a script: python bench/run.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import cold_start, concurrency, end_to_end, large_input, scale, store  # noqa: E402
+from bench import batch_api, cold_start, concurrency, end_to_end, large_input, scale, store  # noqa: E402
 from bench.common import Row, machine, options, report, table  # noqa: E402
 
 
@@ -20,7 +20,7 @@ def main() -> None:
     print(f"Machine: {machine()}{' (--quick)' if args.quick else ''}")
     rows: list[Row] = []
     sections = (("Store transitions", store), ("End to end", end_to_end), ("High concurrency", concurrency),
-                ("Scale", scale), ("Large input", large_input), ("Cold start", cold_start))
+                ("Batch API", batch_api), ("Scale", scale), ("Large input", large_input), ("Cold start", cold_start))
     for title, module in sections:
         section = module.run(quick=args.quick)
         report(title, section)

@@ -12,11 +12,12 @@ a key the job's ``[batch]`` does not set takes the Batch API's own default:
 | `max_chars`   | 50,000,000  | 200 MB at 4 bytes a character, the most one takes in the file     |
 |               |             | (UTF-8, or an escaped quote): a batch never outgrows its file on  |
 |               |             | its items' text alone                                            |
-| `concurrency` | 8           | batches wait upstream, not here: a slot costs a poll every        |
-|               |             | max(10 s, 10 %); 8 of 50,000 items are 400,000 items at once,     |
-|               |             | past which the organisation's enqueued-token quota, not the      |
-|               |             | runner, sets the pace (a batch refused for it is sent again later,|
-|               |             | unbilled)                                                         |
+| `concurrency` | 16          | batches wait upstream, not here: a slot costs a poll every        |
+|               |             | max(10 s, 10 %), about 90 a day; a batch never mixes groups, so   |
+|               |             | a year of monthly groups goes at once, with room. Past that the  |
+|               |             | organisation's enqueued-token quota, not the runner, sets the    |
+|               |             | pace (a batch refused for it waits and is sent again, unbilled;   |
+|               |             | lower ``concurrency`` if that happens)                            |
 
 A key the job sets is kept: a ``max_chars`` given caps a batch's text as it
 does a chat call's. The prompt is repeated on every line, so a file may still
@@ -43,7 +44,7 @@ FILE_BYTES = 200_000_000
 #: The most bytes one character of an item's text takes in the file.
 BYTES_PER_CHAR = 4
 #: Upstream batches in flight at once, unless the job says otherwise.
-CONCURRENCY = 8
+CONCURRENCY = 16
 DEFAULTS = {"max_items": REQUESTS, "max_chars": FILE_BYTES // BYTES_PER_CHAR, "concurrency": CONCURRENCY}
 
 

@@ -8,7 +8,7 @@ A job file looks like this (every section but the top keys is optional)::
     group = "month"
     version = "1"
 
-    [batch]                          # kind "openai-batch": 50000, 50000000 and 8 (runner.batch_api)
+    [batch]                          # kind "openai-batch": 50000, 50000000 and 16 (runner.batch_api)
     max_items = 25
     max_chars = 20000
     concurrency = 2

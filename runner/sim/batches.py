@@ -241,6 +241,11 @@ class BatchStore:
                 newest = [b for b in newest if order[b.id] < order[after]]
             return [b.to_json(now) for b in newest[:limit]], len(newest) > limit
 
+    def timeline(self) -> dict[str, tuple[float, float]]:
+        """Each batch's creation and the time it ends as planned (a cancel aside), by id, to time polls against."""
+        with self._lock:
+            return {b.id: (b.created, max(b.planned.values())) for b in self._batches.values()}
+
     def cancel(self, batch_id: str, now: float) -> dict[str, Any] | None:
         """Ask to cancel a batch that has not ended; its object after; None for an unknown batch."""
         with self._lock:

@@ -132,10 +132,10 @@ BATCH_API = '[provider]\nkind = "openai-batch"\n'
 
 @pytest.mark.parametrize("tables, limits", [
     ("", jobs.BatchLimits(25, 20_000, 2)),
-    (BATCH_API, jobs.BatchLimits(50_000, 50_000_000, 8)),
-    (BATCH_API + "[batch]\nmax_items = 1000\n", jobs.BatchLimits(1_000, 50_000_000, 8)),
+    (BATCH_API, jobs.BatchLimits(50_000, 50_000_000, 16)),
+    (BATCH_API + "[batch]\nmax_items = 1000\n", jobs.BatchLimits(1_000, 50_000_000, 16)),
     (BATCH_API + "[batch]\nmax_chars = 16000\nconcurrency = 2\n", jobs.BatchLimits(50_000, 16_000, 2)),
-    (BATCH_API + "[batch]\nmax_items = 50000\n", jobs.BatchLimits(50_000, 50_000_000, 8)),
+    (BATCH_API + "[batch]\nmax_items = 50000\n", jobs.BatchLimits(50_000, 50_000_000, 16)),
 ])
 def test_the_batch_api_gets_its_own_defaults_for_the_keys_a_job_does_not_set(
     tmp_path: Path, tables: str, limits: jobs.BatchLimits
