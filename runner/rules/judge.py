@@ -189,8 +189,7 @@ def judge(
     """The verdict on a batch's ``items`` (split ``split_round`` times already) once its call ``finished``.
 
     ``check`` says what is wrong with one result, or None when it is valid.
-    ``started_closed``: the call started while the breaker was closed (how
-    the breaker counts its failure: :func:`runner.rules.breaker.after_transport_failure`).
+    ``started_closed``: the call started with the breaker closed (:func:`.breaker.after_transport_failure`).
     """
     verdict = _by_kind(split_round, items, finished, check, streaks, limits, now, jitter, started_closed)
     return bounded(verdict, items, limits)

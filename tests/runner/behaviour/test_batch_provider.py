@@ -14,7 +14,7 @@ import pytest
 from scenes import create_never_sent, dead_engine
 from support import StepClock, events_into, make_job, posts, write_jsonl
 
-from runner import batch_api, jobs, recovery, runs
+from runner import batch_api, item_rows, jobs, recovery, runs
 from runner.store import views
 from runner.engine import Outcome
 from runner.errors import SubmitUnknown
@@ -302,7 +302,7 @@ async def test_a_batch_whose_requests_file_would_pass_the_api_s_size_is_split_be
 ) -> None:
     job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
     whole = len(OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
-                .requests_file([json.loads(row.input) for row in jobs.items(job)]))
+                .requests_file([json.loads(row.input) for row in item_rows.items(job)]))
     monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 4)
     outcome = await runs.execute(store, job, clock=clock)
     ledger = upstream.ledger.snapshot()
