@@ -20,9 +20,13 @@ from tui.screens.failures import FailuresScreen, ItemScreen
 
 
 async def failed_run(tmp_path: Path, sim: Simulator, store: Store, clock: StepClock) -> Job:
-    """Five items sent one by one; p001 and p003 refused (400), never retried on their own."""
+    """Five items sent one by one, in order; p001 and p003 refused (400), never retried on their own.
+
+    One slot: with two, p002's answer could be saved after p003's refusal,
+    making the refusals two in a row, which stops the run (exit 4).
+    """
     sim.set_faults({"rules": [{"fault": "http_400", "keys": ["p001", "p003"]}]})
-    job = make_job(tmp_path, sim.base_url, posts(5), max_items=1)
+    job = make_job(tmp_path, sim.base_url, posts(5), max_items=1, concurrency=1)
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.exit_code == 3
     sim.set_faults(None)
