@@ -1,7 +1,7 @@
 """A large input: preparing 1,000,000 posts against raw sqlite3's ``executemany`` of the same rows.
 
 Each side runs in a process of its own, the two taking turns (``ROUNDS``
-each, the fastest of each compared) on the same JSONL
+each, ``QUICK_ROUNDS`` with ``--quick``; the fastest of each compared) on the same JSONL
 (``sample_data/make_posts.py``), each into a new store:
 
 - the runner: ``runs.prepare`` of the sample job over the file, as ``runner
@@ -35,8 +35,9 @@ from .common import ROOT, Row, Target, machine, make_posts, report
 
 COUNT = 1_000_000
 QUICK_COUNT = 100_000
-#: Rounds of each side, taking turns (one with ``--quick``): each side's fastest is compared.
+#: Rounds of each side, taking turns: each side's fastest is compared (short rounds are the noisier).
 ROUNDS = 2
+QUICK_ROUNDS = 3
 #: Seconds the probe's ``BEGIN IMMEDIATE`` waits for the lock before it counts as refused.
 PROBE_WAIT = 0.05
 #: Seconds between two of the probe's tries.
@@ -170,7 +171,7 @@ def run(*, quick: bool, posts: Path | None = None) -> list[Row]:
         source = posts or make_posts(count, folder / f"posts-{count}.jsonl")
         count = sum(1 for _ in source.open("rb"))
         rounds: dict[str, list[dict[str, float]]] = {"raw": [], "runner": []}
-        for _ in range(1 if quick else ROUNDS):  # taking turns: a load that comes and goes weighs on both
+        for _ in range(QUICK_ROUNDS if quick else ROUNDS):  # taking turns: a load that comes and goes weighs on both
             for name, code in (("raw", RAW), ("runner", RUNNER)):
                 rounds[name].append(side(code, source, folder / f"{name}.db"))
                 print(f"{name}: {rounds[name][-1]}", flush=True)

@@ -36,6 +36,9 @@ SUFFIXES: dict[str, Format] = {
 #: a record read here can be parsed and encoded again anywhere in the engine.
 MAX_DEPTH = 128
 
+#: ``json.loads``'s own decoder, called without the checks of its argument and options (a microsecond a record).
+_decode = json.JSONDecoder().decode
+
 
 @dataclass(frozen=True)
 class InputSpec:
@@ -127,7 +130,9 @@ def _json_record(raw: bytes, where: str, *, bom: bool) -> dict[str, Any] | None:
     if not line or line.isspace():  # not strip(): no copy of every line
         return None
     try:
-        record = json.loads(line)
+        if line[0] == "\ufeff":  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", line, 0)
+        record = _decode(line)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.pos + 1})") from exc
     except RecursionError as exc:

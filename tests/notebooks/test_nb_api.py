@@ -240,3 +240,11 @@ def test_importing_the_notebook_api_loads_no_ui_library() -> None:
     code = "import sys, runner.notebook; print(sorted(m for m in ('ipywidgets', 'textual') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+async def test_a_finished_notebook_run_leaves_no_wal_or_shm_beside_its_store(tmp_path: Path, sim: Simulator) -> None:
+    run = run_of(tmp_path, sim, posts(12, groups=2))
+    assert (await run.go()).exit_code == 0
+    run.results()
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("runs.db")) == [
+        "runs.db", "runs.db.inputs"]
