@@ -69,6 +69,10 @@ class StoreBusy(StoreError):
     """Another process held the store's write lock for longer than this one waits; nothing was written."""
 
 
+class GroupLost(StoreError):
+    """A transaction carrying several steps ended with none of them written (a failure SQLite rolled back)."""
+
+
 class NotARunStore(StoreError):
     """The file is another program's SQLite database: refused, and left byte for byte as it was."""
 

@@ -20,6 +20,7 @@ from .engine import Engine, Outcome
 from .errors import JobError
 from .jobs import Job
 from .providers import Provider, TaskProvider
+from .providers import lanes
 from .providers.handler import PythonHandler, PythonTasks
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
@@ -103,11 +104,7 @@ async def execute(
     async with AsyncExitStack() as stack:
         if provider is None:
             if client is None:
-                limits = httpx.Limits(max_connections=job.batch.concurrency)
-                # Plain HTTP (a local server, the simulator) has no certificate to check, and
-                # redirects are not followed: no CA bundle to load (about 20 ms a run).
-                tls = httpx.URL(job.provider.base_url).scheme == "https"
-                client = await stack.enter_async_context(httpx.AsyncClient(limits=limits, verify=tls))
+                client = await stack.enter_async_context(lanes.client(job.provider.base_url, job.batch.concurrency))
             kind = OpenAIBatch if job.provider.kind == "openai-batch" else OpenAIChat
             provider = kind(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)

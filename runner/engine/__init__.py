@@ -10,14 +10,15 @@ It reads as a turn, then a slot:
   *before* the call), call or submit, receive (the output committed as
   ``received`` before validation), judge (:mod:`runner.rules.judge`), save.
 
-Every store step is one committed transaction, run on the event loop, so no
-other step of the engine runs while one is being written: what a slot reads
-of the run (stopped, breaker, controls) just before it starts a batch still
-holds when it does. While another process holds the store's write lock, the
-steps wait their turn in order without holding up the loop, and a start asks
-the gate again after its wait (:mod:`runner.busy`). (A writer thread with its
-own connection was measured slower on 2 cores: the commits rarely met, and
-each waited for the GIL.)
+Every store step is one transaction of its own (a savepoint), written on
+the event loop in line with the other slots' steps asked for meanwhile, one
+commit for all (:mod:`runner.busy`: group commit): a step's slot goes on
+only once that commit is made, so a batch's call starts only once its own
+``running`` is durable and an answer is judged only once it is ``received``.
+What a slot reads of the run (stopped, breaker, controls) just before its
+start is written still holds when it is. While another process holds the
+store's write lock, the steps wait their turn in order without holding up
+the loop, and a start asks the gate again before it is written.
 
 Progress and the end of the run are read from the store, never from the
 in-memory line of formed batches. Time comes from an injected clock.

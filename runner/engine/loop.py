@@ -109,13 +109,13 @@ class Engine:
         self.formed: deque[Batch] = deque()
         #: The slots at work: each a task running batches one after another.
         self._in_flight: set[asyncio.Task[None]] = set()
-        #: Slots at work (each counts itself before its first start) and not yet ended.
+        #: Slots at work (each counted once the gate let it start its first batch) and not yet ended.
         self.holding = 0
         self._resumed: set[int] = set()
         #: After a rate limit, no batch starts before this time (the upstream asked us to wait).
         self.quiet_until = 0.0
         #: The slots' store steps, in order, waiting their turn while another process holds the store.
-        self.steps = busy.StoreSteps(now=self.clock.now, sleep=self.clock.sleep)
+        self.steps = busy.StoreSteps(store, now=self.clock.now, sleep=self.clock.sleep)
         #: The last turn could not form the batches it wanted: another process held the store.
         self._forming_held_up = False
         #: Why the run stopped on a store failure, while its open breaker could not be saved yet.

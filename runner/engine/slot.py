@@ -45,6 +45,8 @@ class Slot:
         #: The breaker was closed when the slot's batch started (the last read before its start): a failure of
         #: its call is then no second one in a row after another that failed meanwhile (``rules.breaker``).
         self.started_closed = False
+        #: The gate let this slot start its first batch: it counts among the engine's slots at work.
+        self.begun = False
 
     async def run(self, batch: Batch, *, step: bool) -> None:
         """Work ``batch``, then the next in line while there is one and the gate lets it start.
@@ -56,7 +58,6 @@ class Slot:
         """
         engine = self.engine
         settled: tuple[Batch, Settlement] | None = None
-        engine.holding += 1
         try:
             while True:
                 settlement = await self._one(batch, step=step, settled=settled)
@@ -72,7 +73,7 @@ class Slot:
         except Exception as exc:  # a bug must not cancel the other batches in flight
             engine.engine_failed(batch, exc)
         finally:
-            engine.holding -= 1
+            engine.holding -= self.begun
 
     def may_go_on(self, *, step: bool) -> bool:
         """Whether this slot may start a batch: the run and its controls as they are now.
@@ -81,17 +82,23 @@ class Slot:
         since the turn that gave the slot its first batch, or since the slot's
         last call, another slot's outcome may have stopped the run (a refused
         key), opened the breaker or left it probing (one slot), and a person
-        may have paused it.
+        may have paused it. Asked just before the start is written (its
+        commit may carry other slots' starts): a slot the gate lets begin
+        counts among those at work from then on, for the next slot asked.
         """
         engine = self.engine
         if engine.stopped_for is not None:
             return False
         control = engine.store.control(engine.run_id)
         self.started_closed = control.breaker is BreakerState.CLOSED
-        return gate.may_go_on(
+        go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
-            in_flight=engine.holding - 1, quiet_until=engine.quiet_until, now=engine.clock.now(),
+            in_flight=engine.holding - self.begun, quiet_until=engine.quiet_until, now=engine.clock.now(),
         )
+        if go and not self.begun:
+            self.begun = True
+            engine.holding += 1
+        return go
 
     async def _one(self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None) -> Settlement | None:
         """Start a batch (saving the slot's previous one), call or submit it, receive and judge it.
@@ -218,6 +225,10 @@ class Slot:
         return settlement_of(verdict)
 
     async def _save(self, batch: Batch, settlement: Settlement) -> None:
+        """Save the slot's last batch alone. Its call is over: from now on the slot no longer counts as at work
+        (its save is written before any start asked for after it)."""
+        self.engine.holding -= self.begun
+        self.begun = False
         split = await self.engine.steps.run(lambda: self.engine.save(batch.id, settlement))
         self.engine.formed.extend(split)
 

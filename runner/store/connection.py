@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from ..errors import NotARunStore, StoreBusy, StoreError, StoreOutdated
+from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema, tidy
 
 log = logging.getLogger(__name__)
@@ -253,6 +253,30 @@ class SQLiteFile:
                 raise
         except sqlite3.Error as exc:
             raise _write_failed(self.path, exc) from exc
+
+    @contextmanager
+    def part(self) -> Iterator[None]:
+        """Inside a transaction (``write``) that carries several steps, one step's part (a savepoint).
+
+        A step that fails undoes only its own changes, and the others go on
+        to the commit. A failure that ended the whole transaction (SQLite
+        rolls back on some I/O errors) raises ``GroupLost``: none of the
+        steps was written, and no more may run outside a transaction.
+        """
+        conn = self.conn
+        try:
+            conn.execute("SAVEPOINT step")
+        except sqlite3.Error as exc:
+            raise GroupLost(f"{self.path}: store write failed ({exc})") from exc
+        try:
+            yield
+        except BaseException as exc:
+            if not conn.in_transaction:
+                raise GroupLost(f"{self.path}: store write failed; the transaction was rolled back") from exc
+            conn.execute("ROLLBACK TO step")
+            conn.execute("RELEASE step")
+            raise
+        conn.execute("RELEASE step")
 
     def _begin(self) -> None:
         try:

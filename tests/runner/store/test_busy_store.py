@@ -149,8 +149,15 @@ class Line:
         self.store = store
         self.other = sqlite3.connect(store.path, isolation_level=None)
         self.other.execute("BEGIN IMMEDIATE")
-        clock = StepClock()
-        self.steps = busy.StoreSteps(now=clock.now, sleep=clock.sleep)
+        self.clock = clock = StepClock()
+        #: How often the line found the store busy and paused.
+        self.slept = 0
+
+        async def sleep(seconds: float) -> None:
+            self.slept += 1
+            await clock.sleep(seconds)
+
+        self.steps = busy.StoreSteps(store, now=clock.now, sleep=sleep)
         self.tries: Counter[str] = Counter()
         self.written: list[str] = []
 
@@ -174,30 +181,60 @@ def line(tmp_path: Path) -> Iterator[Line]:
         yield Line(store)
 
 
-async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_before_each_try(line: Line) -> None:
+async def test_steps_wait_for_a_busy_store_in_line_and_a_start_asks_again_before_it_is_written(line: Line) -> None:
     may_start = True
+    asked: list[bool] = []
+
+    def still() -> bool:
+        asked.append(may_start)
+        return may_start
+
     tasks = [
-        asyncio.create_task(line.steps.run(line.step("start"), still=lambda: may_start)),
+        asyncio.create_task(line.steps.run(line.step("start"), still=still)),
         asyncio.create_task(line.steps.run(line.step("answer"))),
         asyncio.create_task(line.steps.run(line.step("settle"))),
     ]
-    for _ in range(100):  # until the start has found the store busy once
-        if line.tries["start"]:
+    for _ in range(100):  # until the line has found the store busy once
+        if line.slept:
             break
         await asyncio.sleep(0)
-    assert line.tries == {"start": 1}
+    assert line.slept and not line.tries and not asked
     may_start = False  # another slot stopped the run meanwhile
     line.let_go()
     assert await asyncio.gather(*tasks) == [None, "answer", "settle"]
-    assert line.written == ["answer", "settle"] and line.tries["start"] == 1
+    assert line.written == ["answer", "settle"] and asked == [False] and "start" not in line.tries
 
 
-async def test_a_step_that_waited_in_line_has_only_the_patience_left_from_when_it_was_asked_for(
+async def test_a_step_in_line_has_only_the_patience_left_from_when_it_was_asked_for(
     line: Line, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(busy, "PATIENCE_SECONDS", 30.0)
-    first, second = (asyncio.create_task(line.steps.run(line.step(name))) for name in ("first", "second"))
-    outcomes = await asyncio.gather(first, second, return_exceptions=True)
+    first = asyncio.create_task(line.steps.run(line.step("first")))
+    asked = line.clock.now()
+    while line.clock.now() < asked + 5:  # the store found busy for a while, the first step's patience partly spent
+        await asyncio.sleep(0)
+    second = asyncio.create_task(line.steps.run(line.step("second")))
+    with pytest.raises(StoreBusy):
+        await first
+    assert not second.done()
     line.let_go()
-    assert all(isinstance(outcome, StoreBusy) for outcome in outcomes)
-    assert line.tries["first"] > 1 and line.tries["second"] == 1
+    assert await second == "second"
+    assert line.written == ["second"]
+
+
+async def test_steps_asked_together_are_written_in_one_commit_and_a_failed_one_undoes_only_its_own(
+    line: Line,
+) -> None:
+    line.let_go()
+    commits = []
+    line.store.conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+
+    def fails() -> None:
+        with line.store.write():
+            line.written.append("fails")
+        raise ValueError("a bug in this step")
+
+    outcomes = await asyncio.gather(line.steps.run(line.step("start")), line.steps.run(fails),
+                                    line.steps.run(line.step("answer")), return_exceptions=True)
+    assert outcomes[0] == "start" and isinstance(outcomes[1], ValueError) and outcomes[2] == "answer"
+    assert commits == ["COMMIT"]
