@@ -37,6 +37,11 @@ NOT_RUN = {"batch_expired", "batch_cancelled"}
 class OpenAIBatch(OpenAIUpstream):
     """Submits a batch to the OpenAI Batch API and polls it."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: When the batch made for each reference was created, on the upstream's clock (``find`` reads back to it).
+        self._made: dict[str, int] = {}
+
     def requests_file(self, payloads: list[dict[str, Any]]) -> bytes:
         """The JSONL of one request per item."""
         lines = (
@@ -77,18 +82,30 @@ class OpenAIBatch(OpenAIUpstream):
             if isinstance(exc.__cause__, NOT_SENT):
                 raise
             raise errors.SubmitUnknown(f"creating batch {ref} failed ({exc.message})", cause=exc) from exc
+        if isinstance(created.get("created_at"), int):
+            self._made[ref] = created["created_at"]
         return str(created["id"])
 
     async def find(self, ref: str) -> list[str]:
-        """Every batch whose metadata carries ``ref``, oldest first (the list comes newest first)."""
+        """Every batch whose metadata carries ``ref``, oldest first (the list comes newest first).
+
+        For a batch this provider made, the list is read back only to the
+        batches created a landing window (``timeout`` + ``create_margin``)
+        before it: every create for ``ref`` was sent within that window of
+        the one that made it. Otherwise (a lost create, after a restart) it is
+        read to its end, however many batches the upstream keeps.
+        """
+        made = self._made.get(ref)
+        oldest = None if made is None else made - self._config.timeout - self._config.create_margin - 1
         found: list[str] = []
         after: str | None = None
         while True:
             page = await self._send("GET", "/batches", params={"limit": 100, **({"after": after} if after else {})})
-            found += [str(b["id"]) for b in page.get("data", []) if (b.get("metadata") or {}).get(METADATA_KEY) == ref]
-            if not page.get("has_more") or not page.get("data"):
+            data = page.get("data") or []
+            found += [str(b["id"]) for b in data if (b.get("metadata") or {}).get(METADATA_KEY) == ref]
+            if not page.get("has_more") or not data or _older(data[-1], oldest):
                 return found[::-1]
-            after = page["data"][-1]["id"]
+            after = data[-1]["id"]
 
     async def cancel(self, task_id: str) -> bool:
         try:
@@ -154,6 +171,12 @@ class OpenAIBatch(OpenAIUpstream):
         if response.status_code != 200:
             raise error_for(response, secret=self._api_key)
         return response
+
+
+def _older(batch: dict[str, Any], oldest: float | None) -> bool:
+    """Whether ``batch`` was created before ``oldest`` (False when either is unknown)."""
+    created = batch.get("created_at")
+    return oldest is not None and isinstance(created, int | float) and created < oldest
 
 
 def _read_line(line: dict[str, Any], result: TaskResult, secret: str | None) -> None:

@@ -188,8 +188,8 @@ def judge(
 ) -> Verdict:
     """The verdict on a batch's ``items`` (split ``split_round`` times already) once its call ``finished``.
 
-    ``check`` says what is wrong with one result, or None when it is valid.
-    ``started_closed``: the call started with the breaker closed (:func:`.breaker.after_transport_failure`).
+    ``check`` says what is wrong with one result, or None when it is valid; ``started_closed``: the call
+    started while the breaker was closed (:func:`runner.rules.breaker.after_transport_failure`).
     """
     verdict = _by_kind(split_round, items, finished, check, streaks, limits, now, jitter, started_closed)
     return bounded(verdict, items, limits)
@@ -375,8 +375,8 @@ def _failed(
     """No usable answer: wait and re-attempt, or fail (and stop the run), by the failure's kind."""
     retry = {item.id: (exc.kind, exc.message) for item in items}
     if exc.kind is FailureKind.TRANSPORT:
-        return Verdict(retry=retry, not_before=not_before, breaker=TransportFailure(exc.message, started_closed),
-                       streaks=streaks)
+        return Verdict(retry=retry, not_before=not_before, streaks=streaks,
+                       breaker=TransportFailure(exc.message, started_closed))
     if exc.kind is FailureKind.RATE_LIMITED:
         streaks = replace(streaks, rate_limited=streaks.rate_limited + 1)
         until = now + _rate_limit_wait(exc.retry_after, streaks.rate_limited, limits, jitter)

@@ -27,7 +27,10 @@ Pure: the time waited and the failures in a row are passed in.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .judge import Backoff
 
 #: The shortest pause between two polls, in seconds.
 FIRST = 1.0
@@ -37,16 +40,6 @@ GROWTH = 0.5
 FLOOR = 10.0
 #: ... at most this share of the time waited so far, whichever is longer.
 SHARE = 0.1
-
-
-class Backoff(Protocol):
-    """The job's request back-off (``RetryLimits``)."""
-
-    @property
-    def backoff(self) -> float: ...
-
-    @property
-    def max_backoff(self) -> float: ...
 
 
 def lag_bound(waited: float) -> float:

@@ -311,6 +311,27 @@ async def test_a_batch_whose_requests_file_would_pass_the_api_s_size_is_split_be
     assert sorted(ledger["billed"].values()) == [1] * 40
 
 
+async def test_the_duplicate_check_reads_the_batch_list_back_only_to_the_window_a_create_may_land_in() -> None:
+    """250 batches an hour old: the check of the batch just made reads one page; a ref not made here, all three."""
+    paths: list[str] = []
+    with Simulator(batch_seconds=0.0, on_call=lambda method, path: paths.append(path)).start() as sim:
+        async with httpx.AsyncClient() as client:
+            def provider() -> OpenAIBatch:
+                config = ProviderConfig(base_url=sim.base_url, model="sim-model", timeout=30, create_margin=60)
+                return OpenAIBatch(config, Prompt(), None, client=client, api_key=None)
+
+            made = provider()
+            old = [await made.create(f"r:{n}", await made.upload(f"r:{n}", [{"id": "p1"}])) for n in range(250)]
+            sim.advance(3600)
+            new = await made.create("r:new", await made.upload("r:new", [{"id": "p1"}]))
+            paths.clear()
+            assert await made.find("r:new") == [new]
+            assert paths == ["/v1/batches"]
+            paths.clear()
+            assert await provider().find("r:0") == [old[0]]
+            assert paths == ["/v1/batches"] * 3
+
+
 class Tasks:
     """A user's own task upstream, in memory: submit, poll, find, and what was saved when it was polled."""
 

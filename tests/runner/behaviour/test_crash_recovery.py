@@ -102,6 +102,7 @@ input = "posts.jsonl"
 group = "month"
 [batch]
 max_items = 5
+concurrency = 2
 [provider]
 kind = "{kind}"
 base_url = "{base_url}"
