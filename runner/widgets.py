@@ -352,7 +352,8 @@ def _tree(widget: Any) -> list[Any]:
 
 def _models(widget: Any) -> list[Any]:
     """The widgets of the tree, and their layouts and styles (a refresh hides or shows a layout)."""
-    return [m for w in _tree(widget) for m in (w, getattr(w, "layout", None), getattr(w, "style", None)) if m is not None]
+    models = (m for w in _tree(widget) for m in (w, getattr(w, "layout", None), getattr(w, "style", None)))
+    return [m for m in models if m is not None]
 
 
 def _report(task: asyncio.Task[None]) -> None:

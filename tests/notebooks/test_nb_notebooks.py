@@ -68,7 +68,10 @@ def panel_counts(notebook: Any) -> dict[str, int]:
 
 
 def texts(notebook: Any, runs: Path | None = None) -> list[list[str]]:
-    """What each code cell showed as text (printed, or its value as text and HTML; not a widget), ``runs`` as ``runs``."""
+    """What each code cell showed as text (printed, or its value as text and HTML; not a widget).
+
+    ``runs``, the folder of a test's run stores, is read as the notebooks' own ``runs``.
+    """
     shown = [
         [o.text if o.output_type == "stream" else f"{o.data.get('text/plain')}\n{o.data.get('text/html', '')}"
          for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})]
@@ -91,7 +94,9 @@ def left_no_temp_files(tmp_path: Path) -> bool:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebooks_are_committed_executed_with_clean_outputs_their_panel_at_the_end_and_no_assertions(name: str) -> None:
+def test_notebooks_are_committed_executed_with_clean_outputs_their_panel_at_the_end_and_no_assertions(
+    name: str,
+) -> None:
     path = NOTEBOOKS / f"{name}.ipynb"
     notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
