@@ -10,6 +10,7 @@ outputs; a test checks that those are clean (no error, no machine's path).
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,7 @@ def test_notebooks_are_committed_executed_with_clean_outputs_their_panel_at_the_
     assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
     text = path.read_text()
     assert str(ROOT) not in text and "/tmp/" not in text
+    assert not re.search(r"\d\d:\d\d:\d\d", text)  # no time of day, not even in the panel's saved item history
     assert panel_counts(notebook) == {**dict.fromkeys(STATES, 0), **ENDS[name]}
     model_ids = list(notebook.metadata["widgets"][WIDGET_STATE]["state"])
     assert model_ids == [f"{n:032x}" for n in range(1, len(model_ids) + 1)]
