@@ -13,7 +13,8 @@ Then, so that executing again changes only what the runs did:
   (docs/notebook-panel.png, made by ``screenshot.py``), which a page that
   cannot run widgets, such as GitHub's, shows in its place;
 - the widgets' model ids (random uuids) are numbered in the order the widgets were made,
-  and no timings are recorded.
+  the times of day in the widgets' saved state (an item's history in the panel) read
+  ``hh:mm:ss``, and no timings are recorded.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ NAMES = ["01-quickstart", "02-exploring-failures", "03-step-by-step-recovery"]
 PICTURE = HERE.parent / "docs" / "notebook-panel.png"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+#: A time of day alone in a table cell of a widget's HTML (the panel's item history).
+TIME_OF_DAY = re.compile(r"(<td[^>]*>)\d\d:\d\d:\d\d(</td>)")
 
 
 def executed(name: str, env: dict[str, str] | None = None) -> Any:
@@ -58,8 +61,12 @@ def pictured(notebook: Any) -> Any:
 
 
 def steady(notebook: Any) -> Any:
-    """The notebook with its widget model ids numbered 1, 2, ... in the order the widgets were made."""
+    """The notebook with its widget model ids numbered 1, 2, ... in the order the widgets were made, no time of day."""
     made = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for model in made.values():
+        for trait, value in model["state"].items():
+            if isinstance(value, str):
+                model["state"][trait] = TIME_OF_DAY.sub(r"\1hh:mm:ss\2", value)
     ids = {model_id: f"{n:032x}" for n, model_id in enumerate(made, 1)}
     text = re.sub(r"[0-9a-f]{32}", lambda m: ids.get(m.group(), m.group()), nbformat.writes(notebook))
     renumbered = nbformat.reads(text, as_version=4)

@@ -144,14 +144,27 @@ class RunPanel:
         return True
 
     def stop(self) -> None:
-        """Stop refreshing by itself (``refresh()`` still works)."""
+        """Stop refreshing by itself, showing the run as it stands now (``refresh()`` still works).
+
+        The last refresh is sent whole from the caller: a notebook saved
+        afterwards (``nbclient``, Jupyter's save) keeps the widgets' state as
+        sent while a cell ran, and the periodic refreshes are sent on behalf of
+        the cell that made the panel, so without this it would keep the run as
+        it was when that cell ended.
+        """
+        self._cancel()
+        self.refresh()
+        for model in _models(self.widget):
+            model.send_state()
+
+    def _cancel(self) -> None:
         if self._task is not None:
             self._task.cancel()
             self._task = None
 
     def close(self) -> None:
         """Stop refreshing, close the store and the widgets."""
-        self.stop()
+        self._cancel()
         if self._store is not None:
             self._store.close()
             self._store = None
@@ -335,6 +348,12 @@ def _choose(select: Any, options: list[tuple[str, str]], value: str | None) -> N
 def _tree(widget: Any) -> list[Any]:
     """A widget and all its descendants."""
     return [widget, *(w for child in getattr(widget, "children", ()) for w in _tree(child))]
+
+
+def _models(widget: Any) -> list[Any]:
+    """The widgets of the tree, and their layouts and styles (a refresh hides or shows a layout)."""
+    models = (m for w in _tree(widget) for m in (w, getattr(w, "layout", None), getattr(w, "style", None)))
+    return [m for m in models if m is not None]
 
 
 def _report(task: asyncio.Task[None]) -> None:

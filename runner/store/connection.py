@@ -12,7 +12,6 @@ writer.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -21,8 +20,6 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema, tidy
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -180,7 +177,11 @@ class SQLiteFile:
             with self.waiting_at_most(CHECKPOINT_WAIT):
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except sqlite3.Error as exc:  # all is committed already: the -wal stays, the next large write tries again
-            log.warning("%s: the -wal could not be truncated (%s); it stays as it is", self.path, exc)
+            import logging  # here: the light commands do without its import (3 ms of a cold start)
+
+            logging.getLogger(__name__).warning(
+                "%s: the -wal could not be truncated (%s); it stays as it is", self.path, exc
+            )
 
     def _follow_writer(self) -> None:
         """A snapshot is opened again once a writer wrote (it may write the file itself at a checkpoint)."""

@@ -10,13 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
+from notebook_scripts import voila_page
 from support import until
-from voila_page import COUNTS_JS, counts_on, opened, private, served, trimmed
 
 from runner.store import Store, views
 from runner.store.answers import STATES, Standing
 from runner.teaching import FOLDER_ENV
 
+COUNTS_JS, counts_on, opened = voila_page.COUNTS_JS, voila_page.counts_on, voila_page.opened
+private, served, trimmed = voila_page.private, voila_page.served, voila_page.trimmed
 TOTAL = 2400  # the sample job's posts
 WAIT = 120_000  # ms: a loaded machine starts a kernel and a browser slowly
 

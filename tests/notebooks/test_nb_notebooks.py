@@ -10,13 +10,14 @@ outputs; a test checks that those are clean (no error, no machine's path).
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from execute import NAMES, PICTURE, WIDGET_STATE, WIDGET_VIEW, executed
+from notebook_scripts import execute
 from support import ROOT
 
 from runner import export
@@ -25,12 +26,20 @@ from runner.store.answers import STATES
 from runner.teaching import FOLDER_ENV
 
 NOTEBOOKS = ROOT / "notebooks"
+NAMES, PICTURE, WIDGET_STATE, WIDGET_VIEW = execute.NAMES, execute.PICTURE, execute.WIDGET_STATE, execute.WIDGET_VIEW
+STALE = "the committed notebook shows other texts: re-execute it (python notebooks/execute.py) and look at the diff"
+#: What each notebook's run ends with: the panel it saved shows these counts, no item left on its way.
+ENDS = {
+    "01-quickstart": {"completed": 2400},
+    "02-exploring-failures": {"completed": 29, "failed": 1},
+    "03-step-by-step-recovery": {"completed": 40},
+}
 
 
-def execute(name: str, tmp_path: Path) -> Any:
+def executed(name: str, tmp_path: Path) -> Any:
     """The notebook, executed with its run stores in ``tmp_path/runs`` and its temp folder ``tmp_path/tmp``."""
     (tmp_path / "tmp").mkdir()
-    return executed(name, env={FOLDER_ENV: str(tmp_path / "runs"), "TMPDIR": str(tmp_path / "tmp")})
+    return execute.executed(name, env={FOLDER_ENV: str(tmp_path / "runs"), "TMPDIR": str(tmp_path / "tmp")})
 
 
 def stored(tmp_path: Path, folder: str, run: str) -> dict[str, Any]:
@@ -50,10 +59,31 @@ def printed(cell: Any) -> list[str]:
     return "".join(o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout").splitlines()
 
 
-def panel_labels(notebook: Any) -> list[str]:
-    """The descriptions of the panel's count labels, from the stored widget state."""
+def panel_counts(notebook: Any) -> dict[str, int]:
+    """The seven numbers of the panel as the notebook saved them (its widget state), in the panel's order."""
     models = notebook.metadata["widgets"][WIDGET_STATE]["state"].values()
-    return [m["state"]["description"] for m in models if m["model_name"] == "HTMLModel" and m["state"].get("description") in STATES]
+    return {
+        m["state"]["description"]: int(m["state"]["value"])
+        for m in models if m["model_name"] == "HTMLModel" and m["state"].get("description") in STATES
+    }
+
+
+def texts(notebook: Any, runs: Path | None = None) -> list[list[str]]:
+    """What each code cell showed as text (printed, or its value as text and HTML; not a widget).
+
+    ``runs``, the folder of a test's run stores, is read as the notebooks' own ``runs``.
+    """
+    shown = [
+        [o.text if o.output_type == "stream" else f"{o.data.get('text/plain')}\n{o.data.get('text/html', '')}"
+         for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})]
+        for cell in notebook.cells if cell.cell_type == "code"
+    ]
+    return [[text.replace(str(runs), "runs") if runs else text for text in cell] for cell in shown]
+
+
+def committed_texts(name: str) -> list[list[str]]:
+    """What the committed notebook shows as text: a fresh execution shows the same, nothing varies."""
+    return texts(nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4))
 
 
 def shows_the_panel_and_its_picture(cell: Any) -> bool:
@@ -65,7 +95,9 @@ def left_no_temp_files(tmp_path: Path) -> bool:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebooks_are_committed_executed_with_clean_outputs_and_no_assertions(name: str) -> None:
+def test_notebooks_are_committed_executed_with_clean_outputs_their_panel_at_the_end_and_no_assertions(
+    name: str,
+) -> None:
     path = NOTEBOOKS / f"{name}.ipynb"
     notebook = nbformat.read(path, as_version=4)
     nbformat.validate(notebook)
@@ -79,6 +111,8 @@ def test_notebooks_are_committed_executed_with_clean_outputs_and_no_assertions(n
     assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
     text = path.read_text()
     assert str(ROOT) not in text and "/tmp/" not in text
+    assert not re.search(r"\d\d:\d\d:\d\d", text)  # no time of day, not even in the panel's saved item history
+    assert panel_counts(notebook) == {**dict.fromkeys(STATES, 0), **ENDS[name]}
     model_ids = list(notebook.metadata["widgets"][WIDGET_STATE]["state"])
     assert model_ids == [f"{n:032x}" for n in range(1, len(model_ids) + 1)]
 
@@ -86,7 +120,7 @@ def test_notebooks_are_committed_executed_with_clean_outputs_and_no_assertions(n
 def test_quickstart_runs_the_sample_job_in_the_background_to_the_end_and_a_second_run_pays_nothing(
     tmp_path: Path,
 ) -> None:
-    notebook = execute("01-quickstart", tmp_path)
+    notebook = executed("01-quickstart", tmp_path)
     run = stored(tmp_path, "quickstart", "posts")
     assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 2400}
     assert len(run["groups"]) == 12 and run["breaker"]["state"] == "closed" and not run["engine"]["alive"]
@@ -94,14 +128,15 @@ def test_quickstart_runs_the_sample_job_in_the_background_to_the_end_and_a_secon
     assert all(row["label"] for row in run["rows"].values())
     assert printed(tagged(notebook, "again"))[-1].endswith("and the second run made 0")
     assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
-    assert panel_labels(notebook) == list(STATES)
+    assert panel_counts(notebook) == run["counts"]
+    assert texts(notebook, tmp_path / "runs") == committed_texts("01-quickstart"), STALE
     assert left_no_temp_files(tmp_path)
 
 
 def test_exploring_failures_finds_two_kinds_and_retrying_one_after_the_fix_leaves_the_other(
     tmp_path: Path,
 ) -> None:
-    notebook = execute("02-exploring-failures", tmp_path)
+    notebook = executed("02-exploring-failures", tmp_path)
     assert printed(tagged(notebook, "kinds"))[0] == str({"bad_request": 1, "item_invalid": 4})
     assert printed(tagged(notebook, "item"))[-1] == "kind: item_invalid | attempts: 2 | paid calls: 2"
     run = stored(tmp_path, "failures", "feedback")
@@ -109,14 +144,15 @@ def test_exploring_failures_finds_two_kinds_and_retrying_one_after_the_fix_leave
     failed = [row for row in run["rows"].values() if row["state"] == "failed"]
     assert [(row["key"], row["kind"]) for row in failed] == [("p013", "bad_request")]
     assert printed(tagged(notebook, "billed")) == ["p002 billed 3 times; p000 1"]
-    assert panel_labels(notebook) == list(STATES)
+    assert panel_counts(notebook) == run["counts"]
+    assert texts(notebook, tmp_path / "runs") == committed_texts("02-exploring-failures"), STALE
     assert left_no_temp_files(tmp_path)
 
 
 def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_confirmation(
     tmp_path: Path,
 ) -> None:
-    notebook = execute("03-step-by-step-recovery", tmp_path)
+    notebook = executed("03-step-by-step-recovery", tmp_path)
     died = printed(tagged(notebook, "crash"))[0]
     assert died.startswith("the engine died with -9 while sending ['p")
     cut_off = json.loads(died.split("while sending ")[1].replace("'", '"'))
@@ -130,7 +166,8 @@ def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_co
     run = stored(tmp_path, "recovery", "steps")
     assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 40}
     assert run["breaker"] == {"state": "closed", "reason": None} and run["needs_confirmation"] == 0
-    assert panel_labels(notebook) == list(STATES)
+    assert panel_counts(notebook) == run["counts"]
+    assert texts(notebook, tmp_path / "runs") == committed_texts("03-step-by-step-recovery"), STALE
     assert left_no_temp_files(tmp_path)
 
 

@@ -15,9 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from comm import DummyComm
 from support import KillAtFirstCall, commands_given, make_job, posts, python_run, write_jsonl
 from scenes import write_lock_held
 from unwritable import SMALL_COUNTS, Folder, small_store
@@ -273,6 +275,29 @@ async def test_a_panel_made_before_its_run_says_it_waits_for_it_then_fills_in_on
     finally:
         panel.close()
     assert panel._task is None
+
+
+async def test_stop_sends_the_whole_last_state_so_that_a_notebook_saved_afterwards_shows_the_end(
+    tmp_path: Path, store: Store, panels: list[RunPanel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    panel = panel_of(panels, store.path)  # made before its run, as in notebook 02
+    await python_run(store, tmp_path)
+    panel.refresh()  # a periodic refresh: its messages belong to the cell that made the panel
+    sent: dict[str, dict[str, Any]] = {}
+
+    def record(comm: Any, data: dict[str, Any] | None = None, **_: Any) -> None:
+        if data and data.get("method") == "update":
+            sent.setdefault(comm.comm_id, {}).update(data["state"])
+
+    monkeypatch.setattr(DummyComm, "send", record)
+    panel.stop()  # nothing changed since that refresh, and yet all of it is sent from here
+    assert {state: int(sent[label.model_id]["value"]) for state, label in panel.numbers.items()} == {
+        **dict.fromkeys(STATES, 0), "completed": 3, "failed": 1,
+    }
+    assert sent[panel.tabs.model_id]["titles"] == ("By group", "Failures (1)", "Confirmations (0)")
+    assert sent[panel.numbers["failed"].model_id]["description"] == "failed"
+    assert sent[panel.acknowledge.layout.model_id]["display"] == "none"
+    assert panel._task is None and shown(panel)["completed"] == 3
 
 
 @pytest.mark.parametrize("made", ["read_only", "fill"])
