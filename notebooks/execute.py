@@ -14,7 +14,8 @@ Then, so that executing again changes only what the runs did:
   cannot run widgets, such as GitHub's, shows in its place;
 - the widgets' model ids (random uuids) are numbered in the order the widgets were made,
   the times of day in the widgets' saved state (an item's history in the panel) read
-  ``hh:mm:ss``, and no timings are recorded.
+  ``hh:mm:ss``, no timings are recorded, and what a cell printed is one output however
+  the kernel cut it.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def executed(name: str, env: dict[str, str] | None = None) -> Any:
     """The notebook ``name`` of notebooks/, executed (not written); ``env`` for its kernel."""
     notebook = nbformat.read(HERE / f"{name}.ipynb", as_version=4)
     client = NotebookClient(
-        notebook, timeout=180, kernel_name="python3", record_timing=False,
+        notebook, timeout=180, kernel_name="python3", record_timing=False, coalesce_streams=True,
         resources={"metadata": {"path": str(HERE)}},
     )
     client.execute(env={**os.environ, **(env or {})})

@@ -69,12 +69,12 @@ def panel_counts(notebook: Any) -> dict[str, int]:
 
 
 def texts(notebook: Any, runs: Path | None = None) -> list[list[str]]:
-    """What each code cell showed as text (printed, or its value as text and HTML; not a widget).
+    """What each code cell showed as text (printed, or its value as text; not a widget).
 
     ``runs``, the folder of a test's run stores, is read as the notebooks' own ``runs``.
     """
     shown = [
-        [o.text if o.output_type == "stream" else f"{o.data.get('text/plain')}\n{o.data.get('text/html', '')}"
+        [o.text if o.output_type == "stream" else o.data["text/plain"]
          for o in cell.outputs if WIDGET_VIEW not in o.get("data", {})]
         for cell in notebook.cells if cell.cell_type == "code"
     ]
