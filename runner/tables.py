@@ -73,7 +73,7 @@ def status_table(run: Standing) -> list[str]:
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")
-    rows = [[group, *(str(counts[s] or "") for s in STATES)] for group, counts in run.groups.items()]
-    rows.append(["total", *(str(run.counts[s]) for s in STATES)])
+    rows = [[group, *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)] for group, counts in run.groups.items()]
+    rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
     return table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
                  numbers=range(1, len(STATES) + 1), bold={len(rows) - 1})

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+
 from support import KillAtFirstCall, posts, runner_cli, write_jsonl
 from unwritable import small_store
 
+from runner import tables
+from runner.model import ItemState
+from runner.rules.breaker import Control
 from runner.sim import Simulator
+from runner.store.answers import STATES, Standing
 
 
 def test_status_columns_are_as_wide_as_their_data_with_numbers_aligned_right(tmp_path: Path) -> None:
@@ -60,3 +66,13 @@ def test_status_lists_held_items_by_case_wrapped_at_words_then_the_command_that_
         "sends the items again: the first call may have run, so this may run and charge twice".split())
     assert " ".join(line[keys:].strip() for line in table[3:-2]).split() == ", ".join(crash.ids).split()
     assert table[-2:] == ["release them (all, or the KEYS given):", "runner confirm test --all"]
+
+
+def test_status_counts_are_written_with_thousands_separators_as_the_title_is() -> None:
+    counts = {state: 0 for state in STATES} | {ItemState.COMPLETED: 2_400, ItemState.FAILED: 12}
+    run = Standing("demo", counts, {"2026-01": counts}, Control(), 0, engine_alive=False, duplicate_tasks=0,
+                   idle_for=None)
+    title, _, _, group, total, _ = (click.unstyle(line) for line in tables.status_table(run))
+    assert title.strip() == "run demo: 2,412 items"
+    assert group.split() == ["2026-01", "2,400", "12"]
+    assert total.split() == ["total", "0", "0", "0", "0", "0", "2,400", "12"]
