@@ -80,8 +80,8 @@ def test_chinese_and_russian_failures_wrap_between_characters_within_the_termina
     assert not "".join(before[1:]).strip()  # and each further line holds only the example
     parts = [at(row, start).strip() for row in rows]
     assert "".join(parts).replace(" ", "") == f"帖子-001 (1 attempt): {CHINESE_MESSAGE}".replace(" ", "")  # all shown
-    assert any(cells(line[-1:]) == cells(after[:1]) == 2 for line, after in zip(parts, parts[1:]))  # a Chinese run
-    # broke between two of its characters
+    # a run of Chinese broke between two of its characters
+    assert any(cells(line[-1:]) == cells(after[:1]) == 2 for line, after in zip(parts, parts[1:]))
 
 
 def test_status_with_chinese_groups_lines_its_counts_up_under_their_states_by_cells(tmp_path: Path) -> None:
