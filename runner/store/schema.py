@@ -33,7 +33,7 @@ Only the store's batch methods (``claim_batch``, ``start_batch``,
 or completed, each logging the move; the tests check after every scenario that
 the events and the counts account for every item. A batch's items share its
 group: an item's group changes only with its input, which takes it off a
-batch's path (``Store.prepare_run``).
+batch's path (``Store.add_items``).
 
 ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` brings a
 store from version ``n`` to ``n + 1``: the first creates the tables below, the
