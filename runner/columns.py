@@ -52,13 +52,13 @@ def table(
     when the table is wider than ``within`` (0: never), as is a title or a
     caption wider than ``within``.
     """
-    cells_ = [[shown(cell) for cell in row] for row in rows]
-    widths = _fit([max(map(cells, column)) for column in zip(header, *cells_)], [list(header), *cells_], wraps, within)
+    texts = [[shown(cell) for cell in row] for row in rows]
+    widths = _fit([max(map(cells, column)) for column in zip(header, *texts)], [list(header), *texts], wraps, within)
     across = sum(widths) + len(GAP) * (len(widths) - 1)
     lines = _centred(title, across, within)
     lines += [click.style(line, bold=True) for line in _wrapped(header, widths, wraps, numbers)]
     lines.append("─" * across)
-    for index, row in enumerate(cells_):
+    for index, row in enumerate(texts):
         for line in _wrapped(row, widths, wraps, numbers):
             lines.append(click.style(line, bold=True) if index in bold else line)
     lines += [click.style(line, dim=True) for line in _centred(caption, across, within)]
