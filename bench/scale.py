@@ -1,4 +1,4 @@
-"""Scale: reads at 10,000 to 1,000,000 items, the memory of ``prepare``, and recovery after a crash.
+"""Scale: reads at 10,000 to 1,000,000 items, and recovery after a crash.
 
 Each store is a run left by a dead engine, built quickly: items inserted
 directly into a store made by ``Store(path)``, then the events the run would
@@ -18,9 +18,10 @@ rest are pending.
 - the engine's reads on every turn: its controls and the confirmed batches
   to resume (``Store.control``, ``Store.resumable``);
 - recovery, as an engine starts: open the store, take the lease,
-  ``Store.recover`` and ``Engine._validate_received``;
-- ``runs.prepare`` of a JSONL made by ``sample_data/make_posts.py``, in a
-  process of its own, for its peak memory (streamed input) and its speed.
+  ``Store.recover`` and ``Engine._validate_received``.
+
+Preparing a large input (its speed, peak memory and write lock) is
+``bench.large_input``'s.
 
 Reads are the median of 20 on an open store, after one to warm it.
 
@@ -31,31 +32,26 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runner import lease, protocol, runs
+from runner import lease, protocol
 from runner.store import views
 from runner.engine import Engine
 from runner.providers.handler import PythonHandler
 from runner.store import Store
 
 from .common import (
-    ROOT,
     SEED,
     Row,
     Target,
     elapsed,
     machine,
-    make_posts,
     options,
     report,
     sample_job,
@@ -257,34 +253,6 @@ def recover(path: Path) -> dict[str, float]:
     return steps
 
 
-def prepare_child() -> None:
-    """In a process of its own: ``runs.prepare`` of the JSONL ``argv[1]`` into ``argv[2]``; prints its figures."""
-    source, path = Path(sys.argv[1]), Path(sys.argv[2])
-    imported_mb = peak_mb()
-    with Store(path) as store:
-        seconds = elapsed(lambda: runs.prepare(store, sample_job(source, name=NAME), now=time.time()))
-    print(json.dumps({"seconds": seconds, "MB after imports": imported_mb, "peak MB": peak_mb()}))
-
-
-def peak_mb() -> float:
-    """This process's peak resident memory (not ru_maxrss: Linux carries a forking parent's into it)."""
-    status = Path("/proc/self/status").read_text()
-    return int(status.split("VmHWM:", 1)[1].split()[0]) / 1024
-
-
-def prepare(folder: Path, count: int) -> dict[str, float]:
-    source = make_posts(count, folder / f"posts-{count}.jsonl")
-    code = "from bench.scale import prepare_child; prepare_child()"
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(source), str(folder / f"prepared-{count}.db")],
-        check=True, capture_output=True, text=True, cwd=ROOT,
-    )
-    source.unlink()
-    (folder / f"prepared-{count}.db").unlink()
-    figures: dict[str, float] = json.loads(done.stdout)
-    return figures
-
-
 def grown(measure: str, values: dict[int, float], unit: str, target: Target | None) -> list[Row]:
     """One row per size, each against the smallest size's value."""
     smallest = min(values)
@@ -305,7 +273,6 @@ def breakdown(figures: dict[int, dict[str, float]], unit: str) -> str:
 
 def run(*, quick: bool) -> list[Row]:
     sizes = (10_000, 50_000) if quick else (10_000, 100_000, 1_000_000)
-    prepared = (10_000, 50_000) if quick else (10_000, 1_000_000)
     read_ms: dict[int, dict[str, float]] = {}
     recovery: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="runner-bench-") as name:
@@ -320,10 +287,8 @@ def run(*, quick: bool) -> list[Row]:
                             (("a TUI refresh", tui_refresh), ("the engine's reads on every turn", engine_turn))}
             recovery[count] = recover(path)
             path.unlink()
-        memory = {n: prepare(folder, n) for n in prepared}
     print(f"\nReads, ms (median of {READS}):\n\n{breakdown(read_ms, 'ms')}")
     print(f"\nRecovery, s:\n\n{breakdown(recovery, 's')}")
-    print(f"\nPrepare:\n\n{breakdown(memory, 'prepare')}")
     for what, text in profiles.items():
         print(f"\nThe statements of {what} at {sizes[-1]:,} items, slowest first:\n\n{text}")
     return [
@@ -332,9 +297,6 @@ def run(*, quick: bool) -> list[Row]:
         *grown("engine turn reads", {n: r["engine turn reads"] for n, r in read_ms.items()}, "ms", None),
         *grown("recovery of 50 interrupted batches", {n: sum(r.values()) for n, r in recovery.items()}, "s",
                RECOVERY_TARGET),
-        *grown("prepare a JSONL, peak memory", {n: m["peak MB"] for n, m in memory.items()}, "MB",
-               Target("value", "<", 300)),
-        *grown("prepare a JSONL, speed", {n: n / m["seconds"] for n, m in memory.items()}, "items/s", None),
     ]
 
 

@@ -1,9 +1,9 @@
 """Store transitions: items/s through the five states, the store's own methods against raw sqlite3.
 
 Each item goes pending, queued, running, received, completed, 25 items to a
-batch, as the engine drives the store: ``prepare_run`` adds every item in one
-transaction, then each batch takes four commits (``claim_batch``,
-``start_batch``, ``record_answer`` with the answer as it came back,
+batch, as the engine drives the store: ``add_items`` adds every item in one
+transaction (one chunk, the last), then each batch takes four commits
+(``claim_batch``, ``start_batch``, ``record_answer`` with the answer as it came back,
 ``settle_batch`` with the breaker's success), all called from
 ``store_batch``, the one function to re-point if those verbs change. The
 baseline makes the same commits on the same kind of file (WAL,
@@ -35,6 +35,7 @@ from pathlib import Path
 from runner import breaker, lease, protocol
 from runner.item_rows import ItemRow
 from runner.store import Settlement, Store
+from runner.store.additions import Preparing
 
 from .common import SEED, Row, Target, machine, options, profile, report, sample_job, transaction
 
@@ -102,8 +103,10 @@ def through_store(path: Path, rows: list[ItemRow]) -> Steps:
     steps = Steps()
     with Store(path) as store:
         lease.acquire(store, job.name, token=TOKEN, now=NOW)
+        preparing = Preparing()
         with steps.timing("pending"):
-            run_id = store.prepare_run(job, rows, now=NOW)
+            store.add_items(job, rows, preparing, now=NOW, last=True)
+        run_id = preparing.run_id
         while store_batch(store, run_id, (job.name, TOKEN), steps):
             pass
     return steps

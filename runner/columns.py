@@ -1,18 +1,25 @@
-"""Plain columns for a terminal: widths from the data, numbers to the right, long text wrapped at words.
+"""Plain columns for a terminal: widths from the data, numbers to the right, long text wrapped to fit.
 
 What ``runner status`` and ``runner failures`` print, without rich (whose
-import alone costs these commands more than the rest of their work). A
-table wider than the terminal wraps its text columns at words, each line
-under its own column; a word longer than its column overflows it, never
-cut. Without a terminal (a pipe, a file) nothing wraps: a row is one line.
-Outside text is shown as it is, its control characters (a newline, an
-escape sequence) as spaces, so that nothing it holds can move the cursor.
+import alone costs these commands more than the rest of their work). Every
+width is a display width, counted in terminal cells: a wide character
+(Chinese, Japanese, Korean: East Asian width W or F) takes two, a combining
+mark none, anything else one, so Chinese and Cyrillic keys line up as Latin
+ones do. A table wider than the terminal wraps its text columns, each line
+under its own column: at spaces, and inside a run of wide characters
+between any two of them (Chinese has no spaces), never before punctuation;
+a Latin word is kept whole while the table fits with it, and cut only when
+it alone is wider than its column. Without a terminal (a pipe, a file)
+nothing wraps: a row is one line. Outside text is shown as it is, its
+control characters (a newline, an escape sequence) as spaces, so that
+nothing it holds can move the cursor.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Collection, Sequence
+import unicodedata  # a C module: no cost to a cold start
+from collections.abc import Collection, Iterator, Sequence
 
 import click
 
@@ -30,6 +37,11 @@ def width() -> int:
     return shutil.get_terminal_size((0, 0)).columns
 
 
+def cells(text: str) -> int:
+    """How many terminal cells ``text`` takes: two for a wide character, none for a combining mark."""
+    return sum(map(_cells, text))
+
+
 def table(
     header: Sequence[str], rows: Sequence[Sequence[str]], *, title: str = "", caption: str = "",
     numbers: Collection[int] = (), wraps: Collection[int] = (), bold: Collection[int] = (), within: int = 0,
@@ -37,49 +49,124 @@ def table(
     """The lines of a table: its title, header, a rule, its rows (``bold`` by index) and caption, centred on it.
 
     ``numbers``: the columns aligned right; ``wraps``: the columns wrapped
-    at words when the table is wider than ``within`` (0: never).
+    when the table is wider than ``within`` (0: never), as is a title or a
+    caption wider than ``within``.
     """
-    cells = [[shown(cell) for cell in row] for row in rows]
-    widths = _fit([max(map(len, column)) for column in zip(header, *cells)], [list(header), *cells], wraps, within)
+    texts = [[shown(cell) for cell in row] for row in rows]
+    widths = _fit([max(map(cells, column)) for column in zip(header, *texts)], [list(header), *texts], wraps, within)
     across = sum(widths) + len(GAP) * (len(widths) - 1)
-    lines = [title.center(across).rstrip()] if title else []
-    lines += [click.style(_row(header, widths, numbers), bold=True), "─" * across]
-    for index, row in enumerate(cells):
+    lines = _centred(title, across, within)
+    lines += [click.style(line, bold=True) for line in _wrapped(header, widths, wraps, numbers)]
+    lines.append("─" * across)
+    for index, row in enumerate(texts):
         for line in _wrapped(row, widths, wraps, numbers):
             lines.append(click.style(line, bold=True) if index in bold else line)
-    if caption:
-        lines.append(click.style(caption.center(across).rstrip(), dim=True))
+    lines += [click.style(line, dim=True) for line in _centred(caption, across, within)]
     return lines
 
 
-def _fit(natural: list[int], cells: list[list[str]], wraps: Collection[int], within: int) -> list[int]:
-    """Column widths: as the data asks, the ``wraps`` columns narrowed (by their share) to fit ``within``."""
+def _cells(ch: str) -> int:
+    if unicodedata.combining(ch):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _fit(natural: list[int], rows: list[list[str]], wraps: Collection[int], within: int) -> list[int]:
+    """Column widths: as the data asks, the ``wraps`` columns narrowed (by their share) to fit ``within``.
+
+    Each keeps its longest unbreakable piece (a Latin word, a wide
+    character) whole if the table then fits; if not, only its widest
+    character, and a word longer than its column is cut.
+    """
     across = sum(natural) + len(GAP) * (len(natural) - 1)
     if not within or not wraps or across <= within:
         return natural
     room = max(within - (across - sum(natural[i] for i in wraps)), 0)
     share = sum(natural[i] for i in wraps)
-    widths = list(natural)
-    for i in wraps:
-        longest_word = max(len(word) for row in cells for word in row[i].split() or [""])
-        widths[i] = min(natural[i], max(room * natural[i] // share, longest_word))
+    for least in (_longest_piece, _widest_character):
+        widths = list(natural)
+        for i in wraps:
+            widths[i] = min(natural[i], max(room * natural[i] // share, max(least(row[i]) for row in rows), 1))
+        if sum(widths) - sum(natural) + across <= within:
+            break
     return widths
 
 
+def _longest_piece(text: str) -> int:
+    return max((cells(piece) for word in text.split() for piece in _pieces(word)), default=0)
+
+
+def _widest_character(text: str) -> int:
+    return max(map(_cells, text), default=0)
+
+
+def _pieces(word: str) -> Iterator[str]:
+    """``word`` cut where a line may break inside it: before or after a wide character, never before punctuation."""
+    start = 0
+    for i in range(1, len(word)):
+        ch = word[i]
+        if ((_cells(word[i - 1]) == 2 or _cells(ch) == 2) and not unicodedata.combining(ch)
+                and not unicodedata.category(ch).startswith("P")):
+            yield word[start:i]
+            start = i
+    yield word[start:]
+
+
+def _lines(text: str, width: int) -> list[str]:
+    """``text`` in lines at most ``width`` cells wide: words joined by a space, a word's pieces by nothing."""
+    lines: list[str] = []
+    line, used = "", 0
+    for word in text.split():
+        for k, piece in enumerate(_pieces(word)):
+            space = 1 if line and k == 0 else 0
+            size = cells(piece)
+            if used + space + size <= width:
+                line, used = line + " " * space + piece, used + space + size
+                continue
+            if line:
+                lines.append(line)
+            *whole, line = _cut(piece, width)
+            lines += whole
+            used = cells(line)
+    return [*lines, line]
+
+
+def _cut(piece: str, width: int) -> list[str]:
+    """A piece wider than ``width`` in parts that fit (a character at least, however narrow the column)."""
+    parts, used = [""], 0
+    for ch in piece:
+        size = _cells(ch)
+        if parts[-1] and used + size > width:
+            parts.append("")
+            used = 0
+        parts[-1] += ch
+        used += size
+    return parts
+
+
 def _wrapped(row: Sequence[str], widths: Sequence[int], wraps: Collection[int], numbers: Collection[int]) -> list[str]:
-    """A row as one or more lines, its ``wraps`` cells wrapped at words to their column's width."""
-    parts = [_words(cell, widths[i]) if i in wraps and len(cell) > widths[i] else [cell] for i, cell in enumerate(row)]
+    """A row as one or more lines, its ``wraps`` cells wrapped to their column's width."""
+    parts = [_lines(cell, widths[i]) if i in wraps and cells(cell) > widths[i] else [cell] for i, cell in enumerate(row)]
     return [_row([part[k] if k < len(part) else "" for part in parts], widths, numbers)
             for k in range(max(map(len, parts)))]
 
 
-def _words(text: str, width: int) -> list[str]:
-    import textwrap  # only for a row that wraps
-
-    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+def _row(texts: Sequence[str], widths: Sequence[int], numbers: Collection[int]) -> str:
+    return GAP.join(_padded(text, width, right=i in numbers) for i, (text, width) in enumerate(zip(texts, widths))).rstrip()
 
 
-def _row(cells: Sequence[str], widths: Sequence[int], numbers: Collection[int]) -> str:
-    return GAP.join(
-        cell.rjust(width) if i in numbers else cell.ljust(width) for i, (cell, width) in enumerate(zip(cells, widths))
-    ).rstrip()
+def _padded(text: str, width: int, *, right: bool) -> str:
+    space = " " * max(width - cells(text), 0)
+    return space + text if right else text + space
+
+
+def _centred(text: str, across: int, within: int) -> list[str]:
+    """A title or caption centred on the table (as ``str.center`` would), in lines that fit ``within`` (0: any)."""
+    if not text:
+        return []
+    lines = _lines(text, within) if within and cells(text) > within else [text]
+    return [(" " * _left(across - cells(line), across) + line).rstrip() for line in lines]
+
+
+def _left(margin: int, across: int) -> int:
+    return max(margin // 2 + (margin & across & 1), 0)

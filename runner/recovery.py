@@ -17,7 +17,7 @@ held, never re-sent on their own; each is shown with its case:
   items again, which may run and charge twice.
 
 Items whose input changed are never restored (``input_changed``, see
-``RunStore.prepare_run``), and saved outputs are completed locally with no call
+``RunStore.add_items``), and saved outputs are completed locally with no call
 (``Engine``); neither needs a person. The order of all these cases is
 :func:`runner.rules.triage.triage`'s; a held item's case is what it says
 confirming does.

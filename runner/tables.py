@@ -76,4 +76,4 @@ def status_table(run: Standing) -> list[str]:
     rows = [[group, *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)] for group, counts in run.groups.items()]
     rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
     return table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
-                 numbers=range(1, len(STATES) + 1), bold={len(rows) - 1})
+                 numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())

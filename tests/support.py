@@ -10,23 +10,35 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from runner import runs
+from runner import item_rows, runs
 from runner.engine import Outcome
 from runner.inputs import InputSpec
+from runner.item_rows import ItemRow
 from runner.jobs import BatchLimits, Job, ProviderConfig, RetryLimits
 from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
 from runner.store import Store, views
+from runner.store.additions import Preparing
 from runner.store.answers import Standing
+from runner.store.protocol import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_data"
 #: Seconds a test waits for what it expects (a process, a state in the store) before it fails.
 PATIENCE = 60.0
+
+
+def add_all(store: RunStore, job: Job, rows: Iterable[ItemRow] | None = None, *, now: float) -> int:
+    """The run ``job.name`` made or continued with ``rows`` (the job's own, by default) in one transaction, as the
+    last chunk of a prepare adds them (``Store.add_items``, with no lease), its input file as it is now; its id."""
+    preparing = Preparing()
+    store.add_items(job, item_rows.items(job) if rows is None else rows, preparing, now=now, last=True,
+                    source=job.input.fingerprint())
+    return preparing.run_id
 
 
 class StepClock:

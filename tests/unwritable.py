@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scenes import dead_engine
@@ -98,10 +99,11 @@ class Folder:
         subprocess.run(["mount", "-o", f"remount,{mode}", str(self.path)], check=True)
 
 
-def small_store(folder: Path) -> Path:
-    """``folder/runs.db``, closed: a run ``posts`` of three items, one completed, one failed, one pending."""
+def small_store(folder: Path, *, records: list[dict[str, Any]] | None = None, message: str = "no label") -> Path:
+    """``folder/runs.db``, closed: a run ``posts`` of three items, one completed, one failed (with ``message``),
+    one pending; the items are ``records`` if given (three, by ``id`` and ``month``), else ``posts(3)``."""
     db = folder / "runs.db"
-    job = make_job(folder, "http://127.0.0.1:9/v1", posts(3), name="posts", max_items=2)
+    job = make_job(folder, "http://127.0.0.1:9/v1", records or posts(3), name="posts", max_items=2)
     with Store(db) as store:
         run_id = runs.prepare(store, job, now=NOW)
         with dead_engine(store, "posts", LEASE) as lease:
@@ -109,7 +111,7 @@ def small_store(folder: Path) -> Path:
             assert batch is not None
             done, bad = store.start_batch(batch.id, lease=lease, max_attempts=3, now=NOW)
             store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, raw="{}", now=NOW)
-            settlement = Settlement(completed=[done.id], failed={bad.id: (FailureKind.ITEM_INVALID, "no label", True)},
+            settlement = Settlement(completed=[done.id], failed={bad.id: (FailureKind.ITEM_INVALID, message, True)},
                                     breaker=breaker.after_success)
             store.settle_batch(batch.id, settlement, now=NOW)
     return db

@@ -10,9 +10,9 @@ It reads as a turn, then a slot:
   *before* the call), call or submit, receive (the output committed as
   ``received`` before validation), judge (:mod:`runner.rules.judge`), save.
 
-Every store step is one transaction of its own (a savepoint), written on
-the event loop in line with the other slots' steps asked for meanwhile, one
-commit for all (:mod:`runner.busy`: group commit): a step's slot goes on
+Every store step is all or nothing (a savepoint of its own), written on
+the event loop in line with the other slots' steps asked for meanwhile, in
+one transaction and one commit for all (:mod:`runner.busy`: group commit): a step's slot goes on
 only once that commit is made, so a batch's call starts only once its own
 ``running`` is durable and an answer is judged only once it is ``received``.
 What a slot reads of the run (stopped, breaker, controls) just before its

@@ -14,7 +14,7 @@ The first row that holds decides:
 | confirmed, a call whose answer was lost           | resubmit      | sent again, after the warning that this may  |
 |                                                   |               | run and charge twice                         |
 
-Who writes each: ``Store.prepare_run`` fails changed inputs, ``Store.recover``
+Who writes each: ``Store.add_items`` fails changed inputs, ``Store.recover``
 frees the unsent and holds the sent, the engine validates saved outputs,
 ``recovery.confirm`` releases held items to poll, adopt or resubmit, and
 ``TaskDriver.resume`` polls or adopts.

@@ -6,8 +6,10 @@
 - ``sqlite``: ``Store``, the SQLite store's verbs (with ``commands`` and ``leases``),
   each one transaction that decides nothing; ``connection``: the file.
 - ``items``: the one writer of item state, by ``runner.model.MOVES``.
-- ``schema``: tables, triggers and migrations.
-- ``views``: the one read model that the CLI, the TUI and the panel render.
+- ``additions``: ``add_items``, a run's items added in chunks.
+- ``schema``: the tables and triggers; ``migrations``: every schema version's change since the first.
+- ``views``: the one read model that the CLI, the TUI and the panel render (with ``answers``, ``live``,
+  ``lists`` and ``event_log``).
 """
 
 from __future__ import annotations

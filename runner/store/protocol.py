@@ -34,7 +34,6 @@ class RunStore(Protocol):
     path: Path
 
     # Runs
-    def prepare_run(self, job: Job, rows: Iterable[ItemRow], *, now: float) -> int: ...
     def add_items(
         self, job: Job, rows: Iterable[ItemRow], preparing: Preparing, *, now: float,
         lease: tuple[str, str] | None = None, last: bool = False, source: Fingerprint | None = None,

@@ -8,37 +8,18 @@ state.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..errors import InputError, RunError
-from .additions import Additions, Preparing
+from ..errors import RunError
+from .additions import Additions
 
 if TYPE_CHECKING:
     from ..inputs import Fingerprint
-    from ..item_rows import ItemRow
     from ..jobs import Job
 
 
 class Runs(Additions):
-    """The verbs of a run: prepare it, find it, read its job."""
-
-    def prepare_run(self, job: Job, rows: Iterable[ItemRow], *, now: float) -> int:
-        """Create or continue the run ``job.name`` and add its items, all in one transaction.
-
-        Items move as :mod:`~runner.store.additions` says. An input without
-        records, or any error, leaves the store untouched. A large input is
-        added in chunks instead (:func:`runner.preparing.prepare`).
-        """
-        preparing = Preparing()
-        rows = iter(rows)
-        first = next(rows, None)
-        if first is None:
-            raise InputError(f"{job.input.describe()}: no records")
-        self.add_items(job, itertools.chain([first], rows), preparing, now=now, last=True,
-                       source=job.input.fingerprint())
-        return preparing.run_id
+    """The verbs of a run: find it, read its job, tell whether its input changed (adding its items: ``add_items``)."""
 
     def input_unchanged_since(self, job: Job, seen: Fingerprint | None) -> float | None:
         """When the run's items were last read from its input, if the job is the one saved and ``seen`` as then.

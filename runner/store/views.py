@@ -1,7 +1,7 @@
 """The one read model: every question a UI asks, answered from the store.
 
 The CLI, the TUI and the notebook panel render what these functions return
-(plain rows, or the frozen dataclasses of :mod:`runner.store.answers`) and
+(plain rows, or the named tuples of :mod:`runner.store.answers`) and
 write only commands; none of them reads the store another way. Where a run
 stands (:func:`standing`) is assembled once, here, for all of them; the
 status contract is its :meth:`~runner.store.answers.Standing.status`.
@@ -35,7 +35,7 @@ from .answers import (
 )
 
 from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results
-from .polls import (
+from .live import (
     batches_in_flight,
     command_tail,
     event_tail,
@@ -51,7 +51,7 @@ from .polls import (
 if TYPE_CHECKING:
     from .sqlite import Store
 
-__all__ = [  # from lists and polls
+__all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
     "work_span",
@@ -193,7 +193,7 @@ def last_event_at(store: Store, run_id: int) -> float | None:
     return float(rows[0]["at"]) if rows else None
 
 
-# What the screens show: each assembled from the reads above and those of polls.
+# What the screens show: each assembled from the reads above and those of live.
 
 
 def run_view(store: Store, name: str, *, now: float) -> RunView:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from scenes import engine_elsewhere, engine_row, no_engine
-from support import make_job, posts
+from support import add_all, make_job, posts
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
@@ -65,7 +65,7 @@ class Hand:
         self.store = store
         self.job = job
         self.began = at
-        self.run_id = store.prepare_run(job, _rows(job), now=at)
+        self.run_id = add_all(store, job, _rows(job), now=at)
         engine_elsewhere(store, job.name, LEASE)
 
     def claim(self, at: float) -> int:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from scenes import received_writes_fail
-from support import StepClock, make_job, posts
+from support import StepClock, add_all, make_job, posts
 
-from runner import control, item_rows, runs
+from runner import control, runs
 from runner.breaker import Control
 from runner.engine import Engine, Outcome
 from runner.errors import AuthError, BillingError, TransportError, UpstreamError
@@ -306,7 +306,7 @@ async def land_before_new_slots_begin(
         if keys == [add_on]:
             more = make_job(tmp_path, URL, posts(total), max_items=1, concurrency=concurrency)  # rewrites the input
             with Store(store.path) as other:
-                other.prepare_run(more, item_rows.items(more), now=clock.now())
+                add_all(other, more, now=clock.now())
             added.set()
 
     upstream.called = add_records

@@ -10,9 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import make_job, posts
+from support import add_all, make_job, posts
 
-from runner import item_rows
 from runner.errors import RunError
 from runner.jobs import BatchLimits, Job
 from runner.model import Batch, BreakerState, FailureKind, Holder, Settlement
@@ -27,7 +26,7 @@ LIMITS = BatchLimits(max_items=3, max_chars=10**6)
 
 def prepared(tmp_path: Path, store: Store, count: int = 5) -> tuple[Job, int]:
     job = make_job(tmp_path, URL, posts(count))
-    run_id = store.prepare_run(job, item_rows.items(job), now=1.0)
+    run_id = add_all(store, job, now=1.0)
     store.take_lease("test", token="engine", pid=1, host="here", now=1.0, refuse=lambda holder: None)
     return job, run_id
 
@@ -220,7 +219,7 @@ def test_a_new_input_fails_what_was_sent_and_gives_what_was_not_back_to_pending(
                        now=5.0)
     store.claim_batch(run_id, max_items=1, max_chars=10**6, now=6.0)
     edited = make_job(tmp_path, URL, [dict(post, body="edited") for post in posts(5)])
-    store.prepare_run(edited, item_rows.items(edited), now=7.0)
+    add_all(store, edited, now=7.0)
     assert states(store, run_id) == {"p000": "failed", "p001": "pending", "p002": "failed", "p003": "pending",
                                      "p004": "pending"}
     item = views.item(store, run_id, "p000")
@@ -288,6 +287,6 @@ def test_an_input_read_is_remembered_until_the_input_or_the_job_changes(tmp_path
     with job.input.path.open("a", encoding="utf-8") as grown:
         grown.write('{"id": "p005", "month": "2026-01", "body": "one more"}\n')
     assert store.input_unchanged_since(job, job.input.fingerprint()) is None
-    store.prepare_run(job, item_rows.items(job), now=2.0)
+    add_all(store, job, now=2.0)
     assert store.input_unchanged_since(job, job.input.fingerprint()) == 2.0
     assert store.input_unchanged_since(job, None) is None

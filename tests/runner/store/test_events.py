@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from scenes import counts_kept, counts_of_items, schema_version, states_of_items, states_told_by_events, v4_store
-from support import make_job, posts
+from support import add_all, make_job, posts
 
 from runner import control, item_rows, lease, recovery
 from runner.store import schema, views
@@ -21,7 +21,7 @@ LEASE = ("test", "engine")
 def prepared(tmp_path: Path, store: Store, records: list[dict[str, Any]], **limits: Any) -> tuple[Job, int]:
     """The job over ``records`` prepared at time 1, its lease held by ``LEASE``."""
     job = make_job(tmp_path, URL, records, **limits)
-    run_id = store.prepare_run(job, item_rows.items(job), now=1.0)
+    run_id = add_all(store, job, now=1.0)
     lease.acquire(store, "test", token="engine", now=1.0)
     return job, run_id
 
@@ -82,8 +82,8 @@ def test_adding_items_logs_one_event_for_the_new_ones_and_none_when_there_are_no
     changed = posts(5)
     changed[0]["body"] = "an edited post"
     job = make_job(tmp_path, URL, changed)
-    run_id = store.prepare_run(job, item_rows.items(job), now=2.0)
-    store.prepare_run(job, item_rows.items(job), now=3.0)
+    run_id = add_all(store, job, now=2.0)
+    add_all(store, job, now=3.0)
     added = [(r["at"], r["items"]) for r in views.history(store, run_id) if r["from_state"] is None]
     assert added == [(1.0, 3), (2.0, 2)]
 
@@ -157,7 +157,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
     assert recovery.confirm(store, "test", now=6.0)[recovery.Case.RESUBMIT] == 2
     assert control.retry(store, "test", now=7.0) == 2
     edited = [dict(r, body=f"edited {r['body']}", month="2026-09") for r in records]
-    store.prepare_run(job, item_rows.items(make_job(tmp_path, URL, edited, max_chars=400)), now=8.0)
+    add_all(store, job, item_rows.items(make_job(tmp_path, URL, edited, max_chars=400)), now=8.0)
 
     assert states_told_by_events(store) == states_of_items(store)
     assert counts_kept(store) == counts_of_items(store)
@@ -170,7 +170,7 @@ def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path
     assert batch is not None
     edited = posts(3)
     edited[1].update(body="an edited post", month="2026-05")
-    store.prepare_run(job, item_rows.items(make_job(tmp_path, URL, edited)), now=3.0)
+    add_all(store, job, item_rows.items(make_job(tmp_path, URL, edited)), now=3.0)
     started = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0)
     assert [item.key for item in started] == ["p000", "p002"]
     assert fields(store, run_id, "key", "state", "batch_id")[1] == ("p001", "pending", None)

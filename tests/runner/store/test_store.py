@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from scenes import reader_mid_read, v4_store, wal_bytes, write_lock_held
-from support import ROOT, make_job, posts
+from support import ROOT, add_all, make_job, posts
 from unwritable import NOW, Folder, small_store
 
-from runner import control, item_rows
+from runner import control
 from runner.jobs import Job
 from runner.model import FailureKind
 from runner.store import connection, schema, views
@@ -98,7 +98,7 @@ def test_a_large_input_read_while_a_reader_holds_the_store_open_leaves_the_wal_s
     job = large_job(tmp_path)
     with Store(db) as store, Store(db, read_only=True) as tui:
         assert views.runs(tui) == []
-        store.prepare_run(job, item_rows.items(job), now=NOW)
+        add_all(store, job, now=NOW)
         assert wal_bytes(db) < 64 * 1024 < connection.WAL_LIMIT < db.stat().st_size
         assert views.status(tui, "test", now=NOW)["total"] == 10_000
 
@@ -109,7 +109,7 @@ def test_a_wal_a_reader_kept_large_is_truncated_when_the_run_gives_its_lease_bac
     with Store(db) as store:
         store.take_lease("test", token="engine", pid=1, host="here", now=NOW, refuse=lambda holder: None)
         with reader_mid_read(db):
-            store.prepare_run(job, item_rows.items(job), now=NOW)
+            add_all(store, job, now=NOW)
             kept = wal_bytes(db)
         store.release_lease("test", token="engine")
         assert kept > connection.WAL_LIMIT > 64 * 1024 > wal_bytes(db)

@@ -1,8 +1,8 @@
-"""What the TUI polls for a run's screens: throughput, batches in flight, the tails of its events and commands,
-its failures by kind, and one item with its history.
+"""The reads behind a run's live screens, which the TUI repeats twice a second: throughput, batches in flight,
+the tails of its events and commands, its failures by kind, and one item with its history.
 
 Each read uses an index or a LIMIT, never a scan of a run's items, so that a
-screen polled twice a second stays cheap on a run of a million items.
+screen read again twice a second stays cheap on a run of a million items.
 :mod:`runner.store.views` assembles the screens from them (and re-exports them).
 """
 
