@@ -24,7 +24,9 @@ lock. (The engine's turn writes a heartbeat and forms batches on its own,
 between two lines, when the store lets it, and tries again next turn when it
 does not.) A step that lets a batch go upstream says what must ``still``
 hold, asked just before the step is written: other slots may have stopped
-the run while it waited.
+the run while it waited. After a step of the group whose write failed (a
+``StoreError``, which stops the run once its caller hears of it, after the
+commit), no such step is written: never start work that cannot be recorded.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .errors import GroupLost, StoreBusy
+from .errors import GroupLost, StoreBusy, StoreError
 
 if TYPE_CHECKING:
     from .store.protocol import RunStore
@@ -119,10 +121,11 @@ class StoreSteps:
     def _together(self, steps: list[_Step]) -> list[tuple[_Step, Any, BaseException | None]]:
         """One transaction: each step that still may, in a part of its own; committed once, or raises."""
         written: list[tuple[_Step, Any, BaseException | None]] = []
+        write_failed = False
         with self._store.write():
             for step in steps:
                 try:
-                    if step.still is not None and not step.still():
+                    if step.still is not None and (write_failed or not step.still()):
                         written.append((step, None, None))
                         continue
                     with self._store.part():
@@ -131,6 +134,9 @@ class StoreSteps:
                     raise
                 except Exception as exc:  # that step's own failure: the others are written
                     written.append((step, None, exc))
+                    # A failed write stops the run once its caller hears of it, after this commit: no start
+                    # after it in this group, since ``still()`` cannot know of it yet.
+                    write_failed = write_failed or isinstance(exc, StoreError)
         return written
 
     def _give_up_late(self, steps: list[_Step], exc: StoreBusy) -> list[_Step]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -365,3 +366,53 @@ async def test_a_probing_breaker_lets_one_new_slot_begin_of_those_a_turn_gave_ba
 
 def call_count(sim: Simulator) -> int:
     return int(sim.ledger.snapshot()["requests"])
+
+
+class AnsweredInTurn:
+    """An upstream that answers ``p005``'s batch at once and ``p000``'s only once ``p005``'s answer is saved.
+
+    So ``p000``'s answer is put in line for the store in the turn that
+    ``p005``'s slot asks to start its next batch: both are in one commit, the
+    answer first.
+    """
+
+    def __init__(self) -> None:
+        self.sent: list[list[str]] = []
+        self.saved = asyncio.Event()
+
+    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
+        keys = [p["id"] for p in payloads]
+        self.sent.append(keys)
+        if keys[0] == "p000":
+            await self.saved.wait()
+        return Answer(json.dumps({"results": [{"id": k, "label": "x"} for k in keys]}), "stop")
+
+
+async def test_a_failed_store_write_stops_a_start_committed_with_it_in_one_group(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure has not reached its slot when the next step asks whether it may start: it is not started."""
+    job = make_job(tmp_path, URL, posts(30), max_items=5, concurrency=2, request_retries=0)
+    runs.prepare(store, job, now=1.0)
+    with sqlite3.connect(store.path) as conn:
+        conn.execute(
+            "CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items "
+            "WHEN NEW.state = 'received' AND NEW.key = 'p000' "
+            "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END"
+        )
+    conn.close()
+    upstream = AnsweredInTurn()
+    record_answer = Store.record_answer
+
+    def saved_then_release(self: Store, *args: Any, **kwargs: Any) -> Any:
+        result = record_answer(self, *args, **kwargs)
+        upstream.saved.set()
+        return result
+
+    monkeypatch.setattr(Store, "record_answer", saved_then_release)
+    outcome = await runs.execute(store, job, provider=upstream)
+    assert upstream.sent == [[f"p{i:03d}" for i in range(5)], [f"p{i:03d}" for i in range(5, 10)]]
+    assert outcome.exit_code == 4 and outcome.stop_kind == FailureKind.STORE
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert outcome.status["counts"][ItemState.RUNNING] == 5
+    assert outcome.status["counts"][ItemState.COMPLETED] == 5
