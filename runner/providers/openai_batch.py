@@ -42,14 +42,19 @@ class OpenAIBatch(OpenAIUpstream):
         #: When the batch made for each reference was created, on the upstream's clock (``find`` reads back to it).
         self._made: dict[str, int] = {}
 
+    def line(self, payload: dict[str, Any]) -> bytes:
+        """The request line of one item, its newline included."""
+        body = chat_body(self._config, self._prompt, self._response_format, [payload])
+        return (protocol.encode({"custom_id": payload["id"], "method": "POST", "url": ENDPOINT, "body": body})
+                + "\n").encode()
+
+    def sizing(self) -> batch_api.RequestsFile:
+        """What each item's line takes of a requests file: the line of an empty item, and its characters'."""
+        return batch_api.RequestsFile(line_bytes=len(self.line({"id": ""})))
+
     def requests_file(self, payloads: list[dict[str, Any]]) -> bytes:
         """The JSONL of one request per item."""
-        lines = (
-            {"custom_id": p["id"], "method": "POST", "url": ENDPOINT,
-             "body": chat_body(self._config, self._prompt, self._response_format, [p])}
-            for p in payloads
-        )
-        return "".join(protocol.encode(line) + "\n" for line in lines).encode()
+        return b"".join(self.line(p) for p in payloads)
 
     async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> str:
         """Upload the batch's requests file; its file id. One over the API's size is refused here, unsent."""

@@ -297,17 +297,44 @@ async def test_a_batch_api_job_file_sends_its_items_in_as_few_upstream_batches_a
     assert sorted(ledger["billed"].values()) == [1] * 2_000
 
 
-async def test_a_batch_whose_requests_file_would_pass_the_api_s_size_is_split_before_anything_is_sent(
+def requests_files(sim: Simulator) -> list[bytes]:
+    """The requests file of every batch the simulator was asked to create."""
+    page = sim.batches.page(0.0, limit=100)
+    assert page is not None
+    files = [sim.batches.file(batch["input_file_id"]) for batch in page[0]]
+    return [file.content for file in files if file is not None]
+
+
+async def test_a_batch_s_requests_file_fits_from_the_start_its_prompt_counted_on_every_line(
     tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A prompt of 4,000 characters on 200 lines: the file is ~0.9 MB, the bound 300 kB; the items' text is 11 kB."""
+    monkeypatch.setattr(batch_api, "FILE_BYTES", 300_000)
+    job = batch_job(tmp_path, upstream, posts(200), max_items=50_000, max_chars=50_000_000)
+    job = replace(job, prompt=replace(job.prompt, instructions="Label each post carefully. " * 150))
+    outcome = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    sizes = [len(content) for content in requests_files(upstream)]
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 200
+    assert all(size <= 300_000 for size in sizes) and 3 <= len(sizes) <= 6
+    assert ledger["files_uploaded"] == ledger["batches_created"] == len(sizes)  # none refused, none split
+    assert sorted(ledger["billed"].values()) == [1] * 200
+
+
+async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_it_needs_never_into_single_items(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch formed blind to its file's size (the sizing off): 40 items over 3.3 times the bound are 4 parts."""
     job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
     whole = len(OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
                 .requests_file([json.loads(row.input) for row in item_rows.items(job)]))
-    monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 4)
+    monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 10)
+    monkeypatch.setattr(OpenAIBatch, "sizing", lambda self: None)
     outcome = await runs.execute(store, job, clock=clock)
     ledger = upstream.ledger.snapshot()
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
-    assert ledger["files_uploaded"] == 2 and ledger["batches_created"] == 2  # the halves; the whole never went
+    assert ledger["files_uploaded"] == 4 and ledger["batches_created"] == 4  # the whole never went, nor 40 singles
+    assert all(len(content) <= whole * 3 // 10 for content in requests_files(upstream))
     assert sorted(ledger["billed"].values()) == [1] * 40
 
 
