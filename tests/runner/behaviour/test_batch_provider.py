@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -326,8 +328,8 @@ async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_i
 ) -> None:
     """A batch formed blind to its file's size (the sizing off): 40 items over 3.3 times the bound are 4 parts."""
     job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
-    whole = len(OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
-                .requests_file([json.loads(row.input) for row in item_rows.items(job)]))
+    provider = OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
+    whole = provider.write_requests([json.loads(row.input) for row in item_rows.items(job)], io.BytesIO())
     monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 10)
     monkeypatch.setattr(OpenAIBatch, "sizing", lambda self: None)
     outcome = await runs.execute(store, job, clock=clock)
@@ -336,6 +338,37 @@ async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_i
     assert ledger["files_uploaded"] == 4 and ledger["batches_created"] == 4  # the whole never went, nor 40 singles
     assert all(len(content) <= whole * 3 // 10 for content in requests_files(upstream))
     assert sorted(ledger["billed"].values()) == [1] * 40
+
+
+class Counting(httpx.AsyncBaseTransport):
+    """An upstream that takes an upload chunk by chunk, counting its bytes, keeping none."""
+
+    def __init__(self) -> None:
+        self.received = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        async for chunk in request.stream:
+            self.received += len(chunk)
+        return httpx.Response(200, json={"id": "file-1"})
+
+
+async def test_a_requests_file_is_written_to_disk_and_sent_from_there_never_held_in_memory(tmp_path: Path) -> None:
+    """2,000 posts make a file of about 2.8 MB; the upload allocates a small part of it (before: twice the file)."""
+    upstream = Counting()
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2_000, body="A post long enough to count. " * 30))
+    payloads = [json.loads(row.input) for row in item_rows.items(job)]
+    async with httpx.AsyncClient(transport=upstream) as client:
+        provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None, spool=tmp_path)
+        size = provider.write_requests(payloads, io.BytesIO())
+        tracemalloc.start()
+        try:
+            assert await provider.upload("test:1", payloads) == "file-1"
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert size > 2_500_000 and size < upstream.received < size + 1_000  # the whole file went, with its form
+    assert peak < size // 4, peak
 
 
 async def test_the_duplicate_check_reads_the_batch_list_back_only_to_the_window_a_create_may_land_in() -> None:
