@@ -25,6 +25,7 @@ from runner.providers import Answer
 from runner.providers.handler import PythonTasks
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
+from runner.sim.clock import Clock
 from runner.model import FailureKind, ItemState
 from runner.store import Store
 
@@ -116,6 +117,37 @@ async def test_an_expired_batch_keeps_its_answered_lines_and_sends_the_others_ag
     assert outcome.status["counts"][ItemState.COMPLETED] == 6
     assert set(billed.values()) == {1} and len(billed) == 6
     assert {r["attempts"] for r in items(store) if r["key"] > "p002"} == {2}
+
+
+class PollsTimed(OpenAIBatch):
+    """The Batch API provider, noting the simulator's time of each poll, by task."""
+
+    def __init__(self, sim: Simulator, job: Job) -> None:
+        super().__init__(job.provider, job.prompt, job.output_schema, client=httpx.AsyncClient(), api_key=None)
+        self.sim = sim
+        self.polls: dict[str, list[float]] = {}
+
+    async def poll(self, task_id: str) -> Any:
+        self.polls.setdefault(task_id, []).append(self.sim.clock.now())
+        return await super().poll(task_id)
+
+
+async def test_a_batch_s_end_is_noticed_within_ten_seconds_or_ten_percent_of_the_wait_by_paced_polls(
+    tmp_path: Path, store: Store
+) -> None:
+    """Batches of 6 h upstream: 74 polls each, the end seen at most 36 min late (doubling pauses: 16, 3.1 h late)."""
+    with Simulator(batch_seconds=6 * 3600.0, clock=Clock(lambda: 1_800_000_000.0)).start() as sim:
+        job = batch_job(tmp_path, sim, posts(6, groups=2), concurrency=1)
+        provider = PollsTimed(sim, job)
+        outcome = await runs.execute(store, job, clock=SharedClock(sim), provider=provider)
+        timeline = sim.batches.timeline()
+        await provider._client.aclose()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 6
+    assert sorted(provider.polls) == sorted(timeline) and len(timeline) == 2
+    for task, times in provider.polls.items():
+        created, ended = timeline[task]
+        assert times[0] == created and len(times) == 74
+        assert times[-2] < ended <= times[-1] <= ended + max(10.0, 0.1 * (ended - created))
 
 
 def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
