@@ -15,10 +15,10 @@ import pytest
 from support import StepClock, batch_job, make_job, posts
 
 from runner import batch_api, item_rows, runs
-from runner.model import ItemState
+from runner.model import FailureKind, ItemState
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
-from runner.store import Store
+from runner.store import Store, views
 
 
 @pytest.fixture
@@ -97,3 +97,15 @@ async def test_a_requests_file_is_written_to_disk_and_sent_from_there_never_held
             tracemalloc.stop()
     assert size > 2_500_000 and size < upstream.received < size + 1_000  # the whole file went, with its form
     assert peak < size // 4, peak
+
+
+async def test_an_item_whose_line_alone_outgrows_the_requests_file_fails_with_no_call(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = batch_job(tmp_path, upstream, posts(3))
+    monkeypatch.setattr(batch_api, "FILE_BYTES", 300)  # less than the prompt's own line
+    outcome = await runs.execute(store, job, clock=clock)
+    failures = views.failures(store, "test")
+    assert outcome.status["counts"][ItemState.FAILED] == 3 and upstream.ledger.snapshot()["files_uploaded"] == 0
+    assert {f["kind"] for f in failures} == {FailureKind.BAD_REQUEST}
+    assert "more than a requests file may hold" in failures[0]["message"]
