@@ -9,9 +9,8 @@ a key the job's ``[batch]`` does not set takes the Batch API's own default:
 | key           | default     | why                                                              |
 |---------------|-------------|------------------------------------------------------------------|
 | `max_items`   | 50,000      | the API's most requests a batch (more is refused: ``JobError``)  |
-| `max_chars`   | 50,000,000  | 200 MB at 4 bytes a character, the most one takes in the file     |
-|               |             | (UTF-8, or an escaped quote): a batch never outgrows its file on  |
-|               |             | its items' text alone                                            |
+| `max_chars`   | 50,000,000  | 200 MB at 4 bytes a character; the file's own bound (below) is   |
+|               |             | the one that binds                                               |
 | `concurrency` | 16          | batches wait upstream, not here: a slot costs a poll every        |
 |               |             | max(10 s, 10 %), about 90 a day; a batch never mixes groups, so   |
 |               |             | a year of monthly groups goes at once, with room. Past that the  |
@@ -19,16 +18,23 @@ a key the job's ``[batch]`` does not set takes the Batch API's own default:
 |               |             | pace (a batch refused for it waits and is sent again, unbilled;   |
 |               |             | lower ``concurrency`` if that happens)                            |
 
-A key the job sets is kept: a ``max_chars`` given caps a batch's text as it
-does a chat call's. The prompt is repeated on every line, so a file may still
-pass ``FILE_BYTES``; the provider then refuses it before sending anything
-and the batch is split (:func:`too_large`).
+A key the job sets is kept: a ``max_chars`` given caps a batch's items' text
+as it does a chat call's. Whatever the keys, a batch is formed so that its
+requests file fits in ``FILE_BYTES`` (:class:`RequestsFile`): each item
+counts as its whole line, the prompt, model and schema repeated on every line
+(``line_bytes``, measured on the job's own prompt) plus ``BYTES_PER_CHAR``
+bytes a character of the item (UTF-8, or a quote escaped twice: the item's
+JSON inside the user message's string). A file that still comes out larger
+(items of four-byte characters with long keys) is refused before anything
+is sent and split by size, into as many parts as it needs (:func:`too_large`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import BadRequest, JobError
@@ -62,9 +68,30 @@ def limits_for(kind: str, limits: BatchLimits, *, given: Collection[str], where:
     return limits
 
 
+@dataclass(frozen=True)
+class RequestsFile:
+    """How much of a requests file each item of a batch may take, so that the batch's file fits ``FILE_BYTES``."""
+
+    #: The bytes of one line besides its item: the prompt, the model, the schema, the line's own keys.
+    line_bytes: int
+
+    def bytes_for(self, chars: int) -> int:
+        """The most bytes the line of an item of ``chars`` characters takes."""
+        return self.line_bytes + BYTES_PER_CHAR * chars
+
+    def fits(self, size: int) -> bool:
+        """Whether a file whose lines take at most ``size`` bytes in all fits."""
+        return size <= FILE_BYTES
+
+
 def too_large(size: int) -> BadRequest | None:
-    """The refusal of a requests file of ``size`` bytes over ``FILE_BYTES`` (split, nothing sent); None if it fits."""
+    """The refusal of a requests file of ``size`` bytes over ``FILE_BYTES``; None if it fits.
+
+    Nothing was sent: the batch is split into as many parts as its size needs
+    (``BadRequest.parts``), each split again by its own size if still too large.
+    """
     if size <= FILE_BYTES:
         return None
+    parts = math.ceil(size / FILE_BYTES)
     return BadRequest(f"the batch's requests file would be {size:,} bytes, over the Batch API's {FILE_BYTES:,}: "
-                      "nothing was sent, the batch is split", splittable=True, too_long=True)
+                      f"nothing was sent, the batch is split in {parts}", splittable=True, too_long=True, parts=parts)

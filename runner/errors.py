@@ -157,7 +157,8 @@ class BadRequest(UpstreamError):
     refused = True
 
     def __init__(
-        self, message: str, *, reason: str | None = None, splittable: bool = False, too_long: bool = False
+        self, message: str, *, reason: str | None = None, splittable: bool = False, too_long: bool = False,
+        parts: int = 0,
     ) -> None:
         super().__init__(message)
         #: The refusal's gist, the same each time the upstream refuses for the same cause.
@@ -166,6 +167,8 @@ class BadRequest(UpstreamError):
         self.splittable = splittable
         #: The input was too long for the model: about the items sent, never a sign that every call would fail.
         self.too_long = too_long
+        #: Refused for its size alone (a requests file too large): split in this many parts, whatever its rounds.
+        self.parts = parts
 
 
 class NotFound(UpstreamError):

@@ -105,8 +105,11 @@ async def execute(
         if provider is None:
             if client is None:
                 client = await stack.enter_async_context(lanes.client(job.provider.base_url, job.batch.concurrency))
-            kind = OpenAIBatch if job.provider.kind == "openai-batch" else OpenAIChat
-            provider = kind(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
+            if job.provider.kind == "openai-batch":
+                provider = OpenAIBatch(job.provider, job.prompt, job.output_schema, client=client, api_key=key,
+                                       spool=store.path.parent)
+            else:
+                provider = OpenAIChat(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         if started is not None:
             started(engine)

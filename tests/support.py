@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -78,6 +79,12 @@ def posts(count: int, *, groups: int = 1, body: str = "Something about the produ
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **limits: Any) -> Job:
+    """A job of kind ``openai-batch`` over ``records`` against the simulator (as :func:`make_job`)."""
+    job = make_job(tmp_path, sim.base_url, records, **limits)
+    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind="openai-batch"))
 
 
 def make_job(

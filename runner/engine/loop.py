@@ -36,6 +36,7 @@ from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
 from ..jobs import Job
 from ..providers import Provider, TaskProvider
+from ..providers.openai_batch import OpenAIBatch
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
@@ -92,6 +93,8 @@ class Engine:
         self.job = job
         self.clock = clock or SystemClock()
         self.provider = provider
+        #: The requests file a batch's lines must fit, for a provider that sends one (``openai-batch``).
+        self.file = provider.sizing() if isinstance(provider, OpenAIBatch) else None
         # One of the two is set when the run starts: the provider either calls, or submits and polls.
         self.tasks: TaskDriver | None = None
         self.caller: Provider | None = None
@@ -319,7 +322,7 @@ class Engine:
     def _claim(self) -> Batch | None:
         limits = self.job.batch
         return self.store.claim_batch(
-            self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now()
+            self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now(), file=self.file
         )
 
     def _beat(self) -> None:

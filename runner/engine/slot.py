@@ -137,6 +137,7 @@ class Slot:
                 engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
                 limits=engine.job.batch, max_attempts=engine.job.retry.max_attempts, now=engine.clock.now(),
                 step=step, intent=engine.tasks is None, claim=len(engine.formed) < engine.job.batch.concurrency,
+                file=engine.file,
             ),
             still=lambda: self.may_go_on(step=step),
         )

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+import tempfile
+from pathlib import Path
+from typing import IO, Any
 
 import httpx
 
@@ -37,30 +39,44 @@ NOT_RUN = {"batch_expired", "batch_cancelled"}
 class OpenAIBatch(OpenAIUpstream):
     """Submits a batch to the OpenAI Batch API and polls it."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, spool: Path | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: The folder the requests files are written to before they are sent (None: the system's temporary folder).
+        self._spool = spool
         #: When the batch made for each reference was created, on the upstream's clock (``find`` reads back to it).
         self._made: dict[str, int] = {}
 
-    def requests_file(self, payloads: list[dict[str, Any]]) -> bytes:
-        """The JSONL of one request per item."""
-        lines = (
-            {"custom_id": p["id"], "method": "POST", "url": ENDPOINT,
-             "body": chat_body(self._config, self._prompt, self._response_format, [p])}
-            for p in payloads
-        )
-        return "".join(protocol.encode(line) + "\n" for line in lines).encode()
+    def line(self, payload: dict[str, Any]) -> bytes:
+        """The request line of one item, its newline included."""
+        body = chat_body(self._config, self._prompt, self._response_format, [payload])
+        return (protocol.encode({"custom_id": payload["id"], "method": "POST", "url": ENDPOINT, "body": body})
+                + "\n").encode()
+
+    def sizing(self) -> batch_api.RequestsFile:
+        """What each item's line takes of a requests file: the line of an empty item, and its characters'."""
+        return batch_api.RequestsFile(line_bytes=len(self.line({"id": ""})))
+
+    def write_requests(self, payloads: list[dict[str, Any]], file: IO[bytes]) -> int:
+        """Write the JSONL of one request per item to ``file``; its size in bytes."""
+        return sum(file.write(self.line(p)) for p in payloads)
 
     async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> str:
-        """Upload the batch's requests file; its file id. One over the API's size is refused here, unsent."""
-        content = self.requests_file(payloads)
-        refused = batch_api.too_large(len(content))
-        if refused is not None:
-            raise refused
-        upload = await self._send(
-            "POST", "/files", data={"purpose": "batch"},
-            files={"file": (f"{ref.replace(':', '-')}.jsonl", content, "application/jsonl")},
-        )
+        """Upload the batch's requests file; its file id. One over the API's size is refused here, unsent.
+
+        The file is written (off the event loop) to a temporary file in
+        ``spool`` (the run store's folder; nameless, gone when closed, even
+        after a crash) and sent from there in chunks: 16 batches in flight
+        never hold their files, up to 200 MB each, in memory.
+        """
+        with tempfile.TemporaryFile(dir=self._spool) as file:
+            refused = batch_api.too_large(await asyncio.to_thread(self.write_requests, payloads, file))
+            file.flush()  # httpx sends the size the file has on disk
+            if refused is not None:
+                raise refused
+            upload = await self._send(
+                "POST", "/files", data={"purpose": "batch"},
+                files={"file": (f"{ref.replace(':', '-')}.jsonl", file, "application/jsonl")},
+            )
         return str(upload["id"])
 
     async def create(self, ref: str, uploaded: Any) -> str:

@@ -17,6 +17,8 @@ of these, and :func:`judge` gives its :class:`Verdict`:
 |                                        | no batch starts before that time                              |
 | bad request (400) a smaller batch      | split until the item refused is alone; alone, it fails        |
 | might pass                             |                                                               |
+| a requests file too large (refused     | split by size into the parts it needs, at any round, never    |
+| before sending)                        | into single items for that; an item alone fails               |
 | bad request that no batch would pass   | the batch fails; the same refusal twice in a row stops the    |
 |                                        | run                                                           |
 | credentials, balance, permission, an   | the items fail, retryable by a person; the breaker opens and  |
@@ -247,10 +249,14 @@ def _splits(split_round: int, items: Sequence[Started]) -> bool:
 
 def _split(split_round: int, ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
     """``ids`` in halves when the batch was never split, else one by one."""
-    if split_round == 0:
-        half = (len(ids) + 1) // 2
-        return tuple(ids[:half]), tuple(ids[half:])
-    return tuple((item_id,) for item_id in ids)
+    return _parts(ids, 2) if split_round == 0 else _parts(ids, len(ids))
+
+
+def _parts(ids: Sequence[int], parts: int) -> tuple[tuple[int, ...], ...]:
+    """``ids`` in ``parts`` runs of as near the same length as can be (the first ones longer)."""
+    size, extra = divmod(len(ids), parts)
+    bounds = [n * size + min(n, extra) for n in range(parts + 1)]
+    return tuple(tuple(ids[start:end]) for start, end in zip(bounds, bounds[1:]) if end > start)
 
 
 def _answered(
@@ -355,6 +361,9 @@ def _refused_request(
     stops the run for a person: every further call would be refused too.
     """
     refused = frozenset(item.id for item in items)
+    if exc.parts and len(items) > 1:  # too large a file: by size, however often it was split
+        return Verdict(split=_parts([item.id for item in items], min(exc.parts, len(items))), refused=refused,
+                       not_before=not_before, streaks=streaks)
     if exc.splittable and _splits(split_round, items):
         return Verdict(split=_split(split_round, [item.id for item in items]), refused=refused,
                        not_before=not_before, streaks=streaks)

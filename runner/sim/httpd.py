@@ -61,6 +61,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def setup(self) -> None:
+        super().setup()
+        self.server.sim.ledger.count_connection()
+
     def handle(self) -> None:
         try:
             super().handle()

@@ -4,7 +4,8 @@ Every chat completion request that carries a batch is recorded on arrival
 (its ids, its size in characters, its model); every item of a request that
 is answered with a 200 is billed once; every fault injected by the fault
 plan is counted by name. Batch API lines answered with a 200 bill their
-items when their batch ends, and uploads and created batches are counted.
+items when their batch ends, and uploads and created batches are counted,
+as are the connections accepted (a client that keeps them alive opens few).
 Tests read the ledger to prove that nothing was paid twice and that batches
 kept their limits.
 """
@@ -52,6 +53,7 @@ class Ledger:
             self.faults: dict[str, int] = {}
             self.batches_created = 0
             self.files_uploaded = 0
+            self.connections = 0
 
     def record(self, ids: Sequence[str], chars: int, model: str) -> None:
         """Count one arriving request of ``ids`` totalling ``chars`` characters."""
@@ -89,6 +91,11 @@ class Ledger:
         with self._lock:
             self.files_uploaded += 1
 
+    def count_connection(self) -> None:
+        """Count one connection accepted."""
+        with self._lock:
+            self.connections += 1
+
     def count_batch(self) -> None:
         """Count one batch created with the Batch API."""
         with self._lock:
@@ -110,4 +117,5 @@ class Ledger:
                 "faults": dict(self.faults),
                 "batches_created": self.batches_created,
                 "files_uploaded": self.files_uploaded,
+                "connections": self.connections,
             }

@@ -20,6 +20,7 @@ from ..model import Batch, FailureKind, Holder, Settlement, StartedItem
 from ..rules.breaker import Control
 
 if TYPE_CHECKING:
+    from ..batch_api import RequestsFile
     from ..inputs import Fingerprint
     from ..item_rows import ItemRow
     from ..jobs import BatchLimits, Job
@@ -46,7 +47,9 @@ class RunStore(Protocol):
     def input_unchanged_since(self, job: Job, seen: Fingerprint | None) -> float | None: ...
 
     # A batch's path
-    def claim_batch(self, run_id: int, *, max_items: int, max_chars: int, now: float) -> Batch | None: ...
+    def claim_batch(
+        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None
+    ) -> Batch | None: ...
     def start_batch(
         self, batch_id: int, *, lease: tuple[str, str], max_attempts: int, now: float, step: bool = False,
         intent: bool = True,
@@ -54,6 +57,7 @@ class RunStore(Protocol):
     def advance(
         self, run_id: int, batch: Batch, *, settled: tuple[Batch, Settlement] | None, lease: tuple[str, str],
         limits: BatchLimits, max_attempts: int, now: float, step: bool, intent: bool, claim: bool,
+        file: RequestsFile | None = None,
     ) -> tuple[list[StartedItem], list[Batch]]: ...
     def count_request_retry(self, batch_id: int) -> None: ...
     def count_maybe_paid(self, batch_id: int) -> None: ...

@@ -26,6 +26,7 @@ from .runs import Runs
 from .tasks import NOTE, Tasks
 
 if TYPE_CHECKING:
+    from ..batch_api import RequestsFile
     from ..jobs import BatchLimits
 
 #: An item's input, in a RETURNING clause of an update of ``items``.
@@ -80,11 +81,15 @@ class Store(Runs, Tasks, Commands, Leases):
 
     # A batch's path -------------------------------------------------------
 
-    def claim_batch(self, run_id: int, *, max_items: int, max_chars: int, now: float) -> Batch | None:
+    def claim_batch(
+        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None
+    ) -> Batch | None:
         """Form the next batch of one group (due waiting items first) and mark it queued.
 
-        An item larger than ``max_chars`` on its own can never be sent within
-        the limit: it fails as bad_request, with no call.
+        With a requests ``file``, the batch's lines (each its item and the
+        prompt) fit in it too. An item larger than ``max_chars`` on its own,
+        or whose line alone outgrows the file, can never be sent within the
+        limit: it fails as bad_request, with no call.
         """
         with self.write() as conn:
             while True:
@@ -95,11 +100,14 @@ class Store(Runs, Tasks, Commands, Leases):
                     candidates = conn.execute(CLAIM_PENDING, (run_id, max_items)).fetchall()
                 if not candidates:
                     return None
-                group, chosen, chars = _fill(candidates, max_chars)
+                group, chosen, chars = _fill(candidates, max_chars, file)
                 if chosen:
                     break
                 item_id, _, item_chars = candidates[0]
                 message = f"item is {item_chars} characters, over batch.max_chars ({max_chars})"
+                if item_chars <= max_chars and file is not None:
+                    message = (f"item is {item_chars} characters: its request line may take {file.bytes_for(item_chars):,} "
+                               f"bytes with the prompt, more than a requests file may hold")
                 move(conn, "too_large", where="items.id = :id", values=ERROR,
                      params={"id": item_id, "kind": FailureKind.BAD_REQUEST, "message": message, "retryable": 0, "now": now})
             (batch_id,) = conn.execute(
@@ -246,11 +254,13 @@ class Store(Runs, Tasks, Commands, Leases):
         step: bool,
         intent: bool,
         claim: bool,
+        file: RequestsFile | None = None,
     ) -> tuple[list[StartedItem], list[Batch]]:
         """A slot's one commit: its previous batch saved, ``batch`` started (or taken back), the next formed.
 
         ``settled``: the slot's previous batch and its settlement. With
-        ``claim``, one more batch is formed to wait for a slot. Returns the
+        ``claim``, one more batch is formed to wait for a slot (its lines
+        fitting the requests ``file``, if any: ``claim_batch``). Returns the
         items to send and the batches formed (by a split, or the claim).
         """
         formed = []
@@ -264,7 +274,8 @@ class Store(Runs, Tasks, Commands, Leases):
                     batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
                 )
             if claim and started:  # (none started: the lease is another engine's; it forms the run's batches now)
-                queued = self.claim_batch(run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now)
+                queued = self.claim_batch(
+                    run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now, file=file)
                 formed += [queued] if queued is not None else []
         return started, formed
 
@@ -371,15 +382,19 @@ def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: flo
     return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
 
 
-def _fill(candidates: list[tuple[int, str, int]], max_chars: int) -> tuple[str, list[int], int]:
-    """The leading candidates of the first one's group that fit in ``max_chars``."""
+def _fill(
+    candidates: list[tuple[int, str, int]], max_chars: int, file: RequestsFile | None
+) -> tuple[str, list[int], int]:
+    """The leading candidates of the first one's group that fit in ``max_chars`` (and their lines in ``file``)."""
     group = candidates[0][1]
     chosen: list[int] = []
-    chars = 0
+    chars = size = 0
     for item_id, item_group, item_chars in candidates:
-        if item_group != group or chars + item_chars > max_chars:
+        line = 0 if file is None else file.bytes_for(item_chars)
+        if item_group != group or chars + item_chars > max_chars or (file is not None and not file.fits(size + line)):
             break
         chosen.append(item_id)
         chars += item_chars
+        size += line
     return group, chosen, chars
 

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 from scenes import create_never_sent, dead_engine
-from support import StepClock, events_into, make_job, posts, write_jsonl
+from support import StepClock, batch_job, events_into, make_job, posts, write_jsonl
 
-from runner import batch_api, item_rows, jobs, recovery, runs
+from runner import jobs, recovery, runs
 from runner.store import views
 from runner.engine import Outcome
 from runner.errors import SubmitUnknown
@@ -23,6 +23,7 @@ from runner.providers import Answer
 from runner.providers.handler import PythonTasks
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
+from runner.sim.clock import Clock
 from runner.model import FailureKind, ItemState
 from runner.store import Store
 
@@ -31,11 +32,6 @@ from runner.store import Store
 def upstream() -> Iterator[Simulator]:
     with Simulator(batch_seconds=0.0).start() as sim:
         yield sim
-
-
-def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **limits: Any) -> Job:
-    job = make_job(tmp_path, sim.base_url, records, **limits)
-    return replace(job, provider=replace(job.provider, kind="openai-batch"))
 
 
 def tasks(store: Store) -> list[str | None]:
@@ -114,6 +110,37 @@ async def test_an_expired_batch_keeps_its_answered_lines_and_sends_the_others_ag
     assert outcome.status["counts"][ItemState.COMPLETED] == 6
     assert set(billed.values()) == {1} and len(billed) == 6
     assert {r["attempts"] for r in items(store) if r["key"] > "p002"} == {2}
+
+
+class PollsTimed(OpenAIBatch):
+    """The Batch API provider, noting the simulator's time of each poll, by task."""
+
+    def __init__(self, sim: Simulator, job: Job) -> None:
+        super().__init__(job.provider, job.prompt, job.output_schema, client=httpx.AsyncClient(), api_key=None)
+        self.sim = sim
+        self.polls: dict[str, list[float]] = {}
+
+    async def poll(self, task_id: str) -> Any:
+        self.polls.setdefault(task_id, []).append(self.sim.clock.now())
+        return await super().poll(task_id)
+
+
+async def test_a_batch_s_end_is_noticed_within_ten_seconds_or_ten_percent_of_the_wait_by_paced_polls(
+    tmp_path: Path, store: Store
+) -> None:
+    """Batches of 6 h upstream: 74 polls each, the end seen at most 36 min late (doubling pauses: 16, 3.1 h late)."""
+    with Simulator(batch_seconds=6 * 3600.0, clock=Clock(lambda: 1_800_000_000.0)).start() as sim:
+        job = batch_job(tmp_path, sim, posts(6, groups=2), concurrency=1)
+        provider = PollsTimed(sim, job)
+        outcome = await runs.execute(store, job, clock=SharedClock(sim), provider=provider)
+        timeline = sim.batches.timeline()
+        await provider._client.aclose()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 6
+    assert sorted(provider.polls) == sorted(timeline) and len(timeline) == 2
+    for task, times in provider.polls.items():
+        created, ended = timeline[task]
+        assert times[0] == created and len(times) == 74
+        assert times[-2] < ended <= times[-1] <= ended + max(10.0, 0.1 * (ended - created))
 
 
 def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
@@ -295,20 +322,6 @@ async def test_a_batch_api_job_file_sends_its_items_in_as_few_upstream_batches_a
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 2_000
     assert ledger["batches_created"] == 3 and ledger["files_uploaded"] == 3
     assert sorted(ledger["billed"].values()) == [1] * 2_000
-
-
-async def test_a_batch_whose_requests_file_would_pass_the_api_s_size_is_split_before_anything_is_sent(
-    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
-    whole = len(OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
-                .requests_file([json.loads(row.input) for row in item_rows.items(job)]))
-    monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 4)
-    outcome = await runs.execute(store, job, clock=clock)
-    ledger = upstream.ledger.snapshot()
-    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
-    assert ledger["files_uploaded"] == 2 and ledger["batches_created"] == 2  # the halves; the whole never went
-    assert sorted(ledger["billed"].values()) == [1] * 40
 
 
 async def test_the_duplicate_check_reads_the_batch_list_back_only_to_the_window_a_create_may_land_in() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runner import errors
+from runner import batch_api, errors
 from runner.protocol import ParsedBatch
 from runner.rules.breaker import Control, Open, TransportFailure, after_success
 from runner.rules.judge import (
@@ -170,6 +170,27 @@ def test_a_400_fails_the_item_alone_or_once_it_can_be_split_no_more(split_round:
     judged = verdict(refusal, batch, split_round=split_round)
     assert judged.failed == {item.id: (FailureKind.BAD_REQUEST, refusal.message, False) for item in batch}
     assert (judged.split, judged.stop, judged.streaks) == ((), None, Streaks(last_refusal=refusal.reason))
+
+
+@pytest.mark.parametrize("split_round, size, parts, split", [
+    (0, 7, 3, ((1, 2, 3), (4, 5), (6, 7))),  # as many parts as the size needs, not halves
+    (1, 4, 2, ((1, 2), (3, 4))),  # split before: still by size, never into single items
+    (5, 2, 3, ((1,), (2,))),  # no more parts than items
+])
+def test_a_requests_file_too_large_splits_by_size_into_the_parts_it_needs_at_any_round(
+    split_round: int, size: int, parts: int, split: tuple[tuple[int, ...], ...]
+) -> None:
+    refusal = batch_api.too_large(batch_api.FILE_BYTES * parts - 1)
+    assert refusal is not None and refusal.parts == parts
+    judged = verdict(refusal, items(size), split_round=split_round)
+    assert (judged.split, judged.failed, judged.retry, judged.stop) == (split, {}, {}, None)
+
+
+def test_a_requests_file_too_large_for_one_item_fails_it() -> None:
+    refusal = batch_api.too_large(batch_api.FILE_BYTES + 1)
+    assert refusal is not None
+    judged = verdict(refusal, items(1), split_round=3)
+    assert judged.failed == {1: (FailureKind.BAD_REQUEST, refusal.message, False)} and judged.split == ()
 
 
 def test_a_400_no_batch_would_pass_fails_the_batch_at_once_retryable_by_a_person() -> None:

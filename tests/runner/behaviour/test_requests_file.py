@@ -1,0 +1,111 @@
+"""A Batch API batch's requests file: it fits the API's bound from the start, is split by size if it does not,
+and is written to disk and sent from there, never held in memory."""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from support import StepClock, batch_job, make_job, posts
+
+from runner import batch_api, item_rows, runs
+from runner.model import FailureKind, ItemState
+from runner.providers.openai_batch import OpenAIBatch
+from runner.sim import Simulator
+from runner.store import Store, views
+
+
+@pytest.fixture
+def upstream() -> Iterator[Simulator]:
+    with Simulator(batch_seconds=0.0).start() as sim:
+        yield sim
+
+
+def requests_files(sim: Simulator) -> list[bytes]:
+    """The requests file of every batch the simulator was asked to create."""
+    page = sim.batches.page(0.0, limit=100)
+    assert page is not None
+    files = [sim.batches.file(batch["input_file_id"]) for batch in page[0]]
+    return [file.content for file in files if file is not None]
+
+
+async def test_a_batch_s_requests_file_fits_from_the_start_its_prompt_counted_on_every_line(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prompt of 4,000 characters on 200 lines: the file is ~0.9 MB, the bound 300 kB; the items' text is 11 kB."""
+    monkeypatch.setattr(batch_api, "FILE_BYTES", 300_000)
+    job = batch_job(tmp_path, upstream, posts(200), max_items=50_000, max_chars=50_000_000)
+    job = replace(job, prompt=replace(job.prompt, instructions="Label each post carefully. " * 150))
+    outcome = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    sizes = [len(content) for content in requests_files(upstream)]
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 200
+    assert all(size <= 300_000 for size in sizes) and 3 <= len(sizes) <= 6
+    assert ledger["files_uploaded"] == ledger["batches_created"] == len(sizes)  # none refused, none split
+    assert sorted(ledger["billed"].values()) == [1] * 200
+
+
+async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_it_needs_never_into_single_items(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch formed blind to its file's size (the sizing off): 40 items over 3.3 times the bound are 4 parts."""
+    job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
+    provider = OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
+    whole = provider.write_requests([json.loads(row.input) for row in item_rows.items(job)], io.BytesIO())
+    monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 10)
+    monkeypatch.setattr(OpenAIBatch, "sizing", lambda self: None)
+    outcome = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
+    assert ledger["files_uploaded"] == 4 and ledger["batches_created"] == 4  # the whole never went, nor 40 singles
+    assert all(len(content) <= whole * 3 // 10 for content in requests_files(upstream))
+    assert sorted(ledger["billed"].values()) == [1] * 40
+
+
+class Counting(httpx.AsyncBaseTransport):
+    """An upstream that takes an upload chunk by chunk, counting its bytes, keeping none."""
+
+    def __init__(self) -> None:
+        self.received = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        assert isinstance(request.stream, httpx.AsyncByteStream)
+        async for chunk in request.stream:
+            self.received += len(chunk)
+        return httpx.Response(200, json={"id": "file-1"})
+
+
+async def test_a_requests_file_is_written_to_disk_and_sent_from_there_never_held_in_memory(tmp_path: Path) -> None:
+    """2,000 posts make a file of about 2.8 MB; the upload allocates a small part of it (before: twice the file)."""
+    upstream = Counting()
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2_000, body="A post long enough to count. " * 30))
+    payloads = [json.loads(row.input) for row in item_rows.items(job)]
+    async with httpx.AsyncClient(transport=upstream) as client:
+        provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None, spool=tmp_path)
+        size = provider.write_requests(payloads, io.BytesIO())
+        tracemalloc.start()
+        try:
+            assert await provider.upload("test:1", payloads) == "file-1"
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert size > 2_500_000 and size < upstream.received < size + 1_000  # the whole file went, with its form
+    assert peak < size // 4, peak
+
+
+async def test_an_item_whose_line_alone_outgrows_the_requests_file_fails_with_no_call(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = batch_job(tmp_path, upstream, posts(3))
+    monkeypatch.setattr(batch_api, "FILE_BYTES", 300)  # less than the prompt's own line
+    outcome = await runs.execute(store, job, clock=clock)
+    failures = views.failures(store, "test")
+    assert outcome.status["counts"][ItemState.FAILED] == 3 and upstream.ledger.snapshot()["files_uploaded"] == 0
+    assert {f["kind"] for f in failures} == {FailureKind.BAD_REQUEST}
+    assert "more than a requests file may hold" in failures[0]["message"]
