@@ -46,11 +46,23 @@ def item_chars(payload: Mapping[str, Any]) -> int:
     return len(encode(payload))
 
 
+class StoredPayloads(list[dict[str, Any]]):
+    """A batch's item payloads read from the store, which keeps each as its compact JSON (``encode``).
+
+    The texts are kept beside the decoded payloads, so that the batch's JSON
+    array is sent as stored, not encoded again.
+    """
+
+    def __init__(self, texts: list[str]) -> None:
+        super().__init__(json.loads(text) for text in texts)
+        #: The JSON array of the payloads: ``encode(list(self))``, joined from the stored texts.
+        self.array = f"[{','.join(texts)}]"
+
+
 def user_message(template: str, instructions: str, payloads: Iterable[Mapping[str, Any]]) -> str:
     """Fill the user template with the instructions and the batch's JSON array."""
-    return template.replace("{instructions}", instructions).replace(
-        "{items}", encode(list(payloads))
-    )
+    array = payloads.array if isinstance(payloads, StoredPayloads) else encode(list(payloads))
+    return template.replace("{instructions}", instructions).replace("{items}", array)
 
 
 def batch_response_format(result_schema: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -18,7 +18,6 @@ on success and failure alike.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +109,7 @@ class Slot:
         items = await self._start(batch, step=step, settled=settled)
         if not items:
             return None
-        payloads = [json.loads(item.input) for item in items]
+        payloads = protocol.StoredPayloads([item.input for item in items])
         if self.engine.tasks is not None:
             settlement = await self._submit(self.engine.tasks, batch, items, payloads)
             if settlement is not None:

@@ -58,6 +58,8 @@ class OpenAIUpstream:
         #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
         self._api_key = api_key
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        #: A request's headers when its JSON body is encoded here (``protocol.encode``), once.
+        self._json_headers = {**self._headers, "Content-Type": "application/json"}
         self._base = config.base_url.rstrip("/")
 
 
@@ -70,7 +72,7 @@ class OpenAIChat(OpenAIUpstream):
         url = self._base + "/chat/completions"
         try:
             response = await self._client.post(
-                url, json=body, headers=self._headers, timeout=self._config.timeout
+                url, content=protocol.encode(body).encode(), headers=self._json_headers, timeout=self._config.timeout
             )
         except httpx.TransportError as exc:
             raise transport_error(exc, url, secret=self._api_key) from exc

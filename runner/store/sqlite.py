@@ -43,8 +43,7 @@ LISTED_SOURCE = "FROM json_each(:ids) AS listed"
 #: The answered items of a batch (``:answered``, or all when NULL) still running, each with its result in
 #: ``:outputs`` (item id -> output), or none: the answer held none of theirs, and they paid all the same.
 ANSWERED = """
-FROM (SELECT running.id, answer.value AS output FROM items AS running
-      LEFT JOIN json_each(:outputs) AS answer ON CAST(answer.key AS INTEGER) = running.id
+FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS output FROM items AS running
       WHERE running.batch_id = :batch AND running.state = 'running'
       AND (:answered IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
 """

@@ -101,3 +101,12 @@ def test_disagreeing_results_for_one_id_are_a_contradiction_not_a_result() -> No
         "p001": 'the answer gave 2 results for id "p001" that disagree',
         "4": 'the answer gave 2 results for id "4" that disagree',
     }
+
+
+def test_a_batch_read_from_the_store_is_sent_as_if_encoded_again() -> None:
+    payloads = [protocol.item_payload("p1", {"text": "héllo \u2028 \"q\"", "n": 1.5, "tags": ["a", None]}),
+                protocol.item_payload("p2", {"text": "", "deep": {"x": [1, 2e300]}})]
+    stored = protocol.StoredPayloads([protocol.encode(payload) for payload in payloads])
+    assert stored == payloads
+    assert protocol.user_message(protocol.DEFAULT_USER, "Go.", stored) == protocol.user_message(
+        protocol.DEFAULT_USER, "Go.", payloads)
