@@ -49,6 +49,7 @@ from typing import Any, Protocol
 from ..errors import BadRequest, UpstreamError
 from ..protocol import ParsedBatch
 from ..model import FailureKind
+from . import splitting
 from .bounds import bounded
 from .breaker import Control, Open, TransportFailure, after_success
 
@@ -242,23 +243,6 @@ def whole_answer_problem(parsed: ParsedBatch, finish_reason: str | None) -> str 
     return f"{problem} (finish_reason: {finish_reason})"
 
 
-def _splits(split_round: int, items: Sequence[Started]) -> bool:
-    """Whether a batch can still be split to find the items at fault: halves once, then single items."""
-    return split_round < 2 and len(items) > 1
-
-
-def _split(split_round: int, ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
-    """``ids`` in halves when the batch was never split, else one by one."""
-    return _parts(ids, 2) if split_round == 0 else _parts(ids, len(ids))
-
-
-def _parts(ids: Sequence[int], parts: int) -> tuple[tuple[int, ...], ...]:
-    """``ids`` in ``parts`` runs of as near the same length as can be (the first ones longer)."""
-    size, extra = divmod(len(ids), parts)
-    bounds = [n * size + min(n, extra) for n in range(parts + 1)]
-    return tuple(tuple(ids[start:end]) for start, end in zip(bounds, bounds[1:]) if end > start)
-
-
 def _answered(
     split_round: int, items: Sequence[Started], answer: Answered, check: Check, *, not_before: float
 ) -> Verdict:
@@ -307,11 +291,11 @@ def _split_or_retry(
 
     An item with no attempt left is re-attempted (the bound makes it give up), never split again.
     """
-    can_split = _splits(split_round, items)
+    can_split = splitting.can_split(split_round, items)
     alive = [item.id for item in items if item.attempts_left > 0]
     retry = {item.id: (FailureKind.BATCH_INVALID, problem) for item in items
              if item.attempts_left <= 0 or not can_split}
-    return retry, _split(split_round, alive) if can_split and alive else ()
+    return retry, splitting.halves_then_singles(split_round, alive) if can_split and alive else ()
 
 
 def _check(
@@ -362,10 +346,10 @@ def _refused_request(
     """
     refused = frozenset(item.id for item in items)
     if exc.parts and len(items) > 1:  # too large a file: by size, however often it was split
-        return Verdict(split=_parts([item.id for item in items], min(exc.parts, len(items))), refused=refused,
+        return Verdict(split=splitting.parts([item.id for item in items], min(exc.parts, len(items))), refused=refused,
                        not_before=not_before, streaks=streaks)
-    if exc.splittable and _splits(split_round, items):
-        return Verdict(split=_split(split_round, [item.id for item in items]), refused=refused,
+    if exc.splittable and splitting.can_split(split_round, items):
+        return Verdict(split=splitting.halves_then_singles(split_round, [item.id for item in items]), refused=refused,
                        not_before=not_before, streaks=streaks)
     failed = {item.id: (FailureKind.BAD_REQUEST, exc.message, not exc.splittable) for item in items}
     if exc.too_long:  # about these items alone: it says nothing of the next call
