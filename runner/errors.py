@@ -9,6 +9,7 @@
     ├── StoreError              the run store cannot be opened, read or written
     │   ├── StoreBusy           another process held its write lock too long; nothing was written
     │   ├── NotARunStore        a SQLite database of another program; left as it was
+    │   ├── SpoolError          a requests file cannot be written in the store's folder (full, read-only)
     │   └── StoreOutdated       a store of an older schema, which only a writing command upgrades
     └── UpstreamError           a classified failure of an upstream call
         ├── TransportError      connection error, timeout, 5xx: worth a request retry
@@ -75,6 +76,14 @@ class GroupLost(StoreError):
 
 class NotARunStore(StoreError):
     """The file is another program's SQLite database: refused, and left byte for byte as it was."""
+
+
+class SpoolError(StoreError):
+    """A batch's requests file cannot be written beside the store (its folder full or read-only): nothing was sent.
+
+    A store failure, not an upstream one: the folder the run records in is in
+    trouble, so the run stops with the breaker open (reason store).
+    """
 
 
 class StoreOutdated(StoreError):

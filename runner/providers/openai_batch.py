@@ -34,6 +34,8 @@ METADATA_KEY = "runner_batch"
 RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
 #: Line error codes for requests the upstream never ran (and never billed).
 NOT_RUN = {"batch_expired", "batch_cancelled"}
+#: Requests files written and sent at once: 16 slots writing 200 MB each at once would fill the disk and the pipe.
+SPOOLING = 2
 
 
 class OpenAIBatch(OpenAIUpstream):
@@ -45,6 +47,8 @@ class OpenAIBatch(OpenAIUpstream):
         self._spool = spool
         #: When the batch made for each reference was created, on the upstream's clock (``find`` reads back to it).
         self._made: dict[str, int] = {}
+        #: Held while a requests file is written and uploaded (``SPOOLING`` at once).
+        self._spooling = asyncio.Semaphore(SPOOLING)
 
     def line(self, payload: dict[str, Any]) -> bytes:
         """The request line of one item, its newline included."""
@@ -64,19 +68,26 @@ class OpenAIBatch(OpenAIUpstream):
         """Upload the batch's requests file; its file id. One over the API's size is refused here, unsent.
 
         The file is written (off the event loop) to a temporary file in
-        ``spool`` (the run store's folder; nameless, gone when closed, even
-        after a crash) and sent from there in chunks: 16 batches in flight
-        never hold their files, up to 200 MB each, in memory.
+        ``spool`` (the run store's folder; on Linux nameless, gone when
+        closed, even after a crash) and sent from there in chunks: 16 batches
+        in flight never hold their files, up to 200 MB each, in memory, and at
+        most ``SPOOLING`` are written and sent at once. A folder that cannot
+        take the file (full, read-only) is a ``SpoolError``: a store failure.
         """
-        with tempfile.TemporaryFile(dir=self._spool) as file:
-            refused = batch_api.too_large(await asyncio.to_thread(self.write_requests, payloads, file))
-            file.flush()  # httpx sends the size the file has on disk
-            if refused is not None:
-                raise refused
-            upload = await self._send(
-                "POST", "/files", data={"purpose": "batch"},
-                files={"file": (f"{ref.replace(':', '-')}.jsonl", file, "application/jsonl")},
-            )
+        async with self._spooling:
+            try:
+                with tempfile.TemporaryFile(dir=self._spool) as file:
+                    refused = batch_api.too_large(await asyncio.to_thread(self.write_requests, payloads, file))
+                    file.flush()  # httpx sends the size the file has on disk
+                    if refused is not None:
+                        raise refused
+                    upload = await self._send(
+                        "POST", "/files", data={"purpose": "batch"},
+                        files={"file": (f"{ref.replace(':', '-')}.jsonl", file, "application/jsonl")},
+                    )
+            except OSError as exc:  # (httpx's own are translated in ``_request``)
+                folder = self._spool or tempfile.gettempdir()
+                raise errors.SpoolError(f"cannot write the requests file in {folder}: {exc.strerror or exc}") from exc
         return str(upload["id"])
 
     async def create(self, ref: str, uploaded: Any) -> str:

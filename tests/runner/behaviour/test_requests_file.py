@@ -3,6 +3,7 @@ and is written to disk and sent from there, never held in memory."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import tracemalloc
@@ -13,9 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 from support import StepClock, batch_job, make_job, posts
+from unwritable import Folder
 
 from runner import batch_api, item_rows, runs
-from runner.model import FailureKind, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -109,3 +111,52 @@ async def test_an_item_whose_line_alone_outgrows_the_requests_file_fails_with_no
     assert outcome.status["counts"][ItemState.FAILED] == 3 and upstream.ledger.snapshot()["files_uploaded"] == 0
     assert {f["kind"] for f in failures} == {FailureKind.BAD_REQUEST}
     assert "more than a requests file may hold" in failures[0]["message"]
+
+
+@pytest.mark.parametrize("trouble", ["read_only", "fill"])
+async def test_a_requests_file_the_store_s_folder_cannot_take_stops_the_run_with_the_breaker_open_for_the_store(
+    tmp_path: Path, unwritable: Folder, upstream: Simulator, store: Store, clock: StepClock, trouble: str
+) -> None:
+    """A full or read-only folder is the store's trouble, named, not "a bug in runner"; nothing is sent."""
+    job = batch_job(tmp_path, upstream, posts(40, body="A post long enough to fill a small disk. " * 20),
+                    max_items=40, max_chars=1_000_000)
+    getattr(unwritable, trouble)()
+    async with httpx.AsyncClient() as client:
+        provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None, spool=unwritable.path)
+        outcome = await runs.execute(store, job, clock=clock, provider=provider)
+    reason = outcome.status["breaker"]["reason"]
+    assert outcome.exit_code == 4 and outcome.stop_kind == FailureKind.STORE
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN
+    assert reason.startswith(f"store: cannot write the requests file in {unwritable.path}: "), reason
+    assert "bug" not in reason and upstream.ledger.snapshot()["files_uploaded"] == 0
+
+
+class Gated(httpx.AsyncBaseTransport):
+    """An upstream that holds every upload until let go, counting how many it holds at once."""
+
+    def __init__(self) -> None:
+        self.holding = self.most = 0
+        self.go = asyncio.Event()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.holding += 1
+        self.most = max(self.most, self.holding)
+        await self.go.wait()
+        self.holding -= 1
+        return httpx.Response(200, json={"id": "file-1"})
+
+
+async def test_at_most_two_requests_files_are_written_and_sent_at_once_whatever_the_slots(tmp_path: Path) -> None:
+    upstream = Gated()
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(20))
+    payloads = [json.loads(row.input) for row in item_rows.items(job)]
+    async with httpx.AsyncClient(transport=upstream) as client:
+        provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None, spool=tmp_path)
+        uploads = [asyncio.create_task(provider.upload(f"test:{n}", payloads)) for n in range(8)]
+        while upstream.holding < 2:
+            await asyncio.sleep(0)
+        for _ in range(100):  # every other upload had its turn to start
+            await asyncio.sleep(0)
+        upstream.go.set()
+        assert await asyncio.gather(*uploads) == ["file-1"] * 8
+    assert upstream.most == 2
