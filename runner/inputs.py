@@ -11,6 +11,7 @@ import csv
 import hashlib
 import itertools
 import json
+import math
 import os
 import sqlite3
 import sys
@@ -36,8 +37,26 @@ SUFFIXES: dict[str, Format] = {
 #: a record read here can be parsed and encoded again anywhere in the engine.
 MAX_DEPTH = 128
 
-#: ``json.loads``'s own decoder, called without the checks of its argument and options (a microsecond a record).
-_decode = json.JSONDecoder().decode
+
+
+class NotANumber(ValueError):
+    """``NaN``, ``Infinity`` or a number too large for a float: not JSON, and refused by every upstream."""
+
+
+def _no_constant(name: str) -> float:
+    raise NotANumber(name)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise NotANumber(text)
+    return number
+
+
+#: ``json.loads``'s own decoder, called without the checks of its argument and options (a microsecond a
+#: record); ``NaN``, ``Infinity`` and numbers a float cannot hold refused.
+_decode = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite).decode
 
 
 @dataclass(frozen=True)
@@ -137,6 +156,8 @@ def _json_record(raw: bytes, where: str, *, bom: bool) -> dict[str, Any] | None:
         raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.pos + 1})") from exc
     except RecursionError as exc:
         raise InputError(f"{where}: nested deeper than {MAX_DEPTH} levels") from exc
+    except NotANumber as exc:
+        raise InputError(f"{where}: {exc} is not a JSON number (NaN and infinities cannot be sent)") from exc
     except ValueError as exc:  # the only other one: an integer over Python's digit limit
         raise InputError(f"{where}: a number longer than {sys.get_int_max_str_digits()} digits") from exc
     if not isinstance(record, dict):
@@ -263,6 +284,11 @@ def _sqlite(spec: InputSpec) -> Iterator[tuple[str, dict[str, Any]]]:
         if not db[spec.table].exists():
             raise InputError(f"{spec.path}: no table {spec.table!r}")
         for number, row in enumerate(db[spec.table].rows, start=1):
-            yield f"{spec.path} table {spec.table} row {number}", row
+            where = f"{spec.path} table {spec.table} row {number}"
+            for column, value in row.items():
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise InputError(f"{where}: column {column!r} is {value}, not a JSON number "
+                                     "(NaN and infinities cannot be sent)")
+            yield where, row
     except sqlite3.DatabaseError as exc:
         raise InputError(f"{spec.path}: cannot read as SQLite ({exc})") from exc

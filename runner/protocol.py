@@ -32,8 +32,9 @@ def item_payload(key: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": key, **{k: v for k, v in fields.items() if k != "id"}}
 
 
-#: One encoder for every call: ``json.dumps`` with options builds a new one each time.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+#: One encoder for every call: ``json.dumps`` with options builds a new one each time. NaN and infinities are
+#: not JSON (an upstream answers 400): the inputs refuse them, and the encoder too.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def encode(value: Any) -> str:

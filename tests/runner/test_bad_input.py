@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,12 @@ CASES = {
                        "posts.jsonl: duplicate key 'p1', on line 1 and on line 3"),
     "malformed line": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2", "month": \n',
                        "posts.jsonl line 2: not valid JSON (Expecting value, column 24)"),
+    "NaN": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2", "month": "m", "score": NaN}\n',
+            "posts.jsonl line 2: NaN is not a JSON number (NaN and infinities cannot be sent)"),
+    "minus Infinity": (GOOD_JOB, '{"id": "p1", "month": "m", "score": [1, -Infinity]}\n',
+                       "posts.jsonl line 1: -Infinity is not a JSON number (NaN and infinities cannot be sent)"),
+    "a number no float holds": (GOOD_JOB, '{"id": "p1", "month": "m", "score": 1e400}\n',
+                                "posts.jsonl line 1: 1e400 is not a JSON number (NaN and infinities cannot be sent)"),
     "no group": (GOOD_JOB, '{"id": "p1", "month": "m"}\n{"id": "p2"}\n',
                  "posts.jsonl line 2: no value for field 'month' (fields: id)"),
     "csv without the key column": (GOOD_JOB.replace("posts.jsonl", "posts.csv"), None,
@@ -168,3 +175,14 @@ def test_an_api_key_env_that_names_no_variable_is_refused_on_one_line_never_show
         "job.toml [provider]: 'api_key_env' must be the name of the environment variable that holds the key "
         "(letters, digits, _), not the key or anything else (its value is not shown)"
     )
+
+
+def test_an_infinite_float_in_a_sqlite_input_is_refused_with_its_row_and_column(folder: Path) -> None:
+    (folder / "job.toml").write_text(GOOD_JOB.replace('"posts.jsonl"', '{ path = "posts.sqlite", table = "posts" }'),
+                                     encoding="utf-8")
+    with sqlite3.connect(folder / "posts.sqlite") as db:
+        db.execute("CREATE TABLE posts (id TEXT, month TEXT, score REAL)")
+        db.executemany("INSERT INTO posts VALUES (?, ?, ?)", [("p1", "m", 1.5), ("p2", "m", 1e999)])
+    db.close()
+    assert refused(folder) == ("posts.sqlite table posts row 2: column 'score' is inf, not a JSON number "
+                               "(NaN and infinities cannot be sent)")

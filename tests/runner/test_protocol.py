@@ -110,3 +110,9 @@ def test_a_batch_read_from_the_store_is_sent_as_if_encoded_again() -> None:
     assert stored == payloads
     assert protocol.user_message(protocol.DEFAULT_USER, "Go.", stored) == protocol.user_message(
         protocol.DEFAULT_USER, "Go.", payloads)
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_nan_and_infinities_are_never_encoded_as_invalid_json(number: float) -> None:
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        protocol.encode({"id": "p1", "score": number})
