@@ -114,7 +114,7 @@ def bodies(job: Job) -> list[dict[str, Any]]:
     response_format = protocol.batch_response_format(job.output_schema)
     size = job.batch.max_items
     return [
-        chat_body(job.provider, job.prompt, response_format, payloads[start:start + size])
+        chat_body(job.provider, job.prompt, response_format, protocol.encode(payloads[start:start + size]))
         for _, payloads in sorted(groups.items())
         for start in range(0, len(payloads), size)
     ]
@@ -201,7 +201,7 @@ async def durable_loop(job: Job, path: Path) -> int:
             done: list[int] = []
             while started := floor_start(conn, next(batch_ids), done):
                 payloads = [json.loads(item_input) for _, _, item_input in started]
-                body = chat_body(job.provider, job.prompt, response_format, payloads)
+                body = chat_body(job.provider, job.prompt, response_format, protocol.encode(payloads))
                 response = await client.post(url, json=body, timeout=job.provider.timeout)
                 response.raise_for_status()
                 content = response.json()["choices"][0]["message"]["content"]

@@ -47,23 +47,35 @@ def item_chars(payload: Mapping[str, Any]) -> int:
     return len(encode(payload))
 
 
-class StoredPayloads(list[dict[str, Any]]):
-    """A batch's item payloads read from the store, which keeps each as its compact JSON (``encode``).
+@dataclass(frozen=True)
+class BatchItems:
+    """A batch's items as the store keeps them: each the compact JSON (``encode``) of its payload, and no more.
 
-    The texts are kept beside the decoded payloads, so that the batch's JSON
-    array is sent as stored, not encoded again.
+    Providers take what they need of it: a chat call joins the texts into
+    the user message's array as they are (``array``), a Batch API file puts
+    each on its own line, a user's handler gets the payloads decoded anew
+    (``payloads``), free to change them.
     """
 
-    def __init__(self, texts: list[str]) -> None:
-        super().__init__(json.loads(text) for text in texts)
-        #: The JSON array of the payloads: ``encode(list(self))``, joined from the stored texts.
-        self.array = f"[{','.join(texts)}]"
+    texts: list[str]
+
+    @classmethod
+    def of(cls, payloads: Iterable[Mapping[str, Any]]) -> BatchItems:
+        """The items of ``payloads``, encoded as the store keeps them."""
+        return cls([encode(payload) for payload in payloads])
+
+    def payloads(self) -> list[dict[str, Any]]:
+        """The items' payloads, decoded anew."""
+        return [json.loads(text) for text in self.texts]
+
+    def array(self) -> str:
+        """The JSON array of the payloads (``encode(self.payloads())``), joined from the texts."""
+        return f"[{','.join(self.texts)}]"
 
 
-def user_message(template: str, instructions: str, payloads: Iterable[Mapping[str, Any]]) -> str:
-    """Fill the user template with the instructions and the batch's JSON array."""
-    array = payloads.array if isinstance(payloads, StoredPayloads) else encode(list(payloads))
-    return template.replace("{instructions}", instructions).replace("{items}", array)
+def user_message(template: str, instructions: str, items_json: str) -> str:
+    """Fill the user template with the instructions and the batch's JSON array (``items_json``)."""
+    return template.replace("{instructions}", instructions).replace("{items}", items_json)
 
 
 def batch_response_format(result_schema: Mapping[str, Any] | None) -> dict[str, Any]:

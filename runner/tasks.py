@@ -36,6 +36,7 @@ from .busy import StoreSteps
 from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
+from .protocol import BatchItems
 from .providers import TaskProvider, TaskResult
 from .rules import polls
 from .store.protocol import RunStore
@@ -75,15 +76,16 @@ class TaskDriver:
         """The batch's own reference, sent in the task's metadata and file name."""
         return f"{self.run_reference}:{batch_id}"
 
-    async def submit_and_wait(self, batch_id: int, payloads: list[dict[str, Any]]) -> TaskResult:
-        """Submit the batch and wait for its task.
+    async def submit_and_wait(self, batch_id: int, items: BatchItems) -> TaskResult:
+        """Submit the batch and wait for its task; ``items`` are let go once uploaded (nothing big waits).
 
         A create whose answer was lost and that made nothing, once it can no
         longer land, is a transport failure: sending it again cannot charge twice.
         """
         await self.steps.run(lambda: self.store.mark_intent(batch_id, now=self.clock.now()))
         ref = self.ref(batch_id)
-        uploaded = await self.provider.upload(ref, payloads)
+        uploaded = await self.provider.upload(ref, items)
+        del items
         lands_by = self.clock.now() + self.lands_within
         await self.steps.run(lambda: self.store.mark_create_sent(batch_id, lands_by=lands_by))
         try:

@@ -19,6 +19,7 @@ on success and failure alike.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol
@@ -27,7 +28,6 @@ from ..providers import Answer, Provider, TaskResult
 from ..rules import gate
 from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
 from ..model import Batch, BreakerState, Settlement, StartedItem
-from ..tasks import TaskDriver
 
 if TYPE_CHECKING:
     from .loop import Engine
@@ -109,15 +109,19 @@ class Slot:
         items = await self._start(batch, step=step, settled=settled)
         if not items:
             return None
-        payloads = protocol.StoredPayloads([item.input for item in items])
-        if self.engine.tasks is not None:
-            settlement = await self._submit(self.engine.tasks, batch, items, payloads)
+        tasks = self.engine.tasks
+        if tasks is not None:
+            # The items' texts go with the upload alone: a batch waiting hours upstream keeps none of them here.
+            submitted = tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(
+                batch.id, protocol.BatchItems([item.input for item in items]))
+            items = [item._replace(input="") for item in items]
+            settlement = await self._submit(submitted, batch, items)
             if settlement is not None:
                 await self._save(batch, settlement)
             return None
         assert self.engine.caller is not None
         try:
-            answer = await self._call(self.engine.caller, batch, payloads)
+            answer = await self._call(self.engine.caller, batch, protocol.BatchItems([item.input for item in items]))
         except UpstreamError as exc:
             await self._save(batch, self._judge(batch, items, exc))
             return None
@@ -152,13 +156,13 @@ class Slot:
             await self._save(batch, Settlement())
         return items
 
-    async def _call(self, caller: Provider, batch: Batch, payloads: list[dict[str, Any]]) -> Answer:
+    async def _call(self, caller: Provider, batch: Batch, sent: protocol.BatchItems) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
         engine = self.engine
         limits = engine.job.retry
         for retry in range(limits.request_retries + 1):
             try:
-                return await caller.call(payloads)
+                return await caller.call(sent)
             except TransportError as exc:
                 if exc.maybe_billed:
                     await engine.steps.run(lambda: engine.store.count_maybe_paid(batch.id))
@@ -171,12 +175,12 @@ class Slot:
         raise AssertionError("unreachable")
 
     async def _submit(
-        self, tasks: TaskDriver, batch: Batch, items: list[StartedItem], payloads: list[dict[str, Any]]
+        self, submitted: Awaitable[TaskResult | None], batch: Batch, items: list[StartedItem]
     ) -> Settlement | None:
-        """Submit (or, confirmed after a crash, poll again) and judge; None when its items are held for a person."""
+        """Await the submit (or, confirmed after a crash, the poll again) and judge; None when its items are held."""
         engine = self.engine
         try:
-            result = await (tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(batch.id, payloads))
+            result = await submitted
         except TaskUnreachable as exc:
             await engine.steps.run(lambda: engine.store.hold(batch.id, now=engine.clock.now()))
             engine.stop_for_person(f"{exc.message}; its items are held (runner confirm polls it again)")

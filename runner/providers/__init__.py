@@ -1,6 +1,8 @@
 """Providers: how a batch reaches an upstream and how its answer comes back.
 
-A provider that *calls* has one method, ``call(payloads) -> Answer``: one
+A provider gets a batch's items as the store keeps them
+(:class:`runner.protocol.BatchItems`). One that *calls* has one method,
+``call(items) -> Answer``: one
 request returns the result. A provider that *submits and polls* gets a task
 id first and the result later, so the engine can save the id in between
 (``TaskProvider``). Both raise the classified ``UpstreamError`` subclasses
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import UpstreamError
+from ..protocol import BatchItems
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,9 @@ class Answer:
 
 @runtime_checkable
 class Provider(Protocol):
-    """Sends one batch of item payloads and returns the upstream's answer."""
+    """Sends one batch of items and returns the upstream's answer."""
 
-    async def call(self, payloads: list[dict[str, Any]]) -> Answer: ...
+    async def call(self, items: BatchItems) -> Answer: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class TaskProvider(Protocol):
     the task (from then on the upstream may bill it).
     """
 
-    async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> Any:
+    async def upload(self, ref: str, items: BatchItems) -> Any:
         """Put the input of the task for ``ref`` upstream; what ``create`` needs of it."""
         ...
 

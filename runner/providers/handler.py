@@ -33,8 +33,8 @@ class PythonHandler:
         #: The handler's qualified name, saved with the run for people to read.
         self.name = qualified_name(handler)
 
-    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-        answer = await _classified(self._handler(payloads))
+    async def call(self, items: protocol.BatchItems) -> Answer:
+        answer = await _classified(self._handler(items.payloads()))
         if isinstance(answer, str):
             return Answer(answer)
         try:
@@ -71,8 +71,8 @@ class PythonTasks:
         #: The pair's qualified names, saved with the run for people to read.
         self.name = ", ".join(qualified_name(f) for f in (submit, poll))
 
-    async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> Any:
-        return payloads  # the user's submit takes the payloads themselves
+    async def upload(self, ref: str, items: protocol.BatchItems) -> Any:
+        return items.payloads()  # the user's submit takes the payloads themselves
 
     async def create(self, ref: str, uploaded: Any) -> str:
         return await _classified(self._submit(ref, uploaded))

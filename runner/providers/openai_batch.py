@@ -50,21 +50,20 @@ class OpenAIBatch(OpenAIUpstream):
         #: Held while a requests file is written and uploaded (``SPOOLING`` at once).
         self._spooling = asyncio.Semaphore(SPOOLING)
 
-    def line(self, payload: dict[str, Any]) -> bytes:
-        """The request line of one item, its newline included."""
-        body = chat_body(self._config, self._prompt, self._response_format, [payload])
-        return (protocol.encode({"custom_id": payload["id"], "method": "POST", "url": ENDPOINT, "body": body})
-                + "\n").encode()
+    def line(self, key: str, text: str) -> bytes:
+        """The request line of the item ``key`` whose payload's JSON is ``text``, its newline included."""
+        body = chat_body(self._config, self._prompt, self._response_format, f"[{text}]")
+        return (protocol.encode({"custom_id": key, "method": "POST", "url": ENDPOINT, "body": body}) + "\n").encode()
 
     def sizing(self) -> batch_api.RequestsFile:
         """What each item's line takes of a requests file: the line of an empty item, and its characters'."""
-        return batch_api.RequestsFile(line_bytes=len(self.line({"id": ""})))
+        return batch_api.RequestsFile(line_bytes=len(self.line("", protocol.encode({"id": ""}))))
 
-    def write_requests(self, payloads: list[dict[str, Any]], file: IO[bytes]) -> int:
+    def write_requests(self, items: protocol.BatchItems, file: IO[bytes]) -> int:
         """Write the JSONL of one request per item to ``file``; its size in bytes."""
-        return sum(file.write(self.line(p)) for p in payloads)
+        return sum(file.write(self.line(json.loads(text)["id"], text)) for text in items.texts)
 
-    async def upload(self, ref: str, payloads: list[dict[str, Any]]) -> str:
+    async def upload(self, ref: str, items: protocol.BatchItems) -> str:
         """Upload the batch's requests file; its file id. One over the API's size is refused here, unsent.
 
         The file is written (off the event loop) to a temporary file in
@@ -77,7 +76,7 @@ class OpenAIBatch(OpenAIUpstream):
         async with self._spooling:
             try:
                 with tempfile.TemporaryFile(dir=self._spool) as file:
-                    refused = batch_api.too_large(await asyncio.to_thread(self.write_requests, payloads, file))
+                    refused = batch_api.too_large(await asyncio.to_thread(self.write_requests, items, file))
                     file.flush()  # httpx sends the size the file has on disk
                     if refused is not None:
                         raise refused

@@ -66,9 +66,9 @@ class OpenAIUpstream:
 class OpenAIChat(OpenAIUpstream):
     """Calls an OpenAI-compatible chat completions endpoint, one batch per request."""
 
-    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
+    async def call(self, items: protocol.BatchItems) -> Answer:
         """Send one batch in one request; every failure is raised classified, never retried here."""
-        body = chat_body(self._config, self._prompt, self._response_format, payloads)
+        body = chat_body(self._config, self._prompt, self._response_format, items.array())
         url = self._base + "/chat/completions"
         try:
             response = await self._client.post(
@@ -96,11 +96,9 @@ def transport_error(exc: httpx.TransportError, url: str, *, secret: str | None =
     return errors.TransportError(redact(f"{what}{suffix} ({url})", secret), maybe_billed=sent)
 
 
-def chat_body(
-    config: ProviderConfig, prompt: Prompt, response_format: dict[str, Any], payloads: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The chat completions request for a batch of item payloads, under the batch protocol."""
-    user = protocol.user_message(prompt.template, prompt.instructions, payloads)
+def chat_body(config: ProviderConfig, prompt: Prompt, response_format: dict[str, Any], items_json: str) -> dict[str, Any]:
+    """The chat completions request for a batch whose items' JSON array is ``items_json``, under the batch protocol."""
+    user = protocol.user_message(prompt.template, prompt.instructions, items_json)
     return {
         "model": config.model,
         "messages": [{"role": "system", "content": prompt.system}, {"role": "user", "content": user}],

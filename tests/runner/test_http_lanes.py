@@ -15,7 +15,7 @@ from runner.sim import Simulator
 
 BODY = {
     "model": "sim-model",
-    "messages": [{"role": "user", "content": protocol.user_message(protocol.DEFAULT_USER, "Classify.", [{"id": "p1"}])}],
+    "messages": [{"role": "user", "content": protocol.user_message(protocol.DEFAULT_USER, "Classify.", protocol.encode([{"id": "p1"}]))}],
     "response_format": protocol.batch_response_format(None),
 }
 #: The simulator holds the first request this long (cut short when it stops): a call that never ends by itself.

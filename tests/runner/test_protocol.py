@@ -106,10 +106,15 @@ def test_disagreeing_results_for_one_id_are_a_contradiction_not_a_result() -> No
 def test_a_batch_read_from_the_store_is_sent_as_if_encoded_again() -> None:
     payloads = [protocol.item_payload("p1", {"text": "héllo \u2028 \"q\"", "n": 1.5, "tags": ["a", None]}),
                 protocol.item_payload("p2", {"text": "", "deep": {"x": [1, 2e300]}})]
-    stored = protocol.StoredPayloads([protocol.encode(payload) for payload in payloads])
-    assert stored == payloads
-    assert protocol.user_message(protocol.DEFAULT_USER, "Go.", stored) == protocol.user_message(
-        protocol.DEFAULT_USER, "Go.", payloads)
+    stored = protocol.BatchItems.of(payloads)
+    assert stored.payloads() == payloads
+    assert stored.array() == protocol.encode(payloads)
+
+
+def test_a_handler_that_changes_its_payloads_changes_nothing_sent() -> None:
+    stored = protocol.BatchItems.of([{"id": "p1", "text": "kept"}])
+    stored.payloads()[0]["text"] = "changed"
+    assert stored.payloads() == [{"id": "p1", "text": "kept"}] and "changed" not in stored.array()
 
 
 @pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])

@@ -37,7 +37,7 @@ def client(sim: Simulator) -> Iterator[httpx.Client]:
 
 
 def chat(items: list[dict[str, Any]], result_schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", items)
+    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", protocol.encode(items))
     return {
         "model": "sim-model",
         "messages": [{"role": "system", "content": protocol.DEFAULT_SYSTEM}, {"role": "user", "content": user}],

@@ -41,7 +41,7 @@ def sdk(sim: Simulator) -> Iterator[openai.OpenAI]:
 
 
 def line(custom_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", items)
+    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", protocol.encode(items))
     body = {"model": "sim-model", "messages": [{"role": "user", "content": user}]}
     return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
 

@@ -37,7 +37,7 @@ SECRET = "sk-proj-simulated-0123456789"
 
 
 def chat(items: list[dict[str, Any]]) -> dict[str, Any]:
-    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", items)
+    user = protocol.user_message(protocol.DEFAULT_USER, "Classify.", protocol.encode(items))
     return {"model": "sim-model", "messages": [{"role": "user", "content": user}]}
 
 

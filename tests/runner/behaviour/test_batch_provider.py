@@ -19,6 +19,7 @@ from runner.store import views
 from runner.engine import Outcome
 from runner.errors import SubmitUnknown
 from runner.jobs import Job, Prompt, ProviderConfig
+from runner.protocol import BatchItems
 from runner.providers import Answer
 from runner.providers.handler import PythonTasks
 from runner.providers.openai_batch import OpenAIBatch
@@ -218,7 +219,7 @@ async def test_after_a_crash_a_saved_task_is_polled_once_confirmed_and_never_sub
     async with httpx.AsyncClient() as client:
         provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None)
         run_id = store.run_id("test")
-        payloads = [json.loads(views.item(store, run_id, r["key"])["input"]) for r in items(store)]
+        payloads = BatchItems([views.item(store, run_id, r["key"])["input"] for r in items(store)])
         store.save_task_id(batch_id, await provider.create("elsewhere:1", await provider.upload("elsewhere:1", payloads)))
     held = await runs.execute(store, job, clock=clock)
     assert {item.case for item in recovery.held(store, "test")} == {recovery.Case.POLL}
@@ -334,9 +335,9 @@ async def test_the_duplicate_check_reads_the_batch_list_back_only_to_the_window_
                 return OpenAIBatch(config, Prompt(), None, client=client, api_key=None)
 
             made = provider()
-            old = [await made.create(f"r:{n}", await made.upload(f"r:{n}", [{"id": "p1"}])) for n in range(250)]
+            old = [await made.create(f"r:{n}", await made.upload(f"r:{n}", BatchItems.of([{"id": "p1"}]))) for n in range(250)]
             sim.advance(3600)
-            new = await made.create("r:new", await made.upload("r:new", [{"id": "p1"}]))
+            new = await made.create("r:new", await made.upload("r:new", BatchItems.of([{"id": "p1"}])))
             paths.clear()
             assert await made.find("r:new") == [new]
             assert paths == ["/v1/batches"]

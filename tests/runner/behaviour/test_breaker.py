@@ -17,6 +17,7 @@ from scenes import received_writes_fail
 from support import StepClock, add_all, make_job, posts
 
 from runner import control, runs
+from runner.protocol import BatchItems
 from runner.breaker import Control
 from runner.engine import Engine, Outcome
 from runner.errors import AuthError, BillingError, TransportError, UpstreamError
@@ -275,8 +276,8 @@ class HeldFailures:
     def sent(self) -> list[list[str]]:
         return [keys for keys, _, _ in self.calls]
 
-    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-        keys = [p["id"] for p in payloads]
+    async def call(self, items: BatchItems) -> Answer:
+        keys = [p["id"] for p in items.payloads()]
         self.out += 1
         try:
             self.calls.append((keys, self.store.control(self.store.run_id("test")).breaker, self.out))
@@ -380,8 +381,8 @@ class AnsweredInTurn:
         self.sent: list[list[str]] = []
         self.saved = asyncio.Event()
 
-    async def call(self, payloads: list[dict[str, Any]]) -> Answer:
-        keys = [p["id"] for p in payloads]
+    async def call(self, items: BatchItems) -> Answer:
+        keys = [p["id"] for p in items.payloads()]
         self.sent.append(keys)
         if keys[0] == "p000":
             await self.saved.wait()

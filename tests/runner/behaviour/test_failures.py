@@ -12,7 +12,7 @@ import httpx
 import pytest
 from support import StepClock, events_into, make_job, posts
 
-from runner import errors, runs
+from runner import errors, protocol, runs
 from runner.store import views
 from runner.jobs import Prompt, ProviderConfig
 from runner.providers.handler import PythonHandler
@@ -321,7 +321,7 @@ async def test_the_chat_provider_never_puts_its_key_in_an_error(answer: Callable
     chat = provider(OpenAIChat, answer)
     assert isinstance(chat, OpenAIChat)
     with pytest.raises(errors.UpstreamError) as raised:
-        await chat.call([{"id": "p001", "text": "hello"}])
+        await chat.call(protocol.BatchItems.of([{"id": "p001", "text": "hello"}]))
     assert KEY not in raised.value.message and "[key ...WXYZ]" in raised.value.message
 
 
@@ -393,7 +393,7 @@ async def test_a_python_handler_s_own_bug_is_not_taken_for_a_refusal() -> None:
         raise ValueError("my bug, after a paid call")
 
     with pytest.raises(errors.BadRequest) as raised:
-        await PythonHandler(handler).call([{"id": "p001"}])
+        await PythonHandler(handler).call(protocol.BatchItems.of([{"id": "p001"}]))
     assert raised.value.refused is False
 
 

@@ -17,6 +17,7 @@ from support import StepClock, batch_job, make_job, posts
 from unwritable import Folder
 
 from runner import batch_api, item_rows, runs
+from runner.protocol import BatchItems
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
@@ -59,7 +60,7 @@ async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_i
     """A batch formed blind to its file's size (the sizing off): 40 items over 3.3 times the bound are 4 parts."""
     job = batch_job(tmp_path, upstream, posts(40), max_items=40, max_chars=100_000)
     provider = OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
-    whole = provider.write_requests([json.loads(row.input) for row in item_rows.items(job)], io.BytesIO())
+    whole = provider.write_requests(BatchItems([row.input for row in item_rows.items(job)]), io.BytesIO())
     monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 10)
     monkeypatch.setattr(OpenAIBatch, "sizing", lambda self: None)
     outcome = await runs.execute(store, job, clock=clock)
@@ -70,35 +71,55 @@ async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_i
     assert sorted(ledger["billed"].values()) == [1] * 40
 
 
-class Counting(httpx.AsyncBaseTransport):
-    """An upstream that takes an upload chunk by chunk, counting its bytes, keeping none."""
+class Upstream(httpx.AsyncBaseTransport):
+    """A Batch API that takes an upload chunk by chunk, counting its bytes, keeping none; at the batch's first
+    poll it notes the memory the process holds (tracemalloc) while the batch waits, and fails the batch."""
 
     def __init__(self) -> None:
         self.received = 0
+        self.waiting: int | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        async for chunk in request.stream:
-            self.received += len(chunk)
-        return httpx.Response(200, json={"id": "file-1"})
+        path = request.url.path
+        if path == "/v1/files":
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            async for chunk in request.stream:
+                self.received += len(chunk)
+            return httpx.Response(200, json={"id": "file-1"})
+        if request.method == "POST":
+            return httpx.Response(200, json={"id": "batch-1", "created_at": 1})
+        if path == "/v1/batches":
+            return httpx.Response(200, json={"data": [], "has_more": False})
+        if self.waiting is None:
+            self.waiting = tracemalloc.get_traced_memory()[0]
+        return httpx.Response(200, json={"status": "failed", "errors": {"data": [{"message": "measured"}]}})
 
 
-async def test_a_requests_file_is_written_to_disk_and_sent_from_there_never_held_in_memory(tmp_path: Path) -> None:
-    """2,000 posts make a file of about 2.8 MB; the upload allocates a small part of it (before: twice the file)."""
-    upstream = Counting()
-    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2_000, body="A post long enough to count. " * 30))
-    payloads = [json.loads(row.input) for row in item_rows.items(job)]
+async def test_a_requests_file_is_written_to_disk_and_sent_from_there_and_a_waiting_batch_keeps_no_items(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    """2,000 posts make a file of about 2.8 MB, through the engine's slot: the run allocates a small part of it at
+    its peak the items' texts as the store gave them, never the file, and while the batch waits upstream only their keys
+    and counts (before: the texts, the payloads decoded and their array, kept for the whole wait)."""
+    upstream = Upstream()
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2_000, body="A post long enough to count. " * 30),
+                   max_items=2_000, max_chars=10_000_000, concurrency=1)
+    job = replace(job, provider=replace(job.provider, kind="openai-batch"))
     async with httpx.AsyncClient(transport=upstream) as client:
         provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None, spool=tmp_path)
-        size = provider.write_requests(payloads, io.BytesIO())
+        size = provider.write_requests(BatchItems([row.input for row in item_rows.items(job)]), io.BytesIO())
+        runs.prepare(store, job, now=clock.now())
         tracemalloc.start()
         try:
-            assert await provider.upload("test:1", payloads) == "file-1"
-            peak = tracemalloc.get_traced_memory()[1]
+            before = tracemalloc.get_traced_memory()[0]
+            outcome = await runs.execute(store, job, clock=clock, provider=provider)
+            peak = tracemalloc.get_traced_memory()[1] - before
         finally:
             tracemalloc.stop()
+    assert outcome.status["counts"][ItemState.FAILED] == 2_000
     assert size > 2_500_000 and size < upstream.received < size + 1_000  # the whole file went, with its form
-    assert peak < size // 4, peak
+    assert upstream.waiting is not None and upstream.waiting - before < size // 3, upstream.waiting - before  # keys and counts, no text
+    assert peak < size * 3 // 2, peak  # the texts as read from the store (0.7 of the file): never the file in memory
 
 
 async def test_an_item_whose_line_alone_outgrows_the_requests_file_fails_with_no_call(
@@ -149,7 +170,7 @@ class Gated(httpx.AsyncBaseTransport):
 async def test_at_most_two_requests_files_are_written_and_sent_at_once_whatever_the_slots(tmp_path: Path) -> None:
     upstream = Gated()
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(20))
-    payloads = [json.loads(row.input) for row in item_rows.items(job)]
+    payloads = BatchItems([row.input for row in item_rows.items(job)])
     async with httpx.AsyncClient(transport=upstream) as client:
         provider = OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None, spool=tmp_path)
         uploads = [asyncio.create_task(provider.upload(f"test:{n}", payloads)) for n in range(8)]
