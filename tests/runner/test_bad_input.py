@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 from scenes import dump
 from support import make_job, posts, runner_cli, write_jsonl
 
@@ -180,9 +180,7 @@ def test_an_api_key_env_that_names_no_variable_is_refused_on_one_line_never_show
 def test_an_infinite_float_in_a_sqlite_input_is_refused_with_its_row_and_column(folder: Path) -> None:
     (folder / "job.toml").write_text(GOOD_JOB.replace('"posts.jsonl"', '{ path = "posts.sqlite", table = "posts" }'),
                                      encoding="utf-8")
-    with sqlite3.connect(folder / "posts.sqlite") as db:
-        db.execute("CREATE TABLE posts (id TEXT, month TEXT, score REAL)")
-        db.executemany("INSERT INTO posts VALUES (?, ?, ?)", [("p1", "m", 1.5), ("p2", "m", 1e999)])
-    db.close()
+    sqlite_utils.Database(folder / "posts.sqlite")["posts"].insert_all(
+        [{"id": "p1", "month": "m", "score": 1.5}, {"id": "p2", "month": "m", "score": float("inf")}])
     assert refused(folder) == ("posts.sqlite table posts row 2: column 'score' is inf, not a JSON number "
                                "(NaN and infinities cannot be sent)")
