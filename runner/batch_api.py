@@ -26,7 +26,7 @@ counts as its whole line, the prompt, model and schema repeated on every line
 bytes a character of the item (UTF-8, or a quote escaped twice: the item's
 JSON inside the user message's string). A file that still comes out larger
 (items of four-byte characters with long keys) is refused before anything
-is sent and split by size, into as many parts as it needs (:func:`too_large`).
+is sent and split by size, into as many parts as it needs (:meth:`RequestsFile.refusal`).
 """
 
 from __future__ import annotations
@@ -70,10 +70,12 @@ def limits_for(kind: str, limits: BatchLimits, *, given: Collection[str], where:
 
 @dataclass(frozen=True)
 class RequestsFile:
-    """How much of a requests file each item of a batch may take, so that the batch's file fits ``FILE_BYTES``."""
+    """How much of a requests file each item of a batch may take, so that the batch's file fits ``file_bytes``."""
 
     #: The bytes of one line besides its item: the prompt, the model, the schema, the line's own keys.
     line_bytes: int
+    #: The most bytes the file may have (``FILE_BYTES``, as it is when the file is sized).
+    file_bytes: int = dataclasses.field(default_factory=lambda: FILE_BYTES)
 
     def bytes_for(self, chars: int) -> int:
         """The most bytes the line of an item of ``chars`` characters takes."""
@@ -81,17 +83,17 @@ class RequestsFile:
 
     def fits(self, size: int) -> bool:
         """Whether a file whose lines take at most ``size`` bytes in all fits."""
-        return size <= FILE_BYTES
+        return size <= self.file_bytes
 
+    def refusal(self, size: int) -> BadRequest | None:
+        """The refusal of a requests file of ``size`` bytes that does not fit; None if it fits.
 
-def too_large(size: int) -> BadRequest | None:
-    """The refusal of a requests file of ``size`` bytes over ``FILE_BYTES``; None if it fits.
-
-    Nothing was sent: the batch is split into as many parts as its size needs
-    (``BadRequest.parts``), each split again by its own size if still too large.
-    """
-    if size <= FILE_BYTES:
-        return None
-    parts = math.ceil(size / FILE_BYTES)
-    return BadRequest(f"the batch's requests file would be {size:,} bytes, over the Batch API's {FILE_BYTES:,}: "
-                      f"nothing was sent, the batch is split in {parts}", splittable=True, too_long=True, parts=parts)
+        Nothing was sent: the batch is split into as many parts as its size needs
+        (``BadRequest.parts``), each split again by its own size if still too large.
+        """
+        if self.fits(size):
+            return None
+        parts = math.ceil(size / self.file_bytes)
+        return BadRequest(f"the batch's requests file would be {size:,} bytes, over the Batch API's "
+                          f"{self.file_bytes:,}: nothing was sent, the batch is split in {parts}",
+                          splittable=True, too_long=True, parts=parts)

@@ -76,7 +76,7 @@ class OpenAIBatch(OpenAIUpstream):
         async with self._spooling:
             try:
                 with tempfile.TemporaryFile(dir=self._spool) as file:
-                    refused = batch_api.too_large(await asyncio.to_thread(self.write_requests, items, file))
+                    refused = self.sizing().refusal(await asyncio.to_thread(self.write_requests, items, file))
                     file.flush()  # httpx sends the size the file has on disk
                     if refused is not None:
                         raise refused

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, FailureKind, ItemState, Settlement, StartedItem
+from ..rules import forming
 from . import items, views
 from .commands import Commands
 from .items import move, move_each
@@ -99,14 +100,11 @@ class Store(Runs, Tasks, Commands, Leases):
                     candidates = conn.execute(CLAIM_PENDING, (run_id, max_items)).fetchall()
                 if not candidates:
                     return None
-                group, chosen, chars = _fill(candidates, max_chars, file)
+                group, chosen, chars = forming.fill(candidates, max_chars, file)
                 if chosen:
                     break
                 item_id, _, item_chars = candidates[0]
-                message = f"item is {item_chars} characters, over batch.max_chars ({max_chars})"
-                if item_chars <= max_chars and file is not None:
-                    message = (f"item is {item_chars} characters: its request line may take {file.bytes_for(item_chars):,} "
-                               f"bytes with the prompt, more than a requests file may hold")
+                message = forming.too_large(item_chars, max_chars, file)
                 move(conn, "too_large", where="items.id = :id", values=ERROR,
                      params={"id": item_id, "kind": FailureKind.BAD_REQUEST, "message": message, "retryable": 0, "now": now})
             (batch_id,) = conn.execute(
@@ -379,21 +377,3 @@ def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: flo
     move(conn, "split", where=LISTED, source=LISTED_SOURCE, values={"batch_id": "batch_id = :new_batch"},
          params={"batch": parent, "new_batch": batch_id, "ids": members, "now": now}, logged_for="new_batch")
     return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
-
-
-def _fill(
-    candidates: list[tuple[int, str, int]], max_chars: int, file: RequestsFile | None
-) -> tuple[str, list[int], int]:
-    """The leading candidates of the first one's group that fit in ``max_chars`` (and their lines in ``file``)."""
-    group = candidates[0][1]
-    chosen: list[int] = []
-    chars = size = 0
-    for item_id, item_group, item_chars in candidates:
-        line = 0 if file is None else file.bytes_for(item_chars)
-        if item_group != group or chars + item_chars > max_chars or (file is not None and not file.fits(size + line)):
-            break
-        chosen.append(item_id)
-        chars += item_chars
-        size += line
-    return group, chosen, chars
-

@@ -62,7 +62,7 @@ async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_i
     provider = OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
     whole = provider.write_requests(BatchItems([row.input for row in item_rows.items(job)]), io.BytesIO())
     monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 10)
-    monkeypatch.setattr(OpenAIBatch, "sizing", lambda self: None)
+    monkeypatch.setattr(batch_api.RequestsFile, "bytes_for", lambda self, chars: 0)
     outcome = await runs.execute(store, job, clock=clock)
     ledger = upstream.ledger.snapshot()
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40

@@ -180,14 +180,14 @@ def test_a_400_fails_the_item_alone_or_once_it_can_be_split_no_more(split_round:
 def test_a_requests_file_too_large_splits_by_size_into_the_parts_it_needs_at_any_round(
     split_round: int, size: int, parts: int, split: tuple[tuple[int, ...], ...]
 ) -> None:
-    refusal = batch_api.too_large(batch_api.FILE_BYTES * parts - 1)
+    refusal = batch_api.RequestsFile(line_bytes=0).refusal(batch_api.FILE_BYTES * parts - 1)
     assert refusal is not None and refusal.parts == parts
     judged = verdict(refusal, items(size), split_round=split_round)
     assert (judged.split, judged.failed, judged.retry, judged.stop) == (split, {}, {}, None)
 
 
 def test_a_requests_file_too_large_for_one_item_fails_it() -> None:
-    refusal = batch_api.too_large(batch_api.FILE_BYTES + 1)
+    refusal = batch_api.RequestsFile(line_bytes=0).refusal(batch_api.FILE_BYTES + 1)
     assert refusal is not None
     judged = verdict(refusal, items(1), split_round=3)
     assert judged.failed == {1: (FailureKind.BAD_REQUEST, refusal.message, False)} and judged.split == ()
