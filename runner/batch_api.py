@@ -24,9 +24,11 @@ requests file fits in ``FILE_BYTES`` (:class:`RequestsFile`): each item
 counts as its whole line, the prompt, model and schema repeated on every line
 (``line_bytes``, measured on the job's own prompt) plus ``BYTES_PER_CHAR``
 bytes a character of the item (UTF-8, or a quote escaped twice: the item's
-JSON inside the user message's string). A file that still comes out larger
-(items of four-byte characters with long keys) is refused before anything
-is sent and split by size, into as many parts as it needs (:meth:`RequestsFile.refusal`).
+JSON inside the user message's string) and of its key again (the line's
+``custom_id``). Only a key holding control characters (six bytes each as
+``\\u00XX``) can make its line larger; a file that comes out larger is
+refused before anything is sent and split by size, into as many parts as
+it needs (:meth:`RequestsFile.refusal`).
 """
 
 from __future__ import annotations
@@ -77,9 +79,12 @@ class RequestsFile:
     #: The most bytes the file may have (``FILE_BYTES``, as it is when the file is sized).
     file_bytes: int = dataclasses.field(default_factory=lambda: FILE_BYTES)
 
-    def bytes_for(self, chars: int) -> int:
-        """The most bytes the line of an item of ``chars`` characters takes."""
-        return self.line_bytes + BYTES_PER_CHAR * chars
+    def bytes_for(self, chars: int, key_chars: int) -> int:
+        """The most bytes the line of an item of ``chars`` characters takes, its key of ``key_chars``.
+
+        The key is in the line twice: in the item (counted in ``chars``) and as its ``custom_id``.
+        """
+        return self.line_bytes + BYTES_PER_CHAR * (chars + key_chars)
 
     def fits(self, size: int) -> bool:
         """Whether a file whose lines take at most ``size`` bytes in all fits."""

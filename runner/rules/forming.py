@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-#: An item next in line: its id, group and characters.
-Candidate = tuple[int, str, int]
+#: An item next in line: its id, group, characters, and its key's characters.
+Candidate = tuple[int, str, int, int]
 
 
 class RequestsFile(Protocol):
     """The file a batch's lines must fit (:class:`runner.batch_api.RequestsFile`)."""
 
-    def bytes_for(self, chars: int) -> int:
-        """The most bytes the line of an item of ``chars`` characters takes."""
+    def bytes_for(self, chars: int, key_chars: int) -> int:
+        """The most bytes the line of an item of ``chars`` characters, its key of ``key_chars``, takes."""
         ...
 
     def fits(self, size: int) -> bool:
@@ -30,8 +30,8 @@ def fill(candidates: Sequence[Candidate], max_chars: int, file: RequestsFile | N
     group = candidates[0][1]
     chosen: list[int] = []
     chars = size = 0
-    for item_id, item_group, item_chars in candidates:
-        line = 0 if file is None else file.bytes_for(item_chars)
+    for item_id, item_group, item_chars, key_chars in candidates:
+        line = 0 if file is None else file.bytes_for(item_chars, key_chars)
         if item_group != group or chars + item_chars > max_chars or (file is not None and not file.fits(size + line)):
             break
         chosen.append(item_id)
@@ -40,9 +40,10 @@ def fill(candidates: Sequence[Candidate], max_chars: int, file: RequestsFile | N
     return group, chosen, chars
 
 
-def too_large(item_chars: int, max_chars: int, file: RequestsFile | None) -> str:
+def too_large(item: Candidate, max_chars: int, file: RequestsFile | None) -> str:
     """Why an item that no batch can hold (``fill`` chose none) fails with no call."""
+    _, _, item_chars, key_chars = item
     if item_chars <= max_chars and file is not None:
-        return (f"item is {item_chars} characters: its request line may take {file.bytes_for(item_chars):,} "
+        return (f"item is {item_chars} characters: its request line may take {file.bytes_for(item_chars, key_chars):,} "
                 f"bytes with the prompt, more than a requests file may hold")
     return f"item is {item_chars} characters, over batch.max_chars ({max_chars})"

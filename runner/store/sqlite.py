@@ -50,13 +50,13 @@ FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS o
 """
 
 CLAIM_DUE_WAITING = """
-SELECT id, grp, chars FROM items
+SELECT id, grp, chars, length(key) FROM items
 WHERE run_id = ? AND state = 'waiting' AND not_before <= ? AND hold = 'none'
 ORDER BY grp, seq LIMIT ?
 """
 
 CLAIM_PENDING = """
-SELECT id, grp, chars FROM items
+SELECT id, grp, chars, length(key) FROM items
 WHERE run_id = ? AND state = 'pending'
 ORDER BY grp, seq LIMIT ?
 """
@@ -103,8 +103,8 @@ class Store(Runs, Tasks, Commands, Leases):
                 group, chosen, chars = forming.fill(candidates, max_chars, file)
                 if chosen:
                     break
-                item_id, _, item_chars = candidates[0]
-                message = forming.too_large(item_chars, max_chars, file)
+                message = forming.too_large(candidates[0], max_chars, file)
+                item_id = candidates[0][0]
                 move(conn, "too_large", where="items.id = :id", values=ERROR,
                      params={"id": item_id, "kind": FailureKind.BAD_REQUEST, "message": message, "retryable": 0, "now": now})
             (batch_id,) = conn.execute(

@@ -62,7 +62,7 @@ async def test_a_requests_file_still_too_large_is_split_by_size_into_the_parts_i
     provider = OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
     whole = provider.write_requests(BatchItems([row.input for row in item_rows.items(job)]), io.BytesIO())
     monkeypatch.setattr(batch_api, "FILE_BYTES", whole * 3 // 10)
-    monkeypatch.setattr(batch_api.RequestsFile, "bytes_for", lambda self, chars: 0)
+    monkeypatch.setattr(batch_api.RequestsFile, "bytes_for", lambda self, chars, key_chars: 0)
     outcome = await runs.execute(store, job, clock=clock)
     ledger = upstream.ledger.snapshot()
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
@@ -181,3 +181,20 @@ async def test_at_most_two_requests_files_are_written_and_sent_at_once_whatever_
         upstream.go.set()
         assert await asyncio.gather(*uploads) == ["file-1"] * 8
     assert upstream.most == 2
+
+
+async def test_a_key_is_budgeted_twice_on_its_line_so_long_keys_of_four_byte_characters_fit_from_the_start(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys of 200 emoji, in the item and again as the line's custom_id: each batch's file fits, none refused."""
+    records = [{"id": "\U0001F600" * 200 + f"{n:02d}", "month": "m", "body": "short"} for n in range(40)]
+    job = batch_job(tmp_path, upstream, records, max_items=50_000, max_chars=50_000_000)
+    provider = OpenAIBatch(job.provider, job.prompt, None, client=httpx.AsyncClient(), api_key=None)
+    whole = provider.write_requests(BatchItems([row.input for row in item_rows.items(job)]), io.BytesIO())
+    monkeypatch.setattr(batch_api, "FILE_BYTES", whole // 4)
+    outcome = await runs.execute(store, job, clock=clock)
+    ledger = upstream.ledger.snapshot()
+    formed = views.batches(store, store.run_id("test"))
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
+    assert all(len(content) <= whole // 4 for content in requests_files(upstream))
+    assert len(formed) == ledger["batches_created"] == ledger["files_uploaded"]  # none formed too large

@@ -15,14 +15,14 @@ def test_no_items_split_are_no_parts(split_round: int) -> None:
 
 
 def test_a_batch_takes_the_leading_items_of_one_group_while_their_lines_fit_the_file() -> None:
-    file = batch_api.RequestsFile(line_bytes=100, file_bytes=1_000)  # a line of 10 characters: 140 bytes; 7 of them fit
-    candidates = [(n, "a", 10) for n in range(9)] + [(9, "b", 10)]
-    assert forming.fill(candidates, 10_000, file) == ("a", list(range(7)), 70)
+    file = batch_api.RequestsFile(line_bytes=100, file_bytes=1_000)  # 10 characters, a key of 4: 156 bytes; 6 fit
+    candidates = [(n, "a", 10, 4) for n in range(9)] + [(9, "b", 10, 4)]
+    assert forming.fill(candidates, 10_000, file) == ("a", list(range(6)), 60)
     assert forming.fill(candidates, 35, None) == ("a", [0, 1, 2], 30)
 
 
 def test_an_item_no_batch_can_hold_says_which_bound_it_passes() -> None:
     file = batch_api.RequestsFile(line_bytes=100)
-    assert forming.too_large(50, 40, file) == "item is 50 characters, over batch.max_chars (40)"
-    assert forming.too_large(50, 400, file) == ("item is 50 characters: its request line may take 300 bytes with "
+    assert forming.too_large((1, "a", 50, 5), 40, file) == "item is 50 characters, over batch.max_chars (40)"
+    assert forming.too_large((1, "a", 50, 5), 400, file) == ("item is 50 characters: its request line may take 320 bytes with "
                                                 "the prompt, more than a requests file may hold")
