@@ -35,8 +35,7 @@ from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
 from ..jobs import Job
-from ..providers import Provider, TaskProvider
-from ..providers.openai_batch import OpenAIBatch
+from ..providers import Provider, SizedTasks, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
@@ -94,7 +93,7 @@ class Engine:
         self.clock = clock or SystemClock()
         self.provider = provider
         #: The requests file a batch's lines must fit, for a provider that sends one (``openai-batch``).
-        self.file = provider.sizing() if isinstance(provider, OpenAIBatch) else None
+        self.file = provider.sizing() if isinstance(provider, SizedTasks) else None
         # One of the two is set when the run starts: the provider either calls, or submits and polls.
         self.tasks: TaskDriver | None = None
         self.caller: Provider | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..batch_api import RequestsFile
 from ..errors import UpstreamError
 from ..protocol import BatchItems
 
@@ -81,4 +82,14 @@ class TaskProvider(Protocol):
 
     async def poll(self, task_id: str) -> TaskResult | None:
         """None while the task runs; its result when it ended. ``NotFound`` if unknown."""
+        ...
+
+
+@runtime_checkable
+class SizedTasks(Protocol):
+    """A task provider whose upload is a file of bounded size (the Batch API's requests file): batches are formed
+    to fit it. Optional beside ``TaskProvider``; a provider that wraps another keeps it by passing ``sizing`` on."""
+
+    def sizing(self) -> RequestsFile | None:
+        """What each item's line takes of the file, and the file's bound; None when batches need not fit one."""
         ...

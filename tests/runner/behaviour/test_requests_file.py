@@ -10,6 +10,7 @@ import tracemalloc
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from unwritable import Folder
 
 from runner import batch_api, item_rows, runs
 from runner.protocol import BatchItems
+from runner.providers import TaskResult
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
@@ -198,3 +200,42 @@ async def test_a_key_is_budgeted_twice_on_its_line_so_long_keys_of_four_byte_cha
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
     assert all(len(content) <= whole // 4 for content in requests_files(upstream))
     assert len(formed) == ledger["batches_created"] == ledger["files_uploaded"]  # none formed too large
+
+
+class Wrapped:
+    """A provider wrapping the Batch API's (as one that logs or meters would): it passes every call on."""
+
+    def __init__(self, inner: OpenAIBatch) -> None:
+        self.inner = inner
+
+    async def upload(self, ref: str, items: BatchItems) -> Any:
+        return await self.inner.upload(ref, items)
+
+    async def create(self, ref: str, uploaded: Any) -> str:
+        return await self.inner.create(ref, uploaded)
+
+    async def find(self, ref: str) -> list[str]:
+        return await self.inner.find(ref)
+
+    async def cancel(self, task_id: str) -> bool:
+        return await self.inner.cancel(task_id)
+
+    async def poll(self, task_id: str) -> TaskResult | None:
+        return await self.inner.poll(task_id)
+
+    def sizing(self) -> batch_api.RequestsFile | None:
+        return self.inner.sizing()
+
+
+async def test_a_provider_wrapping_the_batch_api_s_keeps_its_batches_sized_to_fit_the_file(
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(batch_api, "FILE_BYTES", 300_000)
+    job = batch_job(tmp_path, upstream, posts(200), max_items=50_000, max_chars=50_000_000)
+    job = replace(job, prompt=replace(job.prompt, instructions="Label each post carefully. " * 150))
+    async with httpx.AsyncClient() as client:
+        provider = Wrapped(OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None))
+        outcome = await runs.execute(store, job, clock=clock, provider=provider)
+    ledger = upstream.ledger.snapshot()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 200
+    assert len(views.batches(store, store.run_id("test"))) == ledger["batches_created"]  # none formed too large
