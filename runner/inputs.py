@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import InputError
+from .protocol import STRICT_JSON, NotANumber
 
 Format = Literal["jsonl", "csv", "sqlite"]
 
@@ -38,25 +39,9 @@ SUFFIXES: dict[str, Format] = {
 MAX_DEPTH = 128
 
 
-
-class NotANumber(ValueError):
-    """``NaN``, ``Infinity`` or a number too large for a float: not JSON, and refused by every upstream."""
-
-
-def _no_constant(name: str) -> float:
-    raise NotANumber(name)
-
-
-def _finite(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise NotANumber(text)
-    return number
-
-
 #: ``json.loads``'s own decoder, called without the checks of its argument and options (a microsecond a
-#: record); ``NaN``, ``Infinity`` and numbers a float cannot hold refused.
-_decode = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite).decode
+#: record); ``NaN``, ``Infinity`` and numbers a float cannot hold refused (``protocol.NotANumber``).
+_decode = STRICT_JSON.decode
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ engine counts as a batch's size is exactly what the upstream receives.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,25 @@ def item_payload(key: str, fields: Mapping[str, Any]) -> dict[str, Any]:
 #: One encoder for every call: ``json.dumps`` with options builds a new one each time. NaN and infinities are
 #: not JSON (an upstream answers 400): the inputs refuse them, and the encoder too.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class NotANumber(ValueError):
+    """``NaN``, ``Infinity`` or a number too large for a float: not JSON, and refused by every upstream."""
+
+
+def _no_constant(name: str) -> float:
+    raise NotANumber(name)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise NotANumber(text)
+    return number
+
+
+#: A decoder of JSON as it is written: ``NaN``, ``Infinity`` and numbers no float holds are ``NotANumber``.
+STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def encode(value: Any) -> str:
@@ -159,22 +179,25 @@ def parse_results(content: object, keys: Iterable[str]) -> ParsedBatch:
     return ParsedBatch(results, None, contradictions)
 
 
-_DECODER = json.JSONDecoder()
-
 
 def _json_of(text: str) -> tuple[Any, str | None]:
     """The JSON value of an answer, or of its first code fence that holds one; else why not."""
     try:
-        return json.loads(text), None
+        return STRICT_JSON.decode(text), None
     except json.JSONDecodeError as exc:
         problem = f"answer is not JSON ({exc.msg} at char {exc.pos})"
+    except NotANumber as exc:
+        problem = f"answer is not JSON ({exc} is not a JSON number)"
     fence_problem = None
     for fence in _FENCE.finditer(text):  # the JSON read whole, so that a fence quoted inside it does not end it
         start = len(text) - len(text[fence.end():].lstrip())
         try:
-            value, end = _DECODER.raw_decode(text, start)
+            value, end = STRICT_JSON.raw_decode(text, start)
         except json.JSONDecodeError as exc:
             fence_problem = fence_problem or f"{exc.msg} at char {exc.pos - start} of the fence"
+            continue
+        except NotANumber as exc:
+            fence_problem = fence_problem or f"{exc} is not a JSON number"
             continue
         if text[end:].lstrip().startswith("```"):
             return value, None

@@ -90,9 +90,15 @@ class PythonTasks:
         results = await _classified(self._poll(task_id))
         if results is None:
             return None
-        return TaskResult(answers={
-            str(r["id"]): Answer(protocol.encode({"results": [r]})) for r in results if isinstance(r, dict)
-        })
+        answers: dict[str, Answer] = {}
+        errors: dict[str, UpstreamError] = {}
+        for result in results:
+            if isinstance(result, dict):
+                try:
+                    answers[str(result["id"])] = Answer(protocol.encode({"results": [result]}))
+                except (TypeError, ValueError) as exc:  # NaN, infinities, objects JSON has no form for
+                    errors[str(result["id"])] = _bug(f"the poll returned a result that is not JSON: {exc}")
+        return TaskResult(answers=answers, errors=errors)
 
 
 def qualified_name(function: object) -> str:

@@ -78,6 +78,8 @@ def test_a_code_fence_quoted_inside_the_fenced_json_does_not_end_it() -> None:
 @pytest.mark.parametrize("content, problem", [
     ("```json\n{\"results\": [\n```", "answer is not JSON, nor is its code fence (Expecting value at char 14 of the fence)"),
     ("```json\n" + RESULTS, "answer is not JSON (Expecting value at char 0)"),  # cut before the fence closed
+    ('{"results": [{"id": "1", "score": NaN}]}', "answer is not JSON (NaN is not a JSON number)"),
+    ('{"results": [{"id": "1", "score": -1e999}]}', "answer is not JSON (-1e999 is not a JSON number)"),
     ({"results": []}, "answer is not text but dict"),
     (["results"], "answer is not text but list"),
     (7, "answer is not text but int"),

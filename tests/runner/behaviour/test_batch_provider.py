@@ -385,6 +385,27 @@ async def test_a_python_submit_poll_pair_has_its_task_id_saved_before_it_is_poll
     assert sorted(tasks_upstream.saved_when_polled) == sorted(tasks_upstream.created)
 
 
+class NotANumber(Tasks):
+    """A pair whose poll gives p003 a score of NaN: not JSON, which no store or upstream takes."""
+
+    async def poll(self, task_id: str) -> list[dict[str, Any]] | None:
+        return [{"id": p["id"], "label": "question", "score": float("nan") if p["id"] == "p003" else 1.0}
+                for p in self.created[task_id][1]]
+
+
+async def test_a_python_poll_s_result_that_is_not_json_fails_its_item_alone_as_the_handler_s_fault(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    tasks_upstream = NotANumber(store)
+    provider = PythonTasks(tasks_upstream.submit, tasks_upstream.poll, tasks_upstream.find)
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5), max_items=5, max_attempts=1)
+    outcome = await runs.execute(store, job, provider=provider, clock=clock)
+    failures = views.failures(store, "test")
+    assert outcome.status["counts"][ItemState.COMPLETED] == 4
+    assert [(f["key"], f["kind"]) for f in failures] == [("p003", FailureKind.BAD_REQUEST)]
+    assert "the poll returned a result that is not JSON: Out of range float values" in failures[0]["message"]
+
+
 async def test_a_line_s_content_in_parts_or_of_another_shape_is_read_as_a_chat_answer_s() -> None:
     def line(key: str, content: Any) -> dict[str, Any]:
         body = {"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}
