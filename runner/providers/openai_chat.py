@@ -9,6 +9,7 @@ decides what to retry, so no request is ever retried behind its back.
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -127,7 +128,7 @@ def answer_of(body: Any) -> Answer:
     except (KeyError, IndexError, TypeError):
         return Answer(None, None)
     finish = choice.get("finish_reason")
-    raw = content if isinstance(content, str) else protocol.encode(content)
+    raw = content if isinstance(content, str) else _as_received(content)
     text, problem = _text_of(content)
     return Answer(text, finish if isinstance(finish, str) else None, raw=raw, problem=problem)
 
@@ -141,7 +142,15 @@ def _text_of(content: Any) -> tuple[str | None, str | None]:
             part["text"] for part in content
             if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
         ), None
-    return None, f"the answer's content is not text but {protocol.encode(content)[:100]}"
+    return None, f"the answer's content is not text but {_as_received(content)[:100]}"
+
+
+def _as_received(content: Any) -> str:
+    """A content that is not text, as compact JSON; NaN and infinities (which JSON has no form for) as sent."""
+    try:
+        return protocol.encode(content)
+    except ValueError:
+        return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
 
 
 def error_for(response: httpx.Response, *, secret: str | None = None) -> errors.UpstreamError:

@@ -39,6 +39,8 @@ def chat(content: Any, finish_reason: Any = "stop") -> dict[str, Any]:
      Answer("", "stop", raw='[{"type":"thinking","thinking":"hm"},"text",{"type":"text","text":7}]')),
     (chat({"results": []}), Answer(None, "stop", raw='{"results":[]}',
                                    problem='the answer\'s content is not text but {"results":[]}')),
+    (chat({"score": float("nan")}), Answer(None, "stop", raw='{"score":NaN}',
+                                           problem="the answer's content is not text but {\"score\":NaN}")),
     (chat(42, finish_reason=1), Answer(None, None, raw="42", problem="the answer's content is not text but 42")),
     (chat(None, finish_reason="content_filter"), Answer(None, "content_filter", raw="null")),
     ({"choices": []}, Answer(None)),
