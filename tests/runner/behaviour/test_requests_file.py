@@ -40,19 +40,49 @@ def requests_files(sim: Simulator) -> list[bytes]:
     return [file.content for file in files if file is not None]
 
 
+class Wrapped:
+    """A provider wrapping the Batch API's (as one that logs or meters would): it passes every call on."""
+
+    def __init__(self, inner: OpenAIBatch) -> None:
+        self.inner = inner
+
+    async def upload(self, ref: str, items: BatchItems) -> Any:
+        return await self.inner.upload(ref, items)
+
+    async def create(self, ref: str, uploaded: Any) -> str:
+        return await self.inner.create(ref, uploaded)
+
+    async def find(self, ref: str) -> list[str]:
+        return await self.inner.find(ref)
+
+    async def cancel(self, task_id: str) -> bool:
+        return await self.inner.cancel(task_id)
+
+    async def poll(self, task_id: str) -> TaskResult | None:
+        return await self.inner.poll(task_id)
+
+    def sizing(self) -> batch_api.RequestsFile | None:
+        return self.inner.sizing()
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["its own provider", "a provider wrapping it"])
 async def test_a_batch_s_requests_file_fits_from_the_start_its_prompt_counted_on_every_line(
-    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch, wrapped: bool
 ) -> None:
-    """A prompt of 4,000 characters on 200 lines: the file is ~0.9 MB, the bound 300 kB; the items' text is 11 kB."""
+    """A prompt of 4,000 characters on 200 lines: the file is ~0.9 MB, the bound 300 kB; the items' text is 11 kB.
+    A provider that wraps the Batch API's keeps its sizing (the engine names no provider)."""
     monkeypatch.setattr(batch_api, "FILE_BYTES", 300_000)
     job = batch_job(tmp_path, upstream, posts(200), max_items=50_000, max_chars=50_000_000)
     job = replace(job, prompt=replace(job.prompt, instructions="Label each post carefully. " * 150))
-    outcome = await runs.execute(store, job, clock=clock)
+    async with httpx.AsyncClient() as client:
+        inner = OpenAIBatch(job.provider, job.prompt, job.output_schema, client=client, api_key=None, spool=tmp_path)
+        outcome = await runs.execute(store, job, clock=clock, provider=Wrapped(inner) if wrapped else None)
     ledger = upstream.ledger.snapshot()
     sizes = [len(content) for content in requests_files(upstream)]
+    formed = views.batches(store, store.run_id("test"))
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 200
     assert all(size <= 300_000 for size in sizes) and 3 <= len(sizes) <= 6
-    assert ledger["files_uploaded"] == ledger["batches_created"] == len(sizes)  # none refused, none split
+    assert len(formed) == ledger["files_uploaded"] == ledger["batches_created"] == len(sizes)  # none refused or split
     assert sorted(ledger["billed"].values()) == [1] * 200
 
 
@@ -200,42 +230,3 @@ async def test_a_key_is_budgeted_twice_on_its_line_so_long_keys_of_four_byte_cha
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 40
     assert all(len(content) <= whole // 4 for content in requests_files(upstream))
     assert len(formed) == ledger["batches_created"] == ledger["files_uploaded"]  # none formed too large
-
-
-class Wrapped:
-    """A provider wrapping the Batch API's (as one that logs or meters would): it passes every call on."""
-
-    def __init__(self, inner: OpenAIBatch) -> None:
-        self.inner = inner
-
-    async def upload(self, ref: str, items: BatchItems) -> Any:
-        return await self.inner.upload(ref, items)
-
-    async def create(self, ref: str, uploaded: Any) -> str:
-        return await self.inner.create(ref, uploaded)
-
-    async def find(self, ref: str) -> list[str]:
-        return await self.inner.find(ref)
-
-    async def cancel(self, task_id: str) -> bool:
-        return await self.inner.cancel(task_id)
-
-    async def poll(self, task_id: str) -> TaskResult | None:
-        return await self.inner.poll(task_id)
-
-    def sizing(self) -> batch_api.RequestsFile | None:
-        return self.inner.sizing()
-
-
-async def test_a_provider_wrapping_the_batch_api_s_keeps_its_batches_sized_to_fit_the_file(
-    tmp_path: Path, upstream: Simulator, store: Store, clock: StepClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(batch_api, "FILE_BYTES", 300_000)
-    job = batch_job(tmp_path, upstream, posts(200), max_items=50_000, max_chars=50_000_000)
-    job = replace(job, prompt=replace(job.prompt, instructions="Label each post carefully. " * 150))
-    async with httpx.AsyncClient() as client:
-        provider = Wrapped(OpenAIBatch(job.provider, job.prompt, None, client=client, api_key=None))
-        outcome = await runs.execute(store, job, clock=clock, provider=provider)
-    ledger = upstream.ledger.snapshot()
-    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 200
-    assert len(views.batches(store, store.run_id("test"))) == ledger["batches_created"]  # none formed too large
