@@ -9,7 +9,10 @@ ones do. A table wider than the terminal wraps its text columns, each line
 under its own column: at spaces, and inside a run of wide characters
 between any two of them (Chinese has no spaces), never before punctuation;
 a Latin word is kept whole while the table fits with it, and cut only when
-it alone is wider than its column. Without a terminal (a pipe, a file)
+it alone is wider than its column. A header is never wrapped, and a wrapped
+column never narrower than its header or ``FLOOR`` cells: when even that
+does not fit, the rows are wider than the terminal (a wide row still reads;
+a column one character wide does not). Without a terminal (a pipe, a file)
 nothing wraps: a row is one line. Outside text is shown as it is, its
 control characters (a newline, an escape sequence) as spaces, so that
 nothing it holds can move the cursor.
@@ -25,6 +28,8 @@ import click
 
 #: Between two columns.
 GAP = "  "
+#: The fewest cells a wrapped column narrows to (or its header's width, if wider): a word this long stays whole.
+FLOOR = 10
 
 
 def shown(text: str) -> str:
@@ -56,7 +61,7 @@ def table(
     widths = _fit([max(map(cells, column)) for column in zip(header, *texts)], [list(header), *texts], wraps, within)
     across = sum(widths) + len(GAP) * (len(widths) - 1)
     lines = _centred(title, across, within)
-    lines += [click.style(line, bold=True) for line in _wrapped(header, widths, wraps, numbers)]
+    lines.append(click.style(_row(header, widths, numbers), bold=True))  # a header is never wrapped
     lines.append("─" * across)
     for index, row in enumerate(texts):
         for line in _wrapped(row, widths, wraps, numbers):
@@ -75,18 +80,22 @@ def _fit(natural: list[int], rows: list[list[str]], wraps: Collection[int], with
     """Column widths: as the data asks, the ``wraps`` columns narrowed (by their share) to fit ``within``.
 
     Each keeps its longest unbreakable piece (a Latin word, a wide
-    character) whole if the table then fits; if not, only its widest
-    character, and a word longer than its column is cut.
+    character) whole if the table then fits; if not, it may go down to its
+    floor (its header's width, and at least ``FLOOR`` cells), where a
+    longer word is cut. It goes no narrower: when even the floors do not
+    fit, the rows are wider than ``within``.
     """
     across = sum(natural) + len(GAP) * (len(natural) - 1)
     if not within or not wraps or across <= within:
         return natural
     room = max(within - (across - sum(natural[i] for i in wraps)), 0)
     share = sum(natural[i] for i in wraps)
-    for least in (_longest_piece, _widest_character):
+    floors = {i: max(cells(rows[0][i]), FLOOR) for i in wraps}
+    for keep in (True, False):
         widths = list(natural)
         for i in wraps:
-            widths[i] = min(natural[i], max(room * natural[i] // share, max(least(row[i]) for row in rows), 1))
+            least = max([floors[i], *(_longest_piece(row[i]) for row in rows[1:])]) if keep else floors[i]
+            widths[i] = min(natural[i], max(room * natural[i] // share, least))
         if sum(widths) - sum(natural) + across <= within:
             break
     return widths
@@ -94,10 +103,6 @@ def _fit(natural: list[int], rows: list[list[str]], wraps: Collection[int], with
 
 def _longest_piece(text: str) -> int:
     return max((cells(piece) for word in text.split() for piece in _pieces(word)), default=0)
-
-
-def _widest_character(text: str) -> int:
-    return max(map(_cells, text), default=0)
 
 
 def _pieces(word: str) -> Iterator[str]:
@@ -161,9 +166,13 @@ def _padded(text: str, width: int, *, right: bool) -> str:
 
 
 def _centred(text: str, across: int, within: int) -> list[str]:
-    """A title or caption centred on the table (as ``str.center`` would), in lines that fit ``within`` (0: any)."""
+    """A title or caption centred on the table (as ``str.center`` would), in lines that fit ``within`` (0: any).
+
+    A table wider than ``within`` (its rows overflow) has it centred on ``within`` instead.
+    """
     if not text:
         return []
+    across = min(across, within or across)
     lines = _lines(text, within) if within and cells(text) > within else [text]
     return [(" " * _left(across - cells(line), across) + line).rstrip() for line in lines]
 

@@ -62,23 +62,44 @@ def test_a_table_wider_than_the_terminal_wraps_its_text_at_words_never_cutting_o
     small_store(tmp_path)
     wide = runner_cli("failures", "posts", cwd=tmp_path).stdout.splitlines()
     narrow = runner_cli("failures", "posts", cwd=tmp_path, columns=44).stdout.splitlines()
-    assert wide[3].split() == ["item_invalid", "1", "1", "p001", "(1", "attempt):", "no", "label"]
-    start = wide[1].index("example")
-    rows = narrow[3:]
-    assert len(rows) > 1  # wrapped
-    assert all(not row[:start].strip() for row in rows[1:])  # each further line under the example column
-    assert " ".join(row[start:].strip() for row in rows) == "p001 (1 attempt): no label"  # every word whole
-    assert all(len(row) <= 44 for row in narrow)
+    assert wide[1:] == ["kind          items  retryable  example",
+                        "─" * 58,
+                        "item_invalid      1          1  p001 (1 attempt): no label"]
+    assert narrow == ["          run posts: 1 failed item",
+                      "kind          items  retryable  example",
+                      "─" * 44,
+                      "item_invalid      1          1  p001 (1",
+                      "                                attempt): no",
+                      "                                label"]
+
+
+def test_a_terminal_too_narrow_for_a_wrapped_column_keeps_its_header_and_words_whole_the_rows_wider(
+        tmp_path: Path) -> None:
+    small_store(tmp_path)
+    for columns in (36, 30):
+        lines = runner_cli("failures", "posts", cwd=tmp_path, columns=columns).stdout.splitlines()
+        assert lines[1:] == ["kind          items  retryable  example",  # the header whole
+                             "─" * 42,  # the example column at its floor of ten cells, past the terminal
+                             "item_invalid      1          1  p001 (1",
+                             "                                attempt):",
+                             "                                no label"]
+        assert lines[0] == "run posts: 1 failed item".center(columns).rstrip()  # the title on the terminal
+
+
+def test_a_wrapped_column_is_never_narrower_than_its_header() -> None:
+    lines = table(("n", "a wider header"), [["1", "one two three four five six"]], numbers={0}, wraps={1}, within=12)
+    assert [click.unstyle(line) for line in lines] == ["n  a wider header", "─" * 17, "1  one two three",
+                                                      "   four five six"]
 
 
 def test_chinese_and_russian_failures_wrap_between_characters_within_the_terminal_aligned_by_cells(
         tmp_path: Path) -> None:
     small_store(tmp_path, records=CHINESE_AND_RUSSIAN, message=CHINESE_MESSAGE)
-    lines = runner_cli("failures", "posts", cwd=tmp_path, columns=40).stdout.splitlines()
+    lines = runner_cli("failures", "posts", cwd=tmp_path, columns=42).stdout.splitlines()
     header, rule, *rows = lines[1:]
     start = cells(header[:header.index("example")])
     assert rows[0].split()[:3] == ["item_invalid", "1", "1"] and len(rows) > 2  # wrapped
-    assert cells(rule) == 40 and all(cells(line) <= 40 for line in lines)
+    assert cells(rule) == 42 and all(cells(line) <= 42 for line in lines)
     before = [row[:len(row) - len(at(row, start))] for row in rows]
     assert all(cells(cut) == start for cut in before)  # the example starts under its header on every line
     assert not "".join(before[1:]).strip()  # and each further line holds only the example
