@@ -92,6 +92,30 @@ def test_a_wrapped_column_is_never_narrower_than_its_header() -> None:
                                                       "   four five six"]
 
 
+def test_tables_in_a_pipe_carry_no_terminal_styles(tmp_path: Path) -> None:
+    small_store(tmp_path)
+    for command in ("status", "failures"):
+        assert "\x1b[" not in runner_cli(command, "posts", cwd=tmp_path).stdout
+
+
+def test_status_lists_held_items_by_case_wrapped_at_words_then_the_command_that_releases_them(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(10))
+    with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 5\n'
+                                           f'concurrency = 1\n[provider]\nbase_url = "{sim.base_url}"\n')
+        crash.run("run", "job.toml", cwd=tmp_path)
+        assert runner_cli("run", "test", "--no-wait", cwd=tmp_path).returncode == 4  # its calls held for a person
+    lines = runner_cli("status", "test", cwd=tmp_path, columns=80).stdout.splitlines()
+    held = lines[lines.index("waiting for a person".center(80).rstrip()):]
+    assert held[1].split() == ["case", "items", "what", "confirming", "does", "keys"]
+    assert held[3].split()[:2] == ["resubmit", "5"] and all(len(line) <= 80 for line in held)
+    start, keys = held[1].index("what confirming does"), held[1].index("keys")
+    assert " ".join(line[start:keys].strip() for line in held[3:-2]).split() == (
+        "sends the items again: the first call may have run, so this may run and charge twice".split())
+    assert " ".join(line[keys:].strip() for line in held[3:-2]).split() == ", ".join(crash.ids).split()
+    assert held[-2:] == ["release them (all, or the KEYS given):", "runner confirm test --all"]
+
+
 def test_chinese_and_russian_failures_wrap_between_characters_within_the_terminal_aligned_by_cells(
         tmp_path: Path) -> None:
     small_store(tmp_path, records=CHINESE_AND_RUSSIAN, message=CHINESE_MESSAGE)
