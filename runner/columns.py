@@ -3,19 +3,24 @@
 What ``runner status`` and ``runner failures`` print, without rich (whose
 import alone costs these commands more than the rest of their work). Every
 width is a display width, counted in terminal cells: a wide character
-(Chinese, Japanese, Korean: East Asian width W or F) takes two, a combining
-mark none, anything else one, so Chinese and Cyrillic keys line up as Latin
-ones do. A table wider than the terminal wraps its text columns, each line
-under its own column: at spaces, and inside a run of wide characters
-between any two of them (Chinese has no spaces), never before punctuation;
+(Chinese, Japanese, Korean, an emoji: East Asian width W or F) takes two, a
+mark (Mn, Me: an accent, a Thai vowel sign, a variation selector) or a
+format character (Cf: a zero-width joiner) none, anything else one, so
+Chinese, Cyrillic and Thai keys line up as Latin ones do; the characters a
+zero-width joiner joins (an emoji sequence such as 👩‍💻) are one character,
+as wide as the first, and a line is never cut inside one. A table wider
+than the terminal wraps its text columns, each line under its own column:
+at spaces, and inside a run of wide characters between any two of them
+(Chinese has no spaces), never before punctuation;
 a Latin word is kept whole while the table fits with it, and cut only when
 it alone is wider than its column. A header is never wrapped, and a wrapped
 column never narrower than its header or ``FLOOR`` cells: when even that
 does not fit, the rows are wider than the terminal (a wide row still reads;
 a column one character wide does not). Without a terminal (a pipe, a file)
 nothing wraps: a row is one line. Outside text is shown as it is, its
-control characters (a newline, an escape sequence) as spaces, so that
-nothing it holds can move the cursor.
+control characters (a newline, an escape sequence, a bidirectional
+override) as spaces, so that nothing it holds can move the cursor or
+reorder a line; only the joiners (U+200C, U+200D) are kept.
 """
 
 from __future__ import annotations
@@ -28,13 +33,19 @@ import click
 
 #: Between two columns.
 GAP = "  "
+#: What a terminal draws in no cells of its own: marks (Mn, Me) and format characters (Cf).
+NO_CELLS = ("Mn", "Me", "Cf")
+#: The zero-width joiner: the character after it is drawn as one with the one before it.
+ZWJ = "\u200d"
+#: The format characters outside text keeps: the joiners (non-joining, joining).
+JOINERS = "\u200c" + ZWJ
 #: The fewest cells a wrapped column narrows to (or its header's width, if wider): a word this long stays whole.
 FLOOR = 10
 
 
 def shown(text: str) -> str:
-    """``text`` on one line, as it is, every run of whitespace or control characters one space."""
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    """``text`` on one line, as it is, every run of whitespace or control characters one space (joiners kept)."""
+    return " ".join("".join(ch if ch.isprintable() or ch in JOINERS else " " for ch in text).split())
 
 
 def width() -> int:
@@ -43,8 +54,8 @@ def width() -> int:
 
 
 def cells(text: str) -> int:
-    """How many terminal cells ``text`` takes: two for a wide character, none for a combining mark."""
-    return sum(map(_cells, text))
+    """How many terminal cells ``text`` takes: two for a wide character, none for a mark or a format character."""
+    return sum(map(_cells, _characters(text)))
 
 
 def table(
@@ -70,10 +81,26 @@ def table(
     return lines
 
 
-def _cells(ch: str) -> int:
-    if unicodedata.combining(ch):
+def _characters(text: str) -> Iterator[str]:
+    """``text`` as a terminal draws it, character by character: each with the marks and format characters after
+    it, and with whatever a zero-width joiner joins on."""
+    character = ""
+    for ch in text:
+        if character and (character[-1] == ZWJ or unicodedata.category(ch) in NO_CELLS):
+            character += ch
+            continue
+        if character:
+            yield character
+        character = ch
+    if character:
+        yield character
+
+
+def _cells(character: str) -> int:
+    """A character's cells (as :func:`_characters` makes them): its first code point's."""
+    if unicodedata.category(character[0]) in NO_CELLS:
         return 0
-    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return 2 if unicodedata.east_asian_width(character[0]) in ("W", "F") else 1
 
 
 def _fit(natural: list[int], rows: list[list[str]], wraps: Collection[int], within: int) -> list[int]:
@@ -107,14 +134,14 @@ def _longest_piece(text: str) -> int:
 
 def _pieces(word: str) -> Iterator[str]:
     """``word`` cut where a line may break inside it: before or after a wide character, never before punctuation."""
-    start = 0
-    for i in range(1, len(word)):
-        ch = word[i]
-        if ((_cells(word[i - 1]) == 2 or _cells(ch) == 2) and not unicodedata.combining(ch)
-                and not unicodedata.category(ch).startswith("P")):
-            yield word[start:i]
-            start = i
-    yield word[start:]
+    characters = list(_characters(word))
+    piece = characters[0]
+    for before, character in zip(characters, characters[1:]):
+        if (_cells(before) == 2 or _cells(character) == 2) and not unicodedata.category(character[0]).startswith("P"):
+            yield piece
+            piece = ""
+        piece += character
+    yield piece
 
 
 def _lines(text: str, width: int) -> list[str]:
@@ -139,12 +166,12 @@ def _lines(text: str, width: int) -> list[str]:
 def _cut(piece: str, width: int) -> list[str]:
     """A piece wider than ``width`` in parts that fit (a character at least, however narrow the column)."""
     parts, used = [""], 0
-    for ch in piece:
-        size = _cells(ch)
+    for character in _characters(piece):
+        size = _cells(character)
         if parts[-1] and used + size > width:
             parts.append("")
             used = 0
-        parts[-1] += ch
+        parts[-1] += character
         used += size
     return parts
 
