@@ -129,7 +129,8 @@ class StoreSteps:
                         written.append((step, None, None))
                         continue
                     with self._store.part():
-                        written.append((step, step.write(), None))
+                        result = step.write()
+                    written.append((step, result, None))
                 except GroupLost:
                     raise
                 except Exception as exc:  # that step's own failure: the others are written
