@@ -263,3 +263,6 @@ async def test_a_group_whose_savepoint_cannot_be_undone_or_released_is_lost_whol
     line.store.conn.set_authorizer(None)
     assert [type(outcome) for outcome in outcomes] == [GroupLost, GroupLost, GroupLost]
     assert line.marks() == []
+    first, *others = outcomes
+    assert [other.__cause__ for other in others] == [first, first], "each caller has an error of its own"
+    assert all(str(other) == str(first) for other in others)
