@@ -104,8 +104,8 @@ class StoreSteps:
                     pause = min(pause * 2, LONGEST_PAUSE)
                     continue
                 except BaseException as exc:  # none of them was written
-                    for step in steps:
-                        _answer(step, error=exc)
+                    for number, step in enumerate(steps):
+                        _answer(step, error=exc if number == 0 else _told_again(exc))
                     if not isinstance(exc, Exception):
                         raise
                     continue
@@ -129,7 +129,8 @@ class StoreSteps:
                         written.append((step, None, None))
                         continue
                     with self._store.part():
-                        written.append((step, step.write(), None))
+                        result = step.write()
+                    written.append((step, result, None))
                 except GroupLost:
                     raise
                 except Exception as exc:  # that step's own failure: the others are written
@@ -146,6 +147,16 @@ class StoreSteps:
             if now >= step.deadline:
                 _answer(step, error=StoreBusy(f"{exc}; tried again for {PATIENCE_SECONDS:g} s"))
         return [step for step in steps if now < step.deadline]
+
+
+def _told_again(exc: BaseException) -> BaseException:
+    """The group's failure for one more of its callers: a new error (its traceback its own), caused by the first."""
+    try:
+        again = type(exc)(*exc.args)
+    except Exception:  # an error type that cannot be made again from its args
+        again = StoreError(str(exc))
+    again.__cause__ = exc
+    return again
 
 
 def _answer(step: _Step, result: Any = None, error: BaseException | None = None) -> None:

@@ -3,11 +3,13 @@
     RunnerError                 root: everything runner raises on purpose
     ├── JobError                a job file or job definition is wrong
     │   └── InputError          the job's input cannot be read (file, line)
+    │       └── InputChanged    the input file changed while it was read; the run stays unprepared
     ├── RunError                a run cannot be found or started as asked
     ├── ExportError             an export cannot be written as asked (format, file, pyarrow)
     ├── MissingPackage          an optional package a notebook call needs (pandas) is not installed
     ├── StoreError              the run store cannot be opened, read or written
     │   ├── StoreBusy           another process held its write lock too long; nothing was written
+    │   ├── GroupLost           a transaction carrying several steps ended with none written
     │   ├── NotARunStore        a SQLite database of another program; left as it was
     │   ├── SpoolError          a requests file cannot be written in the store's folder (full, read-only)
     │   └── StoreOutdated       a store of an older schema, which only a writing command upgrades
@@ -48,6 +50,13 @@ class JobError(RunnerError):
 
 class InputError(JobError):
     """The job's input cannot be read; the message names the file and line."""
+
+
+class InputChanged(InputError):
+    """The input file changed while it was read (checked, then added): the run stays unprepared."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"{where}: changed while it was read; run again to read it as it is now")
 
 
 class RunError(RunnerError):

@@ -9,7 +9,8 @@ own that renews the lease (:meth:`~runner.store.additions.Additions.add_items`).
 Other processes write between chunks; the run is marked prepared only by the
 last chunk's transaction, so a prepare cut short is read again by the next
 engine. An input file that changed between the two reads is refused (its
-run stays unprepared).
+run stays unprepared): its fingerprint is compared before each chunk is
+added, and a key found twice when added (the check found none) says so too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import itertools
 from collections.abc import Callable, Iterator
 
 from . import item_rows, lease
-from .errors import InputError, RunError
+from .errors import InputChanged, RunError
+from .inputs import Fingerprint
 from .item_rows import ItemRow
 from .jobs import Job
 from .store.additions import Preparing
@@ -57,15 +59,21 @@ def prepare(
     chunks = _chunks(item_rows.rows(job), chunk_rows)
     chunk = next(chunks, [])
     for following in chunks:
+        _unchanged(job, source)
         store.add_items(job, chunk, preparing, now=now(), lease=held)
         added += len(chunk)
         if adding is not None:
             adding(added, total)
         chunk = following
-    if job.input.fingerprint() != source:
-        raise InputError(f"{job.input.describe()}: changed while it was read; run again to read it as it is now")
+    _unchanged(job, source)
     store.add_items(job, chunk, preparing, now=now(), lease=held, last=True, source=source)
     return preparing.run_id
+
+
+def _unchanged(job: Job, source: Fingerprint | None) -> None:
+    """Refuse an input file changed since it was checked, before a chunk read from it is added."""
+    if job.input.fingerprint() != source:
+        raise InputChanged(job.input.describe())
 
 
 def _chunks(rows: Iterator[ItemRow], size: int) -> Iterator[list[ItemRow]]:

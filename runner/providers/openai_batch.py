@@ -36,6 +36,9 @@ RUNNING = {"validating", "in_progress", "finalizing", "cancelling"}
 NOT_RUN = {"batch_expired", "batch_cancelled"}
 #: Requests files written and sent at once: 16 slots writing 200 MB each at once would fill the disk and the pipe.
 SPOOLING = 2
+#: How many of its newest batches' creation times a provider keeps for ``find`` (the oldest are forgotten first:
+#: a forgotten one's list is read to its end, as after a restart). Far more than a run keeps in flight at once.
+MADE_KEPT = 10_000
 
 
 class OpenAIBatch(OpenAIUpstream):
@@ -110,6 +113,8 @@ class OpenAIBatch(OpenAIUpstream):
             raise errors.SubmitUnknown(f"creating batch {ref} failed ({exc.message})", cause=exc) from exc
         if isinstance(created.get("created_at"), int):
             self._made[ref] = created["created_at"]
+            while len(self._made) > MADE_KEPT:
+                del self._made[next(iter(self._made))]
         return str(created["id"])
 
     async def find(self, ref: str) -> list[str]:

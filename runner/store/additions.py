@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RunError
+from ..errors import InputChanged, RunError
 from . import items
 from .connection import SQLiteFile
 from .items import move
@@ -109,7 +109,10 @@ class Additions(SQLiteFile):
                 preparing.fresh = before == 0
             rows = iter(rows)
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
-                _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh)
+                try:
+                    _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh)
+                except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
+                    raise InputChanged(job.input.describe()) from exc
             (after,) = conn.execute(TOTAL, (run_id,)).fetchone()
             event_id = _count_added(conn, run_id, preparing.event_id, after - before, now)
             if last:

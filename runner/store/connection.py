@@ -261,23 +261,29 @@ class SQLiteFile:
 
         A step that fails undoes only its own changes, and the others go on
         to the commit. A failure that ended the whole transaction (SQLite
-        rolls back on some I/O errors) raises ``GroupLost``: none of the
-        steps was written, and no more may run outside a transaction.
+        rolls back on some I/O errors), or a savepoint that cannot be undone
+        or released (the step's writes might be kept with the others'),
+        raises ``GroupLost``: none of the steps is written, and no more may
+        run outside a transaction.
         """
         conn = self.conn
-        try:
-            conn.execute("SAVEPOINT step")
-        except sqlite3.Error as exc:
-            raise GroupLost(f"{self.path}: store write failed ({exc})") from exc
+        self._group_statement("SAVEPOINT step")
         try:
             yield
         except BaseException as exc:
             if not conn.in_transaction:
                 raise GroupLost(f"{self.path}: store write failed; the transaction was rolled back") from exc
-            conn.execute("ROLLBACK TO step")
-            conn.execute("RELEASE step")
+            self._group_statement("ROLLBACK TO step", "RELEASE step")
             raise
-        conn.execute("RELEASE step")
+        self._group_statement("RELEASE step")
+
+    def _group_statement(self, *statements: str) -> None:
+        """A savepoint's statements; one that fails leaves the group's writes unknown, so none is kept."""
+        try:
+            for statement in statements:
+                self.conn.execute(statement)
+        except sqlite3.Error as exc:
+            raise GroupLost(f"{self.path}: store write failed ({exc}); none of the group was written") from exc
 
     def _begin(self) -> None:
         try:

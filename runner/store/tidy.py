@@ -9,11 +9,15 @@ stayed. So this process counts the stores it holds open, and when it closes
 its last one to a store, it opens and closes a connection that can write:
 SQLite then tidies the files away, unless another process still has the
 store open (then they stay, as they must, and its own last close tidies
-them). Nothing is changed but where the committed pages live.
+them). Nothing is changed but where the committed pages live: a checkpoint,
+no data. It is tried only where the store file and its folder may be written
+(by this process, and by their modes: a file made read-only stays untouched
+even for root); elsewhere the files stay, silently.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections import Counter
@@ -44,6 +48,8 @@ def tidy(path: Path) -> None:
     """Checkpoint the store's -wal into it and remove the -wal and -shm, unless another connection has it open."""
     if not (Path(f"{path}-wal").exists() or Path(f"{path}-shm").exists()):
         return
+    if not (_may_write(path) and _may_write(path.parent)):
+        return
     try:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True, timeout=0, isolation_level=None)
     except sqlite3.Error:  # a read-only file or folder: the files stay, as they did
@@ -55,3 +61,11 @@ def tidy(path: Path) -> None:
         pass
     finally:
         conn.close()
+
+
+def _may_write(path: Path) -> bool:
+    """Whether this process may write ``path``, and its modes let someone: root may write what is read-only."""
+    try:
+        return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+    except OSError:
+        return False

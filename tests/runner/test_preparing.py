@@ -11,7 +11,7 @@ from scenes import states_of_items, states_told_by_events
 from support import StepClock, events_into, make_job, posts, write_jsonl
 
 from runner import item_rows, lease, preparing, runs
-from runner.errors import InputError, RunError
+from runner.errors import InputChanged, InputError, RunError
 from runner.jobs import Job
 from runner.key_set import KeySet
 from runner.store import Store, views
@@ -147,3 +147,28 @@ def test_a_prepare_again_of_the_same_input_adds_nothing_and_marks_the_run_prepar
     runs.prepare(store, job, now=clock.now(), chunk_rows=10)
     assert len(views.history(store, run_id)) == 1
     assert store.input_unchanged_since(job, job.input.fingerprint()) == clock.now()
+
+
+def test_an_input_changed_between_two_chunks_is_refused_before_the_next_chunk_is_added(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    job = make_job(tmp_path, URL, posts(30))
+    added_so_far: list[int] = []
+
+    def edited(added: int, total: int) -> None:
+        added_so_far.append(added)
+        if added == 10:
+            write_jsonl(job.input.path, [*posts(30), posts(30)[25]])
+
+    with pytest.raises(InputChanged, match="changed while it was read"):
+        prepare(store, job, clock, adding=edited)
+    assert added_so_far == [10]
+    assert store.preparing("test") and sum(states_of_items(store).values()) == 10
+
+
+def test_a_key_found_twice_when_added_is_an_input_changed_not_a_failed_write(tmp_path: Path, store: Store) -> None:
+    """The check found no key twice: one found twice when added means the input changed in between."""
+    job = make_job(tmp_path, URL, [*posts(30), posts(30)[25]])
+    with pytest.raises(InputChanged, match=f"^{job.input.describe()}: changed while it was read"):
+        store.prepare_run(job, item_rows.rows(job), now=1.0)
+    assert not store.preparing("test") and sum(states_of_items(store).values()) == 0

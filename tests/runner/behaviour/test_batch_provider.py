@@ -22,6 +22,7 @@ from runner.jobs import Job, Prompt, ProviderConfig
 from runner.protocol import BatchItems
 from runner.providers import Answer
 from runner.providers.handler import PythonTasks
+from runner.providers import openai_batch
 from runner.providers.openai_batch import OpenAIBatch
 from runner.sim import Simulator
 from runner.sim.clock import Clock
@@ -344,6 +345,29 @@ async def test_the_duplicate_check_reads_the_batch_list_back_only_to_the_window_
             paths.clear()
             assert await provider().find("r:0") == [old[0]]
             assert paths == ["/v1/batches"] * 3
+
+
+async def test_a_provider_keeps_the_creation_time_of_only_its_newest_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One kept: the batch made before the newest is forgotten, and its duplicate check reads the whole list."""
+    monkeypatch.setattr(openai_batch, "MADE_KEPT", 1)
+    paths: list[str] = []
+    with Simulator(batch_seconds=0.0, on_call=lambda method, path: paths.append(path)).start() as sim:
+        async with httpx.AsyncClient() as client:
+            config = ProviderConfig(base_url=sim.base_url, model="sim-model", timeout=30, create_margin=60)
+            made = OpenAIBatch(config, Prompt(), None, client=client, api_key=None)
+            for n in range(150):
+                await made.create(f"r:{n}", await made.upload(f"r:{n}", [{"id": "p1"}]))
+            sim.advance(3600)
+            forgotten = await made.create("r:x", await made.upload("r:x", [{"id": "p1"}]))
+            newest = await made.create("r:y", await made.upload("r:y", [{"id": "p1"}]))
+            paths.clear()
+            assert await made.find("r:y") == [newest]
+            assert paths == ["/v1/batches"]
+            paths.clear()
+            assert await made.find("r:x") == [forgotten]
+            assert paths == ["/v1/batches"] * 2
 
 
 class Tasks:

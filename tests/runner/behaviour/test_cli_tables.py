@@ -1,11 +1,13 @@
 """The tables of ``runner status`` and ``runner failures``: plain columns, as wide as their data (in terminal
-cells: a Chinese character takes two), numbers to the right, long text wrapped under its own column (at words,
-and between any two Chinese characters), a word cut only when it alone is wider than its column, every line
-within the terminal, and no styles in a pipe."""
+cells: a Chinese character or an emoji takes two, a Thai vowel sign or a joiner none), numbers to the right,
+long text wrapped under its own column (at words, and between any two Chinese characters), a word cut only
+when it alone is wider than its column, a header never; the rows wider than the terminal only when a wrapped
+column would be narrower than its floor; and no styles in a pipe.
+
+Widths are checked against lines written out here, never against a width computed as the code computes it."""
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 
 import click
@@ -13,7 +15,7 @@ from support import KillAtFirstCall, posts, runner_cli, write_jsonl
 from unwritable import small_store
 
 from runner import tables
-from runner.columns import table
+from runner.columns import cells, table
 from runner.model import ItemState
 from runner.rules.breaker import Control
 from runner.sim import Simulator
@@ -25,22 +27,6 @@ CHINESE_AND_RUSSIAN = [{"id": "帖子-000", "month": "二〇二六年一月", "b
                        {"id": "пост-002", "month": "二〇二六年二月", "body": "Третий"}]
 #: A failure's message as a Chinese model might give it.
 CHINESE_MESSAGE = "模型没有给出标签，请检查提示词里的标签列表 (нет метки)"
-
-
-def cells(text: str) -> int:
-    """How many terminal cells ``text`` takes: two for a wide character (W, F), none for a combining mark."""
-    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-               for ch in text)
-
-
-def at(line: str, column: int) -> str:
-    """What ``line`` shows from its ``column``-th cell on."""
-    used = 0
-    for i, ch in enumerate(line):
-        if used >= column:
-            return line[i:]
-        used += cells(ch)
-    return ""
 
 
 def test_status_columns_are_as_wide_as_their_data_with_numbers_aligned_right(tmp_path: Path) -> None:
@@ -62,54 +48,124 @@ def test_a_table_wider_than_the_terminal_wraps_its_text_at_words_never_cutting_o
     small_store(tmp_path)
     wide = runner_cli("failures", "posts", cwd=tmp_path).stdout.splitlines()
     narrow = runner_cli("failures", "posts", cwd=tmp_path, columns=44).stdout.splitlines()
-    assert wide[3].split() == ["item_invalid", "1", "1", "p001", "(1", "attempt):", "no", "label"]
-    start = wide[1].index("example")
-    rows = narrow[3:]
-    assert len(rows) > 1  # wrapped
-    assert all(not row[:start].strip() for row in rows[1:])  # each further line under the example column
-    assert " ".join(row[start:].strip() for row in rows) == "p001 (1 attempt): no label"  # every word whole
-    assert all(len(row) <= 44 for row in narrow)
+    assert wide[1:] == ["kind          items  retryable  example",
+                        "─" * 58,
+                        "item_invalid      1          1  p001 (1 attempt): no label"]
+    assert narrow == ["          run posts: 1 failed item",
+                      "kind          items  retryable  example",
+                      "─" * 44,
+                      "item_invalid      1          1  p001 (1",
+                      "                                attempt): no",
+                      "                                label"]
+
+
+def test_a_terminal_too_narrow_for_a_wrapped_column_keeps_its_header_and_words_whole_the_rows_wider(
+        tmp_path: Path) -> None:
+    small_store(tmp_path)
+    for columns in (36, 30):
+        lines = runner_cli("failures", "posts", cwd=tmp_path, columns=columns).stdout.splitlines()
+        assert lines[1:] == ["kind          items  retryable  example",  # the header whole
+                             "─" * 42,  # the example column at its floor of ten cells, past the terminal
+                             "item_invalid      1          1  p001 (1",
+                             "                                attempt):",
+                             "                                no label"]
+        assert lines[0] == "run posts: 1 failed item".center(columns).rstrip()  # the title on the terminal
+
+
+def test_a_wrapped_column_is_never_narrower_than_its_header() -> None:
+    lines = table(("n", "a wider header"), [["1", "one two three four five six"]], numbers={0}, wraps={1}, within=12)
+    assert [click.unstyle(line) for line in lines] == ["n  a wider header", "─" * 17, "1  one two three",
+                                                      "   four five six"]
+
+
+def test_tables_in_a_pipe_carry_no_terminal_styles(tmp_path: Path) -> None:
+    small_store(tmp_path)
+    for command in ("status", "failures"):
+        assert "\x1b[" not in runner_cli(command, "posts", cwd=tmp_path).stdout
+
+
+def test_status_lists_held_items_by_case_wrapped_at_words_then_the_command_that_releases_them(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(10))
+    with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 5\n'
+                                           f'concurrency = 1\n[provider]\nbase_url = "{sim.base_url}"\n')
+        crash.run("run", "job.toml", cwd=tmp_path)
+        assert runner_cli("run", "test", "--no-wait", cwd=tmp_path).returncode == 4  # its calls held for a person
+    lines = runner_cli("status", "test", cwd=tmp_path, columns=80).stdout.splitlines()
+    held = lines[lines.index("waiting for a person".center(80).rstrip()):]
+    assert held[1].split() == ["case", "items", "what", "confirming", "does", "keys"]
+    assert held[3].split()[:2] == ["resubmit", "5"] and all(len(line) <= 80 for line in held)
+    start, keys = held[1].index("what confirming does"), held[1].index("keys")
+    assert " ".join(line[start:keys].strip() for line in held[3:-2]).split() == (
+        "sends the items again: the first call may have run, so this may run and charge twice".split())
+    assert " ".join(line[keys:].strip() for line in held[3:-2]).split() == ", ".join(crash.ids).split()
+    assert held[-2:] == ["release them (all, or the KEYS given):", "runner confirm test --all"]
 
 
 def test_chinese_and_russian_failures_wrap_between_characters_within_the_terminal_aligned_by_cells(
         tmp_path: Path) -> None:
     small_store(tmp_path, records=CHINESE_AND_RUSSIAN, message=CHINESE_MESSAGE)
-    lines = runner_cli("failures", "posts", cwd=tmp_path, columns=40).stdout.splitlines()
-    header, rule, *rows = lines[1:]
-    start = cells(header[:header.index("example")])
-    assert rows[0].split()[:3] == ["item_invalid", "1", "1"] and len(rows) > 2  # wrapped
-    assert cells(rule) == 40 and all(cells(line) <= 40 for line in lines)
-    before = [row[:len(row) - len(at(row, start))] for row in rows]
-    assert all(cells(cut) == start for cut in before)  # the example starts under its header on every line
-    assert not "".join(before[1:]).strip()  # and each further line holds only the example
-    parts = [at(row, start).strip() for row in rows]
-    assert "".join(parts).replace(" ", "") == f"帖子-001 (1 attempt): {CHINESE_MESSAGE}".replace(" ", "")  # all shown
-    # a run of Chinese broke between two of its characters
-    assert any(cells(line[-1:]) == cells(after[:1]) == 2 for line, after in zip(parts, parts[1:]))
+    lines = runner_cli("failures", "posts", cwd=tmp_path, columns=42).stdout.splitlines()
+    assert lines[1:] == ["kind          items  retryable  example",
+                         "─" * 42,
+                         "item_invalid      1          1  帖子-001",
+                         "                                (1",
+                         "                                attempt):",
+                         "                                模型没有给",  # ten cells: five Chinese characters
+                         "                                出标签，请",  # never a line starting with "，"
+                         "                                检查提示词",
+                         "                                里的标签列",
+                         "                                表 (нет",
+                         "                                метки)"]
 
 
 def test_status_with_chinese_groups_lines_its_counts_up_under_their_states_by_cells(tmp_path: Path) -> None:
     small_store(tmp_path, records=CHINESE_AND_RUSSIAN)
     lines = runner_cli("status", "posts", cwd=tmp_path).stdout.splitlines()
-    header, rule, january, february, total, _ = lines[1:]
-    assert (january.split(), february.split()) == (["二〇二六年一月", "1", "1"], ["二〇二六年二月", "1"])
-    assert cells(rule) == cells(header)
-    for state in header.split()[1:]:  # each count ends where its state's name ends, counted in cells
-        end = cells(header[:header.index(state) + len(state)])
-        assert all(at(row, end)[:1] in ("", " ") for row in (january, february, total))
-        assert at(total, end - 1)[:1].isdigit()
-    completed = cells(header[:header.index("completed") + len("completed")])
-    assert at(january, completed - 1)[:1] == "1"
+    assert lines[1:-1] == [  # a group of seven Chinese characters is fourteen cells wide
+        "group           pending  queued  waiting  running  received  completed  failed",
+        "─" * 78,
+        "二〇二六年一月                                                       1       1",
+        "二〇二六年二月        1",
+        "total                 1       0        0        0         0          1       1"]
 
 
 def test_a_word_wider_than_its_column_is_cut_only_then_and_every_line_fits() -> None:
     rows = [["1", "a supercalifragilistic word"], ["22", "短句子 and words that fit"]]
     narrow = [click.unstyle(line) for line in table(("n", "text"), rows, numbers={0}, wraps={1}, within=20)]
-    assert all(cells(line) <= 20 for line in narrow)
-    assert [at(line, 4) for line in narrow[2:]] == [
-        "a", "supercalifragili", "stic word", "短句子 and words", "that fit"]
+    assert narrow == [" n  text", "─" * 20, " 1  a", "    supercalifragili", "    stic word", "22  短句子 and words",
+                      "    that fit"]
     wide = [click.unstyle(line) for line in table(("n", "text"), rows, numbers={0}, wraps={1}, within=24)]
-    assert all(cells(line) <= 24 for line in wide) and " supercalifragilistic" in "\n".join(wide)
+    assert wide[2:5] == [" 1  a", "    supercalifragilistic", "    word"]
+
+
+def test_a_display_width_counts_wide_characters_two_cells_and_marks_and_joiners_none() -> None:
+    assert cells("二〇二六年一月") == 14  # Chinese: wide (W)
+    assert cells("ｆｕｌｌ") == 8  # fullwidth Latin (F)
+    assert cells("пост-002") == 8  # Cyrillic: one each
+    assert cells("สวัสดีครับ") == 7  # Thai: ten code points, three of them vowel signs above (Mn) over the consonants
+    assert cells("e\u0301") == 1  # a combining accent
+    assert cells("👍") == 2 and cells("👍\ufe0f") == 2  # an emoji is wide; variation selector 16 takes nothing
+    assert cells("👩\u200d💻") == 2  # a zero-width joiner sequence is drawn as one emoji
+    assert cells("a\u200bb") == 2  # a zero-width space (Cf)
+
+
+def test_thai_emoji_chinese_and_cyrillic_line_up_and_wrap_without_splitting_an_emoji_sequence() -> None:
+    rows = [["กรุงเทพ", "3", "สวัสดีครับ 👩\u200d💻 ok"], ["東京", "12", "写代码的人 👍\ufe0f fine"], ["Москва", "7", "Привет"]]
+    lines = [click.unstyle(line) for line in table(("city", "n", "note"), rows, numbers={1})]
+    assert lines == ["city     n  note",
+                     "─" * 30,
+                     "กรุงเทพ   3  สวัสดีครับ 👩\u200d💻 ok",  # กรุงเทพ: seven code points, six cells
+                     "東京    12  写代码的人 👍\ufe0f fine",
+                     "Москва   7  Привет"]
+    narrow = [click.unstyle(line) for line in table(("city", "n", "note"), rows, numbers={1}, wraps={2}, within=22)]
+    assert narrow[2:] == ["กรุงเทพ   3  สวัสดีครับ 👩\u200d💻",  # ten cells: the column's floor, full
+                          "            ok",
+                          "東京    12  写代码的人",
+                          "            👍\ufe0f fine",
+                          "Москва   7  Привет"]
+    coders = [click.unstyle(line) for line in table(("n", "note"), [["1", "👩\u200d💻" * 6]], wraps={1}, within=12)]
+    assert coders[2:] == ["1  " + "👩\u200d💻" * 5, "   👩\u200d💻"]  # five to the ten cells, each whole
 
 
 def test_status_counts_are_written_with_thousands_separators_as_the_title_is() -> None:

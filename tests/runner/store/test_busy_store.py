@@ -14,7 +14,7 @@ from scenes import counts_kept, counts_of_items, states_of_items, states_told_by
 from support import StepClock, make_job, posts
 
 from runner import busy, control, runs
-from runner.errors import StoreBusy
+from runner.errors import GroupLost, StoreBusy
 from runner.sim import Simulator
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
@@ -148,6 +148,7 @@ class Line:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.other = sqlite3.connect(store.path, isolation_level=None)
+        self.other.execute("CREATE TABLE marks (name TEXT NOT NULL)")
         self.other.execute("BEGIN IMMEDIATE")
         self.clock = clock = StepClock()
         #: How often the line found the store busy and paused.
@@ -161,14 +162,23 @@ class Line:
         self.tries: Counter[str] = Counter()
         self.written: list[str] = []
 
-    def step(self, name: str) -> Callable[[], str]:
+    def step(self, name: str, *, fails: bool = False) -> Callable[[], str]:
+        """A step that writes a row of its own; ``fails``: then raises, a bug of that step."""
+
         def write() -> str:
             self.tries[name] += 1
-            with self.store.write():
+            with self.store.write() as conn:
+                conn.execute("INSERT INTO marks (name) VALUES (?)", (name,))
                 self.written.append(name)
+            if fails:
+                raise ValueError(f"a bug in {name}")
             return name
 
         return write
+
+    def marks(self) -> list[str]:
+        """The rows the steps committed."""
+        return [row["name"] for row in self.store.rows("SELECT name FROM marks ORDER BY rowid")]
 
     def let_go(self) -> None:
         self.other.execute("ROLLBACK")
@@ -229,12 +239,30 @@ async def test_steps_asked_together_are_written_in_one_commit_and_a_failed_one_u
     commits = []
     line.store.conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
 
-    def fails() -> None:
-        with line.store.write():
-            line.written.append("fails")
-        raise ValueError("a bug in this step")
-
-    outcomes = await asyncio.gather(line.steps.run(line.step("start")), line.steps.run(fails),
+    outcomes = await asyncio.gather(line.steps.run(line.step("start")), line.steps.run(line.step("fails", fails=True)),
                                     line.steps.run(line.step("answer")), return_exceptions=True)
     assert outcomes[0] == "start" and isinstance(outcomes[1], ValueError) and outcomes[2] == "answer"
     assert commits == ["COMMIT"]
+    assert line.marks() == ["start", "answer"]
+
+
+@pytest.mark.parametrize("denied", ["ROLLBACK", "RELEASE"])
+async def test_a_group_whose_savepoint_cannot_be_undone_or_released_is_lost_whole_and_every_step_hears_it(
+    line: Line, denied: str
+) -> None:
+    """``ROLLBACK TO`` or ``RELEASE`` failing: what the group holds is unknown, so none of it is committed."""
+    line.let_go()
+
+    def authorize(action: int, operation: str | None, *_: str | None) -> int:
+        refused = action == sqlite3.SQLITE_SAVEPOINT and operation == denied
+        return sqlite3.SQLITE_DENY if refused else sqlite3.SQLITE_OK
+
+    line.store.conn.set_authorizer(authorize)
+    outcomes = await asyncio.gather(line.steps.run(line.step("start")), line.steps.run(line.step("fails", fails=True)),
+                                    line.steps.run(line.step("answer")), return_exceptions=True)
+    line.store.conn.set_authorizer(None)
+    assert [type(outcome) for outcome in outcomes] == [GroupLost, GroupLost, GroupLost]
+    assert line.marks() == []
+    first, *others = outcomes
+    assert [other.__cause__ for other in others] == [first, first], "each caller has an error of its own"
+    assert all(str(other) == str(first) for other in others)
