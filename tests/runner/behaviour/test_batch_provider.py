@@ -358,10 +358,10 @@ async def test_a_provider_keeps_the_creation_time_of_only_its_newest_batches(
             config = ProviderConfig(base_url=sim.base_url, model="sim-model", timeout=30, create_margin=60)
             made = OpenAIBatch(config, Prompt(), None, client=client, api_key=None)
             for n in range(150):
-                await made.create(f"r:{n}", await made.upload(f"r:{n}", [{"id": "p1"}]))
+                await made.create(f"r:{n}", await made.upload(f"r:{n}", BatchItems.of([{"id": "p1"}])))
             sim.advance(3600)
-            forgotten = await made.create("r:x", await made.upload("r:x", [{"id": "p1"}]))
-            newest = await made.create("r:y", await made.upload("r:y", [{"id": "p1"}]))
+            forgotten = await made.create("r:x", await made.upload("r:x", BatchItems.of([{"id": "p1"}])))
+            newest = await made.create("r:y", await made.upload("r:y", BatchItems.of([{"id": "p1"}])))
             paths.clear()
             assert await made.find("r:y") == [newest]
             assert paths == ["/v1/batches"]
