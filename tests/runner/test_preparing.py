@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from scenes import states_of_items, states_told_by_events
-from support import StepClock, events_into, make_job, posts, write_jsonl
+from support import StepClock, add_all, events_into, make_job, posts, write_jsonl
 
 from runner import item_rows, lease, preparing, runs
 from runner.errors import InputChanged, InputError, RunError
@@ -170,5 +170,5 @@ def test_a_key_found_twice_when_added_is_an_input_changed_not_a_failed_write(tmp
     """The check found no key twice: one found twice when added means the input changed in between."""
     job = make_job(tmp_path, URL, [*posts(30), posts(30)[25]])
     with pytest.raises(InputChanged, match=f"^{job.input.describe()}: changed while it was read"):
-        store.prepare_run(job, item_rows.rows(job), now=1.0)
+        add_all(store, job, item_rows.rows(job), now=1.0)
     assert not store.preparing("test") and sum(states_of_items(store).values()) == 0
