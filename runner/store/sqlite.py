@@ -291,7 +291,7 @@ class Store(Runs, Tasks, Commands, Leases):
 
     # What a stopped engine left ----------------------------------------------
 
-    def recover(self, run_id: int, *, now: float) -> None:
+    def recover(self, run_id: int, *, now: float, lease: tuple[str, str] | None = None) -> None:
         """Take over what a dead engine left: unsent items go back to pending, sent ones are held.
 
         Items still ``queued``, or ``running`` in a batch whose call intent
@@ -300,10 +300,14 @@ class Store(Runs, Tasks, Commands, Leases):
         not have reached the upstream: they are held for a person's
         confirmation, never re-sent on their own, and a call's (not a task's,
         whose answer may still come) is counted as maybe paid. ``received`` items keep
-        their output for local validation.
+        their output for local validation. With a ``lease`` (run name, token),
+        an engine whose calls were cut short holds its own, only while it still
+        holds the run.
         """
         params = {"run": run_id, "now": now}
         with self.write() as conn:
+            if lease is not None and not _holds(conn, lease):
+                return
             move(conn, "unqueue", where="items.run_id = :run", params=params)
             move(conn, "unsent", params=params, where=(
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
@@ -323,7 +327,7 @@ class Store(Runs, Tasks, Commands, Leases):
         queued batches of an engine that took the run over are its own.
         """
         with self.write() as conn:
-            if conn.execute("SELECT 1 FROM engines WHERE run = ? AND token = ?", lease).fetchone() is None:
+            if not _holds(conn, lease):
                 return
             move(conn, "unqueue", where="items.run_id = :run", params={"run": run_id, "now": now})
             conn.execute(
@@ -331,6 +335,11 @@ class Store(Runs, Tasks, Commands, Leases):
                 "WHERE run_id = ? AND state = ?",
                 (BatchState.DONE, now, run_id, BatchState.QUEUED),
             )
+
+
+def _holds(conn: sqlite3.Connection, lease: tuple[str, str]) -> bool:
+    """Whether the engine ``lease`` (run name, token) still holds its run."""
+    return conn.execute("SELECT 1 FROM engines WHERE run = ? AND token = ?", lease).fetchone() is not None
 
 
 def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Settlement, now: float) -> list[Batch]:

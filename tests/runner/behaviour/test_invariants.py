@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from support import ROOT, StepClock, events_into, make_job, posts, write_jsonl
+from support import ROOT, StepClock, events_into, make_job, posts, runner_cli, write_jsonl
 
 from runner import lease, runs
 from runner.store import views
@@ -290,3 +290,26 @@ def test_a_second_ctrl_c_exits_4_and_the_calls_it_cut_short_are_held_for_confirm
                       "runner run test\n")
     assert again.returncode == 4, again.stderr
     assert (status["needs_confirmation"], status["counts"]["completed"]) == (50, 10)
+
+
+def test_after_a_second_ctrl_c_the_held_items_are_shown_and_confirmed_before_any_new_run(tmp_path: Path) -> None:
+    """The aborting engine holds what it cut short itself: ``status`` and ``confirm`` see it at once, as it says."""
+    upstream = HeldCalls(2)
+    with Simulator(on_request=upstream).start() as sim:
+        cli = interrupted_run(tmp_path, sim)
+        assert upstream.arrived.wait(timeout=30)
+        cli.send_signal(signal.SIGINT)
+        said_stopping(cli)
+        cli.send_signal(signal.SIGINT)
+        assert cli.stderr is not None
+        cli.stderr.read()
+        cli.wait(timeout=60)
+        cli.stderr.close()
+        upstream.release.set()
+        status = json.loads(runner_cli("status", "test", "--json", cwd=tmp_path).stdout)
+        confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
+    assert cli.returncode == 4
+    assert (status["needs_confirmation"], status["maybe_paid"], status["engine"]["alive"]) == (50, 50, False)
+    assert (status["counts"]["running"], status["counts"]["pending"]) == (50, 10)
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert confirmed.stdout.endswith("released 50 items; to go on:\nrunner run test\n")
