@@ -225,6 +225,7 @@ def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms
         stderr = log.whole()
     assert alive and held.engine_alive and held.held == held.unfinished >= 5
     assert confirmed.returncode == 0, confirmed.stderr
+    assert confirmed.stdout.endswith(f"released {held.held} items; the running engine takes them\n")
     assert waiting.returncode == 0, stderr
     said = f"test: waiting for a confirmation of {held.held} items — to go on: runner confirm test --all "
     assert stderr.count(said + "(or c in runner tui); Ctrl-C to leave\n") == 1, "said once, in the log"
