@@ -12,6 +12,9 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | only held items left                        | waiting for a confirmation, and the command for it   |
 | anything else                               | running (and how many items are held, if any)        |
 
+A terminal too narrow for the whole line gets the state's ``brief`` words,
+then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
+
 While nothing can move (reading, paused, open, waiting) the line shows no
 time left; else the time left is the read model's one estimate
 (:func:`runner.store.answers.time_left`, which the TUI shows too), labelled.
@@ -32,12 +35,19 @@ from .words import command, plural
 class Line:
     """The run's state, how a person goes on while it is held, and whether work can move now.
 
-    The time left is shown only while work can move.
+    The time left is shown only while work can move. ``brief`` says the state
+    in fewer words, for a narrow terminal (none: the state is short already).
     """
 
     state: str
     hint: str
     moving: bool
+    brief: str = ""
+
+    @property
+    def short(self) -> str:
+        """The state in as few words as the line has."""
+        return self.brief or self.state
 
     @property
     def text(self) -> str:
@@ -81,8 +91,10 @@ def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
-    held = f" ({plural(standing.held, 'item')} held for a confirmation)" if standing.held else ""
-    return Line(f"{name}: running{held}", "", moving=True)
+    if standing.held:
+        return Line(f"{name}: running ({plural(standing.held, 'item')} held for a confirmation)", "", moving=True,
+                    brief=f"{name}: running ({standing.held:,} held)")
+    return Line(f"{name}: running", "", moving=True)
 
 
 def _held(name: str, state: str, hint: str, waits: bool) -> Line:
