@@ -17,7 +17,8 @@ then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
 
 While nothing can move (reading, paused, open, waiting) the line shows no
 time left; else the time left is the read model's one estimate
-(:func:`runner.store.answers.time_left`, which the TUI shows too), labelled.
+(:func:`runner.store.answers.time_left`, which the TUI shows too), written
+by :func:`about` for both, labelled.
 Without waiting for a person, a held run says it is stopping.
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from .model import BreakerState, FailureKind
 from .store.answers import Standing
-from .words import command, plural
+from .words import command, duration, plural
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,14 @@ class Line:
 FIX_FIRST = (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION)
 
 
+def about(seconds: float) -> str:
+    """The read model's estimate of the time left as every view writes it: ``about 1m 48s``."""
+    return f"about {duration(round(seconds))}"
+
+
 def time_left(seconds: float | None) -> str:
-    """``about 0:00:28 left``; nothing when there is no estimate (or nothing is left)."""
-    if not seconds:
-        return ""
-    whole = round(seconds)
-    return f"about {whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d} left"
+    """``about 28s left``; nothing when there is no estimate (or nothing is left)."""
+    return f"{about(seconds)} left" if seconds else ""
 
 
 def reading(source: str, records: int) -> Line:

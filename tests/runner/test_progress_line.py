@@ -16,6 +16,7 @@ from runner.model import BreakerState, FailureKind, ItemState
 from runner.rules.breaker import Control
 from runner.store.answers import STATES, RunView, Standing, time_left
 from runner.terminal_run import RunProgress
+from tui import run_panel
 
 OPEN = Control(BreakerState.OPEN, "rate_limited: 429 from upstream")
 
@@ -102,7 +103,7 @@ def test_adding_items_reads_how_many_of_how_many() -> None:
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [
-    (28.4, "about 0:00:28 left"), (3725.0, "about 1:02:05 left"), (None, ""), (0.0, ""),
+    (28.4, "about 28s left"), (107.6, "about 1m 48s left"), (3725.0, "about 1h 02m left"), (None, ""), (0.0, ""),
 ])
 def test_the_time_left_is_labelled_as_time_left(seconds: float | None, shown: str) -> None:
     assert progress_line.time_left(seconds) == shown
@@ -128,6 +129,13 @@ def test_the_tui_shows_the_same_estimate_as_the_progress_line() -> None:
     assert view.eta == time_left(now, per_minute=14.0) == 30.0
 
 
+def test_the_tui_writes_the_estimate_as_the_progress_line_does() -> None:
+    view = RunView(standing(running=3, pending=5, held=1), concurrency=2, provider="", go_on="", batches=(), log=(),
+                   per_minute=3.9)
+    assert progress_line.time_left(view.eta) == "about 1m 48s left"
+    assert "left 8 items, about 1m 48s at this rate, 1 of them wait" in run_panel.pace(view).plain
+
+
 def drawn(width: int, state: str, short: str, *, left: float | None) -> list[str]:
     """The progress line of a run of 2,400 items, 1,236 done, on a terminal ``width`` columns wide."""
     out = io.StringIO()
@@ -144,7 +152,7 @@ HELD = "posts: running (49 items held for a confirmation)"
 def test_the_progress_line_fits_80_columns_in_brief_words_when_items_are_held() -> None:
     lines = drawn(80, HELD, "posts: running (49 held)", left=74)
     assert len(lines) == 1 and len(lines[0]) <= 80, lines
-    assert lines[0].startswith("posts: running (49 held) ") and lines[0].endswith(" 1236/2400 about 0:01:14 left")
+    assert lines[0].startswith("posts: running (49 held) ") and lines[0].endswith(" 1236/2400 about 1m 14s left")
     assert "━" in lines[0]
 
 
@@ -155,4 +163,4 @@ def test_the_progress_line_keeps_its_full_words_and_bar_where_they_fit() -> None
 
 def test_the_progress_line_drops_its_bar_before_it_wraps() -> None:
     assert drawn(56, HELD, "posts: running (49 held)", left=74) == [
-        "posts: running (49 held) 1236/2400 about 0:01:14 left"]
+        "posts: running (49 held) 1236/2400 about 1m 14s left"]
