@@ -10,7 +10,7 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | paused                                      | paused by a person, and the command that goes on     |
 | breaker open                                | breaker open (why), step and resume                  |
 | only held items left                        | waiting for a confirmation, and the command for it   |
-| anything else                               | running (and how many items are held, if any)        |
+| anything else                               | running (items held, batches upstream, if any)       |
 
 A terminal too narrow for the whole line gets the state's ``brief`` words,
 then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
@@ -80,8 +80,11 @@ def adding(source: str, added: int, total: int) -> Line:
     return Line(f"adding {source}: {added:,} of {total:,} items", "", moving=False)
 
 
-def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
-    """The run's state in words, from the store ``db``; ``waits``: this process waits for a person while held."""
+def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) -> Line:
+    """The run's state in words, from the store ``db``; ``waits``: this process waits for a person while held.
+
+    ``upstream``: how many of the run's batches an upstream holds as tasks (the Batch API's), said while it runs.
+    """
     name, control = standing.name, standing.control
     if control.paused:
         return _held(name, "paused by a person", f"to go on: {command('resume', name, db=db)} (or r in runner tui)",
@@ -94,9 +97,14 @@ def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
-    if standing.held:
-        return Line(f"{name}: running ({plural(standing.held, 'item')} held for a confirmation)", "", moving=True,
-                    brief=f"{name}: running ({standing.held:,} held)")
+    held = [f"{plural(standing.held, 'item')} held for a confirmation"] if standing.held else []
+    brief = [f"{standing.held:,} held"] if standing.held else []
+    if upstream:
+        held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
+        brief.append(f"{upstream:,} upstream")
+    if held:
+        return Line(f"{name}: running ({'; '.join(held)})", "", moving=True,
+                    brief=f"{name}: running ({', '.join(brief)})")
     return Line(f"{name}: running", "", moving=True)
 
 

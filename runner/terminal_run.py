@@ -102,10 +102,11 @@ async def _run_watched(
             started = started or job.name in store.run_names()  # asked until the run is there, then no more
             if started:
                 at = time.time()
-                standing = views.standing(store, job.name, now=at)
-                now = progress_line.line(standing, waits=wait_for_person, db=store.path)
+                standing, run_id = views.standing(store, job.name, now=at), store.run_id(job.name)
+                now = progress_line.line(standing, waits=wait_for_person, db=store.path,
+                                         upstream=views.batches_upstream(store, run_id))
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
-                left = time_left(standing, views.pace(store, store.run_id(job.name), now=at)) if now.moving else None
+                left = time_left(standing, views.pace(store, run_id, now=at)) if now.moving else None
                 bar.update(shown, description=now.state, short=now.short, total=standing.total, completed=done,
                            left=left)
                 bar.hint = now.hint

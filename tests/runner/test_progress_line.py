@@ -62,6 +62,14 @@ def test_the_progress_line_names_the_run_s_state_and_how_a_person_goes_on(
     assert (said.state, said.hint, said.moving) == (state, hint, moving)
 
 
+def test_a_running_line_counts_the_batches_an_upstream_holds_as_tasks() -> None:
+    said = progress_line.line(standing(running=300, pending=2100), waits=True, db="runs.db", upstream=12)
+    assert (said.state, said.short) == ("posts: running (12 batches upstream)", "posts: running (12 upstream)")
+    both = progress_line.line(standing(running=300, held=49), waits=True, db="runs.db", upstream=1)
+    assert (both.state, both.short) == ("posts: running (49 items held for a confirmation; 1 batch upstream)",
+                                        "posts: running (49 held, 1 upstream)")
+
+
 def test_a_running_line_with_held_items_has_brief_words_for_a_narrow_terminal_and_others_need_none() -> None:
     assert progress_line.line(standing(running=1300, held=1200), waits=True, db="runs.db").short == (
         "posts: running (1,200 held)")
