@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import click
 
 from .cli_options import db_option, plain_errors
-from .cli_words import go_on, show_control
+from .cli_words import go_on, hint, show_control
 from .errors import RunError
 from .model import FailureKind
-from .words import command as spelt, few, plural
+from .words import command as spelt, few, go_on as go_on_command, plural
 
 if TYPE_CHECKING:
     from .store import Store
@@ -107,8 +107,7 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: s
         _ask_to_confirm(store, name, keys)
     released = recovery.confirm(store, name, now=time.time(), keys=keys)
     if not any(released.values()):
-        chosen = " among the KEYS given" if keys else ""
-        click.echo(f"nothing to release: no item of run {name!r} is held for confirmation{chosen}")
+        _nothing_released(store, name, keys)
         return
     for case, count in released.items():
         if count:
@@ -134,3 +133,17 @@ def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
             click.echo(f"{case.value}: {len(chosen)} ({few(chosen)}): {case.warning}")
     if not click.confirm(f"release {plural(len(held), 'held item')} of {name!r}?", default=False):
         raise RunError("nothing was released")
+
+
+def _nothing_released(store: Store, name: str, keys: tuple[str, ...]) -> None:
+    """Why nothing was released: nothing is held, or an engine that is gone left items running, not held yet."""
+    from .store import views
+
+    left = views.standing(store, name, now=time.time()).left_running
+    if left:
+        hint(f"nothing to release yet: {plural(left, 'item')} of run {name!r} {'was' if left == 1 else 'were'} left "
+             "running by an engine that is gone; the next run holds them for confirmation:",
+             go_on_command(store.job(name), store.path))
+        return
+    chosen = " among the KEYS given" if keys else ""
+    click.echo(f"nothing to release: no item of run {name!r} is held for confirmation{chosen}")

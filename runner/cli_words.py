@@ -9,6 +9,7 @@ it); ``\\b`` keeps click from rewrapping its table.
 from __future__ import annotations
 
 import itertools
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -38,9 +39,17 @@ def hint(said: str, command: str) -> None:
 
 
 def go_on(said: str, store: Store, name: str) -> None:
-    """``said`` and how to go on with the run: ``runner run NAME``, or the Python call for a run defined in Python."""
-    from .jobs import PYTHON
+    """``said`` and how to go on with the run: ``runner run NAME``, or the Python call for a run defined in Python.
 
+    While an engine runs the run (``views.engine_alive``, as the TUI asks),
+    it takes the items: a new run would be refused, so none is named.
+    """
+    from .jobs import PYTHON
+    from .store import views
+
+    if views.engine_alive(store, name, now=time.time()):
+        click.echo(f"{said}; the running engine takes them")
+        return
     job = store.job(name)
     hint(f"{said}; to go on{' (from Python)' if job.provider.kind == PYTHON else ''}:", words.go_on(job, store.path))
 

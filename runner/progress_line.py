@@ -10,11 +10,15 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | paused                                      | paused by a person, and the command that goes on     |
 | breaker open                                | breaker open (why), step and resume                  |
 | only held items left                        | waiting for a confirmation, and the command for it   |
-| anything else                               | running (and how many items are held, if any)        |
+| anything else                               | running (items held, batches upstream, if any)       |
+
+A terminal too narrow for the whole line gets the state's ``brief`` words,
+then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
 
 While nothing can move (reading, paused, open, waiting) the line shows no
 time left; else the time left is the read model's one estimate
-(:func:`runner.store.answers.time_left`, which the TUI shows too), labelled.
+(:func:`runner.store.answers.time_left`, which the TUI shows too), written
+by :func:`about` for both, labelled.
 Without waiting for a person, a held run says it is stopping.
 """
 
@@ -25,19 +29,26 @@ from pathlib import Path
 
 from .model import BreakerState, FailureKind
 from .store.answers import Standing
-from .words import command, plural
+from .words import command, duration, plural
 
 
 @dataclass(frozen=True)
 class Line:
     """The run's state, how a person goes on while it is held, and whether work can move now.
 
-    The time left is shown only while work can move.
+    The time left is shown only while work can move. ``brief`` says the state
+    in fewer words, for a narrow terminal (none: the state is short already).
     """
 
     state: str
     hint: str
     moving: bool
+    brief: str = ""
+
+    @property
+    def short(self) -> str:
+        """The state in as few words as the line has."""
+        return self.brief or self.state
 
     @property
     def text(self) -> str:
@@ -49,12 +60,14 @@ class Line:
 FIX_FIRST = (FailureKind.AUTH, FailureKind.BILLING, FailureKind.PERMISSION)
 
 
+def about(seconds: float) -> str:
+    """The read model's estimate of the time left as every view writes it: ``about 1m 48s``."""
+    return f"about {duration(round(seconds))}"
+
+
 def time_left(seconds: float | None) -> str:
-    """``about 0:00:28 left``; nothing when there is no estimate (or nothing is left)."""
-    if not seconds:
-        return ""
-    whole = round(seconds)
-    return f"about {whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d} left"
+    """``about 28s left``; nothing when there is no estimate (or nothing is left)."""
+    return f"{about(seconds)} left" if seconds else ""
 
 
 def reading(source: str, records: int) -> Line:
@@ -67,8 +80,11 @@ def adding(source: str, added: int, total: int) -> Line:
     return Line(f"adding {source}: {added:,} of {total:,} items", "", moving=False)
 
 
-def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
-    """The run's state in words, from the store ``db``; ``waits``: this process waits for a person while held."""
+def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) -> Line:
+    """The run's state in words, from the store ``db``; ``waits``: this process waits for a person while held.
+
+    ``upstream``: how many of the run's batches an upstream holds as tasks (the Batch API's), said while it runs.
+    """
     name, control = standing.name, standing.control
     if control.paused:
         return _held(name, "paused by a person", f"to go on: {command('resume', name, db=db)} (or r in runner tui)",
@@ -81,8 +97,15 @@ def line(standing: Standing, *, waits: bool, db: str | Path) -> Line:
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
-    held = f" ({plural(standing.held, 'item')} held for a confirmation)" if standing.held else ""
-    return Line(f"{name}: running{held}", "", moving=True)
+    held = [f"{plural(standing.held, 'item')} held for a confirmation"] if standing.held else []
+    brief = [f"{standing.held:,} held"] if standing.held else []
+    if upstream:
+        held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
+        brief.append(f"{upstream:,} upstream")
+    if held:
+        return Line(f"{name}: running ({'; '.join(held)})", "", moving=True,
+                    brief=f"{name}: running ({', '.join(brief)})")
+    return Line(f"{name}: running", "", moving=True)
 
 
 def _held(name: str, state: str, hint: str, waits: bool) -> Line:

@@ -15,12 +15,13 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task
+from rich.table import Table
 from rich.text import Text
 
 from . import progress_line, runs, tables
@@ -69,8 +70,7 @@ async def _run_watched(
     store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
 ) -> Outcome | None:
     """The engine, its progress line polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
-    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeLeftColumn())
-    with RunProgress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+    with RunProgress(console=console, transient=True, disable=not console.is_terminal) as bar:
         source = job.input.describe()
         shown = bar.add_task(progress_line.reading(source, 0).text if read_input else job.name, total=None)
 
@@ -102,11 +102,13 @@ async def _run_watched(
             started = started or job.name in store.run_names()  # asked until the run is there, then no more
             if started:
                 at = time.time()
-                standing = views.standing(store, job.name, now=at)
-                now = progress_line.line(standing, waits=wait_for_person, db=store.path)
+                standing, run_id = views.standing(store, job.name, now=at), store.run_id(job.name)
+                now = progress_line.line(standing, waits=wait_for_person, db=store.path,
+                                         upstream=views.batches_upstream(store, run_id))
                 done = standing.counts[ItemState.COMPLETED] + standing.counts[ItemState.FAILED]
-                left = time_left(standing, views.pace(store, store.run_id(job.name), now=at)) if now.moving else None
-                bar.update(shown, description=now.state, total=standing.total, completed=done, left=left)
+                left = time_left(standing, views.pace(store, run_id, now=at)) if now.moving else None
+                bar.update(shown, description=now.state, short=now.short, total=standing.total, completed=done,
+                           left=left)
                 bar.hint = now.hint
                 if bar.disable and wait_for_person and not now.moving and now.text != said:
                     console.print(escape(now.text), soft_wrap=True)  # no bar: the log says once why the run waits
@@ -116,7 +118,13 @@ async def _run_watched(
 
 
 class RunProgress(Progress):
-    """The progress bar, and under it how a person goes on while the run is held (wrapped, never cut)."""
+    """The progress line, and under it how a person goes on while the run is held (wrapped, never cut).
+
+    The line fits its terminal: the state's words, the bar (at most
+    :data:`BAR`), how many of how many, the time left; when that is too wide,
+    the state's brief words (a task's ``short`` field), then a narrower bar
+    (down to :data:`BAR_LEAST`), then no bar.
+    """
 
     hint = ""
 
@@ -124,6 +132,37 @@ class RunProgress(Progress):
         yield self.make_tasks_table(self.tasks)
         if self.hint:
             yield Text(self.hint, style="yellow")
+
+    def make_tasks_table(self, tasks: Iterable[Task]) -> Table:
+        shown = [task for task in tasks if task.visible]
+        if shown:
+            self.columns = self._fitting(shown)
+        return super().make_tasks_table(shown)
+
+    def _fitting(self, tasks: list[Task]) -> tuple[ProgressColumn, ...]:
+        """The columns of the widest line that fits the terminal's width."""
+        after = (MofNCompleteColumn(), TimeLeftColumn())
+        beside = max(sum(column.render(task).cell_len + 1 for column in after) for task in tasks)
+        for words in (Words(short=False), Words(short=True)):
+            room = self.console.width - beside - max(words.render(task).cell_len + 1 for task in tasks)
+            if room >= BAR_LEAST:
+                return words, BarColumn(bar_width=min(room, BAR)), *after
+        return Words(short=True), *after
+
+
+#: The bar's widest and narrowest; narrower than this, no bar.
+BAR, BAR_LEAST = 40, 10
+
+
+class Words(ProgressColumn):
+    """The run's state in words: in full, or ``short`` (a task's ``short`` field, when it has one)."""
+
+    def __init__(self, *, short: bool) -> None:
+        super().__init__()
+        self.short = short
+
+    def render(self, task: Task) -> Text:
+        return Text(task.fields.get("short") or task.description if self.short else task.description)
 
 
 class TimeLeftColumn(ProgressColumn):

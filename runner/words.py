@@ -24,6 +24,18 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else many or noun + 's'}"
 
 
+def duration(seconds: float) -> str:
+    """``45s``, ``3m 05s``, ``2h 10m``, ``3d 4h``: how every view writes a span of time."""
+    s = max(int(seconds), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
 def few(keys: Sequence[str], *, most: int = 5) -> str:
     """``p001, p002 and 3 more``: the first ``most`` keys, then how many more."""
     return ", ".join(keys[:most]) + (f" and {len(keys) - most} more" if len(keys) > most else "")

@@ -1,4 +1,4 @@
-"""How numbers, times and states read on screen."""
+"""How numbers, times and states read on screen (a duration as the core writes it, :func:`runner.words.duration`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from rich.text import Text
 from runner.breaker import Control
 from runner.model import BreakerState
 from runner.store.answers import RunState
-from runner.words import plural
+from runner.words import duration as duration, plural
 
 #: One colour per item state, the same on every screen.
 STATE_STYLE = {
@@ -31,18 +31,6 @@ RUN_STATE_STYLE = {
 }
 
 BREAKER_STYLE = {BreakerState.CLOSED: "green", BreakerState.PROBING: "yellow", BreakerState.OPEN: "bold red"}
-
-
-def duration(seconds: float) -> str:
-    """``45s``, ``3m 05s``, ``2h 10m``, ``3d 4h``."""
-    s = max(int(seconds), 0)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m {s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
 def ago(seconds: float | None) -> str:

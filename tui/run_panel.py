@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from runner import progress_line
 from runner.model import BreakerState, ItemState
 from runner.store.answers import Hold, RunState, RunView, Standing
 from runner.words import plural
@@ -97,7 +98,7 @@ def _eta(view: RunView) -> str:
     left = plural(run.unfinished, 'item')
     waiting = f", {run.held:,} of them wait for a person" if run.held else ""
     if eta is not None:
-        return f"{left}, about {format.duration(eta)} at this rate{waiting}"
+        return f"{left}, {progress_line.about(eta)} at this rate{waiting}"
     if not run.engine_alive:
         why = "no estimate without an engine"
     elif run.control.paused:

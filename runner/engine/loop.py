@@ -133,6 +133,7 @@ class Engine:
         engine may do alone; bad input raises before any item changes.
         """
         name = self.job.name
+        cut_short = False
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
@@ -151,14 +152,21 @@ class Engine:
                 self.caller = self.provider
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
                 await self._work()
+        except asyncio.CancelledError:
+            cut_short = True
+            raise
         finally:
-            await self._tidy(name)
+            await self._tidy(name, cut_short=cut_short)
         return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind)
 
-    async def _tidy(self, name: str) -> None:
+    async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
 
-        Each waits for a busy store as any step does; a store that failed may refuse all of it.
+        An engine cancelled (``cut_short``: a second Ctrl-C) first recovers its
+        own run as the next engine would on start: the calls it cut short are
+        held for confirmation now, not when the run is next started. Each
+        waits for a busy store as any step does; a store that failed may
+        refuse all of it.
         """
         try:
             unsaved = self._breaker_unsaved
@@ -166,9 +174,8 @@ class Engine:
                 await self.steps.run(lambda: self.store.open_breaker(self.run_id, FailureKind.STORE, unsaved))
                 self.stopped_for, self._breaker_unsaved = unsaved, None
             if self.run_id:
-                await self.steps.run(
-                    lambda: self.store.release_queued(self.run_id, lease=(name, self.token), now=self.clock.now())
-                )
+                gives_back = self.store.recover if cut_short else self.store.release_queued
+                await self.steps.run(lambda: gives_back(self.run_id, lease=(name, self.token), now=self.clock.now()))
             await self.steps.run(lambda: lease.release(self.store, name, token=self.token))
         except StoreError:
             if self.stop_kind is not FailureKind.STORE:

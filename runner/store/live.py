@@ -75,6 +75,13 @@ def batches_in_flight(store: Store, run_id: int) -> list[dict[str, Any]]:
     )
 
 
+def batches_upstream(store: Store, run_id: int) -> int:
+    """The run's batches an upstream holds as tasks (sent, their task id saved), waiting for their results."""
+    return int(store.rows(
+        "SELECT COUNT(*) AS n FROM batches WHERE run_id = ? AND state = 'running' AND upstream_id IS NOT NULL", [run_id]
+    )[0]["n"])
+
+
 def event_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]:
     """The run's last ``limit`` events, newest first.
 

@@ -22,7 +22,7 @@ from ..rules import forming
 from . import items, views
 from .commands import Commands
 from .items import move, move_each
-from .leases import Leases
+from .leases import Leases, holds
 from .runs import Runs
 from .tasks import NOTE, Tasks
 
@@ -289,19 +289,19 @@ class Store(Runs, Tasks, Commands, Leases):
 
     # What a stopped engine left ----------------------------------------------
 
-    def recover(self, run_id: int, *, now: float) -> None:
+    def recover(self, run_id: int, *, now: float, lease: tuple[str, str] | None = None) -> None:
         """Take over what a dead engine left: unsent items go back to pending, sent ones are held.
 
-        Items still ``queued``, or ``running`` in a batch whose call intent
-        was never written or whose task's create was never sent, were never
-        sent, so they return to pending. Other ``running`` items may or may
-        not have reached the upstream: they are held for a person's
-        confirmation, never re-sent on their own, and a call's (not a task's,
-        whose answer may still come) is counted as maybe paid. ``received`` items keep
-        their output for local validation.
+        Items ``queued``, or ``running`` in a batch whose call intent was never written or whose task's create was
+        never sent, return to pending. Other ``running`` items may have reached the upstream: held for a person,
+        never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid.
+        ``received`` items keep their output for local validation. With a ``lease`` (run name, token), an engine
+        cut short holds its own calls, only while it still holds the run.
         """
         params = {"run": run_id, "now": now}
         with self.write() as conn:
+            if lease is not None and not holds(conn, lease):
+                return
             move(conn, "unqueue", where="items.run_id = :run", params=params)
             move(conn, "unsent", params=params, where=(
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
@@ -321,7 +321,7 @@ class Store(Runs, Tasks, Commands, Leases):
         queued batches of an engine that took the run over are its own.
         """
         with self.write() as conn:
-            if conn.execute("SELECT 1 FROM engines WHERE run = ? AND token = ?", lease).fetchone() is None:
+            if not holds(conn, lease):
                 return
             move(conn, "unqueue", where="items.run_id = :run", params={"run": run_id, "now": now})
             conn.execute(

@@ -37,6 +37,7 @@ from .answers import (
 from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results
 from .live import (
     batches_in_flight,
+    batches_upstream,
     command_tail,
     event_tail,
     failed_items,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from .sqlite import Store
 
 __all__ = [  # from lists and live
-    "EXPORT_STATES", "batches", "batches_in_flight", "command_tail", "event_tail", "export_page", "failed_items",
+    "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
     "work_span",
 ]

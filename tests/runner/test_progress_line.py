@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
+from rich.console import Console, Group
 from support import label_all_but_p001, make_job, posts
 
 from runner import item_rows, progress_line, runs
@@ -13,6 +15,8 @@ from runner.store import Store
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.rules.breaker import Control
 from runner.store.answers import STATES, RunView, Standing, time_left
+from runner.terminal_run import RunProgress
+from tui import run_panel
 
 OPEN = Control(BreakerState.OPEN, "rate_limited: 429 from upstream")
 
@@ -29,6 +33,8 @@ def standing(control: Control = Control(), *, held: int = 0, running: int = 0, p
 CASES = [
     (standing(running=2, pending=5), True, "posts: running", "", True),
     (standing(running=3, pending=5, held=1), True, "posts: running (1 item held for a confirmation)", "", True),
+    (standing(running=1300, pending=5, held=1200), True, "posts: running (1,200 items held for a confirmation)", "",
+     True),
     (standing(Control(paused=True), pending=5), True, "posts: paused by a person",
      "to go on: runner resume posts (or r in runner tui); Ctrl-C to leave", False),
     (standing(Control(paused=True), pending=5), False, "posts: paused by a person",
@@ -52,7 +58,22 @@ CASES = [
 def test_the_progress_line_names_the_run_s_state_and_how_a_person_goes_on(
     now: Standing, waits: bool, state: str, hint: str, moving: bool
 ) -> None:
-    assert progress_line.line(now, waits=waits, db="runs.db") == progress_line.Line(state, hint, moving)
+    said = progress_line.line(now, waits=waits, db="runs.db")
+    assert (said.state, said.hint, said.moving) == (state, hint, moving)
+
+
+def test_a_running_line_counts_the_batches_an_upstream_holds_as_tasks() -> None:
+    said = progress_line.line(standing(running=300, pending=2100), waits=True, db="runs.db", upstream=12)
+    assert (said.state, said.short) == ("posts: running (12 batches upstream)", "posts: running (12 upstream)")
+    both = progress_line.line(standing(running=300, held=49), waits=True, db="runs.db", upstream=1)
+    assert (both.state, both.short) == ("posts: running (49 items held for a confirmation; 1 batch upstream)",
+                                        "posts: running (49 held, 1 upstream)")
+
+
+def test_a_running_line_with_held_items_has_brief_words_for_a_narrow_terminal_and_others_need_none() -> None:
+    assert progress_line.line(standing(running=1300, held=1200), waits=True, db="runs.db").short == (
+        "posts: running (1,200 held)")
+    assert progress_line.line(standing(running=2, pending=5), waits=True, db="runs.db").short == "posts: running"
 
 
 def test_the_commands_of_the_line_name_the_store_when_it_is_not_runs_db() -> None:
@@ -90,7 +111,7 @@ def test_adding_items_reads_how_many_of_how_many() -> None:
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [
-    (28.4, "about 0:00:28 left"), (3725.0, "about 1:02:05 left"), (None, ""), (0.0, ""),
+    (28.4, "about 28s left"), (107.6, "about 1m 48s left"), (3725.0, "about 1h 02m left"), (None, ""), (0.0, ""),
 ])
 def test_the_time_left_is_labelled_as_time_left(seconds: float | None, shown: str) -> None:
     assert progress_line.time_left(seconds) == shown
@@ -114,3 +135,40 @@ def test_the_tui_shows_the_same_estimate_as_the_progress_line() -> None:
     now = standing(running=3, pending=5, held=1)
     view = RunView(now, concurrency=2, provider="", go_on="", batches=(), log=(), per_minute=14.0)
     assert view.eta == time_left(now, per_minute=14.0) == 30.0
+
+
+def test_the_tui_writes_the_estimate_as_the_progress_line_does() -> None:
+    view = RunView(standing(running=3, pending=5, held=1), concurrency=2, provider="", go_on="", batches=(), log=(),
+                   per_minute=3.9)
+    assert progress_line.time_left(view.eta) == "about 1m 48s left"
+    assert "left 8 items, about 1m 48s at this rate, 1 of them wait" in run_panel.pace(view).plain
+
+
+def drawn(width: int, state: str, short: str, *, left: float | None) -> list[str]:
+    """The progress line of a run of 2,400 items, 1,236 done, on a terminal ``width`` columns wide."""
+    out = io.StringIO()
+    console = Console(width=width, file=out, color_system=None)
+    bar = RunProgress(console=console, auto_refresh=False)
+    bar.add_task(state, total=2400, completed=1236, short=short, left=left)
+    console.print(Group(*bar.get_renderables()))
+    return out.getvalue().splitlines()
+
+
+HELD = "posts: running (49 items held for a confirmation)"
+
+
+def test_the_progress_line_fits_80_columns_in_brief_words_when_items_are_held() -> None:
+    lines = drawn(80, HELD, "posts: running (49 held)", left=74)
+    assert len(lines) == 1 and len(lines[0]) <= 80, lines
+    assert lines[0].startswith("posts: running (49 held) ") and lines[0].endswith(" 1236/2400 about 1m 14s left")
+    assert "━" in lines[0]
+
+
+def test_the_progress_line_keeps_its_full_words_and_bar_where_they_fit() -> None:
+    lines = drawn(120, HELD, "posts: running (49 held)", left=74)
+    assert len(lines) == 1 and lines[0].startswith(HELD + " ━") and len(lines[0]) <= 120, lines
+
+
+def test_the_progress_line_drops_its_bar_before_it_wraps() -> None:
+    assert drawn(56, HELD, "posts: running (49 held)", left=74) == [
+        "posts: running (49 held) 1236/2400 about 1m 14s left"]

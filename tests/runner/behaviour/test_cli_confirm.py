@@ -8,9 +8,10 @@ import pty
 import subprocess
 from pathlib import Path
 
-from support import commands_given, make_job, posts, runner_cli
+from support import KillAtFirstCall, commands_given, make_job, posts, runner_cli, write_jsonl
 
 from runner import lease, runs
+from runner.sim import Simulator
 from runner.store import Store
 
 
@@ -94,3 +95,16 @@ def test_confirm_names_a_key_the_run_does_not_have_before_asking(tmp_path: Path)
     assert (refused.returncode, refused.stdout) == (1, "")
     assert refused.stderr == "error: run 'test' has no item 'p404': nothing was changed\n"
     assert held(tmp_path) == 3
+
+
+def test_confirm_after_a_killed_engine_says_its_items_were_left_running_and_the_next_run_holds_them(
+        tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(10))
+    with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 5\n'
+                                           f'concurrency = 1\n[provider]\nbase_url = "{sim.base_url}"\n')
+        crash.run("run", "job.toml", cwd=tmp_path)
+    confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert confirmed.stdout == ("nothing to release yet: 5 items of run 'test' were left running by an engine that is "
+                                "gone; the next run holds them for confirmation:\nrunner run test\n")

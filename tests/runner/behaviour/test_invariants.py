@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from support import ROOT, StepClock, events_into, make_job, posts, write_jsonl
+from support import ROOT, StepClock, events_into, make_job, posts, runner_cli, write_jsonl
 
 from runner import lease, runs
 from runner.store import views
@@ -267,26 +267,49 @@ def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> 
     assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent
 
 
+def aborted_run(tmp_path: Path, sim: Simulator, upstream: HeldCalls) -> tuple[int, str]:
+    """``runner run`` given a Ctrl-C once ``upstream`` holds its calls, then a second one: its exit code and stderr.
+
+    The upstream lets its calls go once the process has ended.
+    """
+    cli = interrupted_run(tmp_path, sim)
+    assert upstream.arrived.wait(timeout=30)
+    cli.send_signal(signal.SIGINT)
+    said_stopping(cli)
+    cli.send_signal(signal.SIGINT)
+    assert cli.stderr is not None
+    stderr = cli.stderr.read()
+    cli.wait(timeout=60)
+    cli.stderr.close()
+    upstream.release.set()
+    return cli.returncode, stderr
+
+
 def test_a_second_ctrl_c_exits_4_and_the_calls_it_cut_short_are_held_for_confirmation(tmp_path: Path) -> None:
     upstream = HeldCalls(2)  # both slots' calls are with the upstream
     with Simulator(on_request=upstream).start() as sim:
-        cli = interrupted_run(tmp_path, sim)
-        assert upstream.arrived.wait(timeout=30)
-        cli.send_signal(signal.SIGINT)
-        said_stopping(cli)
-        cli.send_signal(signal.SIGINT)
-        assert cli.stderr is not None
-        stderr = cli.stderr.read()
-        cli.wait(timeout=60)
-        cli.stderr.close()
-        upstream.release.set()
+        code, stderr = aborted_run(tmp_path, sim, upstream)
         again = subprocess.run([sys.executable, "-m", "runner", "run", "test"], cwd=tmp_path, text=True,
                                env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
     with Store(tmp_path / "runs.db", read_only=True) as store:
         status = views.status(store, "test", now=time.time())
-    assert cli.returncode == 4, stderr
+    assert code == 4, stderr
     assert stderr == ("runner run test\n"  # the stopping line's command, alone on its line
                       "aborted: the calls cut short are held for confirmation; to see them and go on:\n"
                       "runner run test\n")
     assert again.returncode == 4, again.stderr
     assert (status["needs_confirmation"], status["counts"]["completed"]) == (50, 10)
+
+
+def test_after_a_second_ctrl_c_the_held_items_are_shown_and_confirmed_before_any_new_run(tmp_path: Path) -> None:
+    """The aborting engine holds what it cut short itself: ``status`` and ``confirm`` see it at once, as it says."""
+    upstream = HeldCalls(2)
+    with Simulator(on_request=upstream).start() as sim:
+        code, _ = aborted_run(tmp_path, sim, upstream)
+        status = json.loads(runner_cli("status", "test", "--json", cwd=tmp_path).stdout)
+        confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
+    assert code == 4
+    assert (status["needs_confirmation"], status["maybe_paid"], status["engine"]["alive"]) == (50, 50, False)
+    assert (status["counts"]["running"], status["counts"]["pending"]) == (50, 10)
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert confirmed.stdout.endswith("released 50 items; to go on:\nrunner run test\n")

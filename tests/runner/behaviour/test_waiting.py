@@ -178,7 +178,7 @@ def test_a_run_in_a_terminal_labels_its_time_left(tmp_path: Path) -> None:
         terminal.wait_for(" left")
         code = terminal.wait()
     assert code == 0, terminal.shown()[-3000:]
-    assert re.search(r"/100 about \d:\d\d:\d\d left", terminal.shown()), terminal.shown()[-3000:]
+    assert re.search(r"/100 about (\d+m )?\d+s left", terminal.shown()), terminal.shown()[-3000:]
 
 
 class Log:
@@ -225,7 +225,20 @@ def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms
         stderr = log.whole()
     assert alive and held.engine_alive and held.held == held.unfinished >= 5
     assert confirmed.returncode == 0, confirmed.stderr
+    assert confirmed.stdout.endswith(f"released {held.held} items; the running engine takes them\n")
     assert waiting.returncode == 0, stderr
     said = f"test: waiting for a confirmation of {held.held} items — to go on: runner confirm test --all "
     assert stderr.count(said + "(or c in runner tui); Ctrl-C to leave\n") == 1, "said once, in the log"
+    assert standing(tmp_path).counts[ItemState.COMPLETED] == 10
+
+
+def test_a_batch_api_run_in_a_terminal_says_how_many_batches_the_upstream_holds_while_it_waits(tmp_path: Path) -> None:
+    with Simulator(batch_seconds=2.0).start() as sim:
+        job_file(tmp_path, sim, 10)
+        text = (tmp_path / "job.toml").read_text()
+        (tmp_path / "job.toml").write_text(text.replace("[provider]\n", '[provider]\nkind = "openai-batch"\n'))
+        terminal = Terminal("run", "job.toml", cwd=tmp_path)
+        terminal.wait_for("test: running (2 batches upstream)")
+        code = terminal.wait()
+    assert code == 0, terminal.shown()[-3000:]
     assert standing(tmp_path).counts[ItemState.COMPLETED] == 10
