@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,18 +36,26 @@ URL = "http://127.0.0.1:9/v1"
 
 
 class Watch:
-    """What the store said of the breaker each time a request arrived, and how many were in flight."""
+    """What the store said of the breaker each time a request arrived, and how many were in flight.
+
+    With ``together`` (a barrier of N), the first N requests are answered
+    only once all N have arrived: those calls are surely in flight at once,
+    however slow the machine.
+    """
 
     def __init__(self, db: Path) -> None:
         self.db = db
         self.seen: list[tuple[str, int]] = []
         self.sim: Simulator | None = None
+        self.together: threading.Barrier | None = None
 
     def __call__(self, ids: list[str]) -> None:
         assert self.sim is not None
         with Store(self.db, read_only=True) as store:
             state = views.status(store, "test", now=0.0)["breaker"]["state"]
         self.seen.append((state, self.sim.ledger.snapshot()["in_flight"]))
+        if self.together is not None and len(self.seen) <= self.together.parties:
+            self.together.wait()
 
 
 @pytest.fixture
@@ -78,6 +87,7 @@ async def test_a_second_consecutive_final_transport_failure_opens_the_breaker(
 ) -> None:
     """The two batches in flight at once fail together: one failure, probing; the probe started after it fails: open."""
     sim, watch = watched
+    watch.together = threading.Barrier(2, timeout=60)
     sim.set_faults(ALWAYS_500)
     outcome = await runs.execute(store, job_of(tmp_path, sim), clock=clock)
     assert sim.ledger.snapshot()["requests"] == 6
