@@ -33,13 +33,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from runner import batch_api, jobs, runs
+from runner import batch_api, item_rows, runs
 from runner.jobs import BatchLimits, Job
 from runner.rules import polls
 from runner.sim import Simulator
 from runner.store import Store
 
-from .common import SEED, Row, Target, machine, make_posts, options, report, sample_job
+from .common import SEED, Row, Target, make_posts, sample_job, standalone
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def batch_job(source: Path, limits: BatchLimits) -> Job:
 
 def batches_of(job: Job) -> int:
     """How many batches of ``max_items`` the job's items make, a batch never mixing groups."""
-    sizes = Counter(item.group for item in jobs.items(job))
+    sizes = Counter(item.group for item in item_rows.items(job))
     return sum(-(-size // job.batch.max_items) for size in sizes.values())
 
 
@@ -162,9 +162,7 @@ def run(*, quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    args = options(__doc__.splitlines()[0] if __doc__ else "")
-    print(f"Machine: {machine()}{' (--quick)' if args.quick else ''}")
-    report("Batch API", run(quick=args.quick))
+    standalone("Batch API", run, __doc__)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from typing import NamedTuple
 if not __package__:  # run as a script: python bench/cold_start.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT, Row, Target, machine, options, report, sample_job  # noqa: E402
+from bench.common import ROOT, Row, Target, sample_job, standalone  # noqa: E402
 from bench.scale import NAME, NOW, build  # noqa: E402
 
 from runner.store import Store  # noqa: E402
@@ -172,9 +172,7 @@ def run(*, quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    args = options(__doc__.splitlines()[0] if __doc__ else "")
-    print(f"Machine: {machine()}")
-    report("Cold start", run(quick=args.quick))
+    standalone("Cold start", run, __doc__)
 
 
 if __name__ == "__main__":

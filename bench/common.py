@@ -131,6 +131,13 @@ def options(description: str) -> argparse.Namespace:
     return parser.parse_args()
 
 
+def standalone(title: str, run: Callable[..., Sequence[Row]], doc: str | None) -> None:
+    """One area's benchmark run as a script (``python -m bench.NAME [--quick]``): its table, under ``title``."""
+    args = options(doc.splitlines()[0] if doc else "")
+    print(f"Machine: {machine()}{' (--quick)' if args.quick else ''}")
+    report(title, run(quick=args.quick))
+
+
 def sample_job(source: Path, *, name: str = "bench", base_url: str = "http://127.0.0.1:8765/v1") -> Job:
     """The sample job (its prompt, batching and output schema) over ``source``."""
     job = jobs.load(ROOT / "sample_data" / "job.toml")

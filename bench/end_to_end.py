@@ -54,16 +54,15 @@ from runner.store import Store
 
 from .common import (
     ROOT,
-    SEED,
     Row,
+    SEED,
     Target,
     elapsed,
     machine,
     make_posts,
-    options,
     profile,
-    report,
     sample_job,
+    standalone,
     transaction,
 )
 
@@ -338,9 +337,7 @@ def run(*, quick: bool) -> list[Row]:
     ]
 
 def main() -> None:
-    args = options(__doc__.splitlines()[0] if __doc__ else "")
-    print(f"Machine: {machine()}")
-    report("End to end", run(quick=args.quick))
+    standalone("End to end", run, __doc__)
 
 
 if __name__ == "__main__":

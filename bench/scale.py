@@ -46,16 +46,7 @@ from runner.engine import Engine
 from runner.providers.handler import PythonHandler
 from runner.store import Store
 
-from .common import (
-    SEED,
-    Row,
-    Target,
-    elapsed,
-    machine,
-    options,
-    report,
-    sample_job,
-)
+from .common import SEED, Row, Target, elapsed, sample_job, standalone
 
 NAME = "bench"
 NOW = 1_800_000_000.0
@@ -301,9 +292,7 @@ def run(*, quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    args = options(__doc__.splitlines()[0] if __doc__ else "")
-    print(f"Machine: {machine()}")
-    report("Scale", run(quick=args.quick))
+    standalone("Scale", run, __doc__)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from runner.item_rows import ItemRow
 from runner.store import Settlement, Store
 from runner.store.additions import Preparing
 
-from .common import SEED, Row, Target, machine, options, profile, report, sample_job, transaction
+from .common import SEED, Row, Target, profile, sample_job, standalone, transaction
 
 BATCH = 25
 #: A large enough limit that every batch holds 25 items.
@@ -274,9 +274,7 @@ def run(*, quick: bool) -> list[Row]:
 
 
 def main() -> None:
-    args = options(__doc__.splitlines()[0] if __doc__ else "")
-    print(f"Machine: {machine()}")
-    report("Store transitions", run(quick=args.quick))
+    standalone("Store transitions", run, __doc__)
 
 
 if __name__ == "__main__":
