@@ -56,13 +56,14 @@ def status(name: str | None, db: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("name")
+@click.option("--kind", help="Every failed item of this kind, one a row (a kind the table names, e.g. item_invalid).")
 @db_option
 @json_option
 @plain_errors
-def failures(name: str, db: str, as_json: bool) -> None:
+def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
     """List a run's failed items with their reasons, by kind.
 
-    Example: runner failures demo --json
+    Example: runner failures demo --kind item_invalid
     """
     from . import tables
     from .store import Store, views
@@ -70,13 +71,23 @@ def failures(name: str, db: str, as_json: bool) -> None:
     with Store(db, read_only=True) as store:
         failed = views.failures(store, name)
         duplicates = views.duplicates(store, store.run_id(name))
+    if kind is not None:
+        failed = [item for item in failed if item["kind"] == kind]
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
+        return
+    if kind is not None:
+        if failed:
+            tables.echo(tables.items_of_kind_table(name, kind, failed))
+        else:
+            click.echo(f"no failed items of kind {kind!r} in run {name!r}")
         return
     if not failed and not duplicates:
         click.echo(f"no failed items in run {name!r}")
         return
     tables.echo(tables.failures_table(name, failed))
+    if len(failed) > 1:
+        hint("every item of a kind:", spelt("failures", name, "--kind", failed[0]["kind"], db=db))
     for duplicate in duplicates:
         click.echo(f"{click.style('unknown charge:', fg='yellow')} batch {duplicate['batch_id']}: "
                    f"{tables.shown(duplicate['message'])}")

@@ -60,6 +60,15 @@ def failures_table(name: str, failed: list[dict[str, Any]]) -> list[str]:
                  numbers={1, 2}, wraps={3}, within=width())
 
 
+def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]]) -> list[str]:
+    """Every failed item of one kind: its key, group, attempts, whether a person may retry it, and its message."""
+    rows = [[item["key"], item["group"], str(item["attempts"]), "yes" if item["retryable"] else "no", item["message"]]
+            for item in failed]
+    return table(("key", "group", "attempts", "retryable", "message"), rows,
+                 title=f"run {name}: {plural(len(failed), 'failed item')} of kind {kind}", numbers={2}, wraps={4},
+                 within=width())
+
+
 def status_table(run: Standing) -> list[str]:
     """Items by group and state, a total, and under it the breaker, a pause, the engine and what is held."""
     control = run.control

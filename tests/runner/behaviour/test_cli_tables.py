@@ -8,17 +8,19 @@ Widths are checked against lines written out here, never against a width compute
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
-from support import KillAtFirstCall, posts, runner_cli, write_jsonl
+from support import KillAtFirstCall, StepClock, make_job, posts, runner_cli, write_jsonl
 from unwritable import small_store
 
-from runner import tables
+from runner import runs, tables
 from runner.columns import cells, table
 from runner.model import ItemState
 from runner.rules.breaker import Control
 from runner.sim import Simulator
+from runner.store import Store
 from runner.store.answers import STATES, Standing
 
 #: Three posts keyed and grouped in Chinese and Russian, as the seeds' users key theirs.
@@ -176,3 +178,21 @@ def test_status_counts_are_written_with_thousands_separators_as_the_title_is() -
     assert title.strip() == "run demo: 2,412 items"
     assert group.split() == ["2026-01", "2,400", "12"]
     assert total.split() == ["total", "0", "0", "0", "0", "0", "2,400", "12"]
+
+
+async def test_failures_of_one_kind_are_listed_item_by_item(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    sim.set_faults({"rules": [{"fault": "http_400", "keys": ["p001", "p003"]}]})
+    job = make_job(tmp_path, sim.base_url, posts(5), max_items=1, concurrency=1)
+    assert (await runs.execute(store, job, clock=clock)).exit_code == 3
+    by_kind = runner_cli("failures", "test", cwd=tmp_path).stdout.splitlines()
+    assert by_kind[-2:] == ["every item of a kind:", "runner failures test --kind bad_request"]
+    listed = [click.unstyle(line) for line in runner_cli("failures", "test", "--kind", "bad_request", cwd=tmp_path,
+                                                         columns=120).stdout.splitlines()]
+    assert listed[0].strip() == "run test: 2 failed items of kind bad_request"
+    assert [line.split()[:4] for line in listed[3:]] == [["p001", "2026-01", "1", "no"], ["p003", "2026-01", "1", "no"]]
+    as_json = json.loads(runner_cli("failures", "test", "--kind", "bad_request", "--json", cwd=tmp_path).stdout)
+    assert sorted(item["key"] for item in as_json) == ["p001", "p003"]
+    none = runner_cli("failures", "test", "--kind", "auth", cwd=tmp_path).stdout
+    assert none.strip() == "no failed items of kind 'auth' in run 'test'"
