@@ -14,7 +14,7 @@ import click
 from support import KillAtFirstCall, posts, runner_cli, write_jsonl
 from unwritable import small_store
 
-from runner import tables
+from runner import progress_line, tables
 from runner.columns import cells, table
 from runner.model import ItemState
 from runner.rules.breaker import Control
@@ -176,3 +176,11 @@ def test_status_counts_are_written_with_thousands_separators_as_the_title_is() -
     assert title.strip() == "run demo: 2,412 items"
     assert group.split() == ["2026-01", "2,400", "12"]
     assert total.split() == ["total", "0", "0", "0", "0", "0", "2,400", "12"]
+
+
+def test_status_says_under_its_counts_until_when_a_rate_limit_holds_batches_back() -> None:
+    counts = {state: 0 for state in STATES} | {ItemState.WAITING: 5, ItemState.PENDING: 20}
+    run = Standing("demo", counts, {"2026-01": counts}, Control(), 0, engine_alive=True, duplicate_tasks=0,
+                   idle_for=None, rate_limited_until=1_800_000_030.0)
+    shown = " ".join(" ".join(click.unstyle(line).split()) for line in tables.status_table(run))
+    assert f"breaker closed · {progress_line.rate_limited(1_800_000_030.0)} · engine alive" in shown
