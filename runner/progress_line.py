@@ -10,12 +10,13 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | paused                                      | paused by a person, and the command that goes on     |
 | breaker open                                | breaker open (why), step and resume                  |
 | only held items left                        | waiting for a confirmation, and the command for it   |
+| a 429's Retry-After holds batches back      | rate limited by the upstream, and until when         |
 | anything else                               | running (items held, batches upstream, if any)       |
 
 A terminal too narrow for the whole line gets the state's ``brief`` words,
 then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
 
-While nothing can move (reading, paused, open, waiting) the line shows no
+While nothing can move (reading, paused, open, waiting, rate limited) the line shows no
 time left; else the time left is the read model's one estimate
 (:func:`runner.store.answers.time_left`, which the TUI shows too), written
 by :func:`about` for both, labelled.
@@ -24,6 +25,7 @@ Without waiting for a person, a held run says it is stopping.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +72,12 @@ def time_left(seconds: float | None) -> str:
     return f"{about(seconds)} left" if seconds else ""
 
 
+def rate_limited(until: float) -> str:
+    """A rate limit the engine waits out, as every view says it: ``rate limited by the upstream: no batch
+    starts before 14:52:03`` (local time)."""
+    return f"rate limited by the upstream: no batch starts before {time.strftime('%H:%M:%S', time.localtime(until))}"
+
+
 def reading(source: str, records: int) -> Line:
     """While the input is read: how many records so far."""
     return Line(f"reading {source}: {records:,} records", "", moving=False)
@@ -97,6 +105,9 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
+    if standing.rate_limited_until is not None:
+        return Line(f"{name}: {rate_limited(standing.rate_limited_until)}", "", moving=False,
+                    brief=f"{name}: rate limited")
     held = [f"{plural(standing.held, 'item')} held for a confirmation"] if standing.held else []
     brief = [f"{standing.held:,} held"] if standing.held else []
     if upstream:

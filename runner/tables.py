@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from .columns import shown, table, width
+from .progress_line import rate_limited
 from .model import Case, HeldItem
 from .store.answers import STATES, Standing
 from .words import few, plural
@@ -70,11 +71,13 @@ def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]]) -> l
 
 
 def status_table(run: Standing) -> list[str]:
-    """Items by group and state, a total, and under it the breaker, a pause, the engine and what is held."""
+    """Items by group and state, a total, and under it the breaker, a pause, a rate limit, the engine and what is held."""
     control = run.control
     caption = f"breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else "")
     if control.paused:
         caption += " · paused" + (f", {plural(control.steps, 'step')} allowed" if control.steps else "")
+    if run.rate_limited_until is not None:
+        caption += f" · {rate_limited(run.rate_limited_until)}"
     engine = "alive" if run.engine_alive else "died (its lease was left behind)" if run.engine_died else "not running"
     caption += f" · engine {engine}"
     if run.held:

@@ -34,6 +34,7 @@ from .panel_html import (
     BREAKER_COLOURS, COLOURS, badge, error, groups_table, held_html, item_html,
     stacked_bar, where,
 )
+from .progress_line import rate_limited
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
 from .words import plural
@@ -193,7 +194,7 @@ class RunPanel:
             return
         self.status = standing.status()
         self._show_counts(standing)
-        self._show_breaker(standing.control)
+        self._show_breaker(standing.control, standing.rate_limited_until)
         self._show_failures(failures)
         self._show_held(held)
         failed, waiting = standing.counts["failed"], standing.held
@@ -227,8 +228,10 @@ class RunPanel:
         self.bar.value = stacked_bar(counts, total)
         self.groups.value = groups_table(standing.groups)
 
-    def _show_breaker(self, ctl: Control) -> None:
+    def _show_breaker(self, ctl: Control, rate_limited_until: float | None) -> None:
         parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]
+        if rate_limited_until is not None:
+            parts.append(badge(rate_limited(rate_limited_until), "#b26a00"))
         if ctl.paused:
             parts.append(badge("paused", "#6d4c41"))
         if ctl.steps:

@@ -1,4 +1,5 @@
-"""The head of a run's screen: its state, how its engine stands or ended, its pace, the breaker, what a person can do."""
+"""The head of a run's screen: its state, how its engine stands or ended, its pace, the breaker (and a rate limit
+waited out), what a person can do."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def run_text(view: RunView) -> Text:
     text.append_text(pace(view))
     text.append("\n")
     text.append_text(format.breaker(run.control, concurrency=view.concurrency, in_flight=view.in_flight))
+    if run.rate_limited_until is not None:
+        text.append("\n")
+        text.append(progress_line.rate_limited(run.rate_limited_until), style="bold yellow")
     for line in needs(view):
         text.append("\n")
         text.append("▶ ", style="bold yellow")
@@ -105,6 +109,8 @@ def _eta(view: RunView) -> str:
         why = "no estimate while paused"
     elif run.control.held:
         why = "no estimate while the breaker is open"
+    elif run.rate_limited_until is not None:
+        why = "no estimate while rate limited"
     elif view.moving <= 0:
         why = "they wait for a person"
     else:

@@ -66,6 +66,8 @@ class Standing(NamedTuple):
     #: The run's calls that were billed (each answered call, per item), and those that may have been (answer lost).
     paid_calls: int = 0
     maybe_paid: int = 0
+    #: While a live engine waits out a rate limit (a 429's Retry-After), the time before which no batch starts.
+    rate_limited_until: float | None = None
 
     @property
     def total(self) -> int:
@@ -193,12 +195,14 @@ def time_left(standing: Standing, per_minute: float) -> float | None:
 
     Its items that can still move, at ``per_minute`` (items finished per
     minute of late); 0 when nothing is left; None while nothing can move
-    (paused, the breaker open, only held items left), no engine works on it,
-    or nothing finished of late.
+    (paused, the breaker open, a rate limit waited out, only held items
+    left), no engine works on it, or nothing finished of late.
     """
     if not standing.unfinished:
         return 0.0
-    if not standing.engine_alive or standing.control.held or per_minute <= 0 or standing.moving <= 0:
+    if not standing.engine_alive or standing.control.held or standing.rate_limited_until is not None:
+        return None
+    if per_minute <= 0 or standing.moving <= 0:
         return None
     return standing.moving / per_minute * 60.0
 

@@ -97,6 +97,23 @@ def next_due(store: Store, run_id: int) -> float | None:
     return float(due) if due is not None else None
 
 
+def rate_limited_until(store: Store, run_id: int, *, now: float) -> float | None:
+    """Until when a rate limit (a 429 and its Retry-After) holds every batch of the run back; None: it does not.
+
+    The engine waits out the latest time a 429 asked for before it starts
+    any batch, and that time is the ``not_before`` of the items that 429
+    sent back to ``waiting``: the latest such one still ahead is the store's
+    word for it.
+    """
+    rows = store.rows(
+        "SELECT max(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' "
+        f"AND error_kind = 'rate_limited' AND {NOT_HELD} AND not_before > ?",
+        [run_id, now],
+    )
+    until = rows[0]["t"]
+    return float(until) if until is not None else None
+
+
 def status(store: Store, name: str, *, now: float) -> dict[str, Any]:
     """The status contract of the brief, for one run."""
     return standing(store, name, now=now).status()
@@ -132,6 +149,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
         engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
+        rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import pytest
@@ -19,15 +20,22 @@ from runner.terminal_run import RunProgress
 from tui import run_panel
 
 OPEN = Control(BreakerState.OPEN, "rate_limited: 429 from upstream")
+#: 14:52:03 on the test machine's clock, whatever its time zone.
+AT_14_52_03 = time.mktime((2026, 12, 2, 14, 52, 3, 0, 0, -1))
 
 
-def standing(control: Control = Control(), *, held: int = 0, running: int = 0, pending: int = 0) -> Standing:
-    """The run ``posts``: 10 completed, ``running`` (the ``held`` among them) and ``pending`` items."""
+def standing(
+    control: Control = Control(), *, held: int = 0, running: int = 0, pending: int = 0, limited: float | None = None
+) -> Standing:
+    """The run ``posts``: 10 completed, ``running`` (the ``held`` among them) and ``pending`` items.
+
+    ``limited``: a rate limit holds every batch back until then.
+    """
     counts = {state: 0 for state in STATES} | {
         ItemState.COMPLETED: 10, ItemState.RUNNING: running, ItemState.PENDING: pending,
     }
     return Standing("posts", counts, {"all": counts}, control, held, engine_alive=True, duplicate_tasks=0,
-                    idle_for=None)
+                    idle_for=None, rate_limited_until=limited)
 
 
 CASES = [
@@ -51,6 +59,12 @@ CASES = [
     (standing(running=1, held=1), False, "posts: waiting for a confirmation of 1 item",
      "stopping once the batches in flight finish", False),
     (standing(Control(BreakerState.PROBING, "resumed by a person"), pending=5), True, "posts: running", "", True),
+    (standing(pending=5, limited=AT_14_52_03), True,
+     "posts: rate limited by the upstream: no batch starts before 14:52:03", "", False),
+    (standing(running=2, pending=5, limited=AT_14_52_03), False,
+     "posts: rate limited by the upstream: no batch starts before 14:52:03", "", False),
+    (standing(Control(paused=True), pending=5, limited=AT_14_52_03), True, "posts: paused by a person",
+     "to go on: runner resume posts (or r in runner tui); Ctrl-C to leave", False),
 ]
 
 
@@ -124,7 +138,7 @@ def test_the_one_estimate_counts_the_items_that_can_move_at_the_pace_of_late() -
 
 @pytest.mark.parametrize("now", [
     standing(Control(paused=True), pending=5), standing(OPEN, pending=5), standing(running=2, held=2),
-    standing(pending=5)._replace(engine_alive=False),
+    standing(pending=5)._replace(engine_alive=False), standing(running=2, pending=5, limited=AT_14_52_03),
 ])
 def test_the_one_estimate_gives_no_time_left_while_nothing_can_move(now: Standing) -> None:
     assert time_left(now, per_minute=60.0) is None
@@ -135,6 +149,19 @@ def test_the_tui_shows_the_same_estimate_as_the_progress_line() -> None:
     now = standing(running=3, pending=5, held=1)
     view = RunView(now, concurrency=2, provider="", go_on="", batches=(), log=(), per_minute=14.0)
     assert view.eta == time_left(now, per_minute=14.0) == 30.0
+
+
+def test_a_rate_limited_line_has_brief_words_for_a_narrow_terminal() -> None:
+    assert progress_line.line(standing(pending=5, limited=AT_14_52_03), waits=True, db="runs.db").short == (
+        "posts: rate limited")
+
+
+def test_the_tui_says_the_rate_limit_as_the_progress_line_does_and_gives_no_estimate_under_it() -> None:
+    view = RunView(standing(running=2, pending=5, limited=AT_14_52_03), concurrency=2, provider="", go_on="",
+                   batches=(), log=(), per_minute=14.0)
+    shown = run_panel.run_text(view).plain
+    assert "rate limited by the upstream: no batch starts before 14:52:03" in shown
+    assert "left 7 items; no estimate while rate limited" in shown
 
 
 def test_the_tui_writes_the_estimate_as_the_progress_line_does() -> None:

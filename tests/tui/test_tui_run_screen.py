@@ -6,14 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scenes import live_engine, no_engine
 from support import make_job, posts
 from textual.notifications import Notify
-from tui_support import NOW, build, press, settle, shown
+from tui_support import LEASE, NOW, Hand, build, job, press, settle, shown
 
-from runner import runs
+from runner import progress_line, runs
 from runner.breaker import Control
-from runner.model import BreakerState
-from runner.store import Store
+from runner.model import BreakerState, FailureKind
+from runner.store import Settlement, Store
 from runner.store.answers import STATES, RunState, RunView, Standing
 from tui import format
 from tui.app import RunnerApp
@@ -64,6 +65,24 @@ async def test_the_breaker_line_names_the_breaker_and_the_slots_free_apart(tmp_p
     assert "breaker closed, 2 of 2 slots free" in await run_screen(tmp_path, "archive")
     (tmp_path / "again").mkdir()
     assert "breaker probing, 0 of 2 slots free" in await run_screen(tmp_path / "again", "posts")
+
+
+async def test_a_run_a_429_holds_back_says_until_when_no_batch_starts_and_gives_no_estimate(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        hand = Hand(store, job(tmp_path, "limited", 8, groups=1, max_items=4), NOW - 60)
+        hand.complete(NOW - 50, NOW - 45)
+        batch, items = hand.start(NOW - 5)
+        limited = {item.id: (FailureKind.RATE_LIMITED, "429 Too Many Requests") for item in items}
+        hand.settle(batch, Settlement(retry=limited, not_before=NOW + 3), NOW - 4)
+        no_engine(store, "limited")
+        live_engine(store, "limited", LEASE, started_at=NOW - 60, heartbeat_at=NOW - 1)
+    app = RunnerApp(tmp_path / "runs.db", "limited", clock=lambda: NOW)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await settle(pilot)
+        lines = [line.strip("│ ") for line in shown(app.screen.query_one(RunPanel))]
+    assert "breaker closed, 2 of 2 slots free" in lines
+    assert progress_line.rate_limited(NOW + 3) in lines
+    assert [line for line in lines if line.endswith("left 4 items; no estimate while rate limited")]
 
 
 async def test_a_persons_commands_read_as_words_in_the_one_event_format(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import click
 from support import KillAtFirstCall, StepClock, make_job, posts, runner_cli, write_jsonl
 from unwritable import small_store
 
-from runner import runs, tables
+from runner import progress_line, runs, tables
 from runner.columns import cells, table
 from runner.model import ItemState
 from runner.rules.breaker import Control
@@ -196,3 +196,11 @@ async def test_failures_of_one_kind_are_listed_item_by_item(
     assert sorted(item["key"] for item in as_json) == ["p001", "p003"]
     none = runner_cli("failures", "test", "--kind", "auth", cwd=tmp_path).stdout
     assert none.strip() == "no failed items of kind 'auth' in run 'test'"
+
+
+def test_status_says_under_its_counts_until_when_a_rate_limit_holds_batches_back() -> None:
+    counts = {state: 0 for state in STATES} | {ItemState.WAITING: 5, ItemState.PENDING: 20}
+    run = Standing("demo", counts, {"2026-01": counts}, Control(), 0, engine_alive=True, duplicate_tasks=0,
+                   idle_for=None, rate_limited_until=1_800_000_030.0)
+    shown = " ".join(" ".join(click.unstyle(line).split()) for line in tables.status_table(run))
+    assert f"breaker closed · {progress_line.rate_limited(1_800_000_030.0)} · engine alive" in shown
