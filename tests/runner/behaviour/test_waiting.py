@@ -233,12 +233,13 @@ def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms
 
 
 def test_a_batch_api_run_in_a_terminal_says_how_many_batches_the_upstream_holds_while_it_waits(tmp_path: Path) -> None:
-    with Simulator(batch_seconds=2.0).start() as sim:
+    with Simulator(batch_seconds=3600.0).start() as sim:  # the batches end only when the test moves its clock
         job_file(tmp_path, sim, 10)
         text = (tmp_path / "job.toml").read_text()
         (tmp_path / "job.toml").write_text(text.replace("[provider]\n", '[provider]\nkind = "openai-batch"\n'))
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
         terminal.wait_for("test: running (2 batches upstream)")
+        sim.advance(3600.0)
         code = terminal.wait()
     assert code == 0, terminal.shown()[-3000:]
     assert standing(tmp_path).counts[ItemState.COMPLETED] == 10
