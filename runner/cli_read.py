@@ -15,6 +15,7 @@ import click
 
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
+from .model import FailureKind
 from .words import command as spelt, plural
 
 
@@ -56,7 +57,8 @@ def status(name: str | None, db: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--kind", help="Every failed item of this kind, one a row (a kind the table names, e.g. item_invalid).")
+@click.option("--kind", type=click.Choice([kind.value for kind in FailureKind]),
+              help="Every failed item of this kind, one a row.")
 @db_option
 @json_option
 @plain_errors
@@ -69,10 +71,8 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
     from .store import Store, views
 
     with Store(db, read_only=True) as store:
-        failed = views.failures(store, name)
+        failed = views.failures(store, name, kind=kind)
         duplicates = views.duplicates(store, store.run_id(name))
-    if kind is not None:
-        failed = [item for item in failed if item["kind"] == kind]
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return

@@ -174,15 +174,17 @@ def duplicates(store: Store, run_id: int) -> list[dict[str, Any]]:
     )
 
 
-def failures(store: Store, name: str) -> list[dict[str, Any]]:
-    """Failed items with their reason, as the failures contract lists them, and the calls each paid or may have."""
+def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
+    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, and the calls
+    each paid or may have."""
     run_id = store.run_id(name)
     return [
         {**row, "retryable": bool(row["retryable"])}
         for row in store.rows(
             'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
-            "maybe_paid FROM items WHERE run_id = ? AND state = 'failed' ORDER BY error_kind, seq",
-            [run_id],
+            "maybe_paid FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
+            "ORDER BY error_kind, seq",
+            [run_id, kind, kind],
         )
     ]
 

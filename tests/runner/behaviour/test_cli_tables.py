@@ -196,6 +196,8 @@ async def test_failures_of_one_kind_are_listed_item_by_item(
     assert sorted(item["key"] for item in as_json) == ["p001", "p003"]
     none = runner_cli("failures", "test", "--kind", "auth", cwd=tmp_path).stdout
     assert none.strip() == "no failed items of kind 'auth' in run 'test'"
+    mistyped = runner_cli("failures", "test", "--kind", "bad_requests", cwd=tmp_path)
+    assert mistyped.returncode == 2 and "'bad_requests' is not one of" in mistyped.stderr
 
 
 def test_status_says_under_its_counts_until_when_a_rate_limit_holds_batches_back() -> None:
