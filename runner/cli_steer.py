@@ -139,10 +139,11 @@ def _nothing_released(store: Store, name: str, keys: tuple[str, ...]) -> None:
     """Why nothing was released: nothing is held, or an engine that is gone left items running, not held yet."""
     from .store import views
 
-    left = views.standing(store, name, now=time.time()).left_running
+    left = views.left_running(store, name, now=time.time())
     if left:
         hint(f"nothing to release yet: {plural(left, 'item')} of run {name!r} {'was' if left == 1 else 'were'} left "
-             "running by an engine that is gone; the next run holds them for confirmation:",
+             "running by an engine that is gone; the next run holds for confirmation those whose call may have "
+             "been billed:",
              go_on_command(store.job(name), store.path))
         return
     chosen = " among the KEYS given" if keys else ""

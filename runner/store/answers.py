@@ -83,11 +83,6 @@ class Standing(NamedTuple):
         return self.unfinished - self.held
 
     @property
-    def left_running(self) -> int:
-        """Items ``running`` with no engine alive to finish them (it was killed): the next engine holds them."""
-        return 0 if self.engine_alive else self.counts[ItemState.RUNNING] - self.held
-
-    @property
     def engine_died(self) -> bool:
         """The engine that held the run died: its lease was never given back, only let lapse."""
         return self.engine_silent_for is not None

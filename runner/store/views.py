@@ -174,6 +174,16 @@ def duplicates(store: Store, run_id: int) -> list[dict[str, Any]]:
     )
 
 
+def left_running(store: Store, name: str, *, now: float) -> int:
+    """Items ``running``, neither held nor confirmed, with no engine alive to finish them (it was killed): the next
+    engine's recovery decides each (held for a confirmation where its call may have been billed)."""
+    if engine_alive(store, name, now=now):
+        return 0
+    (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND state = 'running' AND {NOT_HELD}",
+                        [store.run_id(name)])
+    return int(row["n"])
+
+
 def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
     """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, and the calls
     each paid or may have."""

@@ -107,4 +107,5 @@ def test_confirm_after_a_killed_engine_says_its_items_were_left_running_and_the_
     confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
     assert confirmed.returncode == 0, confirmed.stderr
     assert confirmed.stdout == ("nothing to release yet: 5 items of run 'test' were left running by an engine that is "
-                                "gone; the next run holds them for confirmation:\nrunner run test\n")
+                                "gone; the next run holds for confirmation those whose call may have been billed:\n"
+                                "runner run test\n")
