@@ -132,6 +132,35 @@ def test_confirming_releases_held_items_to_be_sent_again_and_counts_each_case(tm
     assert states(store, run_id)["p001"] == "pending" and len(store.held_items(run_id)) == 2
 
 
+def test_an_engine_cut_short_holds_its_calls_only_while_it_holds_the_run(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    store.release_lease("test", token="engine")
+    store.take_lease("test", token="second", pid=2, host="here", now=4.0, refuse=lambda holder: None)
+    store.recover(run_id, now=5.0, lease=LEASE)  # taken over: the second engine's run, not this one's
+    assert list(states(store, run_id).values()) == ["running"] * 3 + ["pending"] * 2 and not store.held_items(run_id)
+    store.recover(run_id, now=6.0, lease=("test", "second"))
+    assert [row["key"] for row in store.held_items(run_id)] == ["p000", "p001", "p002"]
+
+
+def test_items_left_running_are_those_neither_held_nor_confirmed_with_no_engine_alive(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    assert batch is not None
+    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
+    store.mark_intent(batch.id, now=3.0)
+    store.save_task_id(batch.id, "batch_1")
+    assert views.left_running(store, "test", now=3.0) == 0  # its engine is alive
+    store.release_lease("test", token="engine")
+    assert views.left_running(store, "test", now=3.0) == 3
+    store.hold(batch.id, now=4.0)
+    assert views.left_running(store, "test", now=4.0) == 0  # held: confirm shows them
+    store.confirm(run_id, keys=[], now=5.0)
+    assert views.left_running(store, "test", now=5.0) == 0  # confirmed: the next engine polls their task
+
+
 def test_a_confirm_or_retry_that_releases_nothing_logs_no_command(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     assert store.confirm(run_id, keys=[], now=6.0) == (0, 0, 0)
