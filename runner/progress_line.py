@@ -72,10 +72,12 @@ def time_left(seconds: float | None) -> str:
     return f"{about(seconds)} left" if seconds else ""
 
 
-def rate_limited(until: float) -> str:
+def rate_limited(until: float, *, now: float | None = None) -> str:
     """A rate limit the engine waits out, as every view says it: ``rate limited by the upstream: no batch
-    starts before 14:52:03`` (local time)."""
-    return f"rate limited by the upstream: no batch starts before {time.strftime('%H:%M:%S', time.localtime(until))}"
+    starts before 14:52:03`` (local time; with its date when that is not today's, as a long Retry-After gives)."""
+    shown, today = time.localtime(until), time.localtime(time.time() if now is None else now)
+    when = time.strftime("%H:%M:%S" if shown[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", shown)
+    return f"rate limited by the upstream: no batch starts before {when}"
 
 
 def reading(source: str, records: int) -> Line:

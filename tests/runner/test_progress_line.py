@@ -199,3 +199,11 @@ def test_the_progress_line_keeps_its_full_words_and_bar_where_they_fit() -> None
 def test_the_progress_line_drops_its_bar_before_it_wraps() -> None:
     assert drawn(56, HELD, "posts: running (49 held)", left=74) == [
         "posts: running (49 held) 1236/2400 about 1m 14s left"]
+
+
+def test_a_rate_limit_ending_another_day_is_told_with_its_date() -> None:
+    now = time.mktime((2026, 12, 2, 14, 0, 0, 0, 0, -1))
+    today = progress_line.rate_limited(now + 3 * 60, now=now)
+    tomorrow = progress_line.rate_limited(now + 24 * 3600, now=now)
+    assert today == "rate limited by the upstream: no batch starts before 14:03:00"
+    assert tomorrow == "rate limited by the upstream: no batch starts before 2026-12-03 14:00:00"
