@@ -42,6 +42,16 @@ def started(store: Store, run_id: int, *, now: float = 2.0) -> tuple[Batch, list
     return batch, [item.id for item in store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=now + 1)]
 
 
+def submitted(store: Store, run_id: int) -> Batch:
+    """A batch of three submitted as an upstream task (``batch_1``), at 3.0, by the engine holding the run."""
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    assert batch is not None
+    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
+    store.mark_intent(batch.id, now=3.0)
+    store.save_task_id(batch.id, "batch_1")
+    return batch
+
+
 def test_the_sqlite_store_implements_the_protocol(store: Store) -> None:
     assert isinstance(store, RunStore)
 
@@ -147,11 +157,7 @@ def test_items_left_running_are_those_neither_held_nor_confirmed_with_no_engine_
     tmp_path: Path, store: Store
 ) -> None:
     _, run_id = prepared(tmp_path, store)
-    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
-    assert batch is not None
-    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
-    store.mark_intent(batch.id, now=3.0)
-    store.save_task_id(batch.id, "batch_1")
+    batch = submitted(store, run_id)
     assert views.left_running(store, "test", now=3.0) == 0  # its engine is alive
     store.release_lease("test", token="engine")
     assert views.left_running(store, "test", now=3.0) == 3
@@ -170,11 +176,7 @@ def test_a_confirm_or_retry_that_releases_nothing_logs_no_command(tmp_path: Path
 
 def test_a_held_task_confirmed_is_resumed_without_a_new_attempt(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
-    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
-    assert batch is not None
-    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
-    store.mark_intent(batch.id, now=3.0)
-    store.save_task_id(batch.id, "batch_1")
+    batch = submitted(store, run_id)
     store.hold(batch.id, now=4.0)
     assert store.confirm(run_id, keys=[], now=5.0) == (3, 0, 0)
     (resumable,) = store.resumable(run_id)
