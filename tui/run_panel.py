@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from runner import progress_line
 from runner.model import BreakerState, ItemState
-from runner.store.answers import Hold, RunState, RunView, Standing
+from runner.store.answers import Hold, RunState, RunView, Standing, why_no_estimate
 from runner.words import plural
 
 from . import format
@@ -103,19 +103,7 @@ def _eta(view: RunView) -> str:
     waiting = f", {run.held:,} of them wait for a person" if run.held else ""
     if eta is not None:
         return f"{left}, {progress_line.about(eta)} at this rate{waiting}"
-    if not run.engine_alive:
-        why = "no estimate without an engine"
-    elif run.control.paused:
-        why = "no estimate while paused"
-    elif run.control.held:
-        why = "no estimate while the breaker is open"
-    elif run.rate_limited_until is not None:
-        why = "no estimate while rate limited"
-    elif view.moving <= 0:
-        why = "they wait for a person"
-    else:
-        why = "none finished in the last minute"
-    return f"{left}{waiting}; {why}"
+    return f"{left}{waiting}; {why_no_estimate(run, moving=view.moving)}"
 
 
 def needs(view: RunView) -> list[str]:

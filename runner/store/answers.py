@@ -202,6 +202,21 @@ def time_left(standing: Standing, per_minute: float) -> float | None:
     return standing.moving / per_minute * 60.0
 
 
+def why_no_estimate(standing: Standing, *, moving: int) -> str:
+    """Why :func:`time_left` gives none, in the order it asks, for a view to say (``moving``: the items that can)."""
+    if not standing.engine_alive:
+        return "no estimate without an engine"
+    if standing.control.paused:
+        return "no estimate while paused"
+    if standing.control.held:
+        return "no estimate while the breaker is open"
+    if standing.rate_limited_until is not None:
+        return "no estimate while rate limited"
+    if moving <= 0:
+        return "they wait for a person"
+    return "none finished in the last minute"
+
+
 @dataclass(frozen=True)
 class KindCount:  # a dataclass: its field count would hide tuple.count
     """Failed items of one kind."""
