@@ -115,3 +115,14 @@ async def test_an_items_long_input_wraps_in_full_at_80_columns(
         box = app.screen.query_one("#item-input")
         words = re.findall(r"word\d\d", " ".join(shown(box)))
     assert words == [f"word{i:02d}" for i in range(60)]
+
+
+async def test_the_failures_title_counts_one_failed_item_in_the_singular(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    sim.set_faults({"rules": [{"fault": "http_400", "keys": ["p001"]}]})
+    assert (await runs.execute(store, make_job(tmp_path, sim.base_url, posts(3), max_items=1), clock=clock)).exit_code == 3
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await press(pilot, "f")
+        assert " ".join(shown(app.screen.query_one("#failures-title"))).startswith("1 failed item of test, by kind")

@@ -140,7 +140,7 @@ class FailuresScreen(StoreScreen[FailuresView]):
         self.kind = view.kind
         total = sum(k.count for k in view.kinds)
         self.query_one("#failures-title", Static).update(
-            Text.assemble((f"{total:,} failed items", "bold"), f" of {self.run_name}, by kind") if total
+            Text.assemble((plural(total, "failed item"), "bold"), f" of {self.run_name}, by kind") if total
             else Text(f"No failed items in {self.run_name}", style="bold")
         )
         self.query_one(KindTable).show(view.kinds)
@@ -170,7 +170,7 @@ class FailuresScreen(StoreScreen[FailuresView]):
     @on(KindTable.Retry)
     def _retry_kind(self, message: KindTable.Retry) -> None:
         ask = AskScreen(
-            f"Retry {message.count:,} failed items of kind {message.kind}?", Text(RETRY_COST), yes="Retry"
+            f"Retry {plural(message.count, 'failed item')} of kind {message.kind}?", Text(RETRY_COST), yes="Retry"
         )
         self.app.push_screen(ask, partial(self._retry_if, kind=message.kind, keys=()))
 
