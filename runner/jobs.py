@@ -9,6 +9,7 @@ A job file looks like this (every section but the top keys is optional)::
     version = "1"
 
     [batch]                          # kind "openai-batch": 50000, 50000000 and 16 (runner.batch_api)
+                                     # kind "anthropic-batch": 100000, 64000000 and 16
     max_items = 25
     max_chars = 20000
     concurrency = 2
@@ -53,7 +54,12 @@ from .inputs import Format, InputSpec, format_of
 from .validation import compile_schema
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
-PROVIDER_KINDS = ("openai-chat", "openai-batch")
+PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch")
+#: A kind's own defaults for the ``[provider]`` keys a job leaves out: Anthropic's API is not OpenAI's.
+PROVIDER_DEFAULTS = {
+    kind: {"base_url": "https://api.anthropic.com", "model": "claude-haiku-4-5"}
+    for kind in ("anthropic-messages", "anthropic-batch")
+}
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
 PYTHON = "python"
 
@@ -80,6 +86,8 @@ class ProviderConfig:
     #: Seconds past ``timeout`` that a task's create whose answer was lost may still land upstream:
     #: only after both is "nothing was created" concluded.
     create_margin: float = 60.0
+    #: The most tokens an answer may take (Anthropic's ``max_tokens``, which its API requires); anthropic kinds only.
+    max_tokens: int = 4096
     #: A ``python`` run's handler by qualified name, for people to read; set from Python, not in a job file.
     handler: str = field(default="", metadata={"job_file": False})
 
@@ -170,6 +178,9 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         if required not in data:
             raise JobError(f"{where}: missing key {required!r}")
     sections = {name: _section(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in SECTIONS.items()}
+    own = PROVIDER_DEFAULTS.get(sections["provider"].kind, {})
+    sections["provider"] = dataclasses.replace(
+        sections["provider"], **{key: value for key, value in own.items() if key not in data.get("provider", {})})
     sections["batch"] = batch_api.limits_for(
         sections["provider"].kind, sections["batch"], given=data.get("batch", {}), where=f"{where} [batch]")
     job = Job(
@@ -293,7 +304,7 @@ def _check_values(job: Job, where: str) -> None:
         ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
         ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
         ("retry", "max_backoff", 0), ("retry", "max_refusals", 1), ("provider", "timeout", 0),
-        ("provider", "create_margin", 0),
+        ("provider", "create_margin", 0), ("provider", "max_tokens", 1),
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")

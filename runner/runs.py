@@ -22,6 +22,8 @@ from .jobs import Job
 from .providers import Provider, TaskProvider
 from .providers import lanes
 from .providers.handler import PythonHandler, PythonTasks
+from .providers.anthropic_batch import AnthropicBatch
+from .providers.anthropic_messages import AnthropicMessages
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
 from .store.protocol import RunStore
@@ -40,6 +42,19 @@ def prepare(
         return preparing.prepare(store, job, lease_token=token, now=clock, chunk_rows=chunk_rows)
     finally:
         lease.release(store, job.name, token=token)
+
+
+def built(job: Job, *, client: httpx.AsyncClient, api_key: str | None, spool: Path) -> Provider | TaskProvider:
+    """The provider of the job's built-in kind, over ``client``."""
+    upstream = job.provider, job.prompt, job.output_schema
+    kind = job.provider.kind
+    if kind == "openai-batch":
+        return OpenAIBatch(*upstream, client=client, api_key=api_key, spool=spool)
+    if kind == "anthropic-messages":
+        return AnthropicMessages(*upstream, client=client, api_key=api_key)
+    if kind == "anthropic-batch":
+        return AnthropicBatch(*upstream, client=client, api_key=api_key)
+    return OpenAIChat(*upstream, client=client, api_key=api_key)
 
 
 def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
@@ -105,11 +120,7 @@ async def execute(
         if provider is None:
             if client is None:
                 client = await stack.enter_async_context(lanes.client(job.provider.base_url, job.batch.concurrency))
-            if job.provider.kind == "openai-batch":
-                provider = OpenAIBatch(job.provider, job.prompt, job.output_schema, client=client, api_key=key,
-                                       spool=store.path.parent)
-            else:
-                provider = OpenAIChat(job.provider, job.prompt, job.output_schema, client=client, api_key=key)
+            provider = built(job, client=client, api_key=key, spool=store.path.parent)
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
         if started is not None:
             started(engine)

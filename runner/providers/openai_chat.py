@@ -35,7 +35,8 @@ BILLING_CODES = {
 #: LiteLLM's 400 for a model it does not serve (OpenAI answers 404 ``model_not_found``).
 INVALID_MODEL = "invalid model name passed in model="
 #: Words of a refusal for a batch too long for the model's context: a smaller batch may pass.
-TOO_LONG = ("context_length_exceeded", "contextwindowexceedederror", "maximum context length")
+TOO_LONG = ("context_length_exceeded", "contextwindowexceedederror", "maximum context length",
+            "prompt is too long")  # the last: Anthropic's words
 #: LiteLLM without its database knows only its master key and refuses any other with this type.
 NO_DB = "no_db_connection"
 
