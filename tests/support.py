@@ -87,6 +87,13 @@ def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **l
     return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind="openai-batch"))
 
 
+def anthropic_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], *, kind: str = "anthropic-messages",
+                  **limits: Any) -> Job:
+    """A job of an Anthropic ``kind`` over ``records`` against the simulator, its base URL the host (as the SDK's)."""
+    job = make_job(tmp_path, sim.base_url.removesuffix("/v1"), records, **limits)
+    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=kind))
+
+
 def make_job(
     tmp_path: Path,
     base_url: str,
