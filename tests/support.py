@@ -56,6 +56,18 @@ class StepClock:
         await asyncio.sleep(0)
 
 
+class SharedClock(StepClock):
+    """The engine's waits move the simulator's clock too, so a 24 h batch window passes at once."""
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__()
+        self.sim = sim
+
+    async def sleep(self, seconds: float) -> None:
+        self.sim.advance(seconds)
+        await super().sleep(seconds)
+
+
 def runner_cli(
     *args: str, cwd: Path, stdin: int = subprocess.DEVNULL, columns: int | None = None
 ) -> subprocess.CompletedProcess[str]:
