@@ -107,7 +107,7 @@ class AnthropicBatch(AnthropicUpstream):
             if not CUSTOM_ID.fullmatch(request["custom_id"]):
                 raise errors.BadRequest(
                     f"item {key_of(request['custom_id'])!r}: its key, written as a custom_id, would be "
-                    f"{request['custom_id']!r}, over Anthropic's 64 characters: nothing was sent")
+                    f"{request['custom_id']!r}, over Anthropic's 64 characters: nothing was sent", splittable=True)
         return protocol.encode({"requests": requests}).encode()
 
     async def upload(self, ref: str, items: protocol.BatchItems) -> bytes:

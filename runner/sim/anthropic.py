@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from runner import protocol
 from runner.sim import answers, chat
 from runner.sim.faults import Fault
-from runner.sim.replies import DROPPED, ERRORS, Reply, Request, json_object
+from runner.sim.replies import DROPPED, ERRORS, Reply, Request, bearer_key, json_object
 
 if TYPE_CHECKING:
     from runner.sim.server import Simulator
@@ -74,8 +74,11 @@ def fault_error(fault: Fault, *, model: str, key: str) -> Reply:
 
 
 def key_accepted(request: Request, api_key: str | None) -> bool:
-    """Whether ``request`` carries ``x-api-key: <api_key>`` (any, without a key)."""
-    return api_key is None or request.headers.get("x-api-key") == api_key
+    """Whether ``request`` carries ``x-api-key: <api_key>`` (any, without a key).
+
+    ``Authorization: Bearer <api_key>`` is taken too: the official SDK sends the key so since its 2.x releases.
+    """
+    return api_key is None or api_key in (request.headers.get("x-api-key"), bearer_key(request))
 
 
 UNAUTHORIZED = error(401, "invalid x-api-key")
@@ -116,7 +119,7 @@ def _faulted(sim: Simulator, fault: Fault | None, request: Request, body: dict[s
              items: list[dict[str, Any]]) -> Reply:
     """The reply to a well-formed Messages request, as ``fault`` (if any) makes it."""
     if fault is not None and (fault.name in ERRORS or fault.name in WORDED):
-        return fault_error(fault, model=body["model"], key=request.headers.get("x-api-key") or "")
+        return fault_error(fault, model=body["model"], key=request.headers.get("x-api-key") or bearer_key(request) or "")
     if fault is not None and fault.name == "drop":
         return DROPPED
     if fault is not None and fault.name == "timeout" and sim.wait(fault.params.get("seconds", 30.0)):
