@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import StepClock, anthropic_job, events_into, posts
+from support import SAMPLE, StepClock, anthropic_job, events_into, posts, write_jsonl
 
-from runner import errors, runs
+from runner import errors, jobs, runs
+from runner.inputs import InputSpec
 from runner.jobs import Job
 from runner.model import FailureKind, ItemState
 from runner.providers.anthropic_messages import message_answer, root
@@ -152,3 +153,25 @@ def test_the_answer_is_the_forced_tool_calls_input_else_the_text() -> None:
 @pytest.mark.parametrize("base_url", ["https://api.anthropic.com", "https://api.anthropic.com/", "https://api.anthropic.com/v1"])
 def test_the_base_url_is_the_host_as_the_sdk_takes_it_a_v1_said_once(base_url: str) -> None:
     assert root(base_url) + "/v1/messages" == "https://api.anthropic.com/v1/messages"
+
+
+async def test_the_anthropic_sample_job_runs_against_the_simulator_with_no_key(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    sample = jobs.load(SAMPLE / "job-anthropic.toml")
+    some = [json.loads(line) for line in (SAMPLE / "posts.jsonl").read_text(encoding="utf-8").splitlines()[:60]]
+    with Simulator().start() as sim:
+        job = replace(sample, input=InputSpec(write_jsonl(tmp_path / "posts.jsonl", some), "jsonl"),
+                      provider=replace(sample.provider, base_url=sim.base_url.removesuffix("/v1")))
+        outcome = await runs.execute(store, job, clock=clock)
+    assert (sample.provider.kind, sample.provider.api_key_env, sample.provider.base_url) == (
+        "anthropic-messages", "", "http://127.0.0.1:8765")
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 60
+
+
+def test_an_anthropic_kind_defaults_to_anthropics_host_and_model(tmp_path: Path) -> None:
+    (tmp_path / "posts.jsonl").write_text('{"id": "p1"}\n')
+    for kind in ("anthropic-messages", "anthropic-batch"):
+        (tmp_path / "job.toml").write_text(f'name = "x"\ninput = "posts.jsonl"\n[provider]\nkind = "{kind}"\n')
+        provider = jobs.load(tmp_path / "job.toml").provider
+        assert (provider.base_url, provider.model) == ("https://api.anthropic.com", "claude-haiku-4-5")
