@@ -35,7 +35,7 @@ import httpx
 from .. import errors, protocol
 from ..jobs import Prompt, ProviderConfig
 from . import Answer
-from .openai_chat import error_for, transport_error
+from .openai_chat import Upstream
 
 #: The API version sent in ``anthropic-version`` (the only one Anthropic has published).
 API_VERSION = "2023-06-01"
@@ -45,8 +45,8 @@ FINISH = {"end_turn": "stop", "tool_use": "stop", "stop_sequence": "stop", "max_
           "refusal": "content_filter"}
 
 
-class AnthropicUpstream:
-    """What both Anthropic providers hold: the job's model and prompt, the tool asked for, a client and the key."""
+class AnthropicUpstream(Upstream):
+    """What both Anthropic providers hold besides: the tool asked for, and the key as ``x-api-key``."""
 
     def __init__(
         self,
@@ -57,19 +57,14 @@ class AnthropicUpstream:
         client: httpx.AsyncClient,
         api_key: str | None,
     ) -> None:
-        self._config = config
-        self._prompt = prompt
+        headers = {"anthropic-version": API_VERSION, "content-type": "application/json",
+                   **({"x-api-key": api_key} if api_key else {})}
+        super().__init__(config, prompt, client=client, api_key=api_key, headers=headers, base=root(config.base_url))
         self._tool = {
             "name": TOOL,
             "description": "Record the result of every record of the batch, each with the record's id.",
             "input_schema": protocol.batch_schema(output_schema),
         }
-        self._client = client
-        #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
-        self._api_key = api_key
-        self._headers = {"anthropic-version": API_VERSION, "content-type": "application/json",
-                         **({"x-api-key": api_key} if api_key else {})}
-        self._base = root(config.base_url)
 
     def params(self, items_json: str) -> dict[str, Any]:
         """The Messages request for a batch whose items' JSON array is ``items_json``, under the batch protocol."""
@@ -82,18 +77,6 @@ class AnthropicUpstream:
             "tools": [self._tool],
             "tool_choice": {"type": "tool", "name": TOOL},
         }
-
-    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        """One request to ``url`` (a path below ``base_url``, or a URL the upstream gave); a non-200 raised classified."""
-        url = url if "://" in url else self._base + url
-        try:
-            response = await self._client.request(
-                method, url, headers=self._headers, timeout=self._config.timeout, **kwargs)
-        except httpx.TransportError as exc:
-            raise transport_error(exc, f"{method} {url}", secret=self._api_key) from exc
-        if response.status_code != 200:
-            raise error_for(response, secret=self._api_key)
-        return response
 
 
 class AnthropicMessages(AnthropicUpstream):

@@ -23,11 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
-
 from .. import batch_api, errors, protocol
 from . import TaskResult, submitting
-from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, error_for, redact, transport_error
+from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, redact
 
 ENDPOINT = "/v1/chat/completions"
 METADATA_KEY = "runner_batch"
@@ -166,18 +164,6 @@ class OpenAIBatch(OpenAIUpstream):
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         return submitting.json_object(await self._request(method, path, **kwargs), f"{method} {path}")
-
-    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        url = self._base + path
-        try:
-            response = await self._client.request(
-                method, url, headers=self._headers, timeout=self._config.timeout, **kwargs
-            )
-        except httpx.TransportError as exc:
-            raise transport_error(exc, f"{method} {url}", secret=self._api_key) from exc
-        if response.status_code != 200:
-            raise error_for(response, secret=self._api_key)
-        return response
 
 
 def _older(batch: dict[str, Any], oldest: float | None) -> bool:

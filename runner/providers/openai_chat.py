@@ -41,8 +41,38 @@ TOO_LONG = ("context_length_exceeded", "contextwindowexceedederror", "maximum co
 NO_DB = "no_db_connection"
 
 
-class OpenAIUpstream:
-    """What both OpenAI providers hold: the job's model and prompt, an httpx client and the key."""
+class Upstream:
+    """What every HTTP provider holds: the job's provider settings and prompt, an httpx client, the key."""
+
+    def __init__(
+        self, config: ProviderConfig, prompt: Prompt, *, client: httpx.AsyncClient, api_key: str | None,
+        headers: dict[str, str], base: str,
+    ) -> None:
+        self._config = config
+        self._prompt = prompt
+        self._client = client
+        #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
+        self._api_key = api_key
+        #: Every request's headers: the key as the upstream wants it.
+        self._headers = headers
+        #: What a request's path is put after.
+        self._base = base
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request to ``url`` (a path below the base, or a URL the upstream gave); a non-200 raised classified."""
+        url = url if "://" in url else self._base + url
+        try:
+            response = await self._client.request(
+                method, url, headers=self._headers, timeout=self._config.timeout, **kwargs)
+        except httpx.TransportError as exc:
+            raise transport_error(exc, f"{method} {url}", secret=self._api_key) from exc
+        if response.status_code != 200:
+            raise error_for(response, secret=self._api_key)
+        return response
+
+
+class OpenAIUpstream(Upstream):
+    """What both OpenAI providers hold besides: the response format asked for, and the key as a Bearer."""
 
     def __init__(
         self,
@@ -53,16 +83,11 @@ class OpenAIUpstream:
         client: httpx.AsyncClient,
         api_key: str | None,
     ) -> None:
-        self._config = config
-        self._prompt = prompt
+        super().__init__(config, prompt, client=client, api_key=api_key, base=config.base_url.rstrip("/"),
+                         headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
         self._response_format = protocol.batch_response_format(output_schema)
-        self._client = client
-        #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
-        self._api_key = api_key
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         #: A request's headers when its JSON body is encoded here (``protocol.encode``), once.
         self._json_headers = {**self._headers, "Content-Type": "application/json"}
-        self._base = config.base_url.rstrip("/")
 
 
 class OpenAIChat(OpenAIUpstream):

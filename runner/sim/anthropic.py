@@ -105,14 +105,7 @@ def messages(sim: Simulator, request: Request) -> Reply:
     items = chat.items_of(body)
     if items is None:
         return error(400, chat.NO_ITEMS)
-    ids = [item["id"] for item in items]
-    sim.ledger.record(ids, sum(map(protocol.item_chars, items)), body["model"])
-    with sim.ledger.flight():
-        if sim.on_request is not None:
-            sim.on_request(ids)
-        fault = sim.choose_fault(ids)
-        time.sleep(sim._delay())
-        return _faulted(sim, fault, request, body, items)
+    return sim.answer_batch(items, body["model"], lambda fault: _faulted(sim, fault, request, body, items))
 
 
 def _faulted(sim: Simulator, fault: Fault | None, request: Request, body: dict[str, Any],

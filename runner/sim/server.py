@@ -221,6 +221,18 @@ class Simulator:
                 return route(self, replace(request, params=params))
         return error_reply(404, f"Invalid URL ({request.method} {request.path})")
 
+    def answer_batch(self, items: list[dict[str, Any]], model: str, reply: Callable[[Fault | None], Reply]) -> Reply:
+        """A request carrying a batch of ``items``: recorded, counted in flight while the plan's fault (if any) is
+        chosen and the latency waited, then answered by ``reply`` as that fault makes it."""
+        ids = [item["id"] for item in items]
+        self._ledger.record(ids, sum(map(protocol.item_chars, items)), model)
+        with self._ledger.flight():
+            if self.on_request is not None:
+                self.on_request(ids)
+            fault = self.choose_fault(ids)
+            time.sleep(self._delay())
+            return reply(fault)
+
     def _next_number(self) -> int:
         with self._lock:
             return next(self._numbers)
@@ -246,14 +258,7 @@ def chat_completions(sim: Simulator, request: Request) -> Reply:
     items = chat.items_of(body)
     if items is None:
         return error_reply(400, chat.NO_ITEMS)
-    ids = [item["id"] for item in items]
-    sim.ledger.record(ids, sum(map(protocol.item_chars, items)), body["model"])
-    with sim.ledger.flight():
-        if sim.on_request is not None:
-            sim.on_request(ids)
-        fault = sim.choose_fault(ids)
-        time.sleep(sim._delay())
-        return _faulted(sim, fault, request, body, items)
+    return sim.answer_batch(items, body["model"], lambda fault: _faulted(sim, fault, request, body, items))
 
 
 def ledger_snapshot(sim: Simulator, request: Request) -> Reply:
