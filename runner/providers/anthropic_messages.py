@@ -28,12 +28,11 @@ message body; :class:`~runner.providers.Answer` has no place for it yet.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-import httpx
 
 from .. import errors, protocol
-from ..jobs import Prompt, ProviderConfig
 from . import Answer
 from .openai_chat import Upstream
 
@@ -46,24 +45,21 @@ FINISH = {"end_turn": "stop", "tool_use": "stop", "stop_sequence": "stop", "max_
 
 
 class AnthropicUpstream(Upstream):
-    """What both Anthropic providers hold besides: the tool asked for, and the key as ``x-api-key``."""
+    """What both Anthropic providers hold besides: the tool asked for; the key goes as ``x-api-key``."""
 
-    def __init__(
-        self,
-        config: ProviderConfig,
-        prompt: Prompt,
-        output_schema: dict[str, Any] | None,
-        *,
-        client: httpx.AsyncClient,
-        api_key: str | None,
-    ) -> None:
-        headers = {"anthropic-version": API_VERSION, "content-type": "application/json",
-                   **({"x-api-key": api_key} if api_key else {})}
-        super().__init__(config, prompt, client=client, api_key=api_key, headers=headers, base=root(config.base_url))
-        self._tool = {
+    def auth(self, api_key: str | None) -> dict[str, str]:
+        return {"anthropic-version": API_VERSION, "content-type": "application/json",
+                **({"x-api-key": api_key} if api_key else {})}
+
+    def root(self, base_url: str) -> str:
+        return root(base_url)
+
+    @functools.cached_property
+    def _tool(self) -> dict[str, Any]:
+        return {
             "name": TOOL,
             "description": "Record the result of every record of the batch, each with the record's id.",
-            "input_schema": protocol.batch_schema(output_schema),
+            "input_schema": protocol.batch_schema(self._output_schema),
         }
 
     def params(self, items_json: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ decides what to retry, so no request is ever retried behind its back.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import math
 import re
@@ -42,21 +43,38 @@ NO_DB = "no_db_connection"
 
 
 class Upstream:
-    """What every HTTP provider holds: the job's provider settings and prompt, an httpx client, the key."""
+    """What every HTTP provider holds: the job's provider settings, prompt and schema, an httpx client, the key.
+
+    A subclass says how its upstream takes the key (``auth``) and where paths start (``root``).
+    """
 
     def __init__(
-        self, config: ProviderConfig, prompt: Prompt, *, client: httpx.AsyncClient, api_key: str | None,
-        headers: dict[str, str], base: str,
+        self,
+        config: ProviderConfig,
+        prompt: Prompt,
+        output_schema: dict[str, Any] | None,
+        *,
+        client: httpx.AsyncClient,
+        api_key: str | None,
     ) -> None:
         self._config = config
         self._prompt = prompt
+        self._output_schema = output_schema
         self._client = client
         #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
         self._api_key = api_key
         #: Every request's headers: the key as the upstream wants it.
-        self._headers = headers
+        self._headers = self.auth(api_key)
         #: What a request's path is put after.
-        self._base = base
+        self._base = self.root(config.base_url)
+
+    def auth(self, api_key: str | None) -> dict[str, str]:
+        """The headers that carry the key (none without one)."""
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def root(self, base_url: str) -> str:
+        """The base URL as paths are put after it."""
+        return base_url.rstrip("/")
 
     async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         """One request to ``url`` (a path below the base, or a URL the upstream gave); a non-200 raised classified."""
@@ -72,22 +90,16 @@ class Upstream:
 
 
 class OpenAIUpstream(Upstream):
-    """What both OpenAI providers hold besides: the response format asked for, and the key as a Bearer."""
+    """What both OpenAI providers hold besides: the response format asked for."""
 
-    def __init__(
-        self,
-        config: ProviderConfig,
-        prompt: Prompt,
-        output_schema: dict[str, Any] | None,
-        *,
-        client: httpx.AsyncClient,
-        api_key: str | None,
-    ) -> None:
-        super().__init__(config, prompt, client=client, api_key=api_key, base=config.base_url.rstrip("/"),
-                         headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-        self._response_format = protocol.batch_response_format(output_schema)
-        #: A request's headers when its JSON body is encoded here (``protocol.encode``), once.
-        self._json_headers = {**self._headers, "Content-Type": "application/json"}
+    @functools.cached_property
+    def _response_format(self) -> dict[str, Any]:
+        return protocol.batch_response_format(self._output_schema)
+
+    @functools.cached_property
+    def _json_headers(self) -> dict[str, str]:
+        """A request's headers when its JSON body is encoded here (``protocol.encode``), once."""
+        return {**self._headers, "Content-Type": "application/json"}
 
 
 class OpenAIChat(OpenAIUpstream):
