@@ -62,7 +62,9 @@ class Run:
     ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to
     a JSONL, CSV or SQLite file (``table=`` for SQLite). ``provider``: a
     built-in kind, an async handler ``(items) -> results``, or a ``(submit,
-    poll[, find])`` pair. ``prompt`` is the instructions; ``fields`` picks
+    poll[, find])`` pair; ``model`` and ``base_url``, when not given, are
+    the kind's own (OpenAI's, or for ``"anthropic-messages"`` and
+    ``"anthropic-batch"`` Anthropic's). ``prompt`` is the instructions; ``fields`` picks
     the record fields sent (default all). ``schema`` is the JSON Schema each
     result must pass; ``check`` an extra Python check of one result (a
     message, or None when it is fine). ``batch`` and ``retry`` take the keys
@@ -80,8 +82,8 @@ class Run:
         group: str | None = None,
         table: str | None = None,
         provider: ProviderSpec = "openai-chat",
-        model: str = "gpt-4o-mini",
-        base_url: str = "https://api.openai.com/v1",
+        model: str | None = None,
+        base_url: str | None = None,
         api_key_env: str = "",
         prompt: str | None = None,
         fields: Sequence[str] = (),
@@ -108,7 +110,9 @@ class Run:
             "version": version,
             "batch": dict(batch or {}),
             "retry": dict(retry or {}),
-            "provider": {"kind": kind, "model": model, "base_url": base_url, "api_key_env": api_key_env},
+            # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
+            "provider": {"kind": kind, "api_key_env": api_key_env,
+                         **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},
             "prompt": prompt_section,
             "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},
         }

@@ -5,7 +5,8 @@
 is ``in_progress`` (``request_counts`` all ``processing``) for the
 simulator's ``batch_seconds``, then ``ended``: every request answered as
 ``POST /v1/messages`` would answer it (``succeeded``, billed then) or
-``errored`` (not billed), its ``results_url`` set, its results JSONL in
+``errored`` (not billed; a request's params are checked only as it runs, as
+Anthropic does), its ``results_url`` set, its results JSONL in
 shuffled order. A cancel makes it ``canceling`` until the next read, then
 ``ended``: the first half of its requests (those already running) succeeded
 and billed, the rest ``canceled``.
@@ -48,7 +49,8 @@ MAX_LIMIT = 1000
 
 @dataclass
 class BatchRequest:
-    """One request of a batch: its ``custom_id``, its Messages params and the batch items they carry."""
+    """One request of a batch: its ``custom_id``, its Messages params and the batch items they carry (None: its
+    params are not a usable Messages request, which ends ``errored``)."""
 
     custom_id: str
     params: dict[str, Any]
@@ -160,7 +162,8 @@ class MessageBatches:
             if number >= ran:
                 result: dict[str, Any] = {"type": unrun}
             elif request.items is None or (erring and (not targets or targets & {i["id"] for i in request.items})):
-                message = chat.NO_ITEMS if request.items is None else "Internal server error (a simulated fault)."
+                message = (f"{chat.NOT_CHAT}, a 'max_tokens', and batch items in its user message"
+                           if request.items is None else "Internal server error (a simulated fault).")
                 reply = anthropic.error(400 if request.items is None else 500, message)
                 result = {"type": "errored", "error": reply.payload}
             else:
@@ -223,10 +226,12 @@ def _requests(body: dict[str, Any] | None) -> tuple[list[BatchRequest], str | No
             return [], f"requests.{number}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
         if custom in seen:
             return [], f"requests.{number}.custom_id: duplicate custom_id {custom!r} in the batch"
-        if not isinstance(params, dict) or not chat.is_chat_body(params) or not isinstance(params.get("max_tokens"), int):
-            return [], f"requests.{number}.params: needs 'model', 'max_tokens' and 'messages'"
+        if not isinstance(params, dict):
+            return [], f"requests.{number}.params: Input should be an object"
         seen.add(custom)
-        requests.append(BatchRequest(custom, params, chat.items_of(params)))
+        # Each request's params are checked as it runs, as Anthropic does: a bad one ends errored.
+        usable = chat.is_chat_body(params) and isinstance(params.get("max_tokens"), int)
+        requests.append(BatchRequest(custom, params, chat.items_of(params) if usable else None))
     return requests, None
 
 

@@ -120,3 +120,17 @@ def test_the_list_pages_newest_first_with_after_id(client: anthropic.Anthropic) 
 def test_a_batch_of_a_bad_custom_id_is_refused_as_anthropic_refuses_it(client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError):
         client.messages.batches.create(requests=[{"custom_id": "has:colon", "params": params(ITEMS)}])  # type: ignore[arg-type]
+
+
+def test_a_request_whose_params_are_wrong_ends_errored_unbilled_as_params_are_checked_as_they_run(
+    client: anthropic.Anthropic, sim: Simulator
+) -> None:
+    bad = {k: v for k, v in params(ITEMS[:1]).items() if k != "max_tokens"}
+    batch = client.messages.batches.create(requests=[  # type: ignore[arg-type,list-item]
+        {"custom_id": "good", "params": params(ITEMS[1:])}, {"custom_id": "bad", "params": bad}])
+    sim.advance(60)
+    results = {line.custom_id: line.result for line in client.messages.batches.results(batch.id)}
+    errored = results["bad"]
+    assert results["good"].type == "succeeded" and errored.type == "errored"
+    assert errored.error.error.type == "invalid_request_error"
+    assert sim.ledger.snapshot()["billed"] == {"p2": 1}

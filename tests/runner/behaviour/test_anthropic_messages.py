@@ -13,6 +13,7 @@ from support import SAMPLE, StepClock, anthropic_job, events_into, posts, write_
 
 from runner import errors, jobs, runs
 from runner.inputs import InputSpec
+from runner.notebook import Run
 from runner.jobs import Job
 from runner.model import FailureKind, ItemState
 from runner.providers.anthropic_messages import message_answer, root
@@ -169,9 +170,12 @@ async def test_the_anthropic_sample_job_runs_against_the_simulator_with_no_key(
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 60
 
 
-def test_an_anthropic_kind_defaults_to_anthropics_host_and_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["anthropic-messages", "anthropic-batch"])
+def test_an_anthropic_kind_defaults_to_anthropics_host_and_model_in_a_job_file_and_from_python(
+    tmp_path: Path, kind: str
+) -> None:
     (tmp_path / "posts.jsonl").write_text('{"id": "p1"}\n')
-    for kind in ("anthropic-messages", "anthropic-batch"):
-        (tmp_path / "job.toml").write_text(f'name = "x"\ninput = "posts.jsonl"\n[provider]\nkind = "{kind}"\n')
-        provider = jobs.load(tmp_path / "job.toml").provider
+    (tmp_path / "job.toml").write_text(f'name = "x"\ninput = "posts.jsonl"\n[provider]\nkind = "{kind}"\n')
+    in_python = Run("x", items=[{"id": "p1"}], db=tmp_path / "runs.db", provider=kind).job.provider
+    for provider in (jobs.load(tmp_path / "job.toml").provider, in_python):
         assert (provider.base_url, provider.model) == ("https://api.anthropic.com", "claude-haiku-4-5")
