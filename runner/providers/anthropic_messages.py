@@ -31,12 +31,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-
 from .. import errors, protocol
 from . import Answer
 from .openai_chat import Upstream
 
-#: The API version sent in ``anthropic-version`` (the only one Anthropic has published).
+#: The API version sent in ``anthropic-version``: the one whose shapes the providers and the simulator follow.
 API_VERSION = "2023-06-01"
 TOOL = protocol.BATCH_SCHEMA_NAME
 #: Anthropic's stop reasons, as the judge reads OpenAI's finish reasons.
@@ -52,7 +51,7 @@ class AnthropicUpstream(Upstream):
                 **({"x-api-key": api_key} if api_key else {})}
 
     def root(self, base_url: str) -> str:
-        return root(base_url)
+        return host(base_url)
 
     @functools.cached_property
     def _tool(self) -> dict[str, Any]:
@@ -92,7 +91,7 @@ class AnthropicMessages(AnthropicUpstream):
             return Answer(None, None)
 
 
-def root(base_url: str) -> str:
+def host(base_url: str) -> str:
     """The host part of an Anthropic ``base_url``: without a trailing slash or ``/v1`` (paths say ``/v1``)."""
     base = base_url.rstrip("/")
     return base.removesuffix("/v1")

@@ -37,8 +37,10 @@ VERSION_HEADER = "anthropic-version"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
                403: "permission_error", 404: "not_found_error", 413: "request_too_large", 422: "invalid_request_error",
                429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
-#: Faults Anthropic words its own way: status and message.
+#: Faults Anthropic words its own way: status and message (its error type by the status). The others keep the
+#: status, type and message of OpenAI's table (a LiteLLM proxy's ``budget_exceeded`` says so in front of any API).
 WORDED: dict[str, tuple[int, str]] = {
+    "http_500": (500, "Internal server error"),
     "http_401": (401, "invalid x-api-key"),
     "http_429": (429, "Number of request tokens has exceeded your per-minute rate limit (a simulated fault)."),
     "insufficient_quota": (429, "You have reached your specified API usage limits."),
@@ -49,10 +51,11 @@ WORDED: dict[str, tuple[int, str]] = {
 }
 
 
-def error(status: int, message: str, *, details: Mapping[str, str] | None = None,
+def error(status: int, message: str, *, kind: str | None = None, details: Mapping[str, str] | None = None,
           headers: Mapping[str, str] | None = None) -> Reply:
-    """An Anthropic error reply: ``{"type": "error", "error": {"type", "message"}, "request_id"}``."""
-    body: dict[str, Any] = {"type": ERROR_TYPES.get(status, "api_error"), "message": message}
+    """An Anthropic error reply: ``{"type": "error", "error": {"type", "message"}, "request_id"}``; its type
+    ``kind``, else the status's."""
+    body: dict[str, Any] = {"type": kind or ERROR_TYPES.get(status, "api_error"), "message": message}
     if details:
         body["details"] = dict(details)
     request_id = f"req_sim_{time.monotonic_ns()}"
@@ -62,15 +65,16 @@ def error(status: int, message: str, *, details: Mapping[str, str] | None = None
 
 def fault_error(fault: Fault, *, model: str, key: str) -> Reply:
     """The error reply of an error fault, as Anthropic words it."""
+    kind = None
     if fault.name in WORDED:
         status, message = WORDED[fault.name]
     else:
-        status, _, _, message = ERRORS[fault.name]
+        status, kind, _, message = ERRORS[fault.name]
     text = message.format(model=model, key=key)
     if fault.name == "insufficient_quota":
         return error(status, text, details={"error_code": "enforced_spend_limit_reached"})
     seconds = fault.params.get("retry_after")
-    return error(status, text, headers={} if seconds is None else {"retry-after": str(seconds)})
+    return error(status, text, kind=kind, headers={} if seconds is None else {"retry-after": str(seconds)})
 
 
 def key_accepted(request: Request, api_key: str | None) -> bool:

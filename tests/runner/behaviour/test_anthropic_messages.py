@@ -16,7 +16,7 @@ from runner.inputs import InputSpec
 from runner.notebook import Run
 from runner.jobs import Job
 from runner.model import FailureKind, ItemState
-from runner.providers.anthropic_messages import message_answer, root
+from runner.providers.anthropic_messages import host, message_answer
 from runner.providers.openai_chat import classify
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -82,6 +82,7 @@ async def test_a_rate_limit_error_holds_the_items_until_its_retry_after(
     ("http_402", FailureKind.BILLING),
     ("credit_balance", FailureKind.BILLING),
     ("insufficient_quota", FailureKind.BILLING),  # Anthropic's 429 of a spend limit reached: no retry-after
+    ("budget_exceeded", FailureKind.BILLING),  # a LiteLLM proxy's spend limit, in front of Anthropic
     ("http_401", FailureKind.AUTH),
     ("http_403", FailureKind.PERMISSION),
     ("model_not_found", FailureKind.NOT_FOUND),
@@ -153,7 +154,7 @@ def test_the_answer_is_the_forced_tool_calls_input_else_the_text() -> None:
 
 @pytest.mark.parametrize("base_url", ["https://api.anthropic.com", "https://api.anthropic.com/", "https://api.anthropic.com/v1"])
 def test_the_base_url_is_the_host_as_the_sdk_takes_it_a_v1_said_once(base_url: str) -> None:
-    assert root(base_url) + "/v1/messages" == "https://api.anthropic.com/v1/messages"
+    assert host(base_url) + "/v1/messages" == "https://api.anthropic.com/v1/messages"
 
 
 async def test_the_anthropic_sample_job_runs_against_the_simulator_with_no_key(
