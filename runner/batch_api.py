@@ -104,6 +104,9 @@ class RequestsFile:
     line_bytes: int
     #: The most bytes the file may have (``FILE_BYTES``, as it is when the file is sized).
     file_bytes: int = dataclasses.field(default_factory=lambda: FILE_BYTES)
+    #: The API whose bound it is, and what it calls the requests, as a refusal says them.
+    api: str = "the Batch API"
+    what: str = "requests file"
 
     def bytes_for(self, chars: int, key_chars: int) -> int:
         """The most bytes the line of an item of ``chars`` characters takes, its key of ``key_chars``.
@@ -125,6 +128,6 @@ class RequestsFile:
         if self.fits(size):
             return None
         parts = math.ceil(size / self.file_bytes)
-        return BadRequest(f"the batch's requests file would be {size:,} bytes, over the Batch API's "
+        return BadRequest(f"the batch's {self.what} would be {size:,} bytes, over {self.api}'s "
                           f"{self.file_bytes:,}: nothing was sent, the batch is split in {parts}",
                           splittable=True, too_long=True, parts=parts)

@@ -97,7 +97,8 @@ class AnthropicBatch(AnthropicUpstream):
     def sizing(self) -> batch_api.RequestsFile:
         """What each item's request takes of a create's body: the request of an empty item, and its characters'."""
         empty = protocol.encode(self.request(tag(""), protocol.encode({"id": ""})))
-        return batch_api.RequestsFile(line_bytes=len(empty.encode()) + 1, file_bytes=LIMITS.file_bytes)
+        return batch_api.RequestsFile(line_bytes=len(empty.encode()) + 1, file_bytes=LIMITS.file_bytes,
+                                      api=f"the {LIMITS.api}", what="create's body")
 
     def body(self, ref: str, items: protocol.BatchItems) -> bytes:
         """The create's JSON body: one request per item. A key too long for a ``custom_id`` is refused, unsent."""

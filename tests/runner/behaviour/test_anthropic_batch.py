@@ -3,19 +3,22 @@ a lost create found again, and a batch the upstream forgot."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from support import SharedClock, StepClock, anthropic_job, posts
 
-from runner import errors, recovery, runs
-from runner.jobs import Job
+from runner import errors, protocol, recovery, runs
+from runner.jobs import Job, Prompt, ProviderConfig
+from runner.protocol import BatchItems
 from runner.model import FailureKind, ItemState
 from runner.providers import TaskResult
-from runner.providers.anthropic_batch import CUSTOM_ID, _read_line, custom_id, key_of, tag
+from runner.providers.anthropic_batch import CUSTOM_ID, AnthropicBatch, _read_line, custom_id, key_of, tag
 from runner.sim import Simulator
 from runner.store import Store, views
 
@@ -130,3 +133,16 @@ def test_each_line_is_an_answer_or_an_error_that_cost_nothing() -> None:
     assert {key: type(e) for key, e in result.errors.items()} == {
         "b": errors.TransportError, "c": errors.BadRequest, "d": errors.TransportError, "e": errors.TransportError}
     assert all(e.refused for e in result.errors.values())  # only succeeded requests are billed
+
+
+async def test_a_message_batch_is_sized_by_each_request_whole_and_one_too_large_is_split_unsent() -> None:
+    async with httpx.AsyncClient() as client:
+        provider = AnthropicBatch(ProviderConfig(kind="anthropic-batch"), Prompt(), SCHEMA, client=client, api_key=None)
+        payloads = [{"id": f"2026-0{i}:p{i}", "body": "é" * 40 * i} for i in range(1, 6)]
+        body = provider.body("posts:ab12:3", BatchItems.of(payloads))
+        sizing = provider.sizing()
+    budget = sum(sizing.bytes_for(protocol.item_chars(p), len(p["id"])) for p in payloads)
+    assert len(body) <= budget and [r["custom_id"][13:] for r in json.loads(body)["requests"]] == [
+        f"2026-0{i}_3ap{i}" for i in range(1, 6)]
+    refusal = sizing.refusal(256_000_001)
+    assert refusal is not None and refusal.parts == 2 and "over the Message Batches API's 256,000,000" in refusal.message
