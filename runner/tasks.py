@@ -9,7 +9,8 @@
    concluded only once the lost create can no longer land: ``lands_within``
    seconds (the provider's timeout plus its ``create_margin``) after it was
    sent, the upstream is asked once more;
-4. the task id is committed (``RunStore.save_task_id``) before waiting;
+4. the task id is committed (``RunStore.save_task_id``) before waiting (and a provider
+   that ``KeepsTasks`` told which task is kept);
 5. every task carrying the reference besides the one kept (a create sent
    twice, by a proxy that retries on its own) is cancelled at once and
    recorded as a duplicate that may have billed what it ran
@@ -37,7 +38,7 @@ from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .protocol import BatchItems
-from .providers import TaskProvider, TaskResult
+from .providers import KeepsTasks, TaskProvider, TaskResult
 from .rules import polls
 from .store.protocol import RunStore
 
@@ -116,6 +117,8 @@ class TaskDriver:
     async def _keep(self, batch_id: int, task_id: str) -> TaskResult:
         """Save the task's id, cancel any other task of the batch's reference, and wait for it."""
         await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
+        if isinstance(self.provider, KeepsTasks):
+            self.provider.kept(self.ref(batch_id), task_id)
         await self._cancel_others(batch_id, task_id)
         result = await self.wait(task_id)
         await self._cancel_others(batch_id, task_id)

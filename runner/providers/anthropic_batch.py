@@ -22,10 +22,11 @@ Anthropic keeps no metadata on a batch, and shows a batch's ``custom_id``\\s
 only in its results, once it has ended. So a create whose answer was lost
 is found again (``find``) by listing the batches and reading the first
 result line of each ended one. A batch still in progress that this provider
-did not make cannot be told apart yet: while one is there and none matched,
-``find`` says it cannot tell (``TaskUnreachable``); the engine looks again,
-and after eight tries holds the items for a person, never sending them
-again on its own.
+neither made nor was told was kept (``kept``: the engine tells it each task
+it keeps, after a restart too) cannot be told apart yet: while one is there
+and none matched, ``find`` says it cannot tell (``TaskUnreachable``); the
+engine looks again, and after eight tries holds the items for a person,
+never sending them again on its own.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ class AnthropicBatch(AnthropicUpstream):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: The batch made for each reference, and when (on the upstream's clock): ``find`` reads back to then.
-        self._made: dict[str, tuple[str, datetime]] = {}
+        #: The batch made (or kept) for each reference, and when if known (on the upstream's clock): ``find`` reads
+        #: back to then.
+        self._made: dict[str, tuple[str, datetime | None]] = {}
         #: The reference tag of ended batches whose results were read (None: none could be read).
         self._owners: dict[str, str | None] = {}
 
@@ -123,22 +125,26 @@ class AnthropicBatch(AnthropicUpstream):
         """Create the batch; a create whose answer was lost is ``SubmitUnknown`` (:func:`.submitting.created`)."""
         batch = await submitting.created(
             lambda: self._json("POST", "/v1/messages/batches", content=uploaded), ref, timeout=self._config.timeout)
-        made = _when(batch)
-        if made is not None:
-            _keep(self._made, ref, (str(batch["id"]), made))
+        _keep(self._made, ref, (str(batch["id"]), _when(batch)))
         return str(batch["id"])
+
+    def kept(self, ref: str, task_id: str) -> None:
+        """The batch kept for ``ref`` (made here, adopted, or saved before a restart): ``find`` knows it as made."""
+        if self._made.get(ref, ("", None))[0] != task_id:
+            _keep(self._made, ref, (task_id, None))
 
     async def find(self, ref: str) -> list[str]:
         """Every batch whose requests carry ``ref``, oldest first (the list comes newest first).
 
         For a batch this provider made, the list is read back to a landing
-        window (``timeout`` + ``create_margin``) before it, and a batch still
-        in progress is taken as not a second one (it is asked again when the
-        kept one ends). Otherwise the list is read to its end, and a batch
-        still in progress that may be the one sought makes it "cannot tell yet".
+        window (``timeout`` + ``create_margin``) before it (to its end for one
+        kept after a restart), and a batch still in progress is taken as not
+        a second one (it is asked again when the kept one ends). Otherwise
+        (a lost create) the list is read to its end, and a batch still in
+        progress that may be the one sought makes it "cannot tell yet".
         """
         made = self._made.get(ref)
-        oldest = None if made is None else made[1] - timedelta(
+        oldest = None if made is None or made[1] is None else made[1] - timedelta(
             seconds=self._config.timeout + self._config.create_margin + 1)
         mine = {task_id for task_id, _ in self._made.values()}
         found: list[str] = []

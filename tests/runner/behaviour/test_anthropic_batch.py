@@ -146,3 +146,18 @@ async def test_a_message_batch_is_sized_by_each_request_whole_and_one_too_large_
         f"2026-0{i}_3ap{i}" for i in range(1, 6)]
     refusal = sizing.refusal(256_000_001)
     assert refusal is not None and refusal.parts == 2 and "over the Message Batches API's 256,000,000" in refusal.message
+
+
+async def test_a_batch_in_progress_is_told_apart_only_by_the_engine_that_kept_it() -> None:
+    """After a restart, the saved batch is kept (``kept``): looking for others no longer waits for it to end."""
+    with Simulator(batch_seconds=3600).start() as sim:
+        config = ProviderConfig(kind="anthropic-batch", base_url=sim.base_url.removesuffix("/v1"))
+        async with httpx.AsyncClient() as client:
+            made = AnthropicBatch(config, Prompt(), None, client=client, api_key=None)
+            batch = await made.create("posts:ab12:1", await made.upload("posts:ab12:1", BatchItems.of([{"id": "p1"}])))
+            restarted = AnthropicBatch(config, Prompt(), None, client=client, api_key=None)
+            with pytest.raises(errors.TaskUnreachable, match="cannot tell yet"):
+                await restarted.find("posts:ab12:1")
+            restarted.kept("posts:ab12:1", batch)
+            assert await restarted.find("posts:ab12:1") == [batch] == await made.find("posts:ab12:1")
+            assert await restarted.find("posts:ab12:2") == []  # another batch's: the one in progress is not it
