@@ -56,6 +56,12 @@ class FailureKind(StrEnum):
     NOT_FOUND = "not_found"
     INPUT_CHANGED = "input_changed"
     STORE = "store"
+    #: A person cancelled the item (``runner cancel``): retried only when named.
+    CANCELLED = "cancelled"
+    #: A person rejected the item at a ``decide`` stage.
+    REJECTED = "rejected"
+    #: One of the item's sub-items failed (a fan-out joined without ``allow_failures``).
+    SUB_ITEM_FAILED = "sub_item_failed"
 
 
 class BreakerState(StrEnum):
@@ -148,6 +154,13 @@ MOVES: dict[str, Move] = {
                            to_hold=Hold.NONE),
     "input_fixed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
                          clears="error_kind error retryable"),
+    # A person's cancel: items not in flight fail at once (and a sent one whose engine is gone, or whose
+    # call was given back unsent); an item in flight is marked (its error kind ``cancelled``, its state
+    # kept) and fails when its batch settles, unless its answer completes it.
+    "cancel": _move("pending queued waiting running received", ItemState.FAILED, sets="error_kind error retryable",
+                    to_hold=Hold.NONE),
+    "cancel_running": _move("running", ItemState.RUNNING, sets="error_kind error", from_hold=Hold.NONE),
+    "cancel_received": _move("received", ItemState.RECEIVED, sets="error_kind error"),
 }
 
 

@@ -343,6 +343,11 @@ class Engine:
                 self.request_stop(TAKEN_OVER)
             self._last_beat = now
 
+    def holds_lease(self) -> bool:
+        """Whether this engine still holds the run (renewing its lease); False once another took it over."""
+        self._last_beat = self.clock.now()
+        return lease.beat(self.store, self.job.name, token=self.token, now=self._last_beat)
+
     def save(self, batch_id: int, settlement: Settlement) -> list[Batch]:
         """Save how a batch ended, in one transaction; the batches a split formed."""
         return self.store.settle_batch(batch_id, settlement, now=self.clock.now())

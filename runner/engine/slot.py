@@ -132,7 +132,9 @@ class Slot:
     ) -> list[StartedItem] | None:
         """The items of the batch, started; None (the batch back in line) when the gate says no more now.
 
-        No items when another engine took the run over: this one stops.
+        No items when another engine took the run over (this one stops), or
+        when a person cancelled every item of the batch while it waited for
+        its slot (it ends with none; the slot's next turn forms another).
         """
         engine = self.engine
         begun = await engine.steps.run(
@@ -152,8 +154,9 @@ class Slot:
         items, formed = begun
         engine.formed.extend(formed)
         if not items:
-            engine.request_stop(TAKEN_OVER)
             await self._save(batch, Settlement())
+            if not await engine.steps.run(lambda: engine.holds_lease()):
+                engine.request_stop(TAKEN_OVER)
         return items
 
     async def _call(self, caller: Provider, batch: Batch, sent: protocol.BatchItems) -> Answer:

@@ -168,19 +168,50 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
 
 
 #: Calls a dead engine sent with no answer saved (the items the recovery is about to hold, of batches that
-#: are calls, not tasks whose answer may still be fetched): each may have been billed.
+#: are calls, not tasks whose answer may still be fetched), or only those a person cancelled (``:cancelled``):
+#: each may have been billed.
 MAYBE_PAID_HELD = """
 UPDATE items SET maybe_paid = maybe_paid + 1
-WHERE run_id = :run AND state = 'running' AND hold = 'none'
+WHERE run_id = :run AND state = 'running' AND hold = 'none' AND (:cancelled = 0 OR error_kind = 'cancelled')
     AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0)
 """
 
 
-def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int) -> int:
-    """Before a recovery holds a dead engine's sent calls: count each as a call that may have been billed."""
-    counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id}).rowcount
+def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False) -> int:
+    """Before a recovery holds (or a cancel fails) a dead engine's sent calls: count each as maybe billed."""
+    counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled)}).rowcount
     add_to_run(conn, run_id=run_id, maybe_paid=counted)
     return counted
+
+
+# A person's cancel of items in flight: marked by their error kind, failed when their batch settles -----
+
+#: Items of batch ``?`` that a person cancelled while it was in flight.
+CANCELLED_IN_BATCH = "SELECT id FROM items WHERE batch_id = ? AND state IN ('running', 'received') AND error_kind = 'cancelled'"
+
+#: A cancel's failure: kind ``cancelled``, the message ``:message``, retryable by a person.
+CANCELLED = {"error_kind": "error_kind = 'cancelled'", "error": "error = :message", "retryable": "retryable = 1"}
+
+#: The mark of an item cancelled in flight (its state kept).
+CANCEL_MARK = {"error_kind": "error_kind = 'cancelled'", "error": "error = :message"}
+
+#: What a stopped engine left of the cancelled items (``:where`` narrows them): sent, running with no
+#: holder, or given back unsent: they fail now (the received ones are validated, then settle as a batch).
+LEFT_CANCELLED = "items.error_kind = 'cancelled' AND items.state IN ('pending', 'running') AND items.hold = 'none'"
+
+#: Why an item cancelled in flight failed without its batch's end: its engine stopped first.
+ENGINE_GONE = "cancelled by a person; its call was in flight when its engine stopped (it may have been billed)"
+
+
+def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
+    """The items of a batch that a person cancelled while it was in flight, read in the caller's transaction."""
+    return [item_id for (item_id,) in conn.execute(CANCELLED_IN_BATCH, (batch_id,))]
+
+
+def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> int:
+    """Fail the cancelled items a stopped engine left (``where`` narrows them); how many."""
+    return len(move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
+                    params={**params, "message": ENGINE_GONE}, returning="id"))
 
 
 #: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, FailureKind, ItemState, Settlement, StartedItem
-from ..rules import forming
+from ..rules import cancelling, forming
 from . import items, views
 from .commands import Commands
 from .items import move, move_each
@@ -169,8 +169,10 @@ class Store(Runs, Tasks, Commands, Leases):
                                 "kind": kind, "message": message, "now": now})
 
     def hold(self, batch_id: int, *, now: float) -> None:
-        """Hold a batch's sent items for a person: their task's fate cannot be known now."""
+        """Hold a batch's sent items for a person: their task's fate cannot be known now (those a person
+        cancelled fail instead: nothing sends them again)."""
         with self.write() as conn:
+            items.fail_left_cancelled(conn, IN_BATCH, {"batch": batch_id, "now": now})
             move(conn, "hold", where=IN_BATCH, params={"batch": batch_id, "now": now})
 
     def resumable(self, run_id: int) -> list[Batch]:
@@ -294,7 +296,8 @@ class Store(Runs, Tasks, Commands, Leases):
 
         Items ``queued``, or ``running`` in a batch whose call intent was never written or whose task's create was
         never sent, return to pending. Other ``running`` items may have reached the upstream: held for a person,
-        never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid.
+        never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid;
+        those a person cancelled in flight fail instead (and so do their unsent ones).
         ``received`` items keep their output for local validation. With a ``lease`` (run name, token), an engine
         cut short holds its own calls, only while it still holds the run.
         """
@@ -307,6 +310,7 @@ class Store(Runs, Tasks, Commands, Leases):
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
                 "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
             items.count_maybe_paid_held(conn, run_id)
+            items.fail_left_cancelled(conn, "items.run_id = :run", params)
             move(conn, "hold", where="items.run_id = :run", params=params)
             conn.execute(
                 "UPDATE batches SET state = ?, finished_at = ?, error = 'left by a stopped engine' "
@@ -335,9 +339,12 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
     """A batch's verdict applied inside the caller's transaction; the batches a split formed.
 
     Each move touches only items still in this batch's hands: an item whose
-    input changed meanwhile keeps the failure that says so.
+    input changed meanwhile keeps the failure that says so. Items a person
+    cancelled meanwhile end as :func:`runner.rules.cancelling.settled` says.
     """
     params: dict[str, Any] = {"batch": batch_id, "now": now}
+    # A person's cancel may have come while the batch was in flight: read in this transaction, so none is missed.
+    settlement = cancelling.settled(settlement, items.cancelled_in(conn, batch_id))
     if settlement.maybe_paid:
         items.count_maybe_paid(conn, batch_id, settlement.maybe_paid)
     if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
