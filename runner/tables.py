@@ -82,6 +82,10 @@ def status_table(run: Standing) -> list[str]:
     caption += f" · engine {engine}"
     if run.held:
         caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
+    if run.cancelled_whole:
+        caption += f" · cancelled by a person ({plural(run.cancelled, 'item')} cancelled)"
+    elif run.cancelled:
+        caption += f" · {plural(run.cancelled, 'item')} cancelled by a person"
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")

@@ -150,6 +150,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
+        cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
     )
 
 
@@ -216,6 +217,19 @@ def held_count(store: Store, run_id: int) -> int:
     """Items held for a person's confirmation (the partial index on exactly this condition keeps it cheap)."""
     (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND {HELD}", [run_id])
     return int(row["n"])
+
+
+def cancelled_count(store: Store, run_id: int) -> int:
+    """Items a person cancelled (the index of failed items by kind keeps it cheap)."""
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND state = 'failed' "
+                        "AND error_kind = 'cancelled'", [run_id])
+    return int(row["n"])
+
+
+def cancelled_whole(store: Store, run_id: int) -> bool:
+    """Whether the last command a person gave the run cancelled all of it (a retry since would come after)."""
+    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
+    return bool(rows) and rows[0]["command"] == "cancel" and rows[0]["args"] == '{"keys": []}'
 
 
 def last_event_at(store: Store, run_id: int) -> float | None:
