@@ -79,8 +79,19 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
     if not count:
         chosen = f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")
         click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
+        _cancelled_left(store, name, asked=kind is None and not keys)
         return
     go_on(f"{plural(count, 'failed item')} of run {name!r} pending again", store, name)
+
+
+def _cancelled_left(store: Store, name: str, *, asked: bool) -> None:
+    """A retry of every failed item leaves the cancelled ones: say so, with the command that retries them."""
+    from .store import views
+
+    cancelled = views.cancelled_count(store, store.run_id(name)) if asked else 0
+    if cancelled:
+        hint(f"{plural(cancelled, 'item')} cancelled by a person {'is' if cancelled == 1 else 'are'} retried only "
+             "when named:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, db=store.path))
 
 
 @click.command()
