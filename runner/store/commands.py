@@ -165,3 +165,9 @@ class Commands(SQLiteFile):
                 conn.execute(LOG_COMMAND, (run_id, "cancel", json.dumps({"keys": list(keys)}), now, now,
                                            f"{now_failed} failed, {later} when their batch ends"))
         return now_failed, later
+
+    def compensated(self, run_id: int, *, keys: Sequence[str], errors: int, now: float) -> None:
+        """Log that a person's ``on_cancel`` ran for cancelled items (``errors`` of them raised): never again for them."""
+        with self.write() as conn:
+            conn.execute(LOG_COMMAND, (run_id, "on_cancel", json.dumps({"keys": list(keys)}), now, now,
+                                       f"{len(keys)} items, {errors} raised"))
