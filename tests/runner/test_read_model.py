@@ -89,11 +89,13 @@ def command(command_id: int, command: str, args: str = "{}", outcome: str = "clo
     return {"id": command_id, "at": NOW - command_id, "command": command, "args": args, "outcome": outcome}
 
 
-def test_a_persons_commands_read_as_words_with_what_they_do() -> None:
+def test_a_persons_commands_read_as_words_with_what_they_do_a_cancel_among_them() -> None:
     commands = [
         command(1, "pause"), command(2, "resume", outcome="probing, paused=False"), command(3, "step"),
         command(4, "retry", '{"kind": null, "keys": ["p1", "p2", "p3", "p4"]}', "1 items"),
         command(5, "confirm", '["p7", "p8"]', "1 to poll, 0 to look for, 1 sent again"),
+        command(6, "cancel", '{"keys": ["p9"]}', "0 failed, 1 when their batch ends"),
+        command(7, "cancel", '{"keys": []}', "12 failed, 0 when their batch ends"),
     ]
     assert [(line.what, line.detail) for line in event_log.lines([], commands, now=NOW, limit=14)] == [
         ("paused by a person", "no new batches; those in flight finish"),
@@ -101,6 +103,8 @@ def test_a_persons_commands_read_as_words_with_what_they_do() -> None:
         ("let 1 batch run", "a person's step: then the run stays held"),
         ("retried 1 item", "p1 p2 p3 +1: pending again, fresh attempt budgets"),
         ("confirmed 2 items", "1 to poll, 1 sent again"),
+        ("cancelled 1 item", "p9: 0 failed, 1 when their batch ends"),
+        ("cancelled 12 items", "12 failed, 0 when their batch ends"),
     ]
 
 
