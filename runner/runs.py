@@ -5,7 +5,6 @@ The CLI and the notebook API both go through here.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 from collections.abc import Callable
@@ -50,7 +49,7 @@ def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
     """
     if not isinstance(provider, PythonHandler | PythonTasks):
         return job
-    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=jobs.PYTHON, handler=provider.name))
+    return job.with_provider(kind=jobs.PYTHON, handler=provider.name)
 
 
 def continued_from_python(job: Job, db: Path) -> str:
