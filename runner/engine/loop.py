@@ -21,12 +21,13 @@ kind, never from the reason's words. Time comes from an injected clock.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import secrets
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,14 +36,14 @@ from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
 from ..jobs import Job
-from ..providers import Provider, SizedTasks, TaskProvider
+from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
 from ..store.protocol import RunStore
 from ..tasks import TaskDriver
-from ..validation import ResultCheck
+from . import stages
 from .slot import TAKEN_OVER, Slot, settlement_of
 
 HEARTBEAT_SECONDS = 2.0
@@ -87,20 +88,20 @@ class Engine:
         clock: Clock | None = None,
         wait_for_person: bool = False,
         rng: random.Random | None = None,
+        stage_providers: Mapping[str, Provider | TaskProvider] | None = None,
     ) -> None:
         self.store = store
         self.job = job
         self.clock = clock or SystemClock()
         self.provider = provider
-        #: The requests file a batch's lines must fit, for a provider that sends one (``openai-batch``).
-        self.file = provider.sizing() if isinstance(provider, SizedTasks) else None
-        # One of the two is set when the run starts: the provider either calls, or submits and polls.
-        self.tasks: TaskDriver | None = None
-        self.caller: Provider | None = None
+        #: Each stage's provider, its check, and (once the run starts) its caller or its task driver;
+        #: ``provider`` serves every stage not in ``stage_providers``.
+        self.works = stages.works_of(job, {s.name: (stage_providers or {}).get(s.name, provider) for s in job.stages})
+        #: The stages to form batches of, later stages first.
+        self.claims = stages.claims(self.works, job)
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
         self.run_id = 0
-        self.check = ResultCheck(job.output_schema, job.check)
         self.token = secrets.token_hex(8)
         self.stopped_for: str | None = None
         self.stop_kind: FailureKind | None = None
@@ -134,6 +135,7 @@ class Engine:
         """
         name = self.job.name
         cut_short = False
+        stages.refuse_unworkable(self.job)
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
@@ -142,14 +144,8 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
-            if isinstance(self.provider, TaskProvider):
-                self.tasks = TaskDriver(
-                    self.store, self.provider, retry=self.job.retry, clock=self.clock,
-                    run_reference=self.store.reference(self.run_id), steps=self.steps,
-                    lands_within=self.job.provider.timeout + self.job.provider.create_margin,
-                )
-            else:
-                self.caller = self.provider
+            for work in self.works.values():
+                self._begin(work)
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
                 await self._work()
         except asyncio.CancelledError:
@@ -158,6 +154,18 @@ class Engine:
         finally:
             await self._tidy(name, cut_short=cut_short)
         return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+
+    def _begin(self, work: stages.StageWork) -> None:
+        """Give a stage its way of working: a task driver for a provider that submits and polls, else its caller."""
+        if isinstance(work.provider, TaskProvider):
+            stage = work.stage
+            work.tasks = TaskDriver(
+                self.store, work.provider, retry=stage.retry, clock=self.clock,
+                run_reference=self.store.reference(self.run_id), steps=self.steps,
+                lands_within=stage.provider.timeout + stage.provider.create_margin,
+            )
+        else:
+            work.caller = work.provider
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
@@ -326,10 +334,7 @@ class Engine:
         return True
 
     def _claim(self) -> Batch | None:
-        limits = self.job.batch
-        return self.store.claim_batch(
-            self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now(), file=self.file
-        )
+        return self.store.claim_first(self.run_id, self.claims, now=self.clock.now())
 
     def _beat(self) -> None:
         """Renew the lease every few seconds; a busy store puts it off to a later turn."""
@@ -373,10 +378,17 @@ class Engine:
 
     def _validate_received(self) -> None:
         """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
-        by_batch: dict[int, list[tuple[StartedItem, str | None]]] = {}
-        for batch_id, output, item in self.store.received_items(self.run_id, max_attempts=self.job.retry.max_attempts):
-            by_batch.setdefault(batch_id, []).append((item, output))
-        for batch_id, saved in by_batch.items():
-            verdict = judge_saved([item for item, _ in saved], {item.id: output for item, output in saved},
-                                  check=self.check.problem, limits=self.job.retry, now=self.clock.now())
-            self.save(batch_id, settlement_of(verdict))
+        by_batch: dict[tuple[int, str], list[tuple[StartedItem, str | None]]] = {}
+        for stage in self.job.stages:
+            for batch_id, output, item in self.store.received_items(
+                self.run_id, max_attempts=stage.retry.max_attempts, stage=stage.name
+            ):
+                by_batch.setdefault((batch_id, stage.name), []).append((item, output))
+        for (batch_id, stage_name), saved in by_batch.items():
+            work = self.works[stage_name]
+            started = [item for item, _ in saved]
+            outputs = {item.id: output for item, output in saved}
+            verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,
+                                  now=self.clock.now())
+            results = {i: json.loads(output) for i, output in outputs.items() if output is not None}
+            self.save(batch_id, stages.boundary(self.job, work, started, settlement_of(verdict), results))

@@ -31,8 +31,8 @@ from ..model import MOVES, ItemState, Move
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
-INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
-SELECT run_id, id, :now, :from_state, :to_state, :moved FROM batches WHERE id = :logged_for AND :moved > 0
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, stage)
+SELECT run_id, id, :now, :from_state, :to_state, :moved, stage FROM batches WHERE id = :logged_for AND :moved > 0
 """
 
 
@@ -115,9 +115,10 @@ def _statement(
 def _log_leaving(where: str, source: str, origins: tuple[ItemState, ...]) -> str:
     """The events of a batch-path move whose items may leave several states: one row per state left."""
     return (
-        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items) "
-        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*) FROM items {_from(source)} "
-        f"WHERE ({where}) AND items.state IN ({_quoted(origins)}) GROUP BY items.run_id, items.state"
+        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, stage) "
+        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*), items.stage FROM items "
+        f"{_from(source)} WHERE ({where}) AND items.state IN ({_quoted(origins)}) "
+        "GROUP BY items.run_id, items.stage, items.state"
     )
 
 
@@ -206,10 +207,15 @@ WHERE items.run_id = :run AND items.key = given.value
 LAST_ID = "SELECT coalesce(max(id), 0) FROM items"
 
 #: A new item (its state is the moves' to change).
-ADD_ITEM = "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+ADD_ITEM = (
+    "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 #: A known item's new input: its group, order and size (its state is the moves' to change).
-NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ? WHERE id = ?"
+NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ? WHERE id = ?"
+
+#: An item's results, all of them: its input changed, so it starts again at the first stage.
+FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
 
 #: An item's input, new or given again.
 SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..model import Batch, BatchState, FailureKind, ItemState, Settlement, StartedItem
+from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
 from . import items, views
 from .commands import Commands
@@ -28,13 +28,15 @@ from .tasks import NOTE, Tasks
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
-    from ..jobs import BatchLimits
 
 #: An item's input, in a RETURNING clause of an update of ``items``.
 INPUT_OF_ITEM = "(SELECT input FROM inputs WHERE item_id = items.id)"
 
 #: A started item as the engine needs it, in a RETURNING clause (the attempts bound ``:max_attempts``).
-STARTED_ITEM = f"id, key, {INPUT_OF_ITEM}, :max_attempts - (attempts - refused - retry_base), refused_streak"
+STARTED_ITEM = (
+    f"id, key, {INPUT_OF_ITEM}, :max_attempts - (attempts - refused - retry_base), refused_streak, "
+    "(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)"
+)
 
 IN_BATCH = "items.batch_id = :batch"
 #: The items of a JSON list ``:ids`` still in batch ``:batch`` (``+batch_id``: no scan of the batch for each).
@@ -49,16 +51,35 @@ FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS o
       AND (:answered IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
 """
 
+#: Items next in line at one stage (``{stage}``: a condition on it), due waiting ones first.
 CLAIM_DUE_WAITING = """
-SELECT id, grp, chars, length(key) FROM items
-WHERE run_id = ? AND state = 'waiting' AND not_before <= ? AND hold = 'none'
-ORDER BY grp, seq LIMIT ?
+SELECT id, grp, chars, length(key), stage FROM items
+WHERE run_id = :run AND state = 'waiting' AND not_before <= :now AND hold = 'none' {stage}
+ORDER BY grp, seq LIMIT :limit
 """
 
 CLAIM_PENDING = """
-SELECT id, grp, chars, length(key) FROM items
-WHERE run_id = ? AND state = 'pending'
-ORDER BY grp, seq LIMIT ?
+SELECT id, grp, chars, length(key), stage FROM items
+WHERE run_id = :run AND state = 'pending' {stage}
+ORDER BY grp, seq LIMIT :limit
+"""
+
+#: Claimed at one stage, or (None) at the stage of the first item in line.
+AT_STAGE = {True: "AND stage = :stage", False: ""}
+
+#: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
+SAVE_RESULTS = """
+INSERT INTO results (item_id, stage, result, fingerprint, at)
+SELECT id, stage, output, :fingerprint, :now FROM items
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state = 'received' AND output IS NOT NULL
+ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+"""
+
+#: A stage an item skipped (its ``when`` false), in its history: an event that moves nothing.
+SKIPPED = """
+INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
+SELECT run_id, id, :now, 'pending', 'pending', 'skipped', 'its when is false: stage skipped', 0, :stage
+FROM items WHERE id = :id
 """
 
 #: What a give-up adds to the judge's message: the item's tally, as it stands.
@@ -82,9 +103,12 @@ class Store(Runs, Tasks, Commands, Leases):
     # A batch's path -------------------------------------------------------
 
     def claim_batch(
-        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None
+        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
+        stage: str | None = None,
     ) -> Batch | None:
-        """Form the next batch of one group (due waiting items first) and mark it queued.
+        """Form the next batch of one stage and group (due waiting items first) and mark it queued.
+
+        ``stage``: of that stage (None: the stage of the first item in line).
 
         With a requests ``file``, the batch's lines (each its item and the
         prompt) fit in it too. An item larger than ``max_chars`` on its own,
@@ -92,14 +116,18 @@ class Store(Runs, Tasks, Commands, Leases):
         limit: it fails as bad_request, with no call.
         """
         with self.write() as conn:
+            params = {"run": run_id, "now": now, "limit": max_items, "stage": stage}
+            at = AT_STAGE[stage is not None]
             while True:
                 origin = ItemState.WAITING
-                candidates = conn.execute(CLAIM_DUE_WAITING, (run_id, now, max_items)).fetchall()
+                candidates = conn.execute(CLAIM_DUE_WAITING.format(stage=at), params).fetchall()
                 if not candidates:
                     origin = ItemState.PENDING
-                    candidates = conn.execute(CLAIM_PENDING, (run_id, max_items)).fetchall()
+                    candidates = conn.execute(CLAIM_PENDING.format(stage=at), params).fetchall()
                 if not candidates:
                     return None
+                stage_of = candidates[0][4]
+                candidates = [row[:4] for row in candidates if row[4] == stage_of]
                 group, chosen, chars = forming.fill(candidates, max_chars, file)
                 if chosen:
                     break
@@ -108,14 +136,24 @@ class Store(Runs, Tasks, Commands, Leases):
                 move(conn, "too_large", where="items.id = :id", values=ERROR,
                      params={"id": item_id, "kind": FailureKind.BAD_REQUEST, "message": message, "retryable": 0, "now": now})
             (batch_id,) = conn.execute(
-                "INSERT INTO batches (run_id, grp, state, size, chars, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (run_id, group, BatchState.QUEUED, len(chosen), chars, now),
+                "INSERT INTO batches (run_id, grp, state, size, chars, created_at, stage) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (run_id, group, BatchState.QUEUED, len(chosen), chars, now, stage_of),
             ).fetchone()
             move(conn, "claim", where="items.id = listed.value", source=LISTED_SOURCE, origin=origin,
                  values={"batch_id": "batch_id = :batch"}, logged_for="batch",
                  params={"batch": batch_id, "ids": json.dumps(chosen), "now": now})
-        return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
+        return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars, stage=stage_of)
+
+    def claim_first(self, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
+        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction)."""
+        with self.write():
+            for claim in claims:
+                batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
+                                         file=claim.file, stage=claim.stage)
+                if batch is not None:
+                    return batch
+        return None
 
     def start_batch(
         self,
@@ -178,13 +216,13 @@ class Store(Runs, Tasks, Commands, Leases):
         # From the few running items to their batches (CROSS JOIN keeps that order),
         # never from every batch the run has formed.
         rows = self.rows(
-            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round "
+            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round, b.stage "
             "FROM items i CROSS JOIN batches b ON b.id = i.batch_id "
             "WHERE i.run_id = ? AND i.state = 'running' AND i.hold = 'confirmed' "
             "GROUP BY b.id ORDER BY b.id",
             [run_id],
         )
-        return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True) for r in rows]
+        return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True, stage=r["stage"]) for r in rows]
 
     def resume_batch(self, batch_id: int, *, max_attempts: int, now: float) -> list[StartedItem]:
         """Take back a confirmed batch's running items, with no new attempt (nothing is sent again)."""
@@ -222,11 +260,14 @@ class Store(Runs, Tasks, Commands, Leases):
             items.add_to_run(conn, batch_id, paid_calls=len(paid))
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
-    def received_items(self, run_id: int, *, max_attempts: int) -> list[tuple[int, str | None, StartedItem]]:
-        """Items whose output is saved but not yet validated: (batch id, its output, the item)."""
+    def received_items(
+        self, run_id: int, *, max_attempts: int, stage: str | None = None
+    ) -> list[tuple[int, str | None, StartedItem]]:
+        """Items (of ``stage``, or all) whose output is saved but not yet validated: (batch id, its output, the item)."""
         rows = self.rows(
-            f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received'",
-            {"run": run_id, "max_attempts": max_attempts},
+            f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received' "
+            "AND (:stage IS NULL OR stage = :stage)",
+            {"run": run_id, "max_attempts": max_attempts, "stage": stage},
         )
         return [(row.pop("batch_id"), row.pop("output"), StartedItem(*row.values())) for row in rows]
 
@@ -245,19 +286,17 @@ class Store(Runs, Tasks, Commands, Leases):
         *,
         settled: tuple[Batch, Settlement] | None,
         lease: tuple[str, str],
-        limits: BatchLimits,
         max_attempts: int,
         now: float,
         step: bool,
         intent: bool,
-        claim: bool,
-        file: RequestsFile | None = None,
+        claims: Sequence[Claim] = (),
     ) -> tuple[list[StartedItem], list[Batch]]:
         """A slot's one commit: its previous batch saved, ``batch`` started (or taken back), the next formed.
 
         ``settled``: the slot's previous batch and its settlement. With
-        ``claim``, one more batch is formed to wait for a slot (its lines
-        fitting the requests ``file``, if any: ``claim_batch``). Returns the
+        ``claims``, one more batch is formed to wait for a slot, of the first
+        of their stages that has items in line (``claim_batch``). Returns the
         items to send and the batches formed (by a split, or the claim).
         """
         formed = []
@@ -270,9 +309,8 @@ class Store(Runs, Tasks, Commands, Leases):
                 started = self.start_batch(
                     batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
                 )
-            if claim and started:  # (none started: the lease is another engine's; it forms the run's batches now)
-                queued = self.claim_batch(
-                    run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now, file=file)
+            if started:  # (none started: the lease is another engine's; it forms the run's batches now)
+                queued = self.claim_first(run_id, claims, now=now)
                 formed += [queued] if queued is not None else []
         return started, formed
 
@@ -343,8 +381,7 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
     if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
         conn.execute(items.COUNT_REFUSED, {**params, "refused": json.dumps(list(settlement.refused))})
     if settlement.completed:
-        move(conn, "complete", where=f"{LISTED} AND items.output IS NOT NULL", source=LISTED_SOURCE,
-             params={**params, "ids": json.dumps(settlement.completed)}, logged_for="batch")
+        _pass(conn, settlement, params)
     one = f"items.id = :id AND {IN_BATCH}"
     move_each(conn, "retry", where=one, values={**ERROR, "not_before": "not_before = :not_before"}, params=[
         {**params, "id": i, "kind": kind, "message": message, "retryable": 1, "not_before": settlement.not_before}
@@ -365,15 +402,30 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
     return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
 
 
+def _pass(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
+    """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
+    items that go on pending at their next stage (the stages they skip noted), the others completed."""
+    conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed), "fingerprint": settlement.fingerprint})
+    move_each(conn, "next_stage", where=f"items.id = :id AND {IN_BATCH} AND items.output IS NOT NULL",
+              values={"stage": "stage = :stage", **items.FRESH_BUDGET},
+              params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
+    conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
+                               for i, stages in settlement.skipped.items() for stage in stages])
+    done = [i for i in settlement.completed if i not in settlement.next_stage]
+    if done:
+        move(conn, "complete", where=f"{LISTED} AND items.output IS NOT NULL", source=LISTED_SOURCE,
+             params={**params, "ids": json.dumps(done)}, logged_for="batch")
+
+
 def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
     """A new queued batch of some of a batch's items, one round of splitting further, that knows its parent."""
     members = json.dumps(ids)
-    (batch_id, group, chars, round_) = conn.execute(
-        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at) "
+    (batch_id, group, chars, round_, stage) = conn.execute(
+        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at, stage) "
         "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
-        "round + 1, id, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
+        "round + 1, id, ?, stage FROM batches WHERE id = ? RETURNING id, grp, chars, round, stage",
         (BatchState.QUEUED, len(ids), members, now, parent),
     ).fetchone()
     move(conn, "split", where=LISTED, source=LISTED_SOURCE, values={"batch_id": "batch_id = :new_batch"},
          params={"batch": parent, "new_batch": batch_id, "ids": members, "now": now}, logged_for="new_batch")
-    return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)
+    return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_, stage=stage)
