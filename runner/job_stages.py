@@ -10,7 +10,8 @@
     fields = ["title", "body", "classify.label"]      # earlier results are fields too
 
 A stage's name is unique, not empty, has no ``.`` (``stage.field`` reads a
-result) and does not start with ``_`` (reserved). ``kind`` is a provider
+result) and does not start with ``_`` (reserved); the first stage takes
+every item (no ``when``). ``kind`` is a provider
 kind (the default: its provider's) or ``decide`` (a person decides; no
 call). ``[batch] concurrency`` is the run's, shared by every stage: a stage
 cannot set its own. A ``stage.field`` in ``fields`` or ``when`` names an
@@ -72,6 +73,8 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     sections["batch"] = batch_api.limits_for(
         kind, sections["batch"], given=[*data.get("batch", {}), *given["batch"]], where=f"{where} [stage.batch]")
     schema = _output(table["output"], base, f"{where} [stage.output]") if "output" in table else job.output_schema
+    if "when" in table and not earlier:
+        raise JobError(f"{where}: the first stage takes every item: it has no 'when'")
     stage = Stage(name, kind, output_schema=schema, when=_when(table.get("when"), earlier, where), **sections)
     _check_values(stage, where)
     _check_reads(stage, earlier, where)

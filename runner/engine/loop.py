@@ -28,7 +28,7 @@ import secrets
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import busy, lease
@@ -39,6 +39,7 @@ from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
+from ..rules.stages import resume_at
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
 from ..store.protocol import RunStore
@@ -58,6 +59,8 @@ class Outcome:
     status: dict[str, Any]
     stopped_for: str | None
     stop_kind: FailureKind | None = None
+    #: Stage -> completed items sent back to it as the run started: that stage (or one before it) changed.
+    rewound: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -125,6 +128,8 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
+        #: Stage -> completed items sent back to it as the run started (``_rewind``).
+        self.rewound: dict[str, int] = {}
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -144,6 +149,7 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
+            self._rewind()
             for work in self.works.values():
                 self._begin(work)
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
@@ -153,7 +159,7 @@ class Engine:
             raise
         finally:
             await self._tidy(name, cut_short=cut_short)
-        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, self.rewound)
 
     def _begin(self, work: stages.StageWork) -> None:
         """Give a stage its way of working: a task driver for a provider that submits and polls, else its caller."""
@@ -375,6 +381,23 @@ class Engine:
         except StoreError as again:  # tried again when the engine stops (``_tidy``), waiting as any write does
             self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
             self._breaker_unsaved = reason
+
+    def _rewind(self) -> None:
+        """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
+        changed, or one was added at the end): only that stage's calls, and those after it, are made again."""
+        if not self.job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
+            return
+        fingerprints = {name: work.fingerprint for name, work in self.works.items()}
+        moves = {}
+        for item_id, text, saved in self.store.stale_items(
+            self.run_id, fingerprints, last=self.job.stages[-1].name
+        ):
+            again = resume_at(self.job.stages, fingerprints, json.loads(text), saved)
+            if again is not None:
+                moves[item_id] = again
+                self.rewound[again] = self.rewound.get(again, 0) + 1
+        if moves:
+            self.store.rewind(moves, [stage.name for stage in self.job.stages], now=self.clock.now())
 
     def _validate_received(self) -> None:
         """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""

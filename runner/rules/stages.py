@@ -98,14 +98,6 @@ def next_stage(stages: Sequence[Step], after: str, state: Mapping[str, Any]) -> 
     return Next(None, tuple(skipped))
 
 
-def first_stage(stages: Sequence[Step], state: Mapping[str, Any]) -> Next:
-    """Where a new item starts: the first stage whose ``when`` holds."""
-    for number, stage in enumerate(stages):
-        if holds(stage.when, state):
-            return Next(stage.name, tuple(s.name for s in stages[:number]))
-    return Next(None, tuple(stage.name for stage in stages))
-
-
 def resume_at(
     stages: Sequence[Step], fingerprints: Mapping[str, str], record: Mapping[str, Any],
     saved: Mapping[str, tuple[Any, str]],

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
-from . import items, views
+from . import items, stages, views
 from .commands import Commands
 from .items import move, move_each
 from .leases import Leases, holds
@@ -67,21 +67,6 @@ ORDER BY grp, seq LIMIT :limit
 #: Claimed at one stage, or (None) at the stage of the first item in line.
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
-#: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
-SAVE_RESULTS = """
-INSERT INTO results (item_id, stage, result, fingerprint, at)
-SELECT id, stage, output, :fingerprint, :now FROM items
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state = 'received' AND output IS NOT NULL
-ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
-"""
-
-#: A stage an item skipped (its ``when`` false), in its history: an event that moves nothing.
-SKIPPED = """
-INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
-SELECT run_id, id, :now, 'pending', 'pending', 'skipped', 'its when is false: stage skipped', 0, :stage
-FROM items WHERE id = :id
-"""
-
 #: What a give-up adds to the judge's message: the item's tally, as it stands.
 TALLY = (
     "error = :message || '; attempts: ' || attempts || CASE WHEN refused > 0 THEN ', refused: ' || refused "
@@ -90,7 +75,7 @@ TALLY = (
 )
 ERROR = {"error_kind": "error_kind = :kind", "error": "error = :message", "retryable": "retryable = :retryable"}
 
-class Store(Runs, Tasks, Commands, Leases):
+class Store(Runs, Tasks, Commands, Leases, stages.Stages):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,
@@ -381,7 +366,7 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
     if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
         conn.execute(items.COUNT_REFUSED, {**params, "refused": json.dumps(list(settlement.refused))})
     if settlement.completed:
-        _pass(conn, settlement, params)
+        stages.pass_on(conn, settlement, params)
     one = f"items.id = :id AND {IN_BATCH}"
     move_each(conn, "retry", where=one, values={**ERROR, "not_before": "not_before = :not_before"}, params=[
         {**params, "id": i, "kind": kind, "message": message, "retryable": 1, "not_before": settlement.not_before}
@@ -400,21 +385,6 @@ def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: S
         if control != before:
             store.write_control(conn, run_id, control)
     return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
-
-
-def _pass(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
-    """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
-    items that go on pending at their next stage (the stages they skip noted), the others completed."""
-    conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed), "fingerprint": settlement.fingerprint})
-    move_each(conn, "next_stage", where=f"items.id = :id AND {IN_BATCH} AND items.output IS NOT NULL",
-              values={"stage": "stage = :stage", **items.FRESH_BUDGET},
-              params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
-    conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
-                               for i, stages in settlement.skipped.items() for stage in stages])
-    done = [i for i in settlement.completed if i not in settlement.next_stage]
-    if done:
-        move(conn, "complete", where=f"{LISTED} AND items.output IS NOT NULL", source=LISTED_SOURCE,
-             params={**params, "ids": json.dumps(done)}, logged_for="batch")
 
 
 def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:

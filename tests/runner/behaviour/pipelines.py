@@ -1,8 +1,13 @@
-"""A two- or three-stage job against the simulator, for the tests of stages."""
+"""A two- or three-stage job against the simulator, for the tests of stages.
+
+Each stage calls a model of its own (``m-classify``, ...), so that the simulator's ledger tells which stage
+each call was for (``calls_by_stage``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from support import posts, write_jsonl
 
@@ -12,6 +17,8 @@ from runner.jobs import Job
 CLASSIFY = """
 [[stage]]
 name = "classify"
+[stage.provider]
+model = "m-classify"
 [stage.prompt]
 instructions = "Classify each post."
 [stage.output.schema]
@@ -25,6 +32,8 @@ EXTRACT = """
 [[stage]]
 name = "extract"
 when = { field = "classify.label", in = ["bug", "complaint"] }
+[stage.provider]
+model = "m-extract"
 [stage.prompt]
 instructions = "Extract the app version."
 fields = ["body", "classify.label"]
@@ -38,6 +47,8 @@ properties.version.type = "string"
 SUMMARIZE = """
 [[stage]]
 name = "summarize"
+[stage.provider]
+model = "m-summarize"
 [stage.prompt]
 instructions = "{instructions}"
 [stage.output.schema]
@@ -63,3 +74,11 @@ def pipeline(
     )
     (tmp_path / "pipeline.toml").write_text(text, encoding="utf-8")
     return jobs.load(tmp_path / "pipeline.toml")
+
+
+def calls_by_stage(calls: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """The keys sent per stage, in order, from the simulator's ledger of calls."""
+    sent: dict[str, list[str]] = {}
+    for call in calls:
+        sent.setdefault(call["model"].removeprefix("m-"), []).extend(call["ids"])
+    return {stage: sorted(keys) for stage, keys in sent.items()}

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from runner.jobs import When
-from runner.rules.stages import Next, first_stage, holds, next_stage, resume_at, sent_fields
+from runner.rules.stages import Next, holds, next_stage, resume_at, sent_fields
 
 
 class S:
@@ -53,12 +53,6 @@ NEXT_CASES = [
 @pytest.mark.parametrize("after, state, expected", [c[1:] for c in NEXT_CASES], ids=[c[0] for c in NEXT_CASES])
 def test_the_next_stage_is_the_first_whose_when_holds(after: str, state: dict[str, Any], expected: Next) -> None:
     assert next_stage(PIPELINE, after, state) == expected
-
-
-def test_an_item_whose_first_stage_does_not_take_it_starts_later() -> None:
-    stages = [S("only_en", When("lang", equals="en", has_equals=True)), S("all")]
-    assert first_stage(stages, {"lang": "fr"}) == Next("all", ("only_en",))
-    assert first_stage(stages, {"lang": "en"}) == Next("only_en")
 
 
 FP = {"classify": "c1", "extract": "e1", "summarize": "s1"}
