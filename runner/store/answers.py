@@ -68,6 +68,8 @@ class Standing(NamedTuple):
     maybe_paid: int = 0
     #: While a live engine waits out a rate limit (a 429's Retry-After), the time before which no batch starts.
     rate_limited_until: float | None = None
+    #: Items by their current stage and state, the stages in the job's order.
+    stages: Mapping[str, Mapping[str, int]] = {}
 
     @property
     def total(self) -> int:
@@ -121,6 +123,8 @@ class Standing(NamedTuple):
             "steps_allowed": self.control.steps,
             "paid_calls": self.paid_calls,
             "maybe_paid": self.maybe_paid,
+            # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
+            "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
         }
 
 

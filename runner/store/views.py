@@ -71,11 +71,26 @@ FAILED_ROWS = 200
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
-    """Items by group and state (every state present, zeros included)."""
+    """Items by group and state, whatever their stage (every state present, zeros included)."""
     groups: dict[str, dict[str, int]] = {}
-    for row in store.rows("SELECT grp, state, n FROM counts WHERE run_id = ? AND n > 0 ORDER BY grp", [run_id]):
+    for row in store.rows("SELECT grp, state, sum(n) AS n FROM counts WHERE run_id = ? AND n > 0 "
+                          "GROUP BY grp, state ORDER BY grp", [run_id]):
         groups.setdefault(row["grp"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
     return groups
+
+
+#: A run's stages in its job's order (from the job saved with it; none saved: its one stage, by its items).
+STAGE_ORDER = "SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ?"
+
+
+def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
+    """Items by their current stage and state, the stages in order (every state present, zeros included);
+    ``completed`` items are past the last stage (or past the stages left, skipped), counted where they ended."""
+    stages = {row["stage"]: {s.value: 0 for s in ItemState} for row in store.rows(STAGE_ORDER, [run_id])}
+    for row in store.rows("SELECT stage, state, sum(n) AS n FROM counts WHERE run_id = ? AND n > 0 "
+                          "GROUP BY stage, state", [run_id]):
+        stages.setdefault(row["stage"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
+    return stages
 
 
 def unfinished(store: Store, run_id: int) -> int:
@@ -150,6 +165,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
+        stages=stage_counts(store, run["id"]),
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from pipelines import calls_by_stage, pipeline
 from support import posts, write_jsonl
 
-from runner import jobs, runs
+from runner import export, jobs, runs
 from runner.errors import JobError
 from runner.model import ItemState
 from runner.sim import Simulator
@@ -105,3 +105,25 @@ def test_a_decide_stage_is_refused_until_decisions_exist(tmp_path: Path, store: 
         import asyncio
 
         asyncio.run(runs.execute(store, job))
+
+
+async def test_status_counts_items_per_stage_and_completed_means_past_the_last(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify extract"))
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url), read_input=False)
+    status = views.status(store, "triage", now=0.0)
+    assert list(status["stages"]) == ["classify", "extract", "summarize"]
+    assert status["stages"]["summarize"]["completed"] == status["counts"]["completed"] == 12
+    assert outcome.exit_code == 0
+
+
+async def test_an_export_writes_one_column_group_per_stage(tmp_path: Path, sim: Simulator, store: Store) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url))
+    rows = {row["key"]: row for row in export.rows(store, "triage")}
+    bug = bugs_and_complaints(store)[0]
+    assert set(rows[bug]) >= {"stage", "classify", "extract", "summarize", "input"}
+    assert set(rows[bug]["classify"]) == {"label"}
+    praise = next(key for key in KEYS if key not in bugs_and_complaints(store))
+    assert "extract" not in rows[praise]
+    assert "classify.label" in export.flat(rows[bug])
