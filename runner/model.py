@@ -136,8 +136,9 @@ MOVES: dict[str, Move] = {
                      to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
     # A run started again whose stages changed: a completed item goes back to the first stage whose result
-    # is missing or stale, pending there with a fresh budget.
-    "rewind": _move("completed", ItemState.PENDING, sets="stage retry_base refused_streak",
+    # is missing or stale, pending there with a fresh budget; so does one left waiting at a stage the job no
+    # longer has.
+    "rewind": _move("completed pending waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),

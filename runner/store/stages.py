@@ -59,14 +59,16 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 
 #: Completed items whose results may be stale: one saved under a fingerprint the stage no longer has
 #: (``:fingerprints``, stage -> its fingerprint now), or completed before the last stage (``:last``: a stage
-#: added at the end, or skipped); each with its input and its results (stage -> [result, fingerprint]).
+#: added at the end, or skipped); and items waiting for a stage the job no longer has. Each with its input
+#: and its results (stage -> [result, fingerprint]).
 STALE = """
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved
-FROM items WHERE run_id = :run AND state = 'completed' AND (stage != :last OR EXISTS (
+FROM items WHERE run_id = :run AND (state = 'completed' AND (stage != :last OR EXISTS (
     SELECT 1 FROM results WHERE item_id = items.id
     AND fingerprint != coalesce(json_extract(:fingerprints, '$."' || stage || '"'), fingerprint)))
+    OR state IN ('pending', 'waiting') AND json_extract(:fingerprints, '$."' || stage || '"') IS NULL)
 """
 
 #: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
@@ -85,8 +87,8 @@ class Stages(SQLiteFile):
                                            in json.loads(row["saved"] or "{}").items()}) for row in rows]
 
     def rewind(self, moves: Mapping[int, str], stages: Sequence[str], *, now: float) -> None:
-        """Send completed items back to a stage (item id -> stage), pending there, their results from it on
-        forgotten (``stages``: the job's, in order), in one transaction."""
+        """Send completed items (or items at a stage gone) back to a stage (item id -> stage), pending there,
+        their results from it on forgotten (``stages``: the job's, in order), in one transaction."""
         with self.write() as conn:
             move_each(conn, "rewind", where="items.id = :id", values={"stage": "stage = :stage", **items.FRESH_BUDGET},
                       params=[{"id": i, "stage": stage, "now": now} for i, stage in moves.items()])

@@ -177,3 +177,4 @@ async def test_an_old_single_stage_store_migrates_its_items_to_its_one_stage_and
         assert counts_kept(store) == counts_of_items(store)
         assert states_told_by_events(store) == states_of_items(store)
         assert views.results(store, store.run_id("test"))[0]["result"] == '{"label": "old"}'
+
