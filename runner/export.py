@@ -66,7 +66,7 @@ def pages(store: Store, name: str, *, state: str = "all", size: int = PAGE) -> I
     """The export rows of run ``name``, ``size`` items at a time, each page read from the store when asked for."""
     _check_state(state)
     run_id = store.run_id(name)
-    staged = store.job(name).staged
+    staged = views.staged(store, run_id)
     after = 0
     while items := views.export_page(store, run_id, state=state, after=after, limit=size, staged=staged):
         yield [_staged_row(item) if staged else _row(item) for item in items]

@@ -28,8 +28,8 @@ from typing import Any
 from . import batch_api, words
 from .errors import JobError
 from .jobs import (
-    DECIDE, PROVIDER_KINDS, SECTIONS, Job, Stage, When, _check_values, _output, _refuse_unknown, _text, _typed,
-    file_keys,
+    DECIDE, PROVIDER_KINDS, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When, _check_values,
+    _output, _prompt_from_json, _refuse_unknown, _text, _typed, file_keys,
 )
 
 STAGE_KEYS = ("name", "kind", "when", "provider", "prompt", "output", "batch", "retry")
@@ -122,3 +122,14 @@ def _check_path(field: str, earlier: list[Stage], where: str) -> None:
     if name not in {stage.name for stage in earlier}:
         known = ", ".join(stage.name for stage in earlier) or "none"
         raise JobError(f"{where}: {field!r} reads stage {name!r}, which is not an earlier stage (earlier: {known})")
+
+
+def from_json(data: dict[str, Any]) -> Stage:
+    """A stage as the store keeps it in its run's job (``Job.to_json``)."""
+    when = data["when"]
+    return Stage(
+        name=data["name"], kind=data["kind"], provider=ProviderConfig(**data["provider"]),
+        prompt=_prompt_from_json(data["prompt"]), output_schema=data["output_schema"],
+        batch=BatchLimits(**data["batch"]), retry=RetryLimits(**data["retry"]),
+        when=None if when is None else When(**{**when, "in_": None if when["in_"] is None else tuple(when["in_"])}),
+    )

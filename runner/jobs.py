@@ -29,10 +29,8 @@ A job file looks like this (every section but the top keys is optional)::
     [retry]
     max_attempts = 3
 
-    [[stage]]                        # optional: a pipeline; the sections above are every stage's defaults
-    name = "classify"
-    [stage.prompt]
-    instructions = "Classify each post."
+    [[stage]]                        # optional, a pipeline (runner.job_stages): each stage the sections
+    name = "classify"                # above, overridden key by key by its own [stage.prompt] etc.
 
 Unknown keys are errors, and so is a value of the wrong type (read by one typed
 reader, ``_typed``). Relative paths are relative to the job file.
@@ -209,7 +207,7 @@ class Job:
         data = json.loads(text)
         staged = data.get("staged", False)
         return cls(
-            stages=tuple(_stage_from_json(stage) for stage in data["stages"]) if staged else (),
+            stages=_stages_from_json(data["stages"]) if staged else (),
             staged=staged,
             name=data["name"],
             input=InputSpec(Path(data["input"]["path"]), data["input"]["format"], data["input"]["table"]),
@@ -228,14 +226,10 @@ def _prompt_from_json(data: dict[str, Any]) -> Prompt:
     return Prompt(**{**data, "fields": tuple(data["fields"])})
 
 
-def _stage_from_json(data: dict[str, Any]) -> Stage:
-    when = data["when"]
-    return Stage(
-        name=data["name"], kind=data["kind"], provider=ProviderConfig(**data["provider"]),
-        prompt=_prompt_from_json(data["prompt"]), output_schema=data["output_schema"],
-        batch=BatchLimits(**data["batch"]), retry=RetryLimits(**data["retry"]),
-        when=None if when is None else When(**{**when, "in_": None if when["in_"] is None else tuple(when["in_"])}),
-    )
+def _stages_from_json(data: list[dict[str, Any]]) -> tuple[Stage, ...]:
+    from . import job_stages  # here: a pipeline's alone
+
+    return tuple(job_stages.from_json(stage) for stage in data)
 
 
 def load(path: str | Path) -> Job:

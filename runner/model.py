@@ -178,7 +178,8 @@ class Batch(NamedTuple):
 class Claim(NamedTuple):
     """What forming a batch of one stage takes: the stage, its limits, and the requests file its lines must fit."""
 
-    stage: str
+    #: None: any stage (a job without ``[[stage]]``, whose one stage is whatever its items are labelled).
+    stage: str | None
     max_items: int
     max_chars: int
     #: A :class:`runner.batch_api.RequestsFile` for a stage whose provider sends one, else None.

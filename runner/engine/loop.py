@@ -39,7 +39,6 @@ from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
-from ..rules.stages import resume_at
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
 from ..store.protocol import RunStore
@@ -149,9 +148,9 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
-            self._rewind()
+            self.rewound = stages.rewind(self.store, self.run_id, self.job, self.works, now=self.clock.now())
             for work in self.works.values():
-                self._begin(work)
+                stages.begin(work, self.store, self.run_id, clock=self.clock, steps=self.steps)
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
                 await self._work()
         except asyncio.CancelledError:
@@ -160,18 +159,6 @@ class Engine:
         finally:
             await self._tidy(name, cut_short=cut_short)
         return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, self.rewound)
-
-    def _begin(self, work: stages.StageWork) -> None:
-        """Give a stage its way of working: a task driver for a provider that submits and polls, else its caller."""
-        if isinstance(work.provider, TaskProvider):
-            stage = work.stage
-            work.tasks = TaskDriver(
-                self.store, work.provider, retry=stage.retry, clock=self.clock,
-                run_reference=self.store.reference(self.run_id), steps=self.steps,
-                lands_within=stage.provider.timeout + stage.provider.create_margin,
-            )
-        else:
-            work.caller = work.provider
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
@@ -354,6 +341,11 @@ class Engine:
                 self.request_stop(TAKEN_OVER)
             self._last_beat = now
 
+    def work(self, stage: str | None) -> stages.StageWork:
+        """How a batch of ``stage`` is worked. A job without ``[[stage]]`` has one stage, whatever its items are
+        labelled (a run made by a job file, then continued with a Python handler, kind ``python``)."""
+        return self.works[stage] if self.job.staged and stage is not None else next(iter(self.works.values()))
+
     def save(self, batch_id: int, settlement: Settlement) -> list[Batch]:
         """Save how a batch ended, in one transaction; the batches a split formed."""
         return self.store.settle_batch(batch_id, settlement, now=self.clock.now())
@@ -382,33 +374,16 @@ class Engine:
             self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
             self._breaker_unsaved = reason
 
-    def _rewind(self) -> None:
-        """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
-        changed, or one was added at the end): only that stage's calls, and those after it, are made again."""
-        if not self.job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
-            return
-        fingerprints = {name: work.fingerprint for name, work in self.works.items()}
-        moves = {}
-        for item_id, text, saved in self.store.stale_items(
-            self.run_id, fingerprints, last=self.job.stages[-1].name
-        ):
-            again = resume_at(self.job.stages, fingerprints, json.loads(text), saved)
-            if again is not None:
-                moves[item_id] = again
-                self.rewound[again] = self.rewound.get(again, 0) + 1
-        if moves:
-            self.store.rewind(moves, [stage.name for stage in self.job.stages], now=self.clock.now())
-
     def _validate_received(self) -> None:
         """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
         by_batch: dict[tuple[int, str], list[tuple[StartedItem, str | None]]] = {}
-        for stage in self.job.stages:
+        for claim in self.claims:
             for batch_id, output, item in self.store.received_items(
-                self.run_id, max_attempts=stage.retry.max_attempts, stage=stage.name
+                self.run_id, max_attempts=self.work(claim.stage).stage.retry.max_attempts, stage=claim.stage
             ):
-                by_batch.setdefault((batch_id, stage.name), []).append((item, output))
+                by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
         for (batch_id, stage_name), saved in by_batch.items():
-            work = self.works[stage_name]
+            work = self.work(stage_name)
             started = [item for item, _ in saved]
             outputs = {item.id: output for item, output in saved}
             verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,

@@ -110,7 +110,7 @@ class Slot:
         items = await self._start(batch, step=step, settled=settled)
         if not items:
             return None
-        work = self.engine.works[batch.stage]
+        work = self.engine.work(batch.stage)
         tasks = work.tasks
         if tasks is not None:
             # The items' texts go with the upload alone: a batch waiting hours upstream keeps none of them here
@@ -138,7 +138,7 @@ class Slot:
         No items when another engine took the run over: this one stops.
         """
         engine = self.engine
-        work = engine.works[batch.stage]
+        work = engine.work(batch.stage)
         begun = await engine.steps.run(
             lambda: engine.store.advance(
                 engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
@@ -163,7 +163,7 @@ class Slot:
     async def _call(self, caller: Provider, batch: Batch, sent: protocol.BatchItems) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
         engine = self.engine
-        limits = engine.works[batch.stage].stage.retry
+        limits = engine.work(batch.stage).stage.retry
         for retry in range(limits.request_retries + 1):
             try:
                 return await caller.call(sent)
@@ -224,7 +224,7 @@ class Slot:
     def _judge(self, batch: Batch, items: list[StartedItem], finished: Finished) -> Settlement:
         """The verdict on the batch, heeded by the engine; what the store is to save."""
         engine = self.engine
-        work = engine.works[batch.stage]
+        work = engine.work(batch.stage)
         verdict = judge(
             batch.round, items, finished, check=work.check.problem, streaks=engine.streaks,
             limits=work.stage.retry, now=engine.clock.now(), jitter=engine.rng.random(),

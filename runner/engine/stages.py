@@ -17,6 +17,7 @@ the store makes the move in the settlement's transaction.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,10 @@ from ..errors import JobError
 from ..jobs import DECIDE, Job, Stage
 from ..model import Claim, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
-from ..rules.stages import next_stage, sent_fields, state_of
+from ..busy import StoreSteps
+from ..clock import Clock
+from ..rules.stages import next_stage, resume_at, sent_fields, state_of
+from ..store.protocol import RunStore
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
 
@@ -67,9 +71,40 @@ def works_of(job: Job, providers: Mapping[str, Provider | TaskProvider]) -> dict
 
 
 def claims(works: Mapping[str, StageWork], job: Job) -> list[Claim]:
-    """The stages to form batches of, in the order asked: later stages first."""
-    return [Claim(stage.name, stage.batch.max_items, stage.batch.max_chars, works[stage.name].file)
-            for stage in reversed(job.stages)]
+    """The stages to form batches of, in the order asked: later stages first (a job without ``[[stage]]``: its
+    one stage, whatever its items are labelled)."""
+    return [Claim(stage.name if job.staged else None, stage.batch.max_items, stage.batch.max_chars,
+                  works[stage.name].file) for stage in reversed(job.stages)]
+
+
+def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps: StoreSteps) -> None:
+    """Give a stage its way of working: a task driver for a provider that submits and polls, else its caller."""
+    if isinstance(work.provider, TaskProvider):
+        stage = work.stage
+        work.tasks = TaskDriver(
+            store, work.provider, retry=stage.retry, clock=clock, run_reference=store.reference(run_id), steps=steps,
+            lands_within=stage.provider.timeout + stage.provider.create_margin,
+        )
+    else:
+        work.caller = work.provider
+
+
+def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> dict[str, int]:
+    """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
+    changed, or one was added at the end): only that stage's calls, and those after it, are made again.
+    Returns how many went back to each stage."""
+    if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
+        return {}
+    fingerprints = {name: work.fingerprint for name, work in works.items()}
+    moves, rewound = {}, Counter[str]()
+    for item_id, text, saved in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
+        again = resume_at(job.stages, fingerprints, json.loads(text), saved)
+        if again is not None:
+            moves[item_id] = again
+            rewound[again] += 1
+    if moves:
+        store.rewind(moves, [stage.name for stage in job.stages], now=now)
+    return dict(rewound)
 
 
 def sent(job: Job, stage: Stage, items: Sequence[StartedItem]) -> protocol.BatchItems:

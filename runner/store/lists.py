@@ -44,6 +44,12 @@ def history(store: Store, run_id: int) -> list[dict[str, Any]]:
 EXPORT_STATES = {"all": None, "completed": "completed", "failed": "failed"}
 
 
+def staged(store: Store, run_id: int) -> bool:
+    """Whether the run's job has ``[[stage]]`` tables (its export has a column group per stage)."""
+    (row,) = store.rows("SELECT coalesce(json_extract(job, '$.staged'), 0) AS staged FROM runs WHERE id = ?", [run_id])
+    return bool(row["staged"])
+
+
 def export_page(
     store: Store, run_id: int, *, state: str, after: int, limit: int, staged: bool = False
 ) -> list[dict[str, Any]]:

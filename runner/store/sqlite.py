@@ -130,16 +130,6 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                  params={"batch": batch_id, "ids": json.dumps(chosen), "now": now})
         return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars, stage=stage_of)
 
-    def claim_first(self, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
-        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction)."""
-        with self.write():
-            for claim in claims:
-                batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
-                                         file=claim.file, stage=claim.stage)
-                if batch is not None:
-                    return batch
-        return None
-
     def start_batch(
         self,
         batch_id: int,

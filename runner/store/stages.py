@@ -18,12 +18,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..model import Settlement
+from ..model import Batch, Claim, Settlement
 from . import items
 from .connection import SQLiteFile
 from .items import move, move_each
+
+if TYPE_CHECKING:
+    from ..batch_api import RequestsFile
 
 #: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
 SAVE_RESULTS = """
@@ -75,8 +79,30 @@ FROM items WHERE run_id = :run AND (state = 'completed' AND (stage != :last OR E
 FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
 
 
+class Claiming(Protocol):
+    """A store that forms batches (``sqlite.Store``), as :meth:`Stages.claim_first` uses it."""
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def claim_batch(
+        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
+        stage: str | None = None,
+    ) -> Batch | None: ...
+
+
 class Stages(SQLiteFile):
-    """The verbs of a run whose stages changed since its items completed."""
+    """The verbs of stages: forming a batch of the first stage with items in line, and a run whose stages changed
+    since its items completed."""
+
+    def claim_first(self: Claiming, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
+        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction)."""
+        with self.write():
+            for claim in claims:
+                batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
+                                         file=claim.file, stage=claim.stage)
+                if batch is not None:
+                    return batch
+        return None
+
 
     def stale_items(
         self, run_id: int, fingerprints: Mapping[str, str], *, last: str

@@ -34,7 +34,7 @@ from .answers import (
     Standing,
 )
 
-from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results
+from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results, staged
 from .live import (
     batches_in_flight,
     batches_upstream,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "work_span",
+    "staged", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
