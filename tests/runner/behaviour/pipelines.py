@@ -14,49 +14,19 @@ from support import posts, write_jsonl
 from runner import jobs
 from runner.jobs import Job
 
-CLASSIFY = """
-[[stage]]
-name = "classify"
-[stage.provider]
-model = "m-classify"
-[stage.prompt]
-instructions = "Classify each post."
-[stage.output.schema]
-type = "object"
-required = ["id", "label"]
-properties.id.type = "string"
-properties.label.enum = ["bug", "complaint", "praise"]
-"""
+def stage(name: str, instructions: str, field: str, value: str, *, more: str = "") -> str:
+    """A ``[[stage]]`` table calling model ``m-NAME``, whose result has an ``id`` and ``field`` (its TOML ``value``)."""
+    return (f'[[stage]]\nname = "{name}"\n{more}[stage.provider]\nmodel = "m-{name}"\n'
+            f'[stage.prompt]\ninstructions = "{instructions}"\n'
+            f'[stage.output.schema]\ntype = "object"\nrequired = ["id", "{field}"]\nproperties.id.type = "string"\n'
+            f"properties.{field}.{value}\n")
 
-EXTRACT = """
-[[stage]]
-name = "extract"
-when = { field = "classify.label", in = ["bug", "complaint"] }
-[stage.provider]
-model = "m-extract"
-[stage.prompt]
-instructions = "Extract the app version."
-fields = ["body", "classify.label"]
-[stage.output.schema]
-type = "object"
-required = ["id", "version"]
-properties.id.type = "string"
-properties.version.type = "string"
-"""
 
-SUMMARIZE = """
-[[stage]]
-name = "summarize"
-[stage.provider]
-model = "m-summarize"
-[stage.prompt]
-instructions = "{instructions}"
-[stage.output.schema]
-type = "object"
-required = ["id", "summary"]
-properties.id.type = "string"
-properties.summary.type = "string"
-"""
+CLASSIFY = stage("classify", "Classify each post.", "label", 'enum = ["bug", "complaint", "praise"]')
+#: Bugs and complaints alone, told the label classify gave them.
+EXTRACT = stage("extract", "Extract the app version.", "version", 'type = "string"', more=(
+    'when = { field = "classify.label", in = ["bug", "complaint"] }\n'
+)).replace("[stage.output", 'fields = ["body", "classify.label"]\n[stage.output')
 
 
 def pipeline(
@@ -65,7 +35,8 @@ def pipeline(
 ) -> Job:
     """A job of ``stages`` over ``count`` posts, each stage batched ``max_items`` at a time."""
     write_jsonl(tmp_path / "posts.jsonl", posts(count))
-    tables = {"classify": CLASSIFY, "extract": EXTRACT, "summarize": SUMMARIZE.format(instructions=summarize)}
+    tables = {"classify": CLASSIFY, "extract": EXTRACT,
+              "summarize": stage("summarize", summarize, "summary", 'type = "string"')}
     text = (
         'name = "triage"\ninput = "posts.jsonl"\nkey = "id"\n'
         f'[batch]\nmax_items = {max_items}\nconcurrency = 2\n'

@@ -8,7 +8,7 @@ import pytest
 from pipelines import calls_by_stage, pipeline
 from support import posts, write_jsonl
 
-from runner import export, jobs, runs
+from runner import export, jobs, runs, tables
 from runner.errors import JobError
 from runner.model import ItemState
 from runner.sim import Simulator
@@ -127,3 +127,12 @@ async def test_an_export_writes_one_column_group_per_stage(tmp_path: Path, sim: 
     assert "extract" not in rows[praise]
     assert "classify.label" in export.flat(rows[bug])
 
+
+
+async def test_runner_status_shows_a_row_per_stage_when_a_run_has_several(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify extract"))
+    lines = tables.status_table(views.standing(store, "triage", now=0.0))
+    assert [line.split()[:2] for line in lines if line.lstrip().startswith("stage ")] == [
+        ["stage", "classify"], ["stage", "extract"]]
