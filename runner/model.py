@@ -210,7 +210,8 @@ class Settlement:
     next_stage: dict[int, str] = field(default_factory=dict)
     #: Item id -> the stages it skips on its way on (their ``when`` is false): noted in its history.
     skipped: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    #: The fingerprint of the batch's stage, saved with each result.
+    #: The fingerprint of the batch's stage, saved with each result in a pipeline ("": one stage, no result saved
+    #: apart: the item's output is its result).
     fingerprint: str = ""
     #: item id -> (kind, message): tried again after ``not_before``.
     retry: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)

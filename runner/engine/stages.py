@@ -122,13 +122,14 @@ def sent(job: Job, stage: Stage, items: Sequence[StartedItem]) -> protocol.Batch
 def boundary(
     job: Job, work: StageWork, items: Sequence[StartedItem], settlement: Settlement, results: Mapping[int, Any]
 ) -> Settlement:
-    """The settlement with where each completed item goes: the next stage (pending there) or none (completed).
+    """The settlement with where each completed item goes (a pipeline's: the next stage, pending there, or none:
+    completed) and the fingerprint its results are saved with.
 
     ``results``: item id -> the stage's validated result (as read from the answer, or its saved output).
     """
-    settlement.fingerprint = work.fingerprint
-    if len(job.stages) == 1:
+    if not job.staged:  # one stage: its result is the item's output, as ever (no second copy in ``results``)
         return settlement
+    settlement.fingerprint = work.fingerprint
     by_id = {item.id: item for item in items}
     for item_id in settlement.completed:
         item = by_id[item_id]

@@ -203,13 +203,16 @@ PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
 # ``[[stage]]`` has one, named after its provider kind, which every item and batch of an older store is
 # at (read from the run's saved job). ``items.stage`` is an item's current stage; ``batches.stage`` the
 # stage a batch works (a batch is one stage and one group). ``results`` keeps each stage's validated
-# result, apart from the narrow ``items`` row (as ``inputs``), with the fingerprint of what made it (the
-# stage's model, prompt, schema and the job's version), so that a changed stage is sent again alone; an
-# older store's completed outputs become its one stage's results. ``items.output`` stays: it is the
-# current stage's answer as received, validated before it becomes a result (invariant 2), and a
-# completed item's output is its last stage's result. ``counts`` is kept per (run, stage, group, state)
+# result in a pipeline (a job of ``[[stage]]`` tables), apart from the narrow ``items`` row (as
+# ``inputs``), with the fingerprint of what made it (the stage's model, prompt, schema and the job's
+# version), so that a changed stage is sent again alone. ``items.output`` stays: it is the current
+# stage's answer as received, validated before it becomes a result (invariant 2), and a completed
+# item's output is its last stage's result; a job of one stage (every older store's) keeps its result
+# there alone, as before: a second copy of every result cost a tenth of the store's speed (bench/store.py). ``counts`` is kept per (run, stage, group, state)
 # (rebuilt, its triggers with it); ``events.stage`` is the stage the items were at, ``to_stage`` the
 # one they moved to when it is another (a boundary), so that events account for every item per stage.
+# Batches are claimed per stage: the claim index gets the stage after the state (one index still, as
+# every state change writes each index of ``items``).
 RUN_STAGE = "(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs WHERE runs.id = {}.run_id)"
 STAGES = [
     "DROP TRIGGER items_count_insert",
@@ -233,8 +236,6 @@ STAGES = [
         PRIMARY KEY (item_id, stage)
     ) WITHOUT ROWID
     """,
-    "INSERT INTO results (item_id, stage, result, fingerprint, at) "
-    "SELECT id, stage, output, '', updated_at FROM items WHERE state = 'completed' AND output IS NOT NULL",
     """
     CREATE TABLE stage_counts (
         run_id INTEGER NOT NULL,
@@ -249,7 +250,8 @@ STAGES = [
     "FROM counts",
     "DROP TABLE counts",
     "ALTER TABLE stage_counts RENAME TO counts",
-    "CREATE INDEX items_at_stage ON items (run_id, stage, state, grp, seq)",
+    "DROP INDEX items_to_claim",
+    "CREATE INDEX items_to_claim ON items (run_id, state, stage, grp, seq)",
     """
     CREATE TRIGGER items_count_insert AFTER INSERT ON items BEGIN
         INSERT INTO counts (run_id, stage, grp, state, n) VALUES (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
@@ -273,8 +275,8 @@ STAGES = [
     CREATE TRIGGER events_count_batch AFTER INSERT ON events
     WHEN NEW.item_id IS NULL AND NEW.batch_id IS NOT NULL BEGIN
         UPDATE counts SET n = n - NEW.items
-        WHERE (run_id, stage, grp) = (SELECT run_id, stage, grp FROM batches WHERE id = NEW.batch_id)
-        AND state = NEW.from_state;
+        WHERE run_id = NEW.run_id AND stage = (SELECT stage FROM batches WHERE id = NEW.batch_id)
+        AND grp = (SELECT grp FROM batches WHERE id = NEW.batch_id) AND state = NEW.from_state;
         INSERT INTO counts (run_id, stage, grp, state, n)
         SELECT NEW.run_id, stage, grp, NEW.to_state, NEW.items FROM batches WHERE id = NEW.batch_id
         ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;

@@ -51,17 +51,18 @@ FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS o
       AND (:answered IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
 """
 
-#: Items next in line at one stage (``{stage}``: a condition on it), due waiting ones first.
+#: Items next in line at one stage (``{stage}``: a condition on it; without, the first stage in the index's order),
+#: due waiting ones first.
 CLAIM_DUE_WAITING = """
 SELECT id, grp, chars, length(key), stage FROM items
 WHERE run_id = :run AND state = 'waiting' AND not_before <= :now AND hold = 'none' {stage}
-ORDER BY grp, seq LIMIT :limit
+ORDER BY stage, grp, seq LIMIT :limit
 """
 
 CLAIM_PENDING = """
 SELECT id, grp, chars, length(key), stage FROM items
 WHERE run_id = :run AND state = 'pending' {stage}
-ORDER BY grp, seq LIMIT :limit
+ORDER BY stage, grp, seq LIMIT :limit
 """
 
 #: Claimed at one stage, or (None) at the stage of the first item in line.

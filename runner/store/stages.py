@@ -1,8 +1,9 @@
 """The store's verbs of stages: the boundary between two stages, and a run whose stages changed sent on again.
 
 The boundary (:func:`pass_on`) is part of a batch's settlement, in its
-transaction: each validated result saved under its stage in ``results``, with
-the stage's fingerprint; the items that go on moved to ``pending`` at the next
+transaction: each validated result of a pipeline (a job of ``[[stage]]``
+tables) saved under its stage in ``results``, with the stage's fingerprint
+(a job of one stage keeps its result as the item's output, as before); the items that go on moved to ``pending`` at the next
 stage the engine chose (``next_stage``, the rule's answer), the stages they
 skipped noted in their history; the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
@@ -51,7 +52,9 @@ DONE = "items.id IN (SELECT value FROM json_each(:ids)) AND items.batch_id = :ba
 def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
     """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
     items that go on pending at their next stage (the stages they skip noted), the others completed."""
-    conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed), "fingerprint": settlement.fingerprint})
+    if settlement.fingerprint:  # a pipeline's (a job of one stage keeps its result as the item's output)
+        conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed),
+                                    "fingerprint": settlement.fingerprint})
     move_each(conn, "next_stage", where=IN_BATCH, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
