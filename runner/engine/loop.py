@@ -9,6 +9,11 @@ store says is still to come (a waiting item's time, a person's resume), or
 stops: progress and the end of the run are read from the store, never from
 the in-memory line of formed batches.
 
+A job's stages (:mod:`.stages`) share the run's slots: batches are formed
+per stage and group, later stages first, each worked with its stage's
+provider, check and limits; a re-run first sends back the completed items
+whose stage changed (``stages.rewind``).
+
 On start it takes over what a dead engine left (``RunStore.recover``, then the
 saved outputs validated locally: :mod:`runner.rules.triage` gives the order);
 on stop it gives back the batches formed but not sent, and the lease. A
@@ -42,7 +47,6 @@ from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
 from ..store.protocol import RunStore
-from ..tasks import TaskDriver
 from . import stages
 from .slot import TAKEN_OVER, Slot, settlement_of
 
@@ -95,7 +99,6 @@ class Engine:
         self.store = store
         self.job = job
         self.clock = clock or SystemClock()
-        self.provider = provider
         #: Each stage's provider, its check, and (once the run starts) its caller or its task driver;
         #: ``provider`` serves every stage not in ``stage_providers``.
         self.works = stages.works_of(job, {s.name: (stage_providers or {}).get(s.name, provider) for s in job.stages})
