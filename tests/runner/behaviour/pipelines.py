@@ -31,12 +31,13 @@ EXTRACT = stage("extract", "Extract the app version.", "version", 'type = "strin
 
 def pipeline(
     tmp_path: Path, base_url: str, *, count: int = 12, stages: str = "classify extract summarize",
-    summarize: str = "Summarize each post.", max_items: int = 4,
+    summarize: str = "Summarize each post.", max_items: int = 4, summarize_kind: str = "openai-chat",
 ) -> Job:
     """A job of ``stages`` over ``count`` posts, each stage batched ``max_items`` at a time."""
     write_jsonl(tmp_path / "posts.jsonl", posts(count))
     tables = {"classify": CLASSIFY, "extract": EXTRACT,
-              "summarize": stage("summarize", summarize, "summary", 'type = "string"')}
+              "summarize": stage("summarize", summarize, "summary", 'type = "string"',
+                                 more=f'kind = "{summarize_kind}"\n')}
     text = (
         'name = "triage"\ninput = "posts.jsonl"\nkey = "id"\n'
         f'[batch]\nmax_items = {max_items}\nconcurrency = 2\n'

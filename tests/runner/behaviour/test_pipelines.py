@@ -136,3 +136,13 @@ async def test_runner_status_shows_a_row_per_stage_when_a_run_has_several(
     lines = tables.status_table(views.standing(store, "triage", now=0.0))
     assert [line.split()[:2] for line in lines if line.lstrip().startswith("stage ")] == [
         ["stage", "classify"], ["stage", "extract"]]
+
+
+async def test_a_stage_may_call_while_the_next_submits_a_batch_api_task(tmp_path: Path, store: Store) -> None:
+    with Simulator(batch_seconds=0.05).start() as sim:
+        job = pipeline(tmp_path, sim.base_url, stages="classify summarize", summarize_kind="openai-batch")
+        outcome = await runs.execute(store, job)
+        ledger = sim.ledger.snapshot()
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert ledger["batches_created"] >= 1
+    assert sorted(results(store, "summarize")) == KEYS
