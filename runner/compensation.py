@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from .rules import stages
 from .store import views
 from .store.sqlite import Store
 
@@ -59,7 +60,8 @@ def compensate(store: Store, name: str, key_field: str, on_cancel: OnCancel, *, 
 
 
 def state_of(row: Mapping[str, Any], key_field: str) -> dict[str, Any]:
-    """A cancelled item's state: its input fields as sent, its key under the job's ``key``."""
+    """A cancelled item's state: its input fields as sent, its key under the job's ``key``, and the result of
+    each stage it passed under the stage's name."""
     sent = json.loads(row["input"]) if row["input"] else {}
     fields = {field: value for field, value in sent.items() if field != "id"} if isinstance(sent, dict) else {}
-    return {key_field: row["key"], **fields}
+    return stages.state_of({key_field: row["key"], **fields}, json.loads(row["results"] or "{}"))

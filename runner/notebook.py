@@ -143,7 +143,7 @@ class Run:
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
         run.job = runs.defined_with(job, run.provider)
         if isinstance(provider, str):
-            run.job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=provider, handler=""))
+            run.job = job.with_provider(kind=provider, handler="")
         run.clock = clock or SystemClock()
         run._read_input = read_input
         return run
@@ -156,7 +156,7 @@ class Run:
         """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
         job = jobs.load(path)
         if base_url is not None:
-            job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, base_url=base_url))
+            job = job.with_provider(base_url=base_url)
         if name is not None:
             job = dataclasses.replace(job, name=name)
         return cls.from_job(job, db=db, provider=provider, clock=clock)

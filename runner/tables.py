@@ -91,5 +91,10 @@ def status_table(run: Standing) -> list[str]:
                     f"upstream let it)")
     rows = [[group, *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)] for group, counts in run.groups.items()]
     rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
+    total = len(rows) - 1
+    if len(run.stages) > 1:  # and a row per stage: where the items stand in the pipeline
+
+        rows += [[f"stage {stage}", *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)]
+                 for stage, counts in run.stages.items()]
     return table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
-                 numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())
+                 numbers=range(1, len(STATES) + 1), bold={total}, within=width())

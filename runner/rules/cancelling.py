@@ -9,6 +9,8 @@ settlement for the marked items:
 |------------------------------------------|----------------------------------------------------|
 | completed (a valid answer came back)     | completed: it was paid for; failing it would only  |
 |                                          | invite paying for it again                         |
+| completed at a stage before the last     | its result kept, then failed ``cancelled`` at the  |
+|                                          | next stage (the store, after the boundary)         |
 | re-attempted later, split, given up, or  | failed ``cancelled``, retryable by a person, with  |
 | failed for another reason                | what its batch said in the message                 |
 

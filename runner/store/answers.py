@@ -74,6 +74,8 @@ class Standing(NamedTuple):
     cancelled: int = 0
     #: A person cancelled the whole run (``runner cancel NAME`` with no keys), the last command it was given.
     cancelled_whole: bool = False
+    #: Items by their current stage and state, the stages in the job's order.
+    stages: Mapping[str, Mapping[str, int]] = {}
 
     @property
     def total(self) -> int:
@@ -130,6 +132,8 @@ class Standing(NamedTuple):
             "paid_calls": self.paid_calls,
             "maybe_paid": self.maybe_paid,
             "cancelled": self.cancelled,
+            # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
+            "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
         }
 
 

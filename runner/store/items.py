@@ -31,8 +31,8 @@ from ..model import MOVES, ItemState, Move
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
-INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
-SELECT run_id, id, :now, :from_state, :to_state, :moved FROM batches WHERE id = :logged_for AND :moved > 0
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, stage)
+SELECT run_id, id, :now, :from_state, :to_state, :moved, stage FROM batches WHERE id = :logged_for AND :moved > 0
 """
 
 
@@ -115,9 +115,10 @@ def _statement(
 def _log_leaving(where: str, source: str, origins: tuple[ItemState, ...]) -> str:
     """The events of a batch-path move whose items may leave several states: one row per state left."""
     return (
-        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items) "
-        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*) FROM items {_from(source)} "
-        f"WHERE ({where}) AND items.state IN ({_quoted(origins)}) GROUP BY items.run_id, items.state"
+        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, stage) "
+        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*), items.stage FROM items "
+        f"{_from(source)} WHERE ({where}) AND items.state IN ({_quoted(origins)}) "
+        "GROUP BY items.run_id, items.stage, items.state"
     )
 
 
@@ -208,6 +209,17 @@ def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
     return [item_id for (item_id,) in conn.execute(CANCELLED_IN_BATCH, (batch_id,))]
 
 
+#: Why an item cancelled in flight failed at the stage after the one its batch's answer completed.
+STAGE_DONE = "cancelled by a person; its batch finished, and its result of the stage before is kept"
+
+
+def cancel_moved_on(conn: sqlite3.Connection, ids: list[int], params: Mapping[str, Any]) -> None:
+    """Fail cancelled items that their batch's answer has just moved on to their next stage, where they stand."""
+    if ids:
+        move(conn, "cancel", where="items.id IN (SELECT value FROM json_each(:ids)) AND items.state = 'pending'",
+             values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
+
+
 def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> int:
     """Fail the cancelled items a stopped engine left (``where`` narrows them); how many."""
     return len(move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
@@ -237,10 +249,15 @@ WHERE items.run_id = :run AND items.key = given.value
 LAST_ID = "SELECT coalesce(max(id), 0) FROM items"
 
 #: A new item (its state is the moves' to change).
-ADD_ITEM = "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+ADD_ITEM = (
+    "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 #: A known item's new input: its group, order and size (its state is the moves' to change).
-NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ? WHERE id = ?"
+NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ? WHERE id = ?"
+
+#: An item's results, all of them: its input changed, so it starts again at the first stage.
+FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
 
 #: An item's input, new or given again.
 SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"

@@ -16,14 +16,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..model import Batch, FailureKind, Holder, Settlement, StartedItem
+from ..model import Batch, Claim, FailureKind, Holder, Settlement, StartedItem
 from ..rules.breaker import Control
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
     from ..inputs import Fingerprint
     from ..item_rows import ItemRow
-    from ..jobs import BatchLimits, Job
+    from ..jobs import Job
     from .additions import Preparing
 
 
@@ -48,16 +48,17 @@ class RunStore(Protocol):
 
     # A batch's path
     def claim_batch(
-        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None
+        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
+        stage: str | None = None,
     ) -> Batch | None: ...
+    def claim_first(self, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None: ...
     def start_batch(
         self, batch_id: int, *, lease: tuple[str, str], max_attempts: int, now: float, step: bool = False,
         intent: bool = True,
     ) -> list[StartedItem]: ...
     def advance(
         self, run_id: int, batch: Batch, *, settled: tuple[Batch, Settlement] | None, lease: tuple[str, str],
-        limits: BatchLimits, max_attempts: int, now: float, step: bool, intent: bool, claim: bool,
-        file: RequestsFile | None = None,
+        max_attempts: int, now: float, step: bool, intent: bool, claims: Sequence[Claim] = (),
     ) -> tuple[list[StartedItem], list[Batch]]: ...
     def count_request_retry(self, batch_id: int) -> None: ...
     def count_maybe_paid(self, batch_id: int) -> None: ...
@@ -78,7 +79,13 @@ class RunStore(Protocol):
     def record_answer(
         self, batch_id: int, outputs: Mapping[int, str], *, raw: str, now: float, answered: Iterable[int] | None = None
     ) -> None: ...
-    def received_items(self, run_id: int, *, max_attempts: int) -> list[tuple[int, str | None, StartedItem]]: ...
+    def stale_items(
+        self, run_id: int, fingerprints: Mapping[str, str], *, last: str
+    ) -> list[tuple[int, str, dict[str, tuple[Any, str]]]]: ...
+    def rewind(self, moves: Mapping[int, str], stages: Sequence[str], *, now: float) -> None: ...
+    def received_items(
+        self, run_id: int, *, max_attempts: int, stage: str | None = None
+    ) -> list[tuple[int, str | None, StartedItem]]: ...
     def settle_batch(self, batch_id: int, settlement: Settlement, *, now: float) -> list[Batch]: ...
 
     # What a stopped engine left

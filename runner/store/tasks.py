@@ -14,8 +14,8 @@ from .connection import SQLiteFile
 
 #: A line in a batch's history about ``:items`` of its items that stay in ``:state``.
 NOTE = """
-INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, kind, message)
-SELECT run_id, id, :now, :state, :state, :items, :kind, :message FROM batches WHERE id = :batch
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, kind, message, stage)
+SELECT run_id, id, :now, :state, :state, :items, :kind, :message, stage FROM batches WHERE id = :batch
 """
 
 

@@ -34,7 +34,7 @@ from .answers import (
     Standing,
 )
 
-from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results
+from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results, staged
 from .live import (
     batches_in_flight,
     batches_upstream,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "work_span",
+    "staged", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -71,11 +71,26 @@ FAILED_ROWS = 200
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
-    """Items by group and state (every state present, zeros included)."""
+    """Items by group and state, whatever their stage (every state present, zeros included)."""
     groups: dict[str, dict[str, int]] = {}
-    for row in store.rows("SELECT grp, state, n FROM counts WHERE run_id = ? AND n > 0 ORDER BY grp", [run_id]):
+    for row in store.rows("SELECT grp, state, sum(n) AS n FROM counts WHERE run_id = ? AND n > 0 "
+                          "GROUP BY grp, state ORDER BY grp", [run_id]):
         groups.setdefault(row["grp"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
     return groups
+
+
+#: A run's stages in its job's order (from the job saved with it; none saved: its one stage, by its items).
+STAGE_ORDER = "SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ?"
+
+
+def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
+    """Items by their current stage and state, the stages in order (every state present, zeros included);
+    ``completed`` items are past the last stage (or past the stages left, skipped), counted where they ended."""
+    stages = {row["stage"]: {s.value: 0 for s in ItemState} for row in store.rows(STAGE_ORDER, [run_id])}
+    for row in store.rows("SELECT stage, state, sum(n) AS n FROM counts WHERE run_id = ? AND n > 0 "
+                          "GROUP BY stage, state", [run_id]):
+        stages.setdefault(row["stage"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
+    return stages
 
 
 def unfinished(store: Store, run_id: int) -> int:
@@ -151,6 +166,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
+        stages=stage_counts(store, run["id"]),
     )
 
 
@@ -233,9 +249,11 @@ def cancelled_whole(store: Store, run_id: int) -> bool:
 
 
 def uncompensated(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Items cancelled by a person whose compensation (a notebook's ``on_cancel``) has not run since: key, input."""
+    """Items cancelled by a person whose compensation (a notebook's ``on_cancel``) has not run since: key, input,
+    and the results of the stages it passed (a JSON object)."""
     return store.rows(
-        "SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input FROM items "
+        "SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input, "
+        "(SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results FROM items "
         "WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS ("
         "SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1 "
         "AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at) "

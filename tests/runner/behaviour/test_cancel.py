@@ -7,9 +7,11 @@ first call (or the Batch API batch) is in flight, before its answer.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pipelines import calls_by_stage, pipeline
 from support import StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli
 
 from runner import control, runs
@@ -20,9 +22,9 @@ from runner.store import Store, views
 
 
 def cancel_on_first(
-    db: Path, clock: StepClock, path: str, *, keys: Sequence[str] = ()
+    db: Path, clock: StepClock, path: str, *, keys: Sequence[str] = (), run: str = "test"
 ) -> Callable[[str, str], None]:
-    """A request hook that cancels run ``test`` (or ``keys``) once, when the first request to ``path`` arrives.
+    """A request hook that cancels ``run`` (or its ``keys``) once, when the first request to ``path`` arrives.
 
     The cancel is dated at the engine's last heartbeat: a step clock moves on
     between two turns of the engine's loop, which beats every 2 s of a real
@@ -33,9 +35,9 @@ def cancel_on_first(
     def hook(method: str, called: str) -> None:
         if called == path and not done:
             with Store(db) as other:
-                holder = other.holder("test")
+                holder = other.holder(run)
                 now = clock.now() if holder is None else holder.heartbeat_at
-                done.append(control.cancel(other, "test", now=now, keys=keys))
+                done.append(control.cancel(other, run, now=now, keys=keys))
 
     return hook
 
@@ -134,3 +136,19 @@ async def test_cancel_from_the_shell_says_what_it_did_and_how_to_send_the_items_
     assert "cancelled by a person (3 items cancelled)" in shown.stdout
     assert runner_cli("retry", "test", "--kind", "cancelled", cwd=tmp_path).returncode == 0
     assert set(by_state(store).values()) == {"pending"}
+
+
+async def test_cancel_of_an_item_whose_batch_completes_its_stage_keeps_that_result_and_fails_it_at_the_next(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    hook = cancel_on_first(store.path, clock, "/v1/chat/completions", run="triage")
+    with Simulator(on_call=hook).start() as sim:
+        job = pipeline(tmp_path, sim.base_url, count=4, stages="classify summarize", max_items=4)
+        outcome = await runs.execute(store, job, clock=clock)
+        sent = calls_by_stage(sim.ledger.snapshot()["calls"])
+    rows = views.export_page(store, store.run_id("triage"), state="all", after=0, limit=10, staged=True)
+    assert sent == {"classify": ["p000", "p001", "p002", "p003"]}
+    assert {row["key"]: (row["state"], row["stage"], row["kind"]) for row in rows} == {
+        key: ("failed", "summarize", FailureKind.CANCELLED) for key in ("p000", "p001", "p002", "p003")}
+    assert all("label" in json.loads(row["stages"])["classify"] for row in rows)
+    assert outcome.exit_code == 3
