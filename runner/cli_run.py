@@ -45,8 +45,7 @@ def demo(db: str, latency: float, wait: bool | None) -> None:
     store = Store(db)
     done = "demo" in store.run_names() and not views.standing(store, "demo", now=time.time()).unfinished
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
-        provider = dataclasses.replace(job.provider, base_url=sim.base_url, api_key_env="")
-        job = dataclasses.replace(job, name="demo", provider=provider)
+        job = dataclasses.replace(job.with_provider(base_url=sim.base_url, api_key_env=""), name="demo")
         outcome = run_in_terminal(store, job, read_input=True, wait_for_person=waits(wait))
     if done:  # the engine calls for unfinished items only
         click.echo("Every item of run 'demo' was already done: no call was made.")

@@ -1,4 +1,4 @@
-"""A person's hand on a run from the shell: ``pause``, ``resume``, ``step``, ``retry`` and ``confirm``.
+"""A person's hand on a run from the shell: ``pause``, ``resume``, ``step``, ``retry``, ``confirm`` and ``cancel``.
 
 Each opens the store, calls one function of :mod:`runner.control` or
 :mod:`runner.recovery`, and says what changed and how to go on.
@@ -64,8 +64,10 @@ step = _steering("step", """Let exactly one batch run on a paused run; it stays 
 def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
     """Send failed items again, each with a fresh attempt budget.
 
-    All of them, one kind, or the KEYS given. Each retry of an item the upstream already answered is a paid call. A key
-    the run does not have is named, and nothing changes (exit 1).
+    All of them, one kind, or the KEYS given. Items a person cancelled (kind
+    cancelled) are left alone unless named: by --kind cancelled or by their
+    KEYS. Each retry of an item the upstream already answered is a paid call.
+    A key the run does not have is named, and nothing changes (exit 1).
 
     Example: runner retry demo --kind transport
     """
@@ -77,8 +79,19 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
     if not count:
         chosen = f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")
         click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
+        _cancelled_left(store, name, asked=kind is None and not keys)
         return
     go_on(f"{plural(count, 'failed item')} of run {name!r} pending again", store, name)
+
+
+def _cancelled_left(store: Store, name: str, *, asked: bool) -> None:
+    """A retry of every failed item leaves the cancelled ones: say so, with the command that retries them."""
+    from .store import views
+
+    cancelled = views.cancelled_count(store, store.run_id(name)) if asked else 0
+    if cancelled:
+        hint(f"{plural(cancelled, 'item')} cancelled by a person {'is' if cancelled == 1 else 'are'} retried only "
+             "when named:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, db=store.path))
 
 
 @click.command()
@@ -148,3 +161,39 @@ def _nothing_released(store: Store, name: str, keys: tuple[str, ...]) -> None:
         return
     chosen = " among the KEYS given" if keys else ""
     click.echo(f"nothing to release: no item of run {name!r} is held for confirmation{chosen}")
+
+
+@click.command()
+@click.argument("name")
+@click.argument("keys", nargs=-1)
+@db_option
+@plain_errors
+def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
+    """Fail unfinished items as cancelled; batches in flight finish.
+
+    All of the run's, or the KEYS given. Items not in flight (pending,
+    queued, waiting, held for confirmation) fail at once. A batch in flight
+    finishes: its answers are saved and paid for, an item its answer
+    completes stays completed, and its other items fail as cancelled. An
+    upstream Batch API batch whose every item is cancelled is cancelled
+    upstream: the lines it ran before are billed. A `runner run` of a run
+    cancelled whole ends (exit 3). `runner retry NAME --kind cancelled` sends
+    them again. A key the run does not have is named, and nothing changes
+    (exit 1).
+
+    Example: runner cancel demo
+    """
+    from . import control
+    from .store import Store
+
+    store = Store(db, create=False)
+    done = control.cancel(store, name, now=time.time(), keys=keys)
+    if not done.failed and not done.finishing:
+        chosen = " among the KEYS given" if keys else ""
+        click.echo(f"nothing to cancel: run {name!r} has no unfinished item{chosen}")
+        return
+    click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
+    if done.finishing:
+        click.echo(f"{plural(done.finishing, 'item')} in flight: cancelled when their batch finishes "
+                   "(its answers are saved and paid for)")
+    hint("to send them again:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, db=store.path))

@@ -1,4 +1,4 @@
-"""A person's hand on a run: pause, resume, step, retry.
+"""A person's hand on a run: pause, resume, step, retry, cancel.
 
 The CLI, the TUI and the notebook panel all call these; none of them holds a
 rule. Each command is one transaction that logs it in ``commands`` and
@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
+from . import lease
 from .rules import breaker
 from .rules.breaker import Control
 from .errors import RunError
@@ -52,6 +54,25 @@ def step(store: RunStore, name: str, *, now: float) -> Control:
 def retry(store: RunStore, name: str, *, now: float, kind: str | None = None, keys: Sequence[str] = ()) -> int:
     """Send failed items again (all, one kind, or some keys), each with a fresh attempt budget."""
     return store.retry_failed(store.run_id(name), kind=kind, keys=keys, now=now)
+
+
+class Cancelled(NamedTuple):
+    """What a cancel did: items failed at once, and items whose batch in flight finishes first."""
+
+    failed: int
+    finishing: int
+
+
+def cancel(store: RunStore, name: str, *, now: float, keys: Sequence[str] = ()) -> Cancelled:
+    """Fail unfinished items (all, or some keys) as ``cancelled``; batches in flight finish first.
+
+    Items not in flight fail at once; those in a batch in flight fail when it
+    settles (an answer that completes one keeps it completed: it was paid
+    for). With no live engine, nothing is in flight: all fail at once. A key
+    the run does not have is refused (``RunError``), and nothing changes.
+    """
+    alive = lease.alive(store, name, now=now)
+    return Cancelled(*store.cancel(store.run_id(name), keys=keys, now=now, engine_alive=alive))
 
 
 def _apply(store: RunStore, name: str, command: str, now: float, change: Callable[[Control], Control]) -> Control:

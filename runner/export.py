@@ -5,6 +5,10 @@ One row per item, as JSONL writes it::
     {"key", "group", "state", <the result's fields>, "input": {<the fields sent>},
      "kind", "message", "attempts", "paid_calls", "maybe_paid"}
 
+A pipeline's row (a job of ``[[stage]]`` tables) has, in place of the result's
+fields, the ``stage`` the item is at and one group per stage it passed:
+``{"classify": {"label": ...}, "extract": {...}}`` (flat: ``classify.label``).
+
 An item that is not completed has no result fields; ``kind`` and ``message``
 say why a failed item failed. A result field named like one of the row's own
 columns is kept as ``result.<name>``, and the result's ``id`` (the key) is
@@ -62,9 +66,10 @@ def pages(store: Store, name: str, *, state: str = "all", size: int = PAGE) -> I
     """The export rows of run ``name``, ``size`` items at a time, each page read from the store when asked for."""
     _check_state(state)
     run_id = store.run_id(name)
+    staged = views.staged(store, run_id)
     after = 0
-    while items := views.export_page(store, run_id, state=state, after=after, limit=size):
-        yield [_row(item) for item in items]
+    while items := views.export_page(store, run_id, state=state, after=after, limit=size, staged=staged):
+        yield [_staged_row(item) if staged else _row(item) for item in items]
         after = items[-1]["id"]
 
 
@@ -102,9 +107,19 @@ def _row(item: Mapping[str, Any]) -> dict[str, Any]:
     return row | {column: item[column] for column in TAIL}
 
 
+def _staged_row(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A pipeline's row: its stage, then each passed stage's result under the stage's name (the key left out)."""
+    row: dict[str, Any] = {column: item[column] for column in HEAD} | {"stage": item["stage"]}
+    for stage, result in json.loads(item["stages"]).items():
+        row[stage] = {f: v for f, v in result.items() if (f, v) != ("id", item["key"])} if isinstance(
+            result, dict) else result
+    row["input"] = {field: value for field, value in json.loads(item["input"]).items() if field != "id"}
+    return row | {column: item[column] for column in TAIL}
+
+
 def _section(column: str) -> int:
     """Where a flat column stands: the row's head, the result's fields, the input's, the row's tail."""
-    if column in HEAD:
+    if column in HEAD or column == "stage":
         return 0
     if column in TAIL:
         return 3

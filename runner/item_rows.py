@@ -55,11 +55,20 @@ def check(job: Job, *, every: Callable[[int], None] | None = None) -> int:
                              f"and on {where.removeprefix(source + ' ')}")
         if job.group:
             _field(record, job.group, where)
+        if job.staged:
+            _no_stage_named_like_a_field(job, record, where)
         if every is not None and count % EVERY == 0:
             every(count)
     if not count:
         raise InputError(f"{job.input.describe()}: no records")
     return count
+
+
+def _no_stage_named_like_a_field(job: Job, record: Mapping[str, Any], where: str) -> None:
+    """A stage named like an input field would make ``stage.field`` in ``fields`` and ``when`` mean two things."""
+    both = sorted({stage.name for stage in job.stages} & set(record))
+    if both:
+        raise InputError(f"{where}: field {both[0]!r} has the name of a stage (rename the stage)")
 
 
 def _first(job: Job, key: str, again: str) -> str | None:
@@ -74,15 +83,16 @@ def _first(job: Job, key: str, again: str) -> str | None:
 
 def rows(job: Job) -> Iterator[ItemRow]:
     """The job's items, in input order, as the store keeps them; the input was checked (``check``)."""
-    context = protocol.encode(
-        [job.provider.model, job.prompt.system, job.prompt.template, job.prompt.instructions, job.version]
-    )
+    # A pipeline's items keep their whole record, each stage picking its fields as it sends (its own fingerprint
+    # hashes its model and prompt): only the record and the job's version make the item's.
+    context = protocol.encode([job.version] if job.staged else [
+        job.provider.model, job.prompt.system, job.prompt.template, job.prompt.instructions, job.version])
     # Every fingerprint hashes the context first: hashed once, its state copied for each item.
     hashed_context = hashlib.sha256(f"{context}\n".encode())
     for seq, (where, record) in enumerate(read_records(job.input)):
         key = _field(record, job.key, where)
         group = _field(record, job.group, where) if job.group else DEFAULT_GROUP
-        fields = {f: record.get(f) for f in job.prompt.fields} if job.prompt.fields else record
+        fields = {f: record.get(f) for f in job.prompt.fields} if job.prompt.fields and not job.staged else record
         text = protocol.encode(protocol.item_payload(key, fields))
         digest = hashed_context.copy()
         digest.update(text.encode())

@@ -30,6 +30,9 @@ A job file looks like this (every section but the top keys is optional)::
     [retry]
     max_attempts = 3
 
+    [[stage]]                        # optional, a pipeline (runner.job_stages): each stage the sections
+    name = "classify"                # above, overridden key by key by its own [stage.prompt] etc.
+
 Unknown keys are errors, and so is a value of the wrong type (read by one typed
 reader, ``_typed``). Relative paths are relative to the job file.
 """
@@ -41,7 +44,7 @@ import json
 import math
 import re
 import reprlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
@@ -62,6 +65,8 @@ PROVIDER_DEFAULTS = {
 }
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
 PYTHON = "python"
+#: The kind of a stage where a person decides (no call).
+DECIDE = "decide"
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,43 @@ class RetryLimits:
 
 
 @dataclass(frozen=True)
+class When:
+    """Which items a stage takes: those whose state's ``field`` (``stage.field`` for a result) passes one test."""
+
+    field: str
+    #: The value must be one of these (None: not asked).
+    in_: tuple[Any, ...] | None = None
+    #: The value must equal this (``missing``: not asked).
+    equals: Any = None
+    #: Whether the value must be present (true) or absent (false); None: not asked.
+    exists: bool | None = None
+    #: ``equals`` was given (its value may be anything, even false).
+    has_equals: bool = False
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a pipeline: its kind (a provider kind, ``python`` or ``decide``) and what it runs with."""
+
+    name: str
+    kind: str
+    provider: ProviderConfig
+    prompt: Prompt
+    output_schema: dict[str, Any] | None
+    batch: BatchLimits
+    retry: RetryLimits
+    when: When | None = None
+
+    def fingerprint(self, version: str) -> str:
+        """A hash of what determines this stage's result beside the item's input and the results it reads."""
+        import hashlib  # here: the light commands never hash
+
+        sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
+                self.output_schema, version]
+        return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
 class Job:
     """One job over a set of items; running it again continues the run of the same name."""
 
@@ -136,6 +178,30 @@ class Job:
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
+    #: The stages in order; a job without ``[[stage]]`` has one, named after its provider kind (see ``__post_init__``).
+    stages: tuple[Stage, ...] = ()
+    #: The stages were given (``[[stage]]``): the item's whole record is kept, each stage picking its fields.
+    staged: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.staged:  # the one stage is the top-level sections, whatever they were replaced by
+            object.__setattr__(self, "stages", (Stage(
+                self.provider.kind, self.provider.kind, self.provider, self.prompt, self.output_schema, self.batch,
+                self.retry),))
+
+    def stage(self, name: str) -> Stage:
+        """The stage of this name (a KeyError for none)."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+    def with_provider(self, **changes: Any) -> Job:
+        """The job with ``changes`` made to its provider and to every stage's (a simulator's base_url, say)."""
+        stages = tuple(dataclasses.replace(
+            s, provider=dataclasses.replace(s.provider, **changes),
+            kind=changes.get("kind", s.kind) if s.kind != DECIDE else DECIDE) for s in self.stages)
+        return dataclasses.replace(self, provider=dataclasses.replace(self.provider, **changes), stages=stages)
 
     def to_json(self) -> str:
         """The resolved job as saved in the store (no secret, no Python check)."""
@@ -147,7 +213,10 @@ class Job:
     @classmethod
     def from_json(cls, text: str) -> Job:
         data = json.loads(text)
+        staged = data.get("staged", False)
         return cls(
+            stages=_stages_from_json(data["stages"]) if staged else (),
+            staged=staged,
             name=data["name"],
             input=InputSpec(Path(data["input"]["path"]), data["input"]["format"], data["input"]["table"]),
             key=data["key"],
@@ -155,10 +224,20 @@ class Job:
             version=data["version"],
             batch=BatchLimits(**data["batch"]),
             provider=ProviderConfig(**data["provider"]),
-            prompt=Prompt(**{**data["prompt"], "fields": tuple(data["prompt"]["fields"])}),
+            prompt=_prompt_from_json(data["prompt"]),
             output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
         )
+
+
+def _prompt_from_json(data: dict[str, Any]) -> Prompt:
+    return Prompt(**{**data, "fields": tuple(data["fields"])})
+
+
+def _stages_from_json(data: list[dict[str, Any]]) -> tuple[Stage, ...]:
+    from . import job_stages  # here: a pipeline's alone
+
+    return tuple(job_stages.from_json(stage) for stage in data)
 
 
 def load(path: str | Path) -> Job:
@@ -168,7 +247,7 @@ def load(path: str | Path) -> Job:
 
 
 SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
-TOP_KEYS = {"name", "input", "key", "group", "version", "output", *SECTIONS}
+TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", *SECTIONS}
 
 
 def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
@@ -178,9 +257,7 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         if required not in data:
             raise JobError(f"{where}: missing key {required!r}")
     sections = {name: _section(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in SECTIONS.items()}
-    own = PROVIDER_DEFAULTS.get(sections["provider"].kind, {})
-    sections["provider"] = dataclasses.replace(
-        sections["provider"], **{key: value for key, value in own.items() if key not in data.get("provider", {})})
+    sections["provider"] = kind_defaults(sections["provider"], sections["provider"].kind, given=data.get("provider", {}))
     sections["batch"] = batch_api.limits_for(
         sections["provider"].kind, sections["batch"], given=data.get("batch", {}), where=f"{where} [batch]")
     job = Job(
@@ -193,7 +270,19 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         **sections,
     )
     _check_values(job, where)
-    return job
+    if "stage" not in data:
+        return job
+    from . import job_stages  # here: it builds on this module's readers
+
+    return dataclasses.replace(job, staged=True, stages=job_stages.read(job, data, base=base, where=where))
+
+
+def kind_defaults(provider: ProviderConfig, kind: str, *, given: Collection[str]) -> ProviderConfig:
+    """``provider`` of ``kind``, its ``base_url`` and ``model`` not ``given`` the kind's own (OpenAI's by default)."""
+    plain = ProviderConfig()
+    own = PROVIDER_DEFAULTS.get(kind, {"base_url": plain.base_url, "model": plain.model})
+    return dataclasses.replace(provider, base_url=provider.base_url if "base_url" in given else own["base_url"],
+                               model=provider.model if "model" in given else own["model"])
 
 
 def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:
@@ -299,7 +388,7 @@ def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:
     return schema
 
 
-def _check_values(job: Job, where: str) -> None:
+def _check_values(job: Job | Stage, where: str) -> None:
     for section, name, least in [
         ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
         ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
@@ -308,7 +397,8 @@ def _check_values(job: Job, where: str) -> None:
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
-    _check_provider(job.provider, f"{where} [provider]")
+    if getattr(job, "kind", None) != DECIDE:
+        _check_provider(job.provider, f"{where} [provider]")
 
 
 def _check_provider(provider: ProviderConfig, where: str) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from .rules.breaker import Control
@@ -56,6 +56,12 @@ class FailureKind(StrEnum):
     NOT_FOUND = "not_found"
     INPUT_CHANGED = "input_changed"
     STORE = "store"
+    #: A person cancelled the item (``runner cancel``): retried only when named.
+    CANCELLED = "cancelled"
+    #: A person rejected the item at a ``decide`` stage.
+    REJECTED = "rejected"
+    #: One of the item's sub-items failed (a fan-out joined without ``allow_failures``).
+    SUB_ITEM_FAILED = "sub_item_failed"
 
 
 class BreakerState(StrEnum):
@@ -123,6 +129,10 @@ MOVES: dict[str, Move] = {
                      to_hold=Hold.NONE, per_batch=True),
     "complete": _move("received", ItemState.COMPLETED, clears="error_kind error retryable", to_hold=Hold.NONE,
                       per_batch=True),
+    # The boundary between stages: a stage's result saved (in ``results``), the item pending at the next
+    # stage, with a fresh budget of attempts and refusals there.
+    "next_stage": _move("received", ItemState.PENDING, sets="stage retry_base refused_streak",
+                        clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
     "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
     # A verdict's other ends.
     "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before",
@@ -131,6 +141,11 @@ MOVES: dict[str, Move] = {
     "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable not_before",
                      to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
+    # A run started again whose stages changed: a completed item goes back to the first stage whose result
+    # is missing or stale, pending there with a fresh budget; so does one left waiting at a stage the job no
+    # longer has.
+    "rewind": _move("completed pending waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
+                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
     "confirm": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRM, to_hold=Hold.CONFIRMED),
@@ -148,6 +163,13 @@ MOVES: dict[str, Move] = {
                            to_hold=Hold.NONE),
     "input_fixed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
                          clears="error_kind error retryable"),
+    # A person's cancel: items not in flight fail at once (and a sent one whose engine is gone, or whose
+    # call was given back unsent); an item in flight is marked (its error kind ``cancelled``, its state
+    # kept) and fails when its batch settles, unless its answer completes it.
+    "cancel": _move("pending queued waiting running received", ItemState.FAILED, sets="error_kind error retryable",
+                    to_hold=Hold.NONE),
+    "cancel_running": _move("running", ItemState.RUNNING, sets="error_kind error", from_hold=Hold.NONE),
+    "cancel_received": _move("received", ItemState.RECEIVED, sets="error_kind error"),
 }
 
 
@@ -162,6 +184,19 @@ class Batch(NamedTuple):
     round: int = 0
     #: Sent before a crash and confirmed by a person: poll its task, send nothing again.
     resume: bool = False
+    #: The stage the batch works (every item of a batch is at its stage).
+    stage: str = ""
+
+
+class Claim(NamedTuple):
+    """What forming a batch of one stage takes: the stage, its limits, and the requests file its lines must fit."""
+
+    #: None: any stage (a job without ``[[stage]]``, whose one stage is whatever its items are labelled).
+    stage: str | None
+    max_items: int
+    max_chars: int
+    #: A :class:`runner.batch_api.RequestsFile` for a stage whose provider sends one, else None.
+    file: Any = None
 
 
 class StartedItem(NamedTuple):
@@ -174,6 +209,8 @@ class StartedItem(NamedTuple):
     attempts_left: int
     #: Tries of this item the upstream refused in a row, before this one.
     refused_streak: int = 0
+    #: The results of the stages it passed, as a JSON object ``{stage: result}``.
+    results: str = "{}"
 
 
 @dataclass
@@ -182,6 +219,13 @@ class Settlement:
 
     #: Items whose saved output passed validation: completed, with that output as their result.
     completed: list[int] = field(default_factory=list)
+    #: Of those, the items that go on: item id -> the next stage (pending there); the others completed.
+    next_stage: dict[int, str] = field(default_factory=dict)
+    #: Item id -> the stages it skips on its way on (their ``when`` is false): noted in its history.
+    skipped: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: The fingerprint of the batch's stage, saved with each result in a pipeline ("": one stage, no result saved
+    #: apart: the item's output is its result).
+    fingerprint: str = ""
     #: item id -> (kind, message): tried again after ``not_before``.
     retry: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)
     #: item id -> (kind, message, retryable by a person).

@@ -11,6 +11,7 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     background = run.start()          # or in the background: returns at once
     run.panel()                       # the live ipywidgets panel (imported only here)
     run.failures(), run.results(), run.events("p001")
+    run.cancel()                      # unfinished items fail as cancelled; on_cancel=f compensates each
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
 SQLite with ``table=``). The core streams items from a file, so records given
@@ -38,10 +39,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import control, export, jobs, records, recovery, runs
+from . import compensation, control, export, jobs, records, recovery, runs
 from .background import Background, launch, live
 from .breaker import Control
 from .clock import Clock, SystemClock
+from .compensation import Compensated, OnCancel
 from .engine import Outcome
 from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
@@ -70,6 +72,14 @@ class Run:
     message, or None when it is fine). ``batch`` and ``retry`` take the keys
     of the job file's ``[batch]`` and ``[retry]``. The job is checked as a job
     file is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
+
+    ``on_cancel``: a function called once per item a person cancels, with
+    the item's state, after the cancel is committed (Queuety's compensation,
+    :mod:`runner.compensation`). It belongs to the run's definition, not to
+    :meth:`cancel`: a cancel may come from the TUI or the shell, and items in
+    flight are cancelled when their batch ends, so this run calls it in
+    :meth:`cancel` and again when its engine here ends, for every cancelled
+    item not yet compensated.
     """
 
     def __init__(
@@ -95,8 +105,10 @@ class Run:
         retry: Mapping[str, Any] | None = None,
         version: str = "1",
         clock: Clock | None = None,
+        on_cancel: OnCancel | None = None,
     ) -> None:
         self.db = Path(db).resolve()
+        self.on_cancel = on_cancel
         kind = provider if isinstance(provider, str) else "openai-chat"
         self.provider: Provider | TaskProvider | None = None if isinstance(provider, str) else _provider(provider)
         prompt_section: dict[str, Any] = {"fields": list(fields)}
@@ -126,15 +138,16 @@ class Run:
     @classmethod
     def from_job(
         cls, job: Job, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
-        clock: Clock | None = None, read_input: bool = True,
+        clock: Clock | None = None, read_input: bool = True, on_cancel: OnCancel | None = None,
     ) -> Run:
         """A run of a ready :class:`~runner.jobs.Job`; ``provider`` replaces the one it names."""
         run = cls.__new__(cls)
         run.db = Path(db).resolve()
+        run.on_cancel = on_cancel
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
         run.job = runs.defined_with(job, run.provider)
         if isinstance(provider, str):
-            run.job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=provider, handler=""))
+            run.job = job.with_provider(kind=provider, handler="")
         run.clock = clock or SystemClock()
         run._read_input = read_input
         return run
@@ -147,7 +160,7 @@ class Run:
         """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
         job = jobs.load(path)
         if base_url is not None:
-            job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, base_url=base_url))
+            job = job.with_provider(base_url=base_url)
         if name is not None:
             job = dataclasses.replace(job, name=name)
         return cls.from_job(job, db=db, provider=provider, clock=clock)
@@ -155,12 +168,12 @@ class Run:
     @classmethod
     def attach(
         cls, name: str, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
-        clock: Clock | None = None,
+        clock: Clock | None = None, on_cancel: OnCancel | None = None,
     ) -> Run:
         """The run ``name`` as the store has it (started from the CLI, another kernel...): its saved job."""
         with Store(db, create=False) as store:
             job = store.job(name)
-        return cls.from_job(job, db=db, provider=provider, clock=clock, read_input=False)
+        return cls.from_job(job, db=db, provider=provider, clock=clock, read_input=False, on_cancel=on_cancel)
 
     @property
     def name(self) -> str:
@@ -211,10 +224,12 @@ class Run:
 
     async def _execute(self, *, wait_for_person: bool, read_input: bool, handle: Background | None = None) -> Outcome:
         with self._store() as store:
-            return await runs.execute(
+            outcome = await runs.execute(
                 store, self.job, provider=self.provider, clock=self.clock, wait_for_person=wait_for_person,
                 read_input=read_input, started=handle.attach if handle is not None else None,
             )
+            self._compensate(store)  # items whose batch was in flight at a cancel, and cancels from elsewhere
+        return outcome
 
     # Where it stands -------------------------------------------------------
 
@@ -314,6 +329,27 @@ class Run:
         """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""
         with self._store() as store:
             return recovery.confirm(store, self.name, now=self.clock.now(), keys=keys)
+
+    def cancel(self, keys: Sequence[str] | None = None) -> Compensated:
+        """Fail unfinished items (all, or ``keys``) as ``cancelled``; batches in flight finish first.
+
+        Items not in flight fail at once; those in a batch in flight when it
+        ends (one its answer completes stays completed). Then ``on_cancel``
+        is called for each item cancelled and not yet compensated; what it
+        raised is in the report's ``errors``, by key. ``keys=[]`` cancels
+        nothing (only ``None`` means every item). ``retry(kind="cancelled")``
+        sends them again.
+        """
+        if keys is not None and not keys:
+            return Compensated()
+        with self._store() as store:
+            done = control.cancel(store, self.name, now=self.clock.now(), keys=keys or ())
+            return self._compensate(store)._replace(failed=done.failed, finishing=done.finishing)
+
+    def _compensate(self, store: Store) -> Compensated:
+        if self.on_cancel is None:
+            return Compensated()
+        return compensation.compensate(store, self.name, self.job.key, self.on_cancel, now=self.clock.now())
 
     def panel(self, *, interval: float = 0.5) -> RunPanel:
         """The live ipywidgets panel over this run's store (imports ipywidgets now, not before)."""

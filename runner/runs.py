@@ -5,7 +5,6 @@ The CLI and the notebook API both go through here.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from . import jobs, lease, preparing, words
 from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
-from .jobs import Job
+from .jobs import Job, Stage
 from .providers import Provider, TaskProvider
 from .providers import lanes
 from .providers.handler import PythonHandler, PythonTasks
@@ -44,19 +43,6 @@ def prepare(
         lease.release(store, job.name, token=token)
 
 
-def built(job: Job, *, client: httpx.AsyncClient, api_key: str | None, spool: Path) -> Provider | TaskProvider:
-    """The provider of the job's built-in kind, over ``client``."""
-    upstream = job.provider, job.prompt, job.output_schema
-    kind = job.provider.kind
-    if kind == "openai-batch":
-        return OpenAIBatch(*upstream, client=client, api_key=api_key, spool=spool)
-    if kind == "anthropic-messages":
-        return AnthropicMessages(*upstream, client=client, api_key=api_key)
-    if kind == "anthropic-batch":
-        return AnthropicBatch(*upstream, client=client, api_key=api_key)
-    return OpenAIChat(*upstream, client=client, api_key=api_key)
-
-
 def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
     """The job as its run is saved when ``provider`` replaces the one it names.
 
@@ -65,7 +51,7 @@ def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
     """
     if not isinstance(provider, PythonHandler | PythonTasks):
         return job
-    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=jobs.PYTHON, handler=provider.name))
+    return job.with_provider(kind=jobs.PYTHON, handler=provider.name)
 
 
 def continued_from_python(job: Job, db: Path) -> str:
@@ -76,15 +62,27 @@ def continued_from_python(job: Job, db: Path) -> str:
     )
 
 
-def api_key(job: Job) -> str | None:
-    """The key from the job's ``api_key_env`` variable; None when the job names none."""
-    name = job.provider.api_key_env
+def api_key(job: Job, stage: Stage | None = None) -> str | None:
+    """The key from the job's (or ``stage``'s) ``api_key_env`` variable; None when it names none."""
+    name = (stage or job).provider.api_key_env
     if not name:
         return None
     key = os.environ.get(name)
     if not key:
         raise JobError(f"environment variable {name} is not set ([provider] api_key_env of job {job.name!r})")
     return key
+
+
+def _provider(stage: Stage, client: httpx.AsyncClient, key: str | None, spool: Path) -> Provider | TaskProvider:
+    """The provider a stage names, over ``client``."""
+    upstream = stage.provider, stage.prompt, stage.output_schema
+    if stage.kind == "openai-batch":
+        return OpenAIBatch(*upstream, client=client, api_key=key, spool=spool)
+    if stage.kind == "anthropic-messages":
+        return AnthropicMessages(*upstream, client=client, api_key=key)
+    if stage.kind == "anthropic-batch":
+        return AnthropicBatch(*upstream, client=client, api_key=key)
+    return OpenAIChat(*upstream, client=client, api_key=key)
 
 
 async def execute(
@@ -114,14 +112,19 @@ async def execute(
     if provider is None and job.provider.kind == jobs.PYTHON:
         raise JobError(continued_from_python(job, store.path))
     job = defined_with(job, provider)
-    key = api_key(job) if provider is None else None
+    called = [stage for stage in job.stages if stage.kind != jobs.DECIDE] if provider is None else []
+    keys = {stage.name: api_key(job, stage) for stage in called}
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:
-        if provider is None:
-            if client is None:
-                client = await stack.enter_async_context(lanes.client(job.provider.base_url, job.batch.concurrency))
-            provider = built(job, client=client, api_key=key, spool=store.path.parent)
-        engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person)
+        stage_providers: dict[str, Provider | TaskProvider] = {}
+        clients = {} if client is None else {job.provider.base_url: client}
+        for stage in called:
+            base_url = stage.provider.base_url
+            if base_url not in clients:
+                clients[base_url] = await stack.enter_async_context(lanes.client(base_url, job.batch.concurrency))
+            stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name), store.path.parent)
+        engine = Engine(store, job, provider or stage_providers[job.stages[0].name], clock=clock,
+                        wait_for_person=wait_for_person, stage_providers=stage_providers)
         if started is not None:
             started(engine)
         if not (read_input or store.preparing(job.name)):

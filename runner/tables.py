@@ -82,10 +82,19 @@ def status_table(run: Standing) -> list[str]:
     caption += f" · engine {engine}"
     if run.held:
         caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
+    if run.cancelled_whole:
+        caption += f" · cancelled by a person ({plural(run.cancelled, 'item')} cancelled)"
+    elif run.cancelled:
+        caption += f" · {plural(run.cancelled, 'item')} cancelled by a person"
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")
     rows = [[group, *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)] for group, counts in run.groups.items()]
     rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
+    total = len(rows) - 1
+    if len(run.stages) > 1:  # and a row per stage: where the items stand in the pipeline
+
+        rows += [[f"stage {stage}", *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)]
+                 for stage, counts in run.stages.items()]
     return table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
-                 numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())
+                 numbers=range(1, len(STATES) + 1), bold={total}, within=width())

@@ -17,7 +17,9 @@
    (``RunStore.record_duplicate``); the upstream is asked again when the task
    ends, for one that landed late;
 6. the task is polled until it ends, its end noticed within max(10 s, 10 %
-   of the time waited so far) (:mod:`runner.rules.polls`).
+   of the time waited so far) (:mod:`runner.rules.polls`); a task whose
+   every item a person cancelled meanwhile is cancelled upstream, and polled
+   on until it ends, for the lines it ran before (billed).
 
 After a crash, a batch whose task id was saved is polled again (``resume``);
 one whose create was sent but whose id was not is looked for as in 3; a
@@ -108,11 +110,36 @@ class TaskDriver:
         task_id = self.store.task_id(batch_id) or await self._adopt(batch_id)
         return None if task_id is None else await self._keep(batch_id, task_id)
 
-    async def wait(self, task_id: str) -> TaskResult:
-        """Poll until the task ends; only a task the upstream no longer knows ends it otherwise."""
-        result = await self._patiently(f"polling task {task_id}", lambda: self.provider.poll(task_id), done=_ended)
+    async def wait(self, batch_id: int, task_id: str) -> TaskResult:
+        """Poll until the task ends; only a task the upstream no longer knows ends it otherwise.
+
+        Before each poll, a task whose every item a person cancelled is
+        cancelled upstream, once (``cancel_upstream``); it is polled on until
+        it ends, for the lines that ran before the cancel (billed).
+        """
+        asked = False
+
+        async def poll() -> TaskResult | None:
+            nonlocal asked
+            if not asked and self.store.all_cancelled(batch_id):
+                asked = True
+                await self.cancel_upstream(batch_id, task_id)
+            return await self.provider.poll(task_id)
+
+        result = await self._patiently(f"polling task {task_id}", poll, done=_ended)
         assert result is not None  # _ended let only a finished task through
         return result
+
+    async def cancel_upstream(self, batch_id: int, task_id: str) -> None:
+        """Ask the upstream to cancel the task of a batch a person cancelled, and say so in its history."""
+        try:
+            accepted = await self.provider.cancel(task_id)
+        except UpstreamError:
+            accepted = False
+        message = (f"cancelled upstream ({task_id}): the lines it ran before are billed and kept"
+                   if accepted else f"the upstream refused to cancel {task_id}: it runs to its end, billed")
+        await self.steps.run(lambda: self.store.record_upstream_cancel(
+            batch_id, accepted=accepted, message=message, now=self.clock.now()))
 
     async def _keep(self, batch_id: int, task_id: str) -> TaskResult:
         """Save the task's id, cancel any other task of the batch's reference, and wait for it."""
@@ -120,7 +147,7 @@ class TaskDriver:
         if isinstance(self.provider, KeepsTasks):
             self.provider.kept(self.ref(batch_id), task_id)
         await self._cancel_others(batch_id, task_id)
-        result = await self.wait(task_id)
+        result = await self.wait(batch_id, task_id)
         await self._cancel_others(batch_id, task_id)
         return result
 

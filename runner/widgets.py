@@ -93,6 +93,12 @@ class RunPanel:
         self.pause_button = _button("Pause", "pause", "no new batches; those in flight finish", self._pause)
         self.resume_button = _button("Resume", "play", "one batch at a time until one succeeds", self._resume)
         self.step_button = _button("Step", "step-forward", "exactly one more batch, then held again", self._step)
+        self.cancel_button = _button("Cancel run", "stop", "unfinished items fail as cancelled; batches in flight "
+                                     "finish (asks: click twice)", self._cancel_run)
+        self.cancel_button.button_style = "danger"
+        #: The unfinished items the last refresh counted: a cancel's first click asks about them.
+        self._unfinished = 0
+        self._cancel_asked = False
         self.message = widgets.HTML()
         self.groups = widgets.HTML()
         self.kinds = widgets.Dropdown(description="kind", options=[], layout=widgets.Layout(width="320px"))
@@ -120,7 +126,7 @@ class RunPanel:
             self.bar,
             widgets.HBox(list(self.numbers.values()), layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox(
-                [self.breaker, self.pause_button, self.resume_button, self.step_button],
+                [self.breaker, self.pause_button, self.resume_button, self.step_button, self.cancel_button],
                 layout=widgets.Layout(align_items="center"),
             ),
             self.message,
@@ -213,7 +219,7 @@ class RunPanel:
             f"<span style='color:#555' title='{escape(where(self.db))}'>"
             f"{escape(f'no run {self.name!r} yet in {self.db.name}', quote=False)}</span>"
         )
-        for button in (self.pause_button, self.resume_button, self.step_button):
+        for button in (self.pause_button, self.resume_button, self.step_button, self.cancel_button):
             button.disabled = True
 
     def _show_counts(self, standing: Standing) -> None:
@@ -226,6 +232,8 @@ class RunPanel:
         for state in STATES:
             self.numbers[state].value = str(counts[state])
         self.bar.value = stacked_bar(counts, total)
+        self._unfinished = standing.unfinished
+        self.cancel_button.disabled = not standing.unfinished
         self.groups.value = groups_table(standing.groups)
 
     def _show_breaker(self, ctl: Control, rate_limited_until: float | None) -> None:
@@ -302,6 +310,17 @@ class RunPanel:
     def _step(self, _: Any) -> None:
         self._command(control.step, "one more batch may start; the run stays held")
 
+    def _cancel_run(self, _: Any) -> None:
+        """The first click asks (how many items, and that batches in flight finish); the second cancels."""
+        if not self._cancel_asked:
+            self._cancel_asked = True
+            self.message.value = error(f"click Cancel run again to fail {plural(self._unfinished, 'unfinished item')} "
+                                       "as cancelled; batches in flight finish first (their answers are paid for)")
+            return
+        self._cancel_asked = False
+        self._command(control.cancel, lambda done: f"{plural(done.failed, 'item')} cancelled"
+                      + (f", {done.finishing} more when their batch in flight ends" if done.finishing else ""))
+
     def _retry(self, _: Any) -> None:
         kind = self.kinds.value
         self._command(control.retry, lambda n: f"{plural(n, kind + ' item')} back to pending", kind=kind)
@@ -320,6 +339,7 @@ class RunPanel:
 
     def _command(self, action: Callable[..., Any], said: str | Callable[[Any], str], **options: Any) -> None:
         """Write one command through the core; its outcome, or why it was refused, goes in the message line."""
+        self._cancel_asked = False  # a cancel asked about before another command must be asked again
         try:
             with Store(self.db, create=False) as store:
                 done = action(store, self.name, now=self._now(), **options)

@@ -28,6 +28,7 @@ RUN_STATE_STYLE = {
     RunState.DONE_WITH_FAILURES: "bold red",
     RunState.STOPPED: "bold",
     RunState.ENGINE_DIED: "bold white on red",
+    RunState.CANCELLED: "bold red",
 }
 
 BREAKER_STYLE = {BreakerState.CLOSED: "green", BreakerState.PROBING: "yellow", BreakerState.OPEN: "bold red"}

@@ -58,6 +58,7 @@ def engine(view: RunView) -> Text:
         RunState.DONE: "every item completed",
         RunState.DONE_WITH_FAILURES: f"every item finished, {run.counts[ItemState.FAILED]:,} failed (f shows them)",
         RunState.STOPPED: f"stopped with {plural(run.unfinished, 'item')} to do{goes_on}",
+        RunState.CANCELLED: f"cancelled by a person, {plural(run.cancelled, 'item')} cancelled (f shows them)",
     }
     said = ended[run.state] if run.state in ended else f"stopped for a person: {_why_held(run)}"
     return Text.assemble(("ended", "bold"), f": {said}")

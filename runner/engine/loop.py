@@ -9,6 +9,11 @@ store says is still to come (a waiting item's time, a person's resume), or
 stops: progress and the end of the run are read from the store, never from
 the in-memory line of formed batches.
 
+A job's stages (:mod:`.stages`) share the run's slots: batches are formed
+per stage and group, later stages first, each worked with its stage's
+provider, check and limits; a re-run first sends back the completed items
+whose stage changed (``stages.rewind``).
+
 On start it takes over what a dead engine left (``RunStore.recover``, then the
 saved outputs validated locally: :mod:`runner.rules.triage` gives the order);
 on stop it gives back the batches formed but not sent, and the lease. A
@@ -21,13 +26,14 @@ kind, never from the reason's words. Time comes from an injected clock.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import secrets
 import traceback
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import busy, lease
@@ -35,14 +41,13 @@ from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
 from ..jobs import Job
-from ..providers import Provider, SizedTasks, TaskProvider
+from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
 from ..store.protocol import RunStore
-from ..tasks import TaskDriver
-from ..validation import ResultCheck
+from . import stages
 from .slot import TAKEN_OVER, Slot, settlement_of
 
 HEARTBEAT_SECONDS = 2.0
@@ -57,6 +62,8 @@ class Outcome:
     status: dict[str, Any]
     stopped_for: str | None
     stop_kind: FailureKind | None = None
+    #: Stage -> completed items sent back to it as the run started: that stage (or one before it) changed.
+    rewound: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -87,20 +94,19 @@ class Engine:
         clock: Clock | None = None,
         wait_for_person: bool = False,
         rng: random.Random | None = None,
+        stage_providers: Mapping[str, Provider | TaskProvider] | None = None,
     ) -> None:
         self.store = store
         self.job = job
         self.clock = clock or SystemClock()
-        self.provider = provider
-        #: The requests file a batch's lines must fit, for a provider that sends one (``openai-batch``).
-        self.file = provider.sizing() if isinstance(provider, SizedTasks) else None
-        # One of the two is set when the run starts: the provider either calls, or submits and polls.
-        self.tasks: TaskDriver | None = None
-        self.caller: Provider | None = None
+        #: Each stage's provider, its check, and (once the run starts) its caller or its task driver;
+        #: ``provider`` serves every stage not in ``stage_providers``.
+        self.works = stages.works_of(job, {s.name: (stage_providers or {}).get(s.name, provider) for s in job.stages})
+        #: The stages to form batches of, later stages first.
+        self.claims = stages.claims(self.works, job)
         self.wait_for_person = wait_for_person
         self.rng = rng or random.Random()
         self.run_id = 0
-        self.check = ResultCheck(job.output_schema, job.check)
         self.token = secrets.token_hex(8)
         self.stopped_for: str | None = None
         self.stop_kind: FailureKind | None = None
@@ -124,6 +130,8 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
+        #: Stage -> completed items sent back to it as the run started (``_rewind``).
+        self.rewound: dict[str, int] = {}
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -134,6 +142,7 @@ class Engine:
         """
         name = self.job.name
         cut_short = False
+        stages.refuse_unworkable(self.job)
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
@@ -142,14 +151,9 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
-            if isinstance(self.provider, TaskProvider):
-                self.tasks = TaskDriver(
-                    self.store, self.provider, retry=self.job.retry, clock=self.clock,
-                    run_reference=self.store.reference(self.run_id), steps=self.steps,
-                    lands_within=self.job.provider.timeout + self.job.provider.create_margin,
-                )
-            else:
-                self.caller = self.provider
+            self.rewound = stages.rewind(self.store, self.run_id, self.job, self.works, now=self.clock.now())
+            for work in self.works.values():
+                stages.begin(work, self.store, self.run_id, clock=self.clock, steps=self.steps)
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
                 await self._work()
         except asyncio.CancelledError:
@@ -157,7 +161,7 @@ class Engine:
             raise
         finally:
             await self._tidy(name, cut_short=cut_short)
-        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, self.rewound)
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
@@ -326,10 +330,7 @@ class Engine:
         return True
 
     def _claim(self) -> Batch | None:
-        limits = self.job.batch
-        return self.store.claim_batch(
-            self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=self.clock.now(), file=self.file
-        )
+        return self.store.claim_first(self.run_id, self.claims, now=self.clock.now())
 
     def _beat(self) -> None:
         """Renew the lease every few seconds; a busy store puts it off to a later turn."""
@@ -342,6 +343,16 @@ class Engine:
             if not held:
                 self.request_stop(TAKEN_OVER)
             self._last_beat = now
+
+    def holds_lease(self) -> bool:
+        """Whether this engine still holds the run (renewing its lease); False once another took it over."""
+        self._last_beat = self.clock.now()
+        return lease.beat(self.store, self.job.name, token=self.token, now=self._last_beat)
+
+    def work(self, stage: str | None) -> stages.StageWork:
+        """How a batch of ``stage`` is worked. A job without ``[[stage]]`` has one stage, whatever its items are
+        labelled (a run made by a job file, then continued with a Python handler, kind ``python``)."""
+        return self.works[stage] if self.job.staged and stage is not None else next(iter(self.works.values()))
 
     def save(self, batch_id: int, settlement: Settlement) -> list[Batch]:
         """Save how a batch ended, in one transaction; the batches a split formed."""
@@ -373,10 +384,17 @@ class Engine:
 
     def _validate_received(self) -> None:
         """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
-        by_batch: dict[int, list[tuple[StartedItem, str | None]]] = {}
-        for batch_id, output, item in self.store.received_items(self.run_id, max_attempts=self.job.retry.max_attempts):
-            by_batch.setdefault(batch_id, []).append((item, output))
-        for batch_id, saved in by_batch.items():
-            verdict = judge_saved([item for item, _ in saved], {item.id: output for item, output in saved},
-                                  check=self.check.problem, limits=self.job.retry, now=self.clock.now())
-            self.save(batch_id, settlement_of(verdict))
+        by_batch: dict[tuple[int, str], list[tuple[StartedItem, str | None]]] = {}
+        for claim in self.claims:
+            for batch_id, output, item in self.store.received_items(
+                self.run_id, max_attempts=self.work(claim.stage).stage.retry.max_attempts, stage=claim.stage
+            ):
+                by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
+        for (batch_id, stage_name), saved in by_batch.items():
+            work = self.work(stage_name)
+            started = [item for item, _ in saved]
+            outputs = {item.id: output for item, output in saved}
+            verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,
+                                  now=self.clock.now())
+            results = {i: json.loads(output) for i, output in outputs.items() if output is not None}
+            self.save(batch_id, stages.boundary(self.job, work, started, settlement_of(verdict), results))

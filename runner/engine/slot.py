@@ -23,6 +23,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol
+from . import stages
 from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from ..providers import Answer, Provider, TaskResult
 from ..rules import gate
@@ -109,19 +110,21 @@ class Slot:
         items = await self._start(batch, step=step, settled=settled)
         if not items:
             return None
-        tasks = self.engine.tasks
+        work = self.engine.work(batch.stage)
+        tasks = work.tasks
         if tasks is not None:
-            # The items' texts go with the upload alone: a batch waiting hours upstream keeps none of them here.
+            # The items' texts go with the upload alone: a batch waiting hours upstream keeps none of them here
+            # (but a pipeline's record and results, which the boundary reads).
             submitted = tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(
-                batch.id, protocol.BatchItems([item.input for item in items]))
-            items = [item._replace(input="") for item in items]
+                batch.id, stages.sent(self.engine.job, work.stage, items))
+            items = items if self.engine.job.staged else [item._replace(input="") for item in items]
             settlement = await self._submit(submitted, batch, items)
             if settlement is not None:
                 await self._save(batch, settlement)
             return None
-        assert self.engine.caller is not None
+        assert work.caller is not None
         try:
-            answer = await self._call(self.engine.caller, batch, protocol.BatchItems([item.input for item in items]))
+            answer = await self._call(work.caller, batch, stages.sent(self.engine.job, work.stage, items))
         except UpstreamError as exc:
             await self._save(batch, self._judge(batch, items, exc))
             return None
@@ -132,15 +135,18 @@ class Slot:
     ) -> list[StartedItem] | None:
         """The items of the batch, started; None (the batch back in line) when the gate says no more now.
 
-        No items when another engine took the run over: this one stops.
+        No items when another engine took the run over (this one stops), or
+        when a person cancelled every item of the batch while it waited for
+        its slot (it ends with none; the slot's next turn forms another).
         """
         engine = self.engine
+        work = engine.work(batch.stage)
         begun = await engine.steps.run(
             lambda: engine.store.advance(
                 engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
-                limits=engine.job.batch, max_attempts=engine.job.retry.max_attempts, now=engine.clock.now(),
-                step=step, intent=engine.tasks is None, claim=len(engine.formed) < engine.job.batch.concurrency,
-                file=engine.file,
+                max_attempts=work.stage.retry.max_attempts, now=engine.clock.now(), step=step,
+                intent=work.tasks is None,
+                claims=engine.claims if len(engine.formed) < engine.job.batch.concurrency else (),
             ),
             still=lambda: self.may_go_on(step=step),
         )
@@ -152,14 +158,15 @@ class Slot:
         items, formed = begun
         engine.formed.extend(formed)
         if not items:
-            engine.request_stop(TAKEN_OVER)
             await self._save(batch, Settlement())
+            if not await engine.steps.run(lambda: engine.holds_lease()):
+                engine.request_stop(TAKEN_OVER)
         return items
 
     async def _call(self, caller: Provider, batch: Batch, sent: protocol.BatchItems) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""
         engine = self.engine
-        limits = engine.job.retry
+        limits = engine.work(batch.stage).stage.retry
         for retry in range(limits.request_retries + 1):
             try:
                 return await caller.call(sent)
@@ -220,13 +227,15 @@ class Slot:
     def _judge(self, batch: Batch, items: list[StartedItem], finished: Finished) -> Settlement:
         """The verdict on the batch, heeded by the engine; what the store is to save."""
         engine = self.engine
+        work = engine.work(batch.stage)
         verdict = judge(
-            batch.round, items, finished, check=engine.check.problem, streaks=engine.streaks,
-            limits=engine.job.retry, now=engine.clock.now(), jitter=engine.rng.random(),
+            batch.round, items, finished, check=work.check.problem, streaks=engine.streaks,
+            limits=work.stage.retry, now=engine.clock.now(), jitter=engine.rng.random(),
             started_closed=self.started_closed,
         )
         engine.heed(verdict)
-        return settlement_of(verdict)
+        results = finished.results if isinstance(finished, Answered | Lines) else {}
+        return stages.boundary(engine.job, work, items, settlement_of(verdict), results)
 
     async def _save(self, batch: Batch, settlement: Settlement) -> None:
         """Save the slot's last batch alone. Its call is over: from now on the slot no longer counts as at work

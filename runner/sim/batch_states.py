@@ -4,7 +4,8 @@ A batch's life is a schedule fixed when it is created (:func:`schedule`):
 ``validating`` for the first tenth of the simulator's ``batch_seconds``,
 then ``in_progress``, ``finalizing`` for the last tenth, and ``completed``;
 or ``failed`` when validation ends, or ``expired`` at the 24 h deadline. A
-cancel cuts the schedule short (:func:`entered`). Nothing runs in the
+cancel cuts the schedule short (:func:`entered`), keeping the lines that
+ran before it (:func:`ran_before`). Nothing runs in the
 background: a batch's state is computed from the clock whenever it is read.
 """
 
@@ -184,13 +185,30 @@ def current(states: Mapping[Status, float]) -> Status:
     return list(states)[-1]
 
 
+def ran_before(planned: Mapping[Status, float], cancelling_at: float, count: int) -> int:
+    """How many of a batch's ``count`` lines had run when it was cancelled, at ``cancelling_at``.
+
+    The lines run in order at an even pace while the batch is ``in_progress``
+    (OpenAI's cancel: the lines that finished are in the output, billed;
+    the others are never run).
+    """
+    start = planned.get(Status.IN_PROGRESS)
+    end = planned.get(Status.FINALIZING, planned.get(Status.EXPIRED))
+    if start is None or end is None or cancelling_at <= start:
+        return 0
+    if cancelling_at >= end:
+        return count
+    return int(count * (cancelling_at - start) / (end - start))
+
+
 def split(
-    lines: Sequence[Line], status: Status, fault: Fault | None
+    lines: Sequence[Line], status: Status, fault: Fault | None, *, ran: int = 0
 ) -> tuple[list[Line], list[Line]]:
     """The lines a batch that ended in ``status`` answered, and those it never ran.
 
     A line in neither list went missing: ``missing_rows`` drops the lines
-    holding its targets, else the second half.
+    holding its targets, else the second half. A cancelled batch answered
+    the first ``ran`` lines (:func:`ran_before`).
     """
     if status is Status.COMPLETED:
         missing = {line.number for line in _missing(lines, fault)}
@@ -199,7 +217,7 @@ def split(
         half = max(1, len(lines) // 2)
         return list(lines[:half]), list(lines[half:])
     if status is Status.CANCELLED:
-        return [], list(lines)
+        return list(lines[:ran]), list(lines[ran:])
     return [], []
 
 

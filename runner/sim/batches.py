@@ -29,6 +29,7 @@ from runner.sim.batch_states import (
     batch_error,
     current,
     entered,
+    ran_before,
     schedule,
     split,
 )
@@ -150,7 +151,9 @@ class BatchStore:
     ``seconds`` is how long a batch takes from creation to ``completed``;
     ``numbers`` numbers the chat completions that answer batch lines (shared
     with the chat route, so their ids never repeat); ``bill`` charges the
-    items of an answered line; ``seed`` seeds the shuffle of output lines.
+    items of an answered line; ``cancelled`` is told of each cancelled batch
+    as it ends (its id, the items of the lines it ran before the cancel, and
+    of those it never ran); ``seed`` seeds the shuffle of output lines.
     """
 
     def __init__(
@@ -159,11 +162,13 @@ class BatchStore:
         seconds: float,
         numbers: Callable[[], int],
         bill: Callable[[Iterable[str]], None],
+        cancelled: Callable[[str, list[str], list[str]], None] = lambda batch, ran, not_run: None,
         seed: int = 0,
     ) -> None:
         self._seconds = seconds
         self._numbers = numbers
         self._bill = bill
+        self._cancelled = cancelled
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._files: dict[str, StoredFile] = {}
@@ -287,7 +292,8 @@ class BatchStore:
                 self._finish(batch, status, states[status])
 
     def _finish(self, batch: Batch, status: Status, at: float) -> None:
-        answered, not_run = split(batch.input.lines, status, batch.fault)
+        ran = 0 if batch.cancelling_at is None else ran_before(batch.planned, batch.cancelling_at, len(batch.input.lines))
+        answered, not_run = split(batch.input.lines, status, batch.fault, ran=ran)
         output: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
         for line in answered:
@@ -303,6 +309,9 @@ class BatchStore:
             code, message = NOT_RUN[status]
             error = {"code": code, "message": message}
             errors += [self._record(line, None, error) for line in not_run]
+        if status is Status.CANCELLED:
+            self._cancelled(batch.id, [key for line in answered for key in line.ids],
+                            [key for line in not_run for key in line.ids])
         total = 0 if status is Status.FAILED else len(batch.input.lines)
         batch.counts = {"total": total, "completed": len(output), "failed": len(errors)}
         batch.output_file_id = self._write(f"{batch.id}_output.jsonl", output, at)

@@ -4,7 +4,9 @@ Every chat completion request that carries a batch is recorded on arrival
 (its ids, its size in characters, its model); every item of a request that
 is answered with a 200 is billed once; every fault injected by the fault
 plan is counted by name. Batch API lines answered with a 200 bill their
-items when their batch ends, and uploads and created batches are counted,
+items when their batch ends (a cancelled batch's too, for the lines it ran
+before the cancel: each cancel is recorded with the items it ran and those
+it never ran), and uploads and created batches are counted,
 as are the connections accepted (a client that keeps them alive opens few).
 Tests read the ledger to prove that nothing was paid twice and that batches
 kept their limits.
@@ -24,6 +26,14 @@ class Call(TypedDict):
     ids: list[str]
     chars: int
     model: str
+
+
+class Cancel(TypedDict):
+    """A Batch API batch cancelled: the items of the lines it ran first (billed) and of those it never ran."""
+
+    batch: str
+    ran: list[str]
+    not_run: list[str]
 
 
 class Ledger:
@@ -54,6 +64,7 @@ class Ledger:
             self.batches_created = 0
             self.files_uploaded = 0
             self.connections = 0
+            self.cancels: list[Cancel] = []
 
     def record(self, ids: Sequence[str], chars: int, model: str) -> None:
         """Count one arriving request of ``ids`` totalling ``chars`` characters."""
@@ -101,6 +112,11 @@ class Ledger:
         with self._lock:
             self.batches_created += 1
 
+    def count_cancel(self, batch: str, ran: list[str], not_run: list[str]) -> None:
+        """Record a cancelled batch as it ends: the items of the lines it ran (billed) and of those it never ran."""
+        with self._lock:
+            self.cancels.append({"batch": batch, "ran": list(ran), "not_run": list(not_run)})
+
     def snapshot(self) -> dict[str, Any]:
         """All counts as plain JSON-able data, copied under the lock."""
         if self._settle is not None:
@@ -118,4 +134,6 @@ class Ledger:
                 "batches_created": self.batches_created,
                 "files_uploaded": self.files_uploaded,
                 "connections": self.connections,
+                "cancels": [{**cancel, "ran": list(cancel["ran"]), "not_run": list(cancel["not_run"])}
+                            for cancel in self.cancels],
             }

@@ -101,7 +101,8 @@ class Simulator:
         self._clock = clock or Clock()
         self._ledger = Ledger(settle=self._settle)
         self._batches = BatchStore(
-            seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill, seed=seed
+            seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill,
+            cancelled=self._ledger.count_cancel, seed=seed
         )
         self._message_batches = MessageBatches(
             seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill, seed=seed

@@ -110,11 +110,11 @@ class Additions(SQLiteFile):
             rows = iter(rows)
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
                 try:
-                    _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh)
+                    _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name)
                 except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
             (after,) = conn.execute(TOTAL, (run_id,)).fetchone()
-            event_id = _count_added(conn, run_id, preparing.event_id, after - before, now)
+            event_id = _count_added(conn, run_id, preparing.event_id, after - before, now, job.stages[0].name)
             if last:
                 conn.execute(PREPARED, _prepared(run_id, source, now))
         preparing.run_id, preparing.event_id = int(run_id), event_id
@@ -135,7 +135,9 @@ def _beat(conn: sqlite3.Connection, lease: tuple[str, str], now: float) -> bool:
     return held is not None
 
 
-def _count_added(conn: sqlite3.Connection, run_id: int, event_id: int | None, added: int, now: float) -> int | None:
+def _count_added(
+    conn: sqlite3.Connection, run_id: int, event_id: int | None, added: int, now: float, first: str
+) -> int | None:
     """The prepare's one event, made by its first chunk to add items, moved by each chunk after."""
     if not added:
         return event_id
@@ -143,8 +145,8 @@ def _count_added(conn: sqlite3.Connection, run_id: int, event_id: int | None, ad
         conn.execute("UPDATE events SET items = items + ? WHERE id = ?", (added, event_id))
         return event_id
     (made,) = conn.execute(
-        "INSERT INTO events (run_id, at, to_state, items) VALUES (?, ?, 'pending', ?) RETURNING id",
-        (run_id, now, added),
+        "INSERT INTO events (run_id, at, to_state, items, stage) VALUES (?, ?, 'pending', ?, ?) RETURNING id",
+        (run_id, now, added, first),
     ).fetchone()
     return int(made)
 
@@ -164,11 +166,15 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
     move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
 
 
-def _add_chunk(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool) -> None:
+def _add_chunk(
+    conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str
+) -> None:
     """Add new items, give known ones whose input changed the new one (moving them as the module says).
 
     ``fresh``: the run had no items when the prepare began, so every key is
-    new (the input was checked for duplicates) and none is looked up.
+    new (the input was checked for duplicates) and none is looked up. Items
+    start at the ``first`` stage; one whose input changed starts there again,
+    its results forgotten.
     """
     known: dict[str, tuple[int, str]] = {}
     if not fresh:
@@ -178,12 +184,13 @@ def _add_chunk(conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: 
     changed = [(known[row.key][0], row) for row in rows if row.key in known and known[row.key][1] != row.fingerprint]
     if changed:
         _move_changed(conn, [item_id for item_id, _ in changed], now)
-        conn.executemany(items.NEW_INPUT, [(row.group, row.seq, row.chars, row.fingerprint, now, item_id)
+        conn.executemany(items.NEW_INPUT, [(row.group, row.seq, row.chars, row.fingerprint, now, first, item_id)
                                            for item_id, row in changed])
+        conn.executemany(items.FORGET_RESULTS, [(item_id,) for item_id, _ in changed])
         conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in changed])
     new = [row for row in rows if row.key not in known]
     if new:
         (last,) = conn.execute(items.LAST_ID).fetchone()
         conn.executemany(items.ADD_ITEM, [(last + n, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
-                                           now) for n, row in enumerate(new, 1)])
+                                           now, first) for n, row in enumerate(new, 1)])
         conn.executemany(items.SAVE_INPUT, [(last + n, row.input) for n, row in enumerate(new, 1)])

@@ -34,6 +34,8 @@ class RunState(StrEnum):
     STOPPED = "stopped"
     #: Its engine stopped beating without giving the run back: killed, or its machine lost.
     ENGINE_DIED = "engine died"
+    #: Nothing left to do: a person cancelled the whole run (``runner cancel NAME``), its last command.
+    CANCELLED = "cancelled by a person"
 
 
 class Hold(StrEnum):
@@ -68,6 +70,12 @@ class Standing(NamedTuple):
     maybe_paid: int = 0
     #: While a live engine waits out a rate limit (a 429's Retry-After), the time before which no batch starts.
     rate_limited_until: float | None = None
+    #: Items failed as ``cancelled`` by a person.
+    cancelled: int = 0
+    #: A person cancelled the whole run (``runner cancel NAME`` with no keys), the last command it was given.
+    cancelled_whole: bool = False
+    #: Items by their current stage and state, the stages in the job's order.
+    stages: Mapping[str, Mapping[str, int]] = {}
 
     @property
     def total(self) -> int:
@@ -98,6 +106,8 @@ class Standing(NamedTuple):
 
     @property
     def state(self) -> RunState:
+        if not self.unfinished and self.cancelled_whole:
+            return RunState.CANCELLED
         if not self.unfinished:
             return RunState.DONE_WITH_FAILURES if self.counts[ItemState.FAILED] else RunState.DONE
         if self.engine_died:
@@ -121,6 +131,9 @@ class Standing(NamedTuple):
             "steps_allowed": self.control.steps,
             "paid_calls": self.paid_calls,
             "maybe_paid": self.maybe_paid,
+            "cancelled": self.cancelled,
+            # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
+            "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
         }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import RunError, StoreError
 from ..model import BreakerState, FailureKind
 from ..rules.breaker import Control
+from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
 from .connection import SQLiteFile
 from . import items
 from .items import move
@@ -27,6 +28,15 @@ UNKNOWN_KEYS = """
 SELECT value AS key FROM json_each(:keys)
 WHERE value NOT IN (SELECT key FROM items WHERE run_id = :run) ORDER BY key LIMIT 6
 """
+
+#: The failed items a retry takes: of kind ``:kind``, or (none given) any but those a person cancelled,
+#: unless their ``:keys`` name them.
+RETRIED_KIND = (
+    "(items.error_kind = :kind OR (:kind IS NULL AND (:keys != '[]' OR items.error_kind IS NOT 'cancelled')))"
+)
+
+#: Items a cancel fails at once: not in flight (pending, queued, waiting, or held for a person's confirmation).
+NOT_IN_FLIGHT = "(items.state IN ('pending', 'queued', 'waiting') OR (items.state = 'running' AND items.hold != 'none'))"
 
 LOG_COMMAND = """
 INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) VALUES (?, ?, ?, ?, ?, ?)
@@ -73,11 +83,14 @@ class Commands(SQLiteFile):
         return control
 
     def retry_failed(self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float) -> int:
-        """Failed items (all, one kind, or some keys) back to pending, each with a fresh attempt budget."""
+        """Failed items (all, one kind, or some keys) back to pending, each with a fresh attempt budget.
+
+        Items a person cancelled are retried only when named: by their kind or their keys.
+        """
         params = {"run": run_id, "kind": kind, "keys": json.dumps(list(keys)), "now": now}
         with self.write() as conn:
             self.refuse_unknown(run_id, keys)
-            released = move(conn, "retry_failed", where=f"{CHOSEN} AND (:kind IS NULL OR items.error_kind = :kind)",
+            released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND}",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
             if released:  # a retry that found nothing to retry changed nothing: no command to log
@@ -120,3 +133,41 @@ class Commands(SQLiteFile):
                 conn.execute(LOG_COMMAND, (run_id, "confirm", params["keys"], now, now, outcome))
         return len(polled), len(adopted), len(resent)
 
+
+    def cancel(self, run_id: int, *, keys: Sequence[str], now: float, engine_alive: bool) -> tuple[int, int]:
+        """Fail unfinished items (all, or ``keys``) as ``cancelled``: (failed now, failing when their batch ends).
+
+        Items not in flight fail at once. An item in flight (running, or
+        received and not yet validated) is marked, and fails when its batch
+        settles, unless its answer completes it (``rules.cancelling``); with
+        no ``engine_alive`` to settle it, it fails now, its call counted as
+        maybe billed. One transaction, logged as the command ``cancel``.
+        """
+        params = {"run": run_id, "keys": json.dumps(list(keys)), "now": now}
+        with self.write() as conn:
+            self.refuse_unknown(run_id, keys)
+            failed = move(conn, "cancel", where=f"{CHOSEN} AND {NOT_IN_FLIGHT}", values=items.CANCELLED,
+                          params={**params, "message": BY_A_PERSON}, returning="id")
+            unmarked = f"{CHOSEN} AND items.error_kind IS NOT 'cancelled'"
+            marked = [*move(conn, "cancel_running", where=unmarked, values=items.CANCEL_MARK,
+                            params={**params, "message": IN_FLIGHT}, returning="id"),
+                      *move(conn, "cancel_received", where=unmarked, values=items.CANCEL_MARK,
+                            params={**params, "message": IN_FLIGHT}, returning="id")]
+            left = 0
+            if not engine_alive:
+                items.count_maybe_paid_held(conn, run_id, cancelled=True)
+                left = items.fail_left_cancelled(conn, CHOSEN, params)
+                left += len(move(conn, "cancel", where=f"{CHOSEN} AND items.state = 'received' AND "
+                                 "items.error_kind = 'cancelled'", values=items.CANCELLED,
+                                 params={**params, "message": items.ENGINE_GONE}, returning="id"))
+            now_failed, later = len(failed) + left, len(marked) if engine_alive else 0
+            if now_failed or later:  # a cancel that found nothing unfinished changed nothing: no command to log
+                conn.execute(LOG_COMMAND, (run_id, "cancel", json.dumps({"keys": list(keys)}), now, now,
+                                           f"{now_failed} failed, {later} when their batch ends"))
+        return now_failed, later
+
+    def compensated(self, run_id: int, *, keys: Sequence[str], errors: int, now: float) -> None:
+        """Log that a person's ``on_cancel`` ran for cancelled items (``errors`` of them raised): never again for them."""
+        with self.write() as conn:
+            conn.execute(LOG_COMMAND, (run_id, "on_cancel", json.dumps({"keys": list(keys)}), now, now,
+                                       f"{len(keys)} items, {errors} raised"))

@@ -31,8 +31,8 @@ from ..model import MOVES, ItemState, Move
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
-INSERT INTO events (run_id, batch_id, at, from_state, to_state, items)
-SELECT run_id, id, :now, :from_state, :to_state, :moved FROM batches WHERE id = :logged_for AND :moved > 0
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, stage)
+SELECT run_id, id, :now, :from_state, :to_state, :moved, stage FROM batches WHERE id = :logged_for AND :moved > 0
 """
 
 
@@ -115,9 +115,10 @@ def _statement(
 def _log_leaving(where: str, source: str, origins: tuple[ItemState, ...]) -> str:
     """The events of a batch-path move whose items may leave several states: one row per state left."""
     return (
-        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items) "
-        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*) FROM items {_from(source)} "
-        f"WHERE ({where}) AND items.state IN ({_quoted(origins)}) GROUP BY items.run_id, items.state"
+        "INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, stage) "
+        f"SELECT items.run_id, :logged_for, :now, items.state, :to_state, count(*), items.stage FROM items "
+        f"{_from(source)} WHERE ({where}) AND items.state IN ({_quoted(origins)}) "
+        "GROUP BY items.run_id, items.stage, items.state"
     )
 
 
@@ -168,19 +169,61 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
 
 
 #: Calls a dead engine sent with no answer saved (the items the recovery is about to hold, of batches that
-#: are calls, not tasks whose answer may still be fetched): each may have been billed.
+#: are calls, not tasks whose answer may still be fetched), or only those a person cancelled (``:cancelled``):
+#: each may have been billed.
 MAYBE_PAID_HELD = """
 UPDATE items SET maybe_paid = maybe_paid + 1
-WHERE run_id = :run AND state = 'running' AND hold = 'none'
+WHERE run_id = :run AND state = 'running' AND hold = 'none' AND (:cancelled = 0 OR error_kind = 'cancelled')
     AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0)
 """
 
 
-def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int) -> int:
-    """Before a recovery holds a dead engine's sent calls: count each as a call that may have been billed."""
-    counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id}).rowcount
+def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False) -> int:
+    """Before a recovery holds (or a cancel fails) a dead engine's sent calls: count each as maybe billed."""
+    counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled)}).rowcount
     add_to_run(conn, run_id=run_id, maybe_paid=counted)
     return counted
+
+
+# A person's cancel of items in flight: marked by their error kind, failed when their batch settles -----
+
+#: Items of batch ``?`` that a person cancelled while it was in flight.
+CANCELLED_IN_BATCH = "SELECT id FROM items WHERE batch_id = ? AND state IN ('running', 'received') AND error_kind = 'cancelled'"
+
+#: A cancel's failure: kind ``cancelled``, the message ``:message``, retryable by a person.
+CANCELLED = {"error_kind": "error_kind = 'cancelled'", "error": "error = :message", "retryable": "retryable = 1"}
+
+#: The mark of an item cancelled in flight (its state kept).
+CANCEL_MARK = {"error_kind": "error_kind = 'cancelled'", "error": "error = :message"}
+
+#: What a stopped engine left of the cancelled items (``:where`` narrows them): sent, running with no
+#: holder, or given back unsent: they fail now (the received ones are validated, then settle as a batch).
+LEFT_CANCELLED = "items.error_kind = 'cancelled' AND items.state IN ('pending', 'running') AND items.hold = 'none'"
+
+#: Why an item cancelled in flight failed without its batch's end: its engine stopped first.
+ENGINE_GONE = "cancelled by a person; its call was in flight when its engine stopped (it may have been billed)"
+
+
+def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
+    """The items of a batch that a person cancelled while it was in flight, read in the caller's transaction."""
+    return [item_id for (item_id,) in conn.execute(CANCELLED_IN_BATCH, (batch_id,))]
+
+
+#: Why an item cancelled in flight failed at the stage after the one its batch's answer completed.
+STAGE_DONE = "cancelled by a person; its batch finished, and its result of the stage before is kept"
+
+
+def cancel_moved_on(conn: sqlite3.Connection, ids: list[int], params: Mapping[str, Any]) -> None:
+    """Fail cancelled items that their batch's answer has just moved on to their next stage, where they stand."""
+    if ids:
+        move(conn, "cancel", where="items.id IN (SELECT value FROM json_each(:ids)) AND items.state = 'pending'",
+             values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
+
+
+def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> int:
+    """Fail the cancelled items a stopped engine left (``where`` narrows them); how many."""
+    return len(move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
+                    params={**params, "message": ENGINE_GONE}, returning="id"))
 
 
 #: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,
@@ -206,10 +249,15 @@ WHERE items.run_id = :run AND items.key = given.value
 LAST_ID = "SELECT coalesce(max(id), 0) FROM items"
 
 #: A new item (its state is the moves' to change).
-ADD_ITEM = "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+ADD_ITEM = (
+    "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 #: A known item's new input: its group, order and size (its state is the moves' to change).
-NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ? WHERE id = ?"
+NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ? WHERE id = ?"
+
+#: An item's results, all of them: its input changed, so it starts again at the first stage.
+FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
 
 #: An item's input, new or given again.
 SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"

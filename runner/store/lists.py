@@ -12,6 +12,9 @@ if TYPE_CHECKING:
 
 #: A completed item's result (JSON text): its validated output.
 RESULT = "CASE WHEN state = 'completed' THEN output END"
+#: Each passed stage's result, as a JSON object ``{stage: result}``, in the order they were saved.
+STAGES = ("(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM "
+          "(SELECT stage, result FROM results WHERE item_id = items.id ORDER BY at))")
 
 
 # What the notebook API reads when a person asks: whole lists, never polled.
@@ -41,18 +44,28 @@ def history(store: Store, run_id: int) -> list[dict[str, Any]]:
 EXPORT_STATES = {"all": None, "completed": "completed", "failed": "failed"}
 
 
-def export_page(store: Store, run_id: int, *, state: str, after: int, limit: int) -> list[dict[str, Any]]:
+def staged(store: Store, run_id: int) -> bool:
+    """Whether the run's job has ``[[stage]]`` tables (its export has a column group per stage)."""
+    (row,) = store.rows("SELECT coalesce(json_extract(job, '$.staged'), 0) AS staged FROM runs WHERE id = ?", [run_id])
+    return bool(row["staged"])
+
+
+def export_page(
+    store: Store, run_id: int, *, state: str, after: int, limit: int, staged: bool = False
+) -> list[dict[str, Any]]:
     """Up to ``limit`` items after item id ``after``, in the order they were added: what an export writes.
 
     ``state`` is a key of :data:`EXPORT_STATES`. Each row has the item's ``id``
     (the next page starts after the last), key, group, state, the input sent
     and the result (JSON text), and its failure's kind and message, attempts
-    and paid calls.
+    and paid calls. A pipeline's (``staged``) has its ``stage`` and ``stages``, each passed stage's result
+    (a JSON object ``{stage: result}``).
     """
     wanted = EXPORT_STATES[state]
     return store.rows(
         'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
-        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid "
+        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, stage, "
+        f"{STAGES if staged else 'NULL'} AS stages "
         "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
         [run_id, after, wanted, wanted, limit],
     )

@@ -136,7 +136,7 @@ def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
     rows = store.rows(
         'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, '
         f"(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, {RESULT} AS result, "
-        "error_kind AS kind, error AS message, retryable, hold, updated_at "
+        "error_kind AS kind, error AS message, retryable, hold, updated_at, stage "
         "FROM items WHERE run_id = ? AND key = ?",
         [run_id, key],
     )
@@ -152,13 +152,14 @@ def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[s
     were split from.
     """
     return store.rows(
-        "WITH RECURSIVE own AS (SELECT id, at, batch_id, from_state, to_state, kind, message, items "
+        "WITH RECURSIVE own AS (SELECT id, at, batch_id, from_state, to_state, kind, message, items, stage, to_stage "
         "FROM events WHERE item_id = ?1), "
         "named(batch_id) AS (SELECT batch_id FROM own UNION SELECT batch_id FROM items WHERE id = ?1), "
         "was_in(batch_id) AS (SELECT batch_id FROM named WHERE batch_id IS NOT NULL "
         "UNION SELECT b.parent_id FROM batches b JOIN was_in w ON b.id = w.batch_id WHERE b.parent_id IS NOT NULL) "
-        "SELECT id, at, batch_id, from_state, to_state, kind, message, items, 0 AS batch_move FROM own "
-        "UNION ALL SELECT id, at, batch_id, from_state, to_state, kind, message, items, 1 FROM events "
+        "SELECT id, at, batch_id, from_state, to_state, kind, message, items, stage, to_stage, 0 AS batch_move "
+        "FROM own UNION ALL SELECT id, at, batch_id, from_state, to_state, kind, message, items, stage, to_stage, 1 "
+        "FROM events "
         "WHERE item_id IS NULL AND batch_id IN (SELECT batch_id FROM was_in) "
         "ORDER BY id LIMIT ?2",
         [item_id, limit],

@@ -14,32 +14,31 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..model import Batch, BatchState, FailureKind, ItemState, Settlement, StartedItem
+from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
-from . import items, views
+from . import items, settling, stages, views
 from .commands import Commands
-from .items import move, move_each
+from .items import move
 from .leases import Leases, holds
 from .runs import Runs
+from .settling import ERROR, IN_BATCH, LISTED_SOURCE
 from .tasks import NOTE, Tasks
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
-    from ..jobs import BatchLimits
 
 #: An item's input, in a RETURNING clause of an update of ``items``.
 INPUT_OF_ITEM = "(SELECT input FROM inputs WHERE item_id = items.id)"
 
 #: A started item as the engine needs it, in a RETURNING clause (the attempts bound ``:max_attempts``).
-STARTED_ITEM = f"id, key, {INPUT_OF_ITEM}, :max_attempts - (attempts - refused - retry_base), refused_streak"
+STARTED_ITEM = (
+    f"id, key, {INPUT_OF_ITEM}, :max_attempts - (attempts - refused - retry_base), refused_streak, "
+    "(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)"
+)
 
-IN_BATCH = "items.batch_id = :batch"
-#: The items of a JSON list ``:ids`` still in batch ``:batch`` (``+batch_id``: no scan of the batch for each).
-LISTED = "items.id = listed.value AND +items.batch_id = :batch"
-LISTED_SOURCE = "FROM json_each(:ids) AS listed"
 
 #: The answered items of a batch (``:answered``, or all when NULL) still running, each with its result in
 #: ``:outputs`` (item id -> output), or none: the answer held none of theirs, and they paid all the same.
@@ -49,27 +48,25 @@ FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS o
       AND (:answered IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
 """
 
+#: Items next in line at one stage (``{stage}``: a condition on it; without, the first stage in the index's order),
+#: due waiting ones first.
 CLAIM_DUE_WAITING = """
-SELECT id, grp, chars, length(key) FROM items
-WHERE run_id = ? AND state = 'waiting' AND not_before <= ? AND hold = 'none'
-ORDER BY grp, seq LIMIT ?
+SELECT id, grp, chars, length(key), stage FROM items
+WHERE run_id = :run AND state = 'waiting' AND not_before <= :now AND hold = 'none' {stage}
+ORDER BY stage, grp, seq LIMIT :limit
 """
 
 CLAIM_PENDING = """
-SELECT id, grp, chars, length(key) FROM items
-WHERE run_id = ? AND state = 'pending'
-ORDER BY grp, seq LIMIT ?
+SELECT id, grp, chars, length(key), stage FROM items
+WHERE run_id = :run AND state = 'pending' {stage}
+ORDER BY stage, grp, seq LIMIT :limit
 """
 
-#: What a give-up adds to the judge's message: the item's tally, as it stands.
-TALLY = (
-    "error = :message || '; attempts: ' || attempts || CASE WHEN refused > 0 THEN ', refused: ' || refused "
-    "ELSE '' END || ', paid calls: ' || paid_calls "
-    "|| CASE WHEN maybe_paid > 0 THEN ', maybe paid: ' || maybe_paid ELSE '' END || ')'"
-)
-ERROR = {"error_kind": "error_kind = :kind", "error": "error = :message", "retryable": "retryable = :retryable"}
+#: Claimed at one stage, or (None) at the stage of the first item in line.
+AT_STAGE = {True: "AND stage = :stage", False: ""}
 
-class Store(Runs, Tasks, Commands, Leases):
+
+class Store(Runs, Tasks, Commands, Leases, stages.Stages):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,
@@ -82,9 +79,12 @@ class Store(Runs, Tasks, Commands, Leases):
     # A batch's path -------------------------------------------------------
 
     def claim_batch(
-        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None
+        self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
+        stage: str | None = None,
     ) -> Batch | None:
-        """Form the next batch of one group (due waiting items first) and mark it queued.
+        """Form the next batch of one stage and group (due waiting items first) and mark it queued.
+
+        ``stage``: of that stage (None: the stage of the first item in line).
 
         With a requests ``file``, the batch's lines (each its item and the
         prompt) fit in it too. An item larger than ``max_chars`` on its own,
@@ -92,14 +92,18 @@ class Store(Runs, Tasks, Commands, Leases):
         limit: it fails as bad_request, with no call.
         """
         with self.write() as conn:
+            params = {"run": run_id, "now": now, "limit": max_items, "stage": stage}
+            at = AT_STAGE[stage is not None]
             while True:
                 origin = ItemState.WAITING
-                candidates = conn.execute(CLAIM_DUE_WAITING, (run_id, now, max_items)).fetchall()
+                candidates = conn.execute(CLAIM_DUE_WAITING.format(stage=at), params).fetchall()
                 if not candidates:
                     origin = ItemState.PENDING
-                    candidates = conn.execute(CLAIM_PENDING, (run_id, max_items)).fetchall()
+                    candidates = conn.execute(CLAIM_PENDING.format(stage=at), params).fetchall()
                 if not candidates:
                     return None
+                stage_of = candidates[0][4]
+                candidates = [row[:4] for row in candidates if row[4] == stage_of]
                 group, chosen, chars = forming.fill(candidates, max_chars, file)
                 if chosen:
                     break
@@ -108,14 +112,14 @@ class Store(Runs, Tasks, Commands, Leases):
                 move(conn, "too_large", where="items.id = :id", values=ERROR,
                      params={"id": item_id, "kind": FailureKind.BAD_REQUEST, "message": message, "retryable": 0, "now": now})
             (batch_id,) = conn.execute(
-                "INSERT INTO batches (run_id, grp, state, size, chars, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
-                (run_id, group, BatchState.QUEUED, len(chosen), chars, now),
+                "INSERT INTO batches (run_id, grp, state, size, chars, created_at, stage) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (run_id, group, BatchState.QUEUED, len(chosen), chars, now, stage_of),
             ).fetchone()
             move(conn, "claim", where="items.id = listed.value", source=LISTED_SOURCE, origin=origin,
                  values={"batch_id": "batch_id = :batch"}, logged_for="batch",
                  params={"batch": batch_id, "ids": json.dumps(chosen), "now": now})
-        return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars)
+        return Batch(id=int(batch_id), group=group, size=len(chosen), chars=chars, stage=stage_of)
 
     def start_batch(
         self,
@@ -169,8 +173,10 @@ class Store(Runs, Tasks, Commands, Leases):
                                 "kind": kind, "message": message, "now": now})
 
     def hold(self, batch_id: int, *, now: float) -> None:
-        """Hold a batch's sent items for a person: their task's fate cannot be known now."""
+        """Hold a batch's sent items for a person: their task's fate cannot be known now (those a person
+        cancelled fail instead: nothing sends them again)."""
         with self.write() as conn:
+            items.fail_left_cancelled(conn, IN_BATCH, {"batch": batch_id, "now": now})
             move(conn, "hold", where=IN_BATCH, params={"batch": batch_id, "now": now})
 
     def resumable(self, run_id: int) -> list[Batch]:
@@ -178,13 +184,13 @@ class Store(Runs, Tasks, Commands, Leases):
         # From the few running items to their batches (CROSS JOIN keeps that order),
         # never from every batch the run has formed.
         rows = self.rows(
-            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round "
+            "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round, b.stage "
             "FROM items i CROSS JOIN batches b ON b.id = i.batch_id "
             "WHERE i.run_id = ? AND i.state = 'running' AND i.hold = 'confirmed' "
             "GROUP BY b.id ORDER BY b.id",
             [run_id],
         )
-        return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True) for r in rows]
+        return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True, stage=r["stage"]) for r in rows]
 
     def resume_batch(self, batch_id: int, *, max_attempts: int, now: float) -> list[StartedItem]:
         """Take back a confirmed batch's running items, with no new attempt (nothing is sent again)."""
@@ -222,11 +228,14 @@ class Store(Runs, Tasks, Commands, Leases):
             items.add_to_run(conn, batch_id, paid_calls=len(paid))
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
-    def received_items(self, run_id: int, *, max_attempts: int) -> list[tuple[int, str | None, StartedItem]]:
-        """Items whose output is saved but not yet validated: (batch id, its output, the item)."""
+    def received_items(
+        self, run_id: int, *, max_attempts: int, stage: str | None = None
+    ) -> list[tuple[int, str | None, StartedItem]]:
+        """Items (of ``stage``, or all) whose output is saved but not yet validated: (batch id, its output, the item)."""
         rows = self.rows(
-            f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received'",
-            {"run": run_id, "max_attempts": max_attempts},
+            f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received' "
+            "AND (:stage IS NULL OR stage = :stage)",
+            {"run": run_id, "max_attempts": max_attempts, "stage": stage},
         )
         return [(row.pop("batch_id"), row.pop("output"), StartedItem(*row.values())) for row in rows]
 
@@ -236,7 +245,7 @@ class Store(Runs, Tasks, Commands, Leases):
         Returns the new batches a split formed, already queued.
         """
         with self.write() as conn:
-            return _settle(conn, self, batch_id, settlement, now)
+            return settling.settle(conn, self, batch_id, settlement, now)
 
     def advance(
         self,
@@ -245,34 +254,31 @@ class Store(Runs, Tasks, Commands, Leases):
         *,
         settled: tuple[Batch, Settlement] | None,
         lease: tuple[str, str],
-        limits: BatchLimits,
         max_attempts: int,
         now: float,
         step: bool,
         intent: bool,
-        claim: bool,
-        file: RequestsFile | None = None,
+        claims: Sequence[Claim] = (),
     ) -> tuple[list[StartedItem], list[Batch]]:
         """A slot's one commit: its previous batch saved, ``batch`` started (or taken back), the next formed.
 
         ``settled``: the slot's previous batch and its settlement. With
-        ``claim``, one more batch is formed to wait for a slot (its lines
-        fitting the requests ``file``, if any: ``claim_batch``). Returns the
+        ``claims``, one more batch is formed to wait for a slot, of the first
+        of their stages that has items in line (``claim_batch``). Returns the
         items to send and the batches formed (by a split, or the claim).
         """
         formed = []
         with self.write() as conn:
             if settled is not None:
-                formed += _settle(conn, self, settled[0].id, settled[1], now)
+                formed += settling.settle(conn, self, settled[0].id, settled[1], now)
             if batch.resume:
                 started = self.resume_batch(batch.id, max_attempts=max_attempts, now=now)
             else:
                 started = self.start_batch(
                     batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
                 )
-            if claim and started:  # (none started: the lease is another engine's; it forms the run's batches now)
-                queued = self.claim_batch(
-                    run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=now, file=file)
+            if started:  # (none started: the lease is another engine's; it forms the run's batches now)
+                queued = self.claim_first(run_id, claims, now=now)
                 formed += [queued] if queued is not None else []
         return started, formed
 
@@ -294,7 +300,8 @@ class Store(Runs, Tasks, Commands, Leases):
 
         Items ``queued``, or ``running`` in a batch whose call intent was never written or whose task's create was
         never sent, return to pending. Other ``running`` items may have reached the upstream: held for a person,
-        never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid.
+        never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid;
+        those a person cancelled in flight fail instead (and so do their unsent ones).
         ``received`` items keep their output for local validation. With a ``lease`` (run name, token), an engine
         cut short holds its own calls, only while it still holds the run.
         """
@@ -307,6 +314,7 @@ class Store(Runs, Tasks, Commands, Leases):
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
                 "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
             items.count_maybe_paid_held(conn, run_id)
+            items.fail_left_cancelled(conn, "items.run_id = :run", params)
             move(conn, "hold", where="items.run_id = :run", params=params)
             conn.execute(
                 "UPDATE batches SET state = ?, finished_at = ?, error = 'left by a stopped engine' "
@@ -329,51 +337,3 @@ class Store(Runs, Tasks, Commands, Leases):
                 "WHERE run_id = ? AND state = ?",
                 (BatchState.DONE, now, run_id, BatchState.QUEUED),
             )
-
-
-def _settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Settlement, now: float) -> list[Batch]:
-    """A batch's verdict applied inside the caller's transaction; the batches a split formed.
-
-    Each move touches only items still in this batch's hands: an item whose
-    input changed meanwhile keeps the failure that says so.
-    """
-    params: dict[str, Any] = {"batch": batch_id, "now": now}
-    if settlement.maybe_paid:
-        items.count_maybe_paid(conn, batch_id, settlement.maybe_paid)
-    if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
-        conn.execute(items.COUNT_REFUSED, {**params, "refused": json.dumps(list(settlement.refused))})
-    if settlement.completed:
-        move(conn, "complete", where=f"{LISTED} AND items.output IS NOT NULL", source=LISTED_SOURCE,
-             params={**params, "ids": json.dumps(settlement.completed)}, logged_for="batch")
-    one = f"items.id = :id AND {IN_BATCH}"
-    move_each(conn, "retry", where=one, values={**ERROR, "not_before": "not_before = :not_before"}, params=[
-        {**params, "id": i, "kind": kind, "message": message, "retryable": 1, "not_before": settlement.not_before}
-        for i, (kind, message) in settlement.retry.items()])
-    move_each(conn, "fail", where=one, values=ERROR, params=[
-        {**params, "id": i, "kind": kind, "message": message, "retryable": retryable}
-        for i, (kind, message, retryable) in settlement.failed.items()])
-    move_each(conn, "give_up", where=one, values={**ERROR, "error": TALLY, "not_before": "not_before = :not_before"},
-              params=[{**params, "id": i, "kind": kind, "message": message, "retryable": 1,
-                       "not_before": settlement.not_before} for i, (kind, message) in settlement.gave_up.items()])
-    conn.execute("UPDATE batches SET state = ?, finished_at = ? WHERE id = ?", (BatchState.DONE, now, batch_id))
-    if settlement.breaker is not None:
-        (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
-        before = store.control(run_id)
-        control = settlement.breaker(before)
-        if control != before:
-            store.write_control(conn, run_id, control)
-    return [_split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
-
-
-def _split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
-    """A new queued batch of some of a batch's items, one round of splitting further, that knows its parent."""
-    members = json.dumps(ids)
-    (batch_id, group, chars, round_) = conn.execute(
-        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at) "
-        "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
-        "round + 1, id, ? FROM batches WHERE id = ? RETURNING id, grp, chars, round",
-        (BatchState.QUEUED, len(ids), members, now, parent),
-    ).fetchone()
-    move(conn, "split", where=LISTED, source=LISTED_SOURCE, values={"batch_id": "batch_id = :new_batch"},
-         params={"batch": parent, "new_batch": batch_id, "ids": members, "now": now}, logged_for="new_batch")
-    return Batch(id=batch_id, group=group, size=len(ids), chars=chars, round=round_)

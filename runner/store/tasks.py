@@ -14,8 +14,14 @@ from .connection import SQLiteFile
 
 #: A line in a batch's history about ``:items`` of its items that stay in ``:state``.
 NOTE = """
-INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, kind, message)
-SELECT run_id, id, :now, :state, :state, :items, :kind, :message FROM batches WHERE id = :batch
+INSERT INTO events (run_id, batch_id, at, from_state, to_state, items, kind, message, stage)
+SELECT run_id, id, :now, :state, :state, :items, :kind, :message, stage FROM batches WHERE id = :batch
+"""
+
+
+#: Whether batch ``?`` has items running and a person cancelled every one of them.
+ALL_CANCELLED = """
+SELECT count(*) > 0 AND count(*) = sum(error_kind IS 'cancelled') AS cancelled FROM items WHERE batch_id = ? AND state = 'running'
 """
 
 
@@ -65,3 +71,15 @@ class Tasks(SQLiteFile):
             conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RUNNING, "items": maybe_paid,
                                 "kind": "duplicate", "message": message, "now": now})
         return True
+
+    def all_cancelled(self, batch_id: int) -> bool:
+        """Whether a person cancelled every item of the batch still running: its task may be cancelled upstream."""
+        (row,) = self.rows(ALL_CANCELLED, [batch_id])
+        return bool(row["cancelled"])
+
+    def record_upstream_cancel(self, batch_id: int, *, accepted: bool, message: str, now: float) -> None:
+        """A line in the batch's history: its task was cancelled upstream (or the upstream refused)."""
+        with self.write() as conn:
+            conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RUNNING, "items": 0,
+                                "kind": "cancelled_upstream" if accepted else "cancel_refused",
+                                "message": message, "now": now})

@@ -34,7 +34,7 @@ from .answers import (
     Standing,
 )
 
-from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results
+from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results, staged
 from .live import (
     batches_in_flight,
     batches_upstream,
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "work_span",
+    "staged", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -71,11 +71,26 @@ FAILED_ROWS = 200
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
-    """Items by group and state (every state present, zeros included)."""
+    """Items by group and state, whatever their stage (every state present, zeros included)."""
     groups: dict[str, dict[str, int]] = {}
-    for row in store.rows("SELECT grp, state, n FROM counts WHERE run_id = ? AND n > 0 ORDER BY grp", [run_id]):
+    for row in store.rows("SELECT grp, state, sum(n) AS n FROM counts WHERE run_id = ? AND n > 0 "
+                          "GROUP BY grp, state ORDER BY grp", [run_id]):
         groups.setdefault(row["grp"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
     return groups
+
+
+#: A run's stages in its job's order (from the job saved with it; none saved: its one stage, by its items).
+STAGE_ORDER = "SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ?"
+
+
+def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
+    """Items by their current stage and state, the stages in order (every state present, zeros included);
+    ``completed`` items are past the last stage (or past the stages left, skipped), counted where they ended."""
+    stages = {row["stage"]: {s.value: 0 for s in ItemState} for row in store.rows(STAGE_ORDER, [run_id])}
+    for row in store.rows("SELECT stage, state, sum(n) AS n FROM counts WHERE run_id = ? AND n > 0 "
+                          "GROUP BY stage, state", [run_id]):
+        stages.setdefault(row["stage"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
+    return stages
 
 
 def unfinished(store: Store, run_id: int) -> int:
@@ -150,6 +165,8 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
+        cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
+        stages=stage_counts(store, run["id"]),
     )
 
 
@@ -216,6 +233,33 @@ def held_count(store: Store, run_id: int) -> int:
     """Items held for a person's confirmation (the partial index on exactly this condition keeps it cheap)."""
     (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND {HELD}", [run_id])
     return int(row["n"])
+
+
+def cancelled_count(store: Store, run_id: int) -> int:
+    """Items a person cancelled (the index of failed items by kind keeps it cheap)."""
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND state = 'failed' "
+                        "AND error_kind = 'cancelled'", [run_id])
+    return int(row["n"])
+
+
+def cancelled_whole(store: Store, run_id: int) -> bool:
+    """Whether the last command a person gave the run cancelled all of it (a retry since would come after)."""
+    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
+    return bool(rows) and rows[0]["command"] == "cancel" and rows[0]["args"] == '{"keys": []}'
+
+
+def uncompensated(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """Items cancelled by a person whose compensation (a notebook's ``on_cancel``) has not run since: key, input,
+    and the results of the stages it passed (a JSON object)."""
+    return store.rows(
+        "SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input, "
+        "(SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results FROM items "
+        "WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS ("
+        "SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1 "
+        "AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at) "
+        "ORDER BY items.seq",
+        [run_id],
+    )
 
 
 def last_event_at(store: Store, run_id: int) -> float | None:

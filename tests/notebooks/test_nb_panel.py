@@ -319,3 +319,18 @@ def test_the_panel_opens_while_another_process_holds_the_write_lock(panels: list
     with write_lock_held(db):  # its breaker opened but not committed: not shown
         panel = panel_of(panels, db, "posts")
         assert shown(panel) == SMALL_COUNTS and "closed" in panel.breaker.value
+
+
+def test_cancel_run_asks_with_a_first_click_and_cancels_the_unfinished_items_with_the_second(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=time.time())
+    panel = panel_of(panels, store.path)
+    panel.cancel_button.click()
+    asked, counts_asked = panel.message.value, shown(panel)
+    panel.cancel_button.click()
+    assert "click Cancel run again to fail 3 unfinished items as cancelled" in asked
+    assert "batches in flight finish first" in asked and counts_asked["pending"] == 3
+    assert "3 items cancelled" in panel.message.value
+    assert shown(panel)["failed"] == 3 and panel.cancel_button.disabled
+    assert {f["kind"] for f in views.failures(store, "test")} == {"cancelled"}

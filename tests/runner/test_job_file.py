@@ -153,3 +153,45 @@ def test_more_items_a_batch_than_the_batch_api_takes_is_one_error_naming_its_lim
 def test_a_python_run_of_the_batch_api_gets_its_defaults_too() -> None:
     data = {"name": "t", "input": "in.jsonl", "provider": {"kind": "openai-batch"}, "batch": {"concurrency": 3}}
     assert jobs.from_dict(data, base=Path.cwd(), where="Run('t')").batch == jobs.BatchLimits(50_000, 50_000_000, 3)
+
+
+STAGE_REFUSALS = [
+    ('[[stage]]\nname = "a"\nmodle = "x"\n', '[[stage]] 1 "a": unknown key \'modle\''),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "a"\n', '[[stage]] 2 "a": stage \'a\' is named twice'),
+    ('[[stage]]\nname = "_a"\n', "not starting with '_' (reserved)"),
+    ('[[stage]]\nname = "a.b"\n', "without '.'"),
+    ('[[stage]]\nname = "a"\nwhen = { field = "x", equals = 1 }\n', "the first stage takes every item"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "c.label", in = ["x"] }\n',
+     "'c.label' reads stage 'c', which is not an earlier stage (earlier: a)"),
+    ('[[stage]]\nname = "a"\n[stage.prompt]\nfields = ["b.x"]\n[[stage]]\nname = "b"\n', "reads stage 'b'"),
+    ('[[stage]]\nname = "a"\n[stage.batch]\nconcurrency = 3\n', "'concurrency' is the run's"),
+    ('[[stage]]\nname = "a"\nkind = "openai-chatt"\n', "unknown kind 'openai-chatt'"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x" }\n', "give a 'field' and one of"),
+]
+
+
+@pytest.mark.parametrize("tables, said", STAGE_REFUSALS, ids=[said for _, said in STAGE_REFUSALS])
+def test_a_bad_stage_is_refused_with_the_stage_named(tmp_path: Path, tables: str, said: str) -> None:
+    assert said in refusal(job_file(tmp_path, tables=tables))
+
+
+def test_a_stage_inherits_the_top_level_sections_key_by_key(tmp_path: Path) -> None:
+    tables = ('[provider]\nmodel = "big"\ntimeout = 9.0\n[batch]\nmax_items = 7\n'
+              '[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n[stage.provider]\nmodel = "small"\n'
+              '[stage.batch]\nmax_chars = 100\n')
+    a, b = jobs.load(job_file(tmp_path, tables=tables)).stages
+    assert (a.provider.model, a.provider.timeout, a.batch.max_items) == ("big", 9.0, 7)
+    assert (b.provider.model, b.provider.timeout, b.batch.max_items, b.batch.max_chars) == ("small", 9.0, 7, 100)
+
+
+def test_a_job_without_stages_has_one_named_after_its_provider_kind(tmp_path: Path) -> None:
+    job = jobs.load(job_file(tmp_path, tables='[provider]\nkind = "openai-batch"\n'))
+    assert [(s.name, s.kind) for s in job.stages] == [("openai-batch", "openai-batch")]
+    assert not job.staged
+
+
+def test_the_stages_round_trip_through_the_store_s_json(tmp_path: Path) -> None:
+    tables = ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x", in = [1, "y"] }\n'
+              '[[stage]]\nname = "c"\nkind = "decide"\nwhen = { field = "a.ok", equals = false }\n')
+    job = jobs.load(job_file(tmp_path, tables=tables))
+    assert jobs.Job.from_json(job.to_json()) == job

@@ -54,7 +54,7 @@ def test_between_chunks_another_writer_gets_the_lock_and_the_run_is_not_yet_prep
     run_id = prepare(store, job, clock, adding=adding)
     assert seen == [(10, True, True), (20, True, True), (30, True, True)]
     assert not store.preparing("test")
-    assert states_of_items(store) == {(run_id, "pending"): 35}
+    assert states_of_items(store) == {(run_id, "openai-chat", "pending"): 35}
     assert [event["items"] for event in events_into(store, "pending")] == [35]  # one event, moved by each chunk
 
 

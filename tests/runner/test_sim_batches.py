@@ -172,15 +172,29 @@ def test_a_cancelled_batch_is_listed_cancelling_then_cancelled() -> None:
     assert statuses == [{ids[1]: "validating", ids[0]: "cancelling"}, {ids[1]: "in_progress", ids[0]: "cancelled"}]
 
 
-def test_a_cancelled_batch_bills_nothing(sim: Simulator, client: httpx.Client) -> None:
+def test_a_cancelled_batch_bills_the_lines_it_ran_before_the_cancel_and_the_ledger_records_the_cancel(
+    sim: Simulator, client: httpx.Client
+) -> None:
     batch_id = start(client)["id"]
-    sim.advance(30)
+    sim.advance(30)  # half of its time in progress (6 s to 54 s): two of its four lines ran
     assert client.post(f"/batches/{batch_id}/cancel").json()["status"] == "cancelling"
     batch = ended(sim, client, batch_id)
-    assert (batch["status"], batch["output_file_id"], batch["completed_at"]) == ("cancelled", None, None)
+    assert (batch["status"], batch["completed_at"]) == ("cancelled", None)
+    assert sorted(row["custom_id"] for row in rows(client, batch["output_file_id"])) == ["c1", "c2"]
     assert {row["error"]["code"] for row in rows(client, batch["error_file_id"])} == {"batch_cancelled"}
     assert client.post(f"/batches/{batch_id}/cancel").status_code == 409
-    assert sim.ledger.snapshot()["billed"] == {}
+    ledger = sim.ledger.snapshot()
+    assert ledger["billed"] == {"p1": 1, "p2": 1, "p3": 1}
+    assert ledger["cancels"] == [{"batch": batch_id, "ran": ["p1", "p2", "p3"], "not_run": ["p4", "p5"]}]
+
+
+def test_a_batch_cancelled_while_validating_bills_nothing(sim: Simulator, client: httpx.Client) -> None:
+    batch_id = start(client)["id"]
+    assert client.post(f"/batches/{batch_id}/cancel").json()["status"] == "cancelling"
+    batch = ended(sim, client, batch_id)
+    assert (batch["status"], batch["output_file_id"]) == ("cancelled", None)
+    ledger = sim.ledger.snapshot()
+    assert (ledger["billed"], ledger["cancels"]) == ({}, [{"batch": batch_id, "ran": [], "not_run": list(ALL_BILLED)}])
 
 
 @pytest.mark.parametrize(
@@ -268,7 +282,9 @@ def test_create_twice_runs_two_batches_that_both_bill(sim: Simulator, sdk: opena
     assert (snapshot["billed"], snapshot["batches_created"]) == ({key: 2 for key in ALL_BILLED}, 2)
 
 
-def test_cancelling_the_duplicate_of_create_twice_pays_once(sim: Simulator, sdk: openai.OpenAI) -> None:
+def test_cancelling_the_duplicate_of_create_twice_pays_twice_only_for_the_lines_it_ran(
+    sim: Simulator, sdk: openai.OpenAI
+) -> None:
     sim.set_faults({"rules": [{"fault": "create_twice"}]})
     answered = sdk_create(sdk)
     [duplicate] = [batch for batch in sdk.batches.list() if batch.id != answered.id]
@@ -279,7 +295,7 @@ def test_cancelling_the_duplicate_of_create_twice_pays_once(sim: Simulator, sdk:
         answered.id: "in_progress", duplicate.id: "cancelled"}
     sim.advance(DAY)
     assert sdk.batches.retrieve(answered.id).status == "completed"
-    assert sim.ledger.snapshot()["billed"] == ALL_BILLED
+    assert sim.ledger.snapshot()["billed"] == {**ALL_BILLED, "p1": 2, "p2": 2, "p3": 2}
 
 
 def test_an_unknown_batch_is_404_unlisted_and_never_billed(sim: Simulator, client: httpx.Client) -> None:

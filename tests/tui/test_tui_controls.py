@@ -28,6 +28,7 @@ from runner.store import Store, views
 from runner.store.answers import RunState
 from tui.__main__ import main
 from tui.app import RunnerApp
+from tui.screens.dialog import AskScreen
 from tui.screens.run import RunScreen
 
 WAIT = 10.0
@@ -202,3 +203,32 @@ def test_python_m_tui_takes_a_store_and_a_run(capsys: pytest.CaptureFixture[str]
         main(["--help"])
     assert exited.value.code == 0
     assert "usage: python -m tui [-h] [--db DB] [run]" in capsys.readouterr().out
+
+
+async def test_x_asks_how_many_items_and_that_batches_in_flight_finish_then_cancels_the_run(live: Live) -> None:
+    await live.pilot.press("x")
+    await settle(live.pilot)
+    asked = live.app.screen
+    assert isinstance(asked, AskScreen)
+    said = str(asked.body)
+    assert "12 unfinished items will fail as cancelled" in said and "1 batch in flight (4 items) finish first" in said
+    await live.pilot.press("y")
+    await settle(live.pilot)
+    live.upstream.release.set()
+    outcome = await asyncio.wait_for(live.engine, WAIT)
+    assert (outcome.exit_code, live.upstream.calls) == (3, 1)
+    assert outcome.status["counts"][ItemState.COMPLETED] == 4 and outcome.status["cancelled"] == 8
+    await settle(live.pilot, read=True)
+    assert live.view_state() is RunState.CANCELLED
+
+
+async def test_x_answered_no_cancels_nothing(tmp_path: Path, store: Store) -> None:
+    runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=0.0)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, read=True)
+        await pilot.press("x")
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+    assert views.status(store, "test", now=0.0)["counts"]["pending"] == 3

@@ -14,6 +14,7 @@ from textual.widgets import Footer, Header, Static
 from runner import control
 from runner.breaker import Control
 from runner.store import Store, views
+from runner.model import ItemState
 from runner.store.answers import RunView
 from runner.words import plural
 
@@ -21,6 +22,7 @@ from ..run_panel import RunPanel
 from ..widgets import BatchTable, EventLog, GroupTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
+from .dialog import AskScreen
 from .failures import FailuresScreen
 
 
@@ -33,6 +35,8 @@ class RunScreen(StoreScreen[RunView]):
         Binding("s", "step", "Step", tooltip="Step: exactly one more batch while paused or open; stays paused"),
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
+        Binding("x", "cancel_run", "Cancel run",
+                tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
         Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
     ]
 
@@ -85,8 +89,30 @@ class RunScreen(StoreScreen[RunView]):
     def action_failures(self) -> None:
         self.app.push_screen(FailuresScreen(self.run_name))
 
+    def action_cancel_run(self) -> None:
+        if self.view is not None:
+            self.app.push_screen(ask_cancel(self.view), self._cancel_if)
+
+    def _cancel_if(self, yes: bool | None) -> None:
+        if yes:
+            self.command(partial(_cancel, name=self.run_name))
+
     def action_back(self) -> None:
         self.runner.show_runs()
+
+
+def ask_cancel(view: RunView) -> AskScreen:
+    """The question before a run is cancelled: how many items fail, and that the batches in flight finish."""
+    run = view.standing
+    in_flight = run.counts[ItemState.RUNNING] + run.counts[ItemState.RECEIVED] - run.held
+    body = Text(f"{plural(run.unfinished, 'unfinished item')} will fail as cancelled and nothing more is sent "
+                "for them. ")
+    sent = sum(batch.state == "running" for batch in view.batches)
+    if in_flight and run.engine_alive:
+        body.append(f"{plural(sent, 'batch', 'batches')} in flight ({plural(in_flight, 'item')}) "
+                    "finish first: their answers are saved and paid for, and an item they complete stays completed. ")
+    body.append("runner retry --kind cancelled sends them again.")
+    return AskScreen(f"Cancel run {run.name}?", body, yes="Cancel run")
 
 
 def batches_title(view: RunView) -> Text:
@@ -116,6 +142,12 @@ def _resume(store: Store, now: float, *, name: str) -> str:
 def _step(store: Store, now: float, *, name: str) -> str:
     done = control.step(store, name, now=now)
     return f"one more batch of {name} may run, then it stays held" + _after(store, name, done, now)
+
+
+def _cancel(store: Store, now: float, *, name: str) -> str:
+    done = control.cancel(store, name, now=now)
+    finishing = f"; {plural(done.finishing, 'item')} when their batch in flight ends" if done.finishing else ""
+    return f"cancelled {name}: {plural(done.failed, 'item')} failed as cancelled{finishing}"
 
 
 def _after(store: Store, name: str, done: Control, now: float) -> str:

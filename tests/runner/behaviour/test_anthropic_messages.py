@@ -180,3 +180,16 @@ def test_an_anthropic_kind_defaults_to_anthropics_host_and_model_in_a_job_file_a
     in_python = Run("x", items=[{"id": "p1"}], db=tmp_path / "runs.db", provider=kind).job.provider
     for provider in (jobs.load(tmp_path / "job.toml").provider, in_python):
         assert (provider.base_url, provider.model) == ("https://api.anthropic.com", "claude-haiku-4-5")
+
+
+def test_a_stage_of_an_anthropic_kind_takes_anthropics_host_and_model_unless_given(tmp_path: Path) -> None:
+    (tmp_path / "posts.jsonl").write_text('{"id": "p1"}\n')
+    (tmp_path / "job.toml").write_text(
+        'name = "x"\ninput = "posts.jsonl"\n[provider]\nkind = "openai-chat"\n'
+        '[[stage]]\nname = "first"\n'
+        '[[stage]]\nname = "claude"\nkind = "anthropic-batch"\n'
+        '[[stage]]\nname = "local"\nkind = "anthropic-messages"\n[stage.provider]\nbase_url = "http://127.0.0.1:9"\n')
+    stages = {stage.name: (stage.provider.base_url, stage.provider.model) for stage in jobs.load(tmp_path / "job.toml").stages}
+    assert stages == {"first": ("https://api.openai.com/v1", "gpt-4o-mini"),
+                      "claude": ("https://api.anthropic.com", "claude-haiku-4-5"),
+                      "local": ("http://127.0.0.1:9", "claude-haiku-4-5")}

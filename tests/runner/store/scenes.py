@@ -140,34 +140,35 @@ def dump(db: Path) -> list[str]:
 # The raw tallies the invariant fixture compares.
 
 
-def states_told_by_events(store: Store) -> dict[tuple[int, str], int]:
-    """Items per run and state as the events tell it: every move into a state, less every move out of it."""
-    return {(r["run_id"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, state, sum(n) AS n FROM ("
-        "SELECT run_id, to_state AS state, items AS n FROM events "
-        "UNION ALL SELECT run_id, from_state, -items FROM events WHERE from_state IS NOT NULL"
-        ") GROUP BY run_id, state HAVING sum(n) != 0"
+def states_told_by_events(store: Store) -> dict[tuple[int, str, str], int]:
+    """Items per run, stage and state as the events tell it: every move into a state (at the stage moved to),
+    less every move out of it (at the stage moved from)."""
+    return {(r["run_id"], r["stage"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, stage, state, sum(n) AS n FROM ("
+        "SELECT run_id, coalesce(to_stage, stage) AS stage, to_state AS state, items AS n FROM events "
+        "UNION ALL SELECT run_id, stage, from_state, -items FROM events WHERE from_state IS NOT NULL"
+        ") GROUP BY run_id, stage, state HAVING sum(n) != 0"
     )}
 
 
-def states_of_items(store: Store) -> dict[tuple[int, str], int]:
-    """Items per run and state as the items table holds them."""
-    return {(r["run_id"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, state, count(*) AS n FROM items GROUP BY run_id, state"
+def states_of_items(store: Store) -> dict[tuple[int, str, str], int]:
+    """Items per run, stage and state as the items table holds them."""
+    return {(r["run_id"], r["stage"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, stage, state, count(*) AS n FROM items GROUP BY run_id, stage, state"
     )}
 
 
-def counts_kept(store: Store) -> dict[tuple[int, str, str], int]:
-    """Items per run, group and state as the ``counts`` table keeps them."""
-    return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, grp, state, n FROM counts WHERE n != 0"
+def counts_kept(store: Store) -> dict[tuple[int, str, str, str], int]:
+    """Items per run, stage, group and state as the ``counts`` table keeps them."""
+    return {(r["run_id"], r["stage"], r["grp"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, stage, grp, state, n FROM counts WHERE n != 0"
     )}
 
 
-def counts_of_items(store: Store) -> dict[tuple[int, str, str], int]:
-    """Items per run, group and state, counted from the items table."""
-    return {(r["run_id"], r["grp"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, grp, state, count(*) AS n FROM items GROUP BY run_id, grp, state"
+def counts_of_items(store: Store) -> dict[tuple[int, str, str, str], int]:
+    """Items per run, stage, group and state, counted from the items table."""
+    return {(r["run_id"], r["stage"], r["grp"], r["state"]): r["n"] for r in store.rows(
+        "SELECT run_id, stage, grp, state, count(*) AS n FROM items GROUP BY run_id, stage, grp, state"
     )}
 
 

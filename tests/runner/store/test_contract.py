@@ -13,15 +13,16 @@ import pytest
 from support import add_all, make_job, posts
 
 from runner.errors import RunError
-from runner.jobs import BatchLimits, Job
-from runner.model import Batch, BreakerState, FailureKind, Holder, Settlement
+from runner.jobs import Job
+from runner.model import Batch, BreakerState, Claim, FailureKind, Holder, Settlement
 from runner.rules.breaker import Control, Open
 from runner.store import Store, views
 from runner.store.protocol import RunStore
 
 URL = "http://127.0.0.1:9/v1"
 LEASE = ("test", "engine")
-LIMITS = BatchLimits(max_items=3, max_chars=10**6)
+#: Forming the next batch: of the one stage of a job without [[stage]] (named after its provider kind).
+CLAIMS = [Claim("openai-chat", max_items=3, max_chars=10**6)]
 
 
 def prepared(tmp_path: Path, store: Store, count: int = 5) -> tuple[Job, int]:
@@ -111,7 +112,7 @@ def test_advance_saves_a_batch_starts_the_next_and_forms_one_more_in_one_commit(
     second = store.claim_batch(run_id, max_items=1, max_chars=10**6, now=4.0)
     assert second is not None
     items, formed = store.advance(run_id, second, settled=(first, Settlement(completed=ids)), lease=LEASE,
-                                  limits=LIMITS, max_attempts=3, now=5.0, step=False, intent=True, claim=True)
+                                  max_attempts=3, now=5.0, step=False, intent=True, claims=CLAIMS)
     assert [item.key for item in items] == ["p003"] and [batch.size for batch in formed] == [1]
     assert list(states(store, run_id).values()) == ["completed"] * 3 + ["running", "queued"]
 

@@ -161,7 +161,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
 
     assert states_told_by_events(store) == states_of_items(store)
     assert counts_kept(store) == counts_of_items(store)
-    assert {state for (_, state) in states_of_items(store)} == {"pending", "waiting", "failed"}
+    assert {state for (_, _, state) in states_of_items(store)} == {"pending", "waiting", "failed"}
 
 
 def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path: Path, store: Store) -> None:

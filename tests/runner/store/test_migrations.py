@@ -1,12 +1,17 @@
-"""Migrations keep every store's data: stores of schema 7 and 8 opened by this runner."""
+"""Migrations keep every store's data: stores of schema 7, 8 and 11 opened by this runner."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
-from runner import recovery
+from scenes import counts_kept, counts_of_items, states_of_items, states_told_by_events
+from support import make_job, posts
+
+from runner import item_rows, jobs, recovery, runs
 from runner.model import BreakerState, FailureKind
+from runner.sim import Simulator
 from runner.store import Store, schema, views
 
 
@@ -83,3 +88,51 @@ def test_a_runs_paid_and_maybe_paid_totals_are_filled_from_its_items_once(tmp_pa
         totals = {name: (s["paid_calls"], s["maybe_paid"]) for name in ("a", "b")
                   for s in [views.status(store, name, now=10.0)]}
         assert totals == {"a": (5, 1), "b": (1, 2)}
+
+
+def v11_store(path: Path, job: jobs.Job, *, completed: int) -> None:
+    """A store as runner wrote it at schema 11: the job's run, its first ``completed`` items completed, the
+    others pending, with the counts and events its triggers kept (an old job's JSON has no stages)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statements in schema.MIGRATIONS[:11]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 11")
+    saved = {k: v for k, v in json.loads(job.to_json()).items() if k not in ("stages", "staged")}
+    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES (?, ?, 1, 1)",
+                 (job.name, json.dumps(saved)))
+    rows = list(item_rows.items(job))
+    conn.execute("INSERT INTO events (run_id, at, to_state, items) VALUES (1, 1, 'pending', ?)", (len(rows),))
+    for n, row in enumerate(rows, 1):
+        conn.execute("INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at) "
+                     "VALUES (?, 1, ?, ?, ?, ?, ?, 1)", (n, row.key, row.group, row.seq, row.chars, row.fingerprint))
+        conn.execute("INSERT INTO inputs (item_id, input) VALUES (?, ?)", (n, row.input))
+    conn.execute("INSERT INTO batches (run_id, grp, state, size, chars, created_at) VALUES (1, ?, 'done', ?, 0, 1)",
+                 (rows[0].group, completed))
+    path = ("pending", "queued", "running", "received", "completed")
+    for from_state, to_state in zip(path, path[1:]):  # a batch's path, logged (and counted) once per move
+        conn.execute("UPDATE items SET state = ?, batch_id = 1, output = '{\"label\": \"old\"}' WHERE id <= ?",
+                     (to_state, completed))
+        conn.execute("INSERT INTO events (run_id, batch_id, at, from_state, to_state, items) "
+                     "VALUES (1, 1, 1, ?, ?, ?)", (from_state, to_state, completed))
+    conn.close()
+
+
+async def test_an_old_store_migrates_its_items_to_its_one_stage_keeping_their_results_and_runs_on(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(10))
+    db = tmp_path / "old.db"
+    v11_store(db, job, completed=4)
+    with Store(db) as store:
+        assert states_of_items(store) == {(1, "openai-chat", "completed"): 4, (1, "openai-chat", "pending"): 6}
+        assert counts_kept(store) == counts_of_items(store)
+        assert store.rows("SELECT count(*) AS n FROM results") == [{"n": 0}]  # one stage: the output is the result
+        outcome = await runs.execute(store, job)
+        assert sorted(sim.ledger.snapshot()["billed"]) == [f"p{i:03d}" for i in range(4, 10)]
+        assert outcome.status["stages"] == {"openai-chat": outcome.status["counts"]}
+        assert outcome.status["counts"]["completed"] == 10
+        assert counts_kept(store) == counts_of_items(store)
+        assert states_told_by_events(store) == states_of_items(store)
+        assert views.results(store, store.run_id("test"))[0]["result"] == '{"label": "old"}'
+

@@ -20,7 +20,7 @@ ANY_VALUE = {
     "batch_id": "batch_id = 7", "attempts": "attempts = attempts + 1", "output": "output = '{}'",
     "paid_calls": "paid_calls = paid_calls + 1", "refused_streak": "refused_streak = 0",
     "error_kind": "error_kind = 'transport'", "error": "error = 'e'", "retryable": "retryable = 1",
-    "not_before": "not_before = 5", "retry_base": "retry_base = attempts",
+    "not_before": "not_before = 5", "retry_base": "retry_base = attempts", "stage": "stage = 'next'",
 }
 
 

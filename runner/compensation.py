@@ -1,0 +1,67 @@
+"""Queuety's compensation: a person's function called once per cancelled item, with its state, after the cancel.
+
+A run defined in Python may take ``on_cancel`` (``Run(..., on_cancel=f)``):
+``f(state)`` undoes, for one item a person cancelled, what its earlier
+calls set going (a row reserved, a message queued). It is called after the
+cancel is committed, for every item failed ``cancelled`` whose compensation
+has not run since it was cancelled, whoever cancelled it (the notebook, the
+TUI, ``runner cancel``): by ``run.cancel()`` at once, and when the run's
+engine in this process ends (for items whose batch was in flight). That it
+ran is logged in the store (the command ``on_cancel``), so it runs once per
+cancel, in any process. An exception in it is reported (logged, and in the
+returned report, by key), never undoes the cancel, and does not stop the
+calls for the other items.
+
+An item's state is its input fields as sent (its key under the job's
+``key``); a run with stages adds each stage's result under its name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from .rules import stages
+from .store import views
+from .store.sqlite import Store
+
+log = logging.getLogger(__name__)
+
+#: A person's compensation for one cancelled item, given its state.
+OnCancel = Callable[[dict[str, Any]], object]
+
+
+class Compensated(NamedTuple):
+    """What a cancel did, and the compensations that followed: items failed now, items whose batch finishes first,
+    the keys ``on_cancel`` was called for, and what it raised for some (key -> ``Type: message``)."""
+
+    failed: int = 0
+    finishing: int = 0
+    called: tuple[str, ...] = ()
+    errors: Mapping[str, str] = {}
+
+
+def compensate(store: Store, name: str, key_field: str, on_cancel: OnCancel, *, now: float) -> Compensated:
+    """Call ``on_cancel`` once for each cancelled item of run ``name`` not compensated since it was cancelled."""
+    run_id = store.run_id(name)
+    due = views.uncompensated(store, run_id)
+    errors: dict[str, str] = {}
+    for row in due:
+        try:
+            on_cancel(state_of(row, key_field))
+        except Exception as exc:  # reported, never lost: the cancel stands, the other items are called
+            log.exception("on_cancel raised for item %r of run %r", row["key"], name)
+            errors[row["key"]] = f"{type(exc).__name__}: {exc}"
+    if due:
+        store.compensated(run_id, keys=[row["key"] for row in due], errors=len(errors), now=now)
+    return Compensated(called=tuple(row["key"] for row in due), errors=errors)
+
+
+def state_of(row: Mapping[str, Any], key_field: str) -> dict[str, Any]:
+    """A cancelled item's state: its input fields as sent, its key under the job's ``key``, and the result of
+    each stage it passed under the stage's name."""
+    sent = json.loads(row["input"]) if row["input"] else {}
+    fields = {field: value for field, value in sent.items() if field != "id"} if isinstance(sent, dict) else {}
+    return stages.state_of({key_field: row["key"], **fields}, json.loads(row["results"] or "{}"))

@@ -1,0 +1,126 @@
+"""Where an item goes between stages: a pure rule over its state.
+
+An item's **state** is its input fields plus ``{stage name: result}`` of the
+stages it passed. A stage's ``when`` (``field`` with ``in``, ``equals`` or
+``exists``) reads that state; ``field`` is an input field, or
+``stage.field`` for a path into an earlier stage's result. A stage whose
+``when`` is false is skipped: it saves no result.
+
+- :func:`next_stage`: after a stage completes, the next stage whose ``when``
+  holds (None: past the last), and the stages skipped on the way;
+- :func:`resume_at`: on a run started again with changed stages, the first
+  stage whose result is missing or stale (its fingerprint changed), or None
+  when every stage the item goes through has a fresh result;
+- :func:`sent_fields`: what a stage sends of the state, each field under
+  its own (dotted) name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Protocol
+
+#: A missing value (a field absent, a path through a non-object).
+MISSING: Any = object()
+
+
+class Test(Protocol):
+    """A stage's ``when`` (:class:`runner.jobs.When`)."""
+
+    @property
+    def field(self) -> str: ...
+    @property
+    def in_(self) -> tuple[Any, ...] | None: ...
+    @property
+    def equals(self) -> Any: ...
+    @property
+    def exists(self) -> bool | None: ...
+    @property
+    def has_equals(self) -> bool: ...
+
+
+class Step(Protocol):
+    """A stage as these rules read it (:class:`runner.jobs.Stage`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def when(self) -> Test | None: ...
+
+
+class Next(NamedTuple):
+    """Where an item goes after a stage: the next stage (None: completed) and the stages it skips on the way."""
+
+    stage: str | None
+    skipped: tuple[str, ...] = ()
+
+
+def state_of(record: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
+    """An item's state: its input fields, and each passed stage's result under the stage's name."""
+    return {**record, **results}
+
+
+def value_at(state: Mapping[str, Any], field: str) -> Any:
+    """The state's value of an input field, or of ``stage.path`` inside a result; MISSING when there is none."""
+    if field in state:
+        return state[field]
+    head, _, rest = field.partition(".")
+    value: Any = state.get(head, MISSING)
+    for part in rest.split(".") if rest else []:
+        value = value.get(part, MISSING) if isinstance(value, dict) else MISSING
+    return value
+
+
+def holds(when: Test | None, state: Mapping[str, Any]) -> bool:
+    """Whether a stage's ``when`` lets an item in (no ``when``: always)."""
+    if when is None:
+        return True
+    value = value_at(state, when.field)
+    if when.exists is not None:
+        return (value is not MISSING and value is not None) == when.exists
+    if when.has_equals:
+        return value is not MISSING and value == when.equals
+    return value is not MISSING and when.in_ is not None and _hashable(value) and value in when.in_
+
+
+def _hashable(value: Any) -> bool:
+    return not isinstance(value, (dict, list))
+
+
+def next_stage(stages: Sequence[Step], after: str, state: Mapping[str, Any]) -> Next:
+    """The stage an item goes to once ``after`` completed, skipping those whose ``when`` is false."""
+    names = [stage.name for stage in stages]
+    skipped: list[str] = []
+    for stage in stages[names.index(after) + 1:]:
+        if holds(stage.when, state):
+            return Next(stage.name, tuple(skipped))
+        skipped.append(stage.name)
+    return Next(None, tuple(skipped))
+
+
+def resume_at(
+    stages: Sequence[Step], fingerprints: Mapping[str, str], record: Mapping[str, Any],
+    saved: Mapping[str, tuple[Any, str]],
+) -> str | None:
+    """The first stage an item must go through again: its result missing or saved under another fingerprint.
+
+    ``fingerprints``: each stage's now; ``saved``: stage -> (result, fingerprint) as the store keeps them.
+    Stages whose ``when`` is false for the state so far are passed over; None: every result stands.
+    """
+    results: dict[str, Any] = {}
+    for stage in stages:
+        if not holds(stage.when, state_of(record, results)):
+            continue
+        kept = saved.get(stage.name)
+        if kept is None or kept[1] != fingerprints[stage.name]:
+            return stage.name
+        results[stage.name] = kept[0]
+    return None
+
+
+def sent_fields(fields: Sequence[str], state: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
+    """What a stage sends: its ``fields`` of the state, each under its name (``classify.label`` as such);
+    without ``fields``, the input fields (``state`` without the results)."""
+    if not fields:
+        return {key: value for key, value in state.items() if key not in results}
+    return {field: None if (value := value_at(state, field)) is MISSING else value for field in fields}

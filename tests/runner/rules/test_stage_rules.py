@@ -1,0 +1,84 @@
+"""Where an item goes between stages: a table of cases for ``when``, the next stage, and where a re-run resumes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runner.jobs import When
+from runner.rules.stages import Next, holds, next_stage, resume_at, sent_fields
+
+
+class S:
+    def __init__(self, name: str, when: When | None = None) -> None:
+        self.name, self.when = name, when
+
+
+BUGS = When("classify.label", in_=("bug", "complaint"))
+PIPELINE = [S("classify"), S("extract", BUGS), S("summarize")]
+
+WHEN_CASES: list[tuple[str, When | None, dict[str, Any], bool]] = [
+    ("no when: always", None, {}, True),
+    ("in: a listed value", BUGS, {"classify": {"label": "bug"}}, True),
+    ("in: another value", BUGS, {"classify": {"label": "praise"}}, False),
+    ("in: the stage not passed", BUGS, {}, False),
+    ("in: a list is never in", BUGS, {"classify": {"label": ["bug"]}}, False),
+    ("equals: the value", When("lang", equals="en", has_equals=True), {"lang": "en"}, True),
+    ("equals: another", When("lang", equals="en", has_equals=True), {"lang": "fr"}, False),
+    ("equals false: false", When("c.ok", equals=False, has_equals=True), {"c": {"ok": False}}, True),
+    ("equals false: missing", When("c.ok", equals=False, has_equals=True), {"c": {}}, False),
+    ("exists: present", When("c.version", exists=True), {"c": {"version": "1.2"}}, True),
+    ("exists: null is absent", When("c.version", exists=True), {"c": {"version": None}}, False),
+    ("exists false: absent", When("c.version", exists=False), {"c": {}}, True),
+    ("a path through a non-object", When("c.a.b", exists=True), {"c": {"a": 3}}, False),
+]
+
+
+@pytest.mark.parametrize("when, state, expected", [c[1:] for c in WHEN_CASES], ids=[c[0] for c in WHEN_CASES])
+def test_when_reads_the_state_of_input_fields_and_earlier_results(
+    when: When | None, state: dict[str, Any], expected: bool
+) -> None:
+    assert holds(when, state) == expected
+
+
+NEXT_CASES = [
+    ("a bug goes on to extract", "classify", {"classify": {"label": "bug"}}, Next("extract")),
+    ("praise skips extract", "classify", {"classify": {"label": "praise"}}, Next("summarize", ("extract",))),
+    ("after extract, summarize", "extract", {"classify": {"label": "bug"}}, Next("summarize")),
+    ("after the last, completed", "summarize", {}, Next(None)),
+]
+
+
+@pytest.mark.parametrize("after, state, expected", [c[1:] for c in NEXT_CASES], ids=[c[0] for c in NEXT_CASES])
+def test_the_next_stage_is_the_first_whose_when_holds(after: str, state: dict[str, Any], expected: Next) -> None:
+    assert next_stage(PIPELINE, after, state) == expected
+
+
+FP = {"classify": "c1", "extract": "e1", "summarize": "s1"}
+BUG = {"classify": ({"label": "bug"}, "c1"), "extract": ({"v": "1"}, "e1"), "summarize": ({"s": "x"}, "s1")}
+PRAISE = {"classify": ({"label": "praise"}, "c1"), "summarize": ({"s": "x"}, "s1")}
+RESUME_CASES = [
+    ("every result stands", FP, BUG, None),
+    ("a skipped stage needs no result", FP, PRAISE, None),
+    ("the last stage's prompt changed", {**FP, "summarize": "s2"}, BUG, "summarize"),
+    ("a middle stage changed", {**FP, "extract": "e2"}, BUG, "extract"),
+    ("a changed stage the item skips", {**FP, "extract": "e2"}, PRAISE, None),
+    ("the first stage changed", {**FP, "classify": "c2"}, BUG, "classify"),
+    ("a stage added at the end", {**FP, "translate": "t1"}, BUG, "translate"),
+]
+
+
+@pytest.mark.parametrize("fingerprints, saved, expected", [c[1:] for c in RESUME_CASES], ids=[c[0] for c in RESUME_CASES])
+def test_a_rerun_resumes_at_the_first_stage_whose_result_is_missing_or_stale(
+    fingerprints: dict[str, str], saved: dict[str, tuple[Any, str]], expected: str | None
+) -> None:
+    stages = [*PIPELINE, *([S("translate")] if "translate" in fingerprints else [])]
+    assert resume_at(stages, fingerprints, {"title": "t"}, saved) == expected
+
+
+def test_a_stage_sends_its_fields_under_their_dotted_names() -> None:
+    results = {"classify": {"label": "bug"}}
+    state = {"id": "1", "title": "t", "body": "b", **results}
+    assert sent_fields(["title", "classify.label"], state, results) == {"title": "t", "classify.label": "bug"}
+    assert sent_fields([], state, results) == {"id": "1", "title": "t", "body": "b"}

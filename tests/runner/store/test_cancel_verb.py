@@ -1,0 +1,115 @@
+"""A person's cancel, as the store makes it: items not in flight fail at once, those in flight when their batch ends.
+
+Every backend runs this file (``conftest.BACKENDS``), through the verbs and the read model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support import commands_given
+from test_contract import prepared, started, states, submitted
+
+from runner.errors import RunError
+from runner.model import FailureKind, Settlement
+from runner.store import Store, views
+
+
+def kinds(store: Store) -> dict[str, str]:
+    return {f["key"]: f["kind"] for f in views.failures(store, "test")}
+
+
+def test_cancel_fails_pending_queued_and_waiting_items_at_once(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert store.cancel(run_id, keys=[], now=3.0, engine_alive=True) == (5, 0)
+    assert set(states(store, run_id).values()) == {"failed"}
+    assert set(kinds(store).values()) == {FailureKind.CANCELLED}
+    assert {f["retryable"] for f in views.failures(store, "test")} == {True}
+
+
+def test_cancel_of_keys_fails_only_those_keys(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    assert store.cancel(run_id, keys=["p001", "p003"], now=3.0, engine_alive=True) == (2, 0)
+    assert states(store, run_id) == {"p000": "pending", "p001": "failed", "p002": "pending", "p003": "failed",
+                                     "p004": "pending"}
+
+
+def test_cancel_of_unknown_keys_is_refused_and_changes_nothing(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    with pytest.raises(RunError, match="has no item 'nope'"):
+        store.cancel(run_id, keys=["p000", "nope"], now=3.0, engine_alive=True)
+    assert set(states(store, run_id).values()) == {"pending"}
+
+
+def test_items_in_flight_are_cancelled_when_their_batch_settles_and_an_answer_that_completes_one_keeps_it(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (done, again, split) = started(store, run_id)
+    assert store.cancel(run_id, keys=[], now=4.0, engine_alive=True) == (2, 3)
+    assert states(store, run_id)["p000"] == "running"
+    store.record_answer(batch.id, {done: '{"label": "x"}'}, raw="{}", now=5.0)
+    store.settle_batch(batch.id, Settlement(completed=[done], retry={again: (FailureKind.ITEM_INVALID, "no label")},
+                                            split=[[split]]), now=6.0)
+    assert states(store, run_id) == {"p000": "completed", "p001": "failed", "p002": "failed", "p003": "failed",
+                                     "p004": "failed"}
+    failed = {f["key"]: f["message"] for f in views.failures(store, "test")}
+    assert failed["p001"] == "cancelled by a person; its batch finished: no label"
+
+
+def test_a_batch_all_of_whose_items_were_cancelled_in_flight_says_so_and_a_partly_cancelled_one_does_not(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)
+    store.cancel(run_id, keys=["p000"], now=4.0, engine_alive=True)
+    assert not store.all_cancelled(batch.id)
+    store.cancel(run_id, keys=["p001", "p002"], now=4.0, engine_alive=True)
+    assert store.all_cancelled(batch.id)
+
+
+def test_with_no_live_engine_items_left_running_fail_at_once_as_maybe_billed(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    assert store.cancel(run_id, keys=[], now=4.0, engine_alive=False) == (5, 0)
+    rows = {row["key"]: row for row in views.items(store, run_id)}
+    assert {rows[key]["maybe_paid"] for key in ("p000", "p001", "p002")} == {1}
+    assert set(kinds(store).values()) == {FailureKind.CANCELLED}
+
+
+def test_a_recovery_fails_the_cancelled_items_a_stopped_engine_left_instead_of_holding_them(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    store.cancel(run_id, keys=["p000"], now=4.0, engine_alive=True)
+    store.recover(run_id, now=5.0)
+    assert kinds(store) == {"p000": FailureKind.CANCELLED}
+    assert [item["key"] for item in store.held_items(run_id)] == ["p001", "p002"]
+
+
+def test_retry_does_not_retry_cancelled_items_unless_named(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.cancel(run_id, keys=["p000", "p001"], now=2.0, engine_alive=True)
+    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0) == 0
+    assert store.retry_failed(run_id, kind=None, keys=["p000"], now=3.0) == 1
+    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=[], now=3.0) == 1
+    assert set(states(store, run_id).values()) == {"pending"}
+
+
+def test_a_cancel_is_logged_as_a_command(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.cancel(run_id, keys=["p002"], now=2.0, engine_alive=True)
+    assert store.cancel(run_id, keys=["p002"], now=3.0, engine_alive=True) == (0, 0)
+    assert commands_given(store) == ["cancel"]
+
+
+def test_a_held_batch_fails_its_cancelled_items_and_holds_the_others(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)
+    store.cancel(run_id, keys=["p001"], now=4.0, engine_alive=True)
+    store.hold(batch.id, now=5.0)
+    assert kinds(store) == {"p001": FailureKind.CANCELLED}
+    assert [item["key"] for item in store.held_items(run_id)] == ["p000", "p002"]

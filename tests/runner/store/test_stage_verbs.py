@@ -1,0 +1,61 @@
+"""The store's verbs of stages: items whose results may be stale are found, and sent back in one transaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import add_all, make_job, posts
+
+from runner.store import Store
+
+URL = "http://127.0.0.1:9/v1"
+
+
+#: A pending item completed at a stage by hand, with the event and counts its batch's path would have written.
+COMPLETE = [
+    "INSERT INTO events (run_id, item_id, at, from_state, to_state, items, stage, to_stage) "
+    "SELECT run_id, id, 1, state, 'completed', 1, stage, :stage FROM items WHERE id = :id",
+    "INSERT INTO counts (run_id, stage, grp, state, n) SELECT run_id, stage, grp, state, -1 FROM items WHERE id = :id "
+    "UNION ALL SELECT run_id, :stage, grp, 'completed', 1 FROM items WHERE id = :id "
+    "ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n",
+    "UPDATE items SET state = 'completed', stage = :stage WHERE id = :id",
+]
+
+
+def at(store: Store, key: str, state: str, stage: str, *results: tuple[str, str]) -> int:
+    """Put an item at a stage and state, with results (stage, fingerprint), as the engine would have left it."""
+    with store.write() as conn:
+        (item_id,) = conn.execute("SELECT id FROM items WHERE key = ?", (key,)).fetchone()
+        if state == "completed":
+            for statement in COMPLETE:
+                conn.execute(statement, {"id": item_id, "stage": stage})
+        else:
+            conn.execute("UPDATE items SET state = ?, stage = ? WHERE id = ?", (state, stage, item_id))
+        conn.executemany("INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, '{}', ?, 1)",
+                         [(item_id, name, fingerprint) for name, fingerprint in results])
+    return int(item_id)
+
+
+def test_stale_items_are_completed_ones_with_a_changed_or_missing_stage_and_those_at_a_stage_gone(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(5)), now=1.0)
+    fresh = at(store, "p000", "completed", "b", ("a", "fa"), ("b", "fb"))
+    stale = at(store, "p001", "completed", "b", ("a", "fa"), ("b", "old"))
+    short = at(store, "p002", "completed", "a", ("a", "fa"))
+    gone = at(store, "p003", "pending", "renamed", ("a", "fa"))
+    at(store, "p004", "pending", "b", ("a", "fa"))
+    found = store.stale_items(run_id, {"a": "fa", "b": "fb"}, last="b")
+    assert sorted(item_id for item_id, _, _ in found) == sorted([stale, short, gone])
+    assert fresh not in {item_id for item_id, _, _ in found}
+
+
+def test_a_rewind_sends_items_back_pending_at_a_stage_and_forgets_the_results_from_it_on(
+    tmp_path: Path, store: Store
+) -> None:
+    add_all(store, make_job(tmp_path, URL, posts(2)), now=1.0)
+    item_id = at(store, "p000", "completed", "c", ("a", "fa"), ("b", "fb"), ("c", "fc"))
+    store.rewind({item_id: "b"}, ["a", "b", "c"], now=2.0)
+    [row] = store.rows("SELECT state, stage FROM items WHERE id = ?", [item_id])
+    assert (row["state"], row["stage"]) == ("pending", "b")
+    assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [item_id])] == ["a"]
