@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import batch_api, words
+from . import batch_api, kinds, words
 from .errors import JobError
 from .jobs import (
     DECIDE, PROVIDER_KINDS, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When, _check_values,
-    _output, _prompt_from_json, _refuse_unknown, _text, _typed, file_keys, kind_defaults,
+    _output, _prompt_from_json, _refuse_unknown, _text, _typed, file_keys,
 )
 
 STAGE_KEYS = ("name", "kind", "when", "provider", "prompt", "output", "batch", "retry")
@@ -69,8 +69,8 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     if kind not in KINDS:
         raise JobError(f"{where}: {words.unknown('kind', kind, KINDS)}")
     if kind != DECIDE:
-        sections["provider"] = kind_defaults(dataclasses.replace(sections["provider"], kind=kind), kind,
-                                             given=[*data.get("provider", {}), *given["provider"]])
+        sections["provider"] = kinds.defaults(dataclasses.replace(sections["provider"], kind=kind), kind,
+                                              given=[*data.get("provider", {}), *given["provider"]])
     sections["batch"] = batch_api.limits_for(
         kind, sections["batch"], given=[*data.get("batch", {}), *given["batch"]], where=f"{where} [stage.batch]")
     schema = _output(table["output"], base, f"{where} [stage.output]") if "output" in table else job.output_schema

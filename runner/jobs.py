@@ -8,8 +8,7 @@ A job file looks like this (every section but the top keys is optional)::
     group = "month"
     version = "1"
 
-    [batch]                          # kind "openai-batch": 50000, 50000000 and 16 (runner.batch_api)
-                                     # kind "anthropic-batch": 100000, 64000000 and 16
+    [batch]                          # openai-batch: 50000, 50000000, 16; anthropic-batch: 100000, 64000000, 16
     max_items = 25
     max_chars = 20000
     concurrency = 2
@@ -44,25 +43,20 @@ import json
 import math
 import re
 import reprlib
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
 import httpx
 
-from . import batch_api, job_toml, protocol, words
+from . import job_toml, kinds, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .validation import compile_schema
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
 PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch")
-#: A kind's own defaults for the ``[provider]`` keys a job leaves out: Anthropic's API is not OpenAI's.
-PROVIDER_DEFAULTS = {
-    kind: {"base_url": "https://api.anthropic.com", "model": "claude-haiku-4-5"}
-    for kind in ("anthropic-messages", "anthropic-batch")
-}
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
 PYTHON = "python"
 #: The kind of a stage where a person decides (no call).
@@ -91,8 +85,7 @@ class ProviderConfig:
     #: Seconds past ``timeout`` that a task's create whose answer was lost may still land upstream:
     #: only after both is "nothing was created" concluded.
     create_margin: float = 60.0
-    #: The most tokens an answer may take (Anthropic's ``max_tokens``, which its API requires); anthropic kinds only.
-    max_tokens: int = 4096
+    max_tokens: int = 4096  #: The most tokens an answer may take (anthropic kinds: Anthropic's API requires it).
     #: A ``python`` run's handler by qualified name, for people to read; set from Python, not in a job file.
     handler: str = field(default="", metadata={"job_file": False})
 
@@ -257,9 +250,7 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         if required not in data:
             raise JobError(f"{where}: missing key {required!r}")
     sections = {name: _section(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in SECTIONS.items()}
-    sections["provider"] = kind_defaults(sections["provider"], sections["provider"].kind, given=data.get("provider", {}))
-    sections["batch"] = batch_api.limits_for(
-        sections["provider"].kind, sections["batch"], given=data.get("batch", {}), where=f"{where} [batch]")
+    sections = kinds.applied(sections, data, where=f"{where} [batch]")
     job = Job(
         name=_text(data, "name", where),
         input=_input(data["input"], base, where),
@@ -275,14 +266,6 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
     from . import job_stages  # here: it builds on this module's readers
 
     return dataclasses.replace(job, staged=True, stages=job_stages.read(job, data, base=base, where=where))
-
-
-def kind_defaults(provider: ProviderConfig, kind: str, *, given: Collection[str]) -> ProviderConfig:
-    """``provider`` of ``kind``, its ``base_url`` and ``model`` not ``given`` the kind's own (OpenAI's by default)."""
-    plain = ProviderConfig()
-    own = PROVIDER_DEFAULTS.get(kind, {"base_url": plain.base_url, "model": plain.model})
-    return dataclasses.replace(provider, base_url=provider.base_url if "base_url" in given else own["base_url"],
-                               model=provider.model if "model" in given else own["model"])
 
 
 def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:
