@@ -166,7 +166,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
-        stages=stage_counts(store, run["id"]),
+        stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
     )
 
 
@@ -232,6 +232,12 @@ def runs(store: Store) -> list[dict[str, Any]]:
 def held_count(store: Store, run_id: int) -> int:
     """Items held for a person's confirmation (the partial index on exactly this condition keeps it cheap)."""
     (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND {HELD}", [run_id])
+    return int(row["n"])
+
+
+def decision_count(store: Store, run_id: int) -> int:
+    """Items waiting at a decide stage for a person's decision (the partial index on exactly this condition)."""
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'decide'", [run_id])
     return int(row["n"])
 
 
