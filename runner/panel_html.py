@@ -68,7 +68,7 @@ def groups_table(groups: Mapping[str, Mapping[str, int]]) -> str:
 
 def item_html(item: ItemView) -> str:
     facts = (
-        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {escape(item.state)} · "
+        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {escape(item.waits or item.state)} · "
         f"kind <b>{escape(str(item.kind))}</b> · {plural(item.attempts, 'attempt')} · "
         f"{plural(item.paid_calls, 'paid call')}"
         + (f" · {item.maybe_paid} maybe paid" if item.maybe_paid else "")

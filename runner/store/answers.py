@@ -300,6 +300,9 @@ class ItemView(NamedTuple):
     message: str | None
     retryable: bool | None
     history: tuple[HistoryLine, ...]
+    #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person), or
+    #: ``waiting until 12:03:04`` (a time); "" when it is not waiting.
+    waits: str = ""
 
 
 class HeldView(NamedTuple):
@@ -314,3 +317,27 @@ class HeldView(NamedTuple):
         for item in self.items:
             cases[item.case] += 1
         return {case: n for case, n in cases.items() if n}
+
+
+class Decision(NamedTuple):
+    """An item waiting at a ``decide`` stage: its input and the results of the stages it passed."""
+
+    key: str
+    group: str
+    stage: str
+    input: Mapping[str, Any]
+    #: Each passed stage's result, by stage name.
+    results: Mapping[str, Any]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The item's state so far: its input fields and each passed stage's result under the stage's name."""
+        return {**self.input, **self.results}
+
+
+class DecisionsView(NamedTuple):
+    """The decisions a run waits for: how many, and the first of them in input order."""
+
+    run: str
+    waiting: int
+    items: tuple[Decision, ...]
