@@ -117,11 +117,14 @@ async def test_deciding_an_item_past_its_decide_stage_is_refused_and_changes_not
     assert state(store, "p001") == ("review", ItemState.WAITING, "decide")
 
 
-def test_runner_decide_from_the_shell(tmp_path: Path, sim: Simulator) -> None:
-    import asyncio
-
-    with Store(tmp_path / "runs.db") as store:
-        asyncio.run(reviewed(tmp_path, sim, store))
+def test_runner_run_stops_at_the_decisions_with_the_commands_and_runner_decide_takes_them(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    pipeline(tmp_path, sim.base_url, count=6, stages=REVIEWED)
+    stopped = runner_cli("run", "pipeline.toml", cwd=tmp_path)
+    assert stopped.returncode == 4, stopped.stderr
+    assert "stopped: 6 items wait for a person's decision" in stopped.stderr
+    assert "runner decide triage --all-waiting --approve" in stopped.stderr
     decided = runner_cli("decide", "triage", "p000", "--approve", "--data", '{"ok": true}', cwd=tmp_path)
     assert decided.returncode == 0, decided.stderr
     assert "1 item of run 'triage' approved" in decided.stdout
@@ -136,3 +139,26 @@ def test_runner_decide_from_the_shell(tmp_path: Path, sim: Simulator) -> None:
     everything = runner_cli("decide", "triage", "--all-waiting", "--reject", cwd=tmp_path)
     assert everything.returncode == 0 and "5 items of run 'triage' rejected" in everything.stdout
     assert "runner retry triage --kind rejected" in everything.stdout
+
+
+async def test_a_decide_stage_first_holds_every_item_for_a_person_before_any_call(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    outcome = await reviewed(tmp_path, sim, store, stages="review summarize")
+    assert outcome.exit_code == 4 and outcome.status["needs_decision"] == 6
+    assert sim.ledger.snapshot()["requests"] == 0
+    deciding.decide(store, "triage", ["p000", "p001"], approve=True, now=2e9)
+    await reviewed(tmp_path, sim, store, stages="review summarize")
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"summarize": ["p000", "p001"]}
+
+
+async def test_a_cancel_fails_the_items_waiting_for_a_decision_at_once(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    from runner import control
+
+    await reviewed(tmp_path, sim, store)
+    assert control.cancel(store, "triage", now=2e9, keys=["p000"]) == (1, 0)
+    assert state(store, "p000") == ("review", ItemState.FAILED, "none")
+    assert control.retry(store, "triage", now=2e9, kind=FailureKind.CANCELLED) == 1
+    assert state(store, "p000") == ("review", ItemState.WAITING, "decide")
