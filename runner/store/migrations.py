@@ -213,6 +213,22 @@ PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
 # one they moved to when it is another (a boundary), so that events account for every item per stage.
 # Batches are claimed per stage: the claim index gets the stage after the state (one index still, as
 # every state change writes each index of ``items``).
+#: The per-item change trigger of version 12 on: counts and logs every change of an item's state, group or
+#: stage but the batch path's moves (``{moves}``: the moves it leaves to their batch's event).
+ITEMS_CHANGE = """
+CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
+WHEN {moves}
+AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
+    INSERT INTO counts (run_id, stage, grp, state, n)
+    VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
+    ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
+    INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
+    SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
+           NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
+    WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
+END
+"""
+BATCH_PATH = "NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'"
 RUN_STAGE = "(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs WHERE runs.id = {}.run_id)"
 STAGES = [
     "DROP TRIGGER items_count_insert",
@@ -258,19 +274,7 @@ STAGES = [
         ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + 1;
     END
     """,
-    """
-    CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
-    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received' AND NEW.state != 'completed'
-    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
-        INSERT INTO counts (run_id, stage, grp, state, n)
-        VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
-        ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
-        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
-        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
-               NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
-        WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
-    END
-    """,
+    ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND NEW.state != 'completed'"),
     """
     CREATE TRIGGER events_count_batch AFTER INSERT ON events
     WHEN NEW.item_id IS NULL AND NEW.batch_id IS NOT NULL BEGIN
@@ -310,20 +314,7 @@ DECISIONS = [
     ) WITHOUT ROWID
     """,
     "DROP TRIGGER items_change",
-    """
-    CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
-    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'
-    AND (NEW.state != 'completed' OR OLD.hold = 'decide')
-    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
-        INSERT INTO counts (run_id, stage, grp, state, n)
-        VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
-        ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
-        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
-        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
-               NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
-        WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
-    END
-    """,
+    ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR OLD.hold = 'decide')"),
 ]
 
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.

@@ -6,36 +6,18 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from support import posts, write_jsonl
+import support
+from support import posts
 
 from runner.errors import RunError
 from runner.model import ItemState
 from runner.notebook import Run
 from runner.sim import Simulator
 
-#: Classify each post, a person reviews it, then it is summarized.
-JOB = """name = "reviewed"
-input = "posts.jsonl"
-key = "id"
-[provider]
-base_url = "http://127.0.0.1:9/v1"
-[[stage]]
-name = "classify"
-[stage.output.schema]
-required = ["id", "label"]
-properties.label.enum = ["bug", "praise"]
-[[stage]]
-name = "review"
-kind = "decide"
-[[stage]]
-name = "summarize"
-"""
-
-
 def reviewed(tmp_path: Path, sim: Simulator) -> Run:
-    write_jsonl(tmp_path / "posts.jsonl", posts(3))
-    (tmp_path / "job.toml").write_text(JOB, encoding="utf-8")
-    return Run.from_job_file(tmp_path / "job.toml", db=tmp_path / "runs.db", base_url=sim.base_url)
+    """Each post classified, then reviewed by a person, then summarized."""
+    job = support.reviewed(tmp_path, stages="classify review summarize", base_url=sim.base_url)
+    return Run.from_job_file(job, db=tmp_path / "runs.db")
 
 
 async def test_the_notebook_lists_the_decisions_waiting_and_decides_them(tmp_path: Path, sim: Simulator) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support import posts, write_jsonl
+from support import posts, reviewed
 from textual.widgets import Static, TextArea
 from tui_support import press, settle
 
@@ -14,25 +14,9 @@ from runner.store import Store, views
 from tui.app import RunnerApp
 from tui.screens.decisions import DataScreen, DecisionsScreen
 
-#: A person reviews each post before it is summarized.
-JOB = """name = "reviewed"
-input = "posts.jsonl"
-key = "id"
-[provider]
-base_url = "http://127.0.0.1:9/v1"
-[[stage]]
-name = "review"
-kind = "decide"
-[[stage]]
-name = "summarize"
-"""
-
-
 def waiting_for_review(tmp_path: Path, store: Store) -> None:
     """Three posts waiting at the review, as an engine leaves them (no call needed before it)."""
-    write_jsonl(tmp_path / "posts.jsonl", posts(3))
-    (tmp_path / "job.toml").write_text(JOB, encoding="utf-8")
-    runs.prepare(store, jobs.load(tmp_path / "job.toml"), now=1.0)
+    runs.prepare(store, jobs.load(reviewed(tmp_path, stages="review summarize")), now=1.0)
     store.arrive(store.run_id("reviewed"), now=1.0)
 
 

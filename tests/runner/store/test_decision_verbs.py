@@ -5,31 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support import posts, write_jsonl
+import support
 
 from runner import deciding, jobs, runs
 from runner.errors import RunError
 from runner.jobs import Job
 from runner.store import Store
 
-#: A classify stage, then a person's review.
-JOB = """name = "reviewed"
-input = "posts.jsonl"
-key = "id"
-[provider]
-base_url = "http://127.0.0.1:9/v1"
-[[stage]]
-name = "classify"
-[[stage]]
-name = "review"
-kind = "decide"
-"""
-
-
 def reviewed(tmp_path: Path, store: Store) -> Job:
-    write_jsonl(tmp_path / "posts.jsonl", posts(3))
-    (tmp_path / "job.toml").write_text(JOB, encoding="utf-8")
-    job = jobs.load(tmp_path / "job.toml")
+    """A classify stage, then a person's review, over three posts."""
+    job = jobs.load(support.reviewed(tmp_path, stages="classify review"))
     runs.prepare(store, job, now=1.0)
     return job
 
