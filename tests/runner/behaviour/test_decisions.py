@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pipelines import calls_by_stage, pipeline
-from support import runner_cli
+from support import StepClock, runner_cli
 
 from runner import deciding, export, runs
 from runner.errors import RunError
@@ -162,3 +162,29 @@ async def test_a_cancel_fails_the_items_waiting_for_a_decision_at_once(
     assert state(store, "p000") == ("review", ItemState.FAILED, "none")
     assert control.retry(store, "triage", now=2e9, kind=FailureKind.CANCELLED) == 1
     assert state(store, "p000") == ("review", ItemState.WAITING, "decide")
+
+
+class DecidingClock(StepClock):
+    """A clock at whose first idle wait with every item waiting for a decision a person approves them all, from
+    another connection (as the shell, the TUI or a notebook does)."""
+
+    def __init__(self, db: Path) -> None:
+        super().__init__()
+        self.db, self.decided = db, False
+
+    async def sleep(self, seconds: float) -> None:
+        if not self.decided:
+            with Store(self.db) as other:
+                if views.standing(other, "triage", now=self.time).needs_decision == 6:
+                    self.decided = bool(deciding.decide(other, "triage", [], approve=True, now=self.time).approved)
+        await super().sleep(seconds)
+
+
+async def test_an_engine_waiting_for_a_person_goes_on_with_the_items_a_person_approves(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    clock = DecidingClock(store.path)
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, count=6, stages=REVIEWED), clock=clock,
+                                 wait_for_person=True)
+    assert clock.decided and outcome.exit_code == 0
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": KEYS, "summarize": KEYS}
