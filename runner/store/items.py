@@ -258,6 +258,8 @@ NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, upda
 
 #: An item's results, all of them: its input changed, so it starts again at the first stage.
 FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
+#: The decisions a person gave for an item's old input, before it reached their stage.
+FORGET_DECISIONS = "DELETE FROM decisions WHERE item_id = ?"
 
 #: An item's input, new or given again.
 SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"

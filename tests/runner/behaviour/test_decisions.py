@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from pipelines import calls_by_stage, pipeline
-from support import StepClock, runner_cli
+from support import StepClock, posts, runner_cli, write_jsonl
 
-from runner import deciding, export, runs
+from runner import deciding, export, jobs, runs
 from runner.errors import RunError
 from runner.model import FailureKind, ItemState
 from runner.sim import Simulator
@@ -188,3 +188,16 @@ async def test_an_engine_waiting_for_a_person_goes_on_with_the_items_a_person_ap
                                  wait_for_person=True)
     assert clock.decided and outcome.exit_code == 0
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": KEYS, "summarize": KEYS}
+
+
+async def test_an_item_whose_input_changes_while_it_waits_for_a_decision_starts_again_at_the_first_stage(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await reviewed(tmp_path, sim, store)
+    changed = posts(6)
+    changed[0]["body"] = "Another text"
+    write_jsonl(tmp_path / "posts.jsonl", changed)
+    sim.ledger.reset()
+    await runs.execute(store, jobs.load(tmp_path / "pipeline.toml"))
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": ["p000"]}
+    assert state(store, "p000") == ("review", ItemState.WAITING, "decide")
