@@ -17,7 +17,7 @@ from ..model import BreakerState, FailureKind
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
 from .connection import SQLiteFile
-from . import decisions, items
+from . import items
 from .items import move
 
 #: Held items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all).
@@ -93,7 +93,7 @@ class Commands(SQLiteFile):
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND}",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
-            decisions.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
+            items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
             if released:  # a retry that found nothing to retry changed nothing: no command to log
                 conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
                                            f"{len(released)} items"))

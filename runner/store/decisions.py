@@ -1,9 +1,11 @@
 """The store's verbs of a person's decisions at a ``decide`` stage: arrival, decide, and decisions kept.
 
-An item that reaches a decide stage (a boundary, a retry of a rejected item,
-a run started again) is pending there for no longer than the transaction
-that put it there: :func:`arrive` makes it wait, hold ``decide``, in that
-transaction. A decision (``Decisions.decide``, one transaction, logged as
+An item that reaches a decide stage waits there (state ``waiting``, hold
+``decide``: :func:`runner.store.items.arrive`) from the transaction that
+put it there (a boundary, a retry of a rejected item), or, added there or
+sent back there as a run starts, from the engine's start; pending there
+meanwhile, it is never sent (no batch is formed of a decide stage). A
+decision (``Decisions.decide``, one transaction, logged as
 the command ``decide``) is applied to the items that wait, as the rule
 (:func:`runner.rules.deciding.plan`, passed in) says: an approval saves its
 data as the stage's result and moves the item on, a rejection fails it.
@@ -26,17 +28,8 @@ from ..model import FailureKind
 from ..rules.deciding import REJECTED, At, Plan
 from . import items
 from .connection import SQLiteFile
-from .items import move, move_each
+from .items import arrive, move_each
 from .stages import SKIPPED
-
-#: The run's ``decide`` stages, from its saved job.
-DECIDE_STAGES = (
-    "SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') "
-    "WHERE runs.id = :run AND json_extract(value, '$.kind') = 'decide'"
-)
-
-#: Items of run ``:run`` pending at a decide stage: they wait there for a person.
-ARRIVED = f"items.run_id = :run AND items.state = 'pending' AND items.stage IN ({DECIDE_STAGES})"
 
 #: Where items stand, with their input and the results of the stages they passed (``{chosen}`` selects them).
 AT = """
@@ -96,12 +89,6 @@ class Deciding(Protocol):
     def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None: ...
 
 
-def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> None:
-    """Items of the run pending at a decide stage wait there for a person (hold ``decide``), in the caller's
-    transaction."""
-    move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now})
-
-
 def _at(row: Mapping[str, Any]) -> At:
     return At(row["key"], row["stage"], row["state"], row["hold"], row["error_kind"], json.loads(row["input"]),
               json.loads(row["results"]))
@@ -159,8 +146,9 @@ class Decisions(SQLiteFile):
             for row in rows:
                 data = json.loads(row["data"] or "{}")
                 decided.append((row["id"], plan(_at(row), bool(row["approve"]), data), json.dumps(data)))
+            decided = [(item_id, p, data) for item_id, p, data in decided if p.applied]
             _apply(conn, run_id, decided, fingerprints, now)
-        return len(rows)
+        return len(decided)
 
 
 def _apply(

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import Batch, Claim, Settlement
-from . import decisions, items
+from . import items
 from .connection import SQLiteFile
 from .items import move, move_each
 
@@ -61,7 +61,7 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
                                for i, skipped in settlement.skipped.items() for stage in skipped])
     if settlement.next_stage:  # those at a decide stage wait there for a person
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (params["batch"],)).fetchone()
-        decisions.arrive(conn, run_id, params["now"])
+        items.arrive(conn, run_id, params["now"])
     done = [i for i in settlement.completed if i not in settlement.next_stage]
     if done:
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
