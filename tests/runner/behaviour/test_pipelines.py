@@ -7,7 +7,7 @@ from pathlib import Path
 from pipelines import calls_by_stage, pipeline
 from support import posts, write_jsonl
 
-from runner import export, jobs, runs, tables
+from runner import export, runs, tables
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
