@@ -46,6 +46,8 @@ def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[
     for number, table in enumerate(tables, 1):
         named = f'"{table["name"]}"' if isinstance(table.get("name"), str) else "(no name)"
         stages.append(_stage(job, data, table, stages, base=base, where=f"{where} [[stage]] {number} {named}"))
+    if all(stage.kind == DECIDE for stage in stages):
+        raise JobError(f"{where}: every stage is of kind 'decide': a job needs a stage that calls")
     return tuple(stages)
 
 

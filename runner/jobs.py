@@ -150,7 +150,7 @@ class Stage:
         import hashlib  # here: the light commands never hash
 
         sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
-                self.output_schema, version]
+                self.output_schema, version] if self.kind != DECIDE else [self.kind, version]  # no call: a person
         return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

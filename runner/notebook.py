@@ -12,6 +12,7 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     run.panel()                       # the live ipywidgets panel (imported only here)
     run.failures(), run.results(), run.events("p001")
     run.cancel()                      # unfinished items fail as cancelled; on_cancel=f compensates each
+    run.decisions(), run.decide("p001", approve=True, data={...})   # a decide stage's items
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
 SQLite with ``table=``). The core streams items from a file, so records given
@@ -47,6 +48,7 @@ from .compensation import Compensated, OnCancel
 from .engine import Outcome
 from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
+from .notebook_decisions import Decisions
 from .panel_html import where
 from .providers import Provider, TaskProvider
 from .providers.handler import Find, Handler, Poll, PythonHandler, PythonTasks, Submit
@@ -58,7 +60,7 @@ if TYPE_CHECKING:
 #: A built-in provider kind, your async handler, your submit/poll pair, or a provider object.
 ProviderSpec = str | Handler | tuple[Submit, Poll] | tuple[Submit, Poll, Find] | Provider | TaskProvider
 
-class Run:
+class Run(Decisions):
     """A job and its run in a store, defined from Python.
 
     ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to

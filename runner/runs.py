@@ -123,7 +123,7 @@ async def execute(
             if base_url not in clients:
                 clients[base_url] = await stack.enter_async_context(lanes.client(base_url, job.batch.concurrency))
             stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name), store.path.parent)
-        engine = Engine(store, job, provider or stage_providers[job.stages[0].name], clock=clock,
+        engine = Engine(store, job, provider or stage_providers[called[0].name], clock=clock,
                         wait_for_person=wait_for_person, stage_providers=stage_providers)
         if started is not None:
             started(engine)

@@ -93,6 +93,24 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
+#: The stage tables :func:`reviewed` puts together: a classify call, a person's review, a summarize call.
+REVIEW_STAGES = {
+    "classify": '[[stage]]\nname = "classify"\n[stage.output.schema]\nrequired = ["id", "label"]\n'
+                'properties.label.enum = ["bug", "praise"]\n',
+    "review": '[[stage]]\nname = "review"\nkind = "decide"\n',
+    "summarize": '[[stage]]\nname = "summarize"\n',
+}
+
+
+def reviewed(folder: Path, *, stages: str, base_url: str = "http://127.0.0.1:9/v1", count: int = 3) -> Path:
+    """A job file ``folder/job.toml`` (run ``reviewed``) of ``stages`` (of :data:`REVIEW_STAGES`) over ``count`` posts."""
+    write_jsonl(folder / "posts.jsonl", posts(count))
+    text = (f'name = "reviewed"\ninput = "posts.jsonl"\nkey = "id"\n[provider]\nbase_url = "{base_url}"\n'
+            + "".join(REVIEW_STAGES[name] for name in stages.split()))
+    (folder / "job.toml").write_text(text, encoding="utf-8")
+    return folder / "job.toml"
+
+
 def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **limits: Any) -> Job:
     """A job of kind ``openai-batch`` over ``records`` against the simulator (as :func:`make_job`)."""
     job = make_job(tmp_path, sim.base_url, records, **limits)

@@ -93,6 +93,7 @@ class Commands(SQLiteFile):
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND}",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
+            items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
             if released:  # a retry that found nothing to retry changed nothing: no command to log
                 conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
                                            f"{len(released)} items"))

@@ -44,14 +44,17 @@ def _command(row: Row, now: float) -> LogLine:
     command, outcome = row["command"], row["outcome"] or ""
     if command == "retry":
         what, detail = f"retried {_items(outcome)}", f"{_chosen(row['args'])}pending again, fresh attempt budgets"
-    elif command == "cancel":
-        what, detail = f"cancelled {_items(outcome)}", f"{_chosen(row['args'])}{outcome}"
+    elif command in PAST:
+        what, detail = f"{PAST[command]} {_items(outcome)}", f"{_chosen(row['args'])}{outcome}"
     elif command == "confirm":
         what, detail = f"confirmed {_items(outcome)}", ", ".join(p for p in outcome.split(", ") if not p.startswith("0 "))
     else:
         what, detail = CONTROLS.get(command, (command, outcome))
     return LogLine(now - row["at"], what, detail, "person")
 
+
+#: A person's commands on items, as the log says they were done.
+PAST = {"cancel": "cancelled", "decide": "decided"}
 
 #: The words of the commands on a run's controls: what a person did, and what it does.
 CONTROLS = {

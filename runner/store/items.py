@@ -185,6 +185,24 @@ def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: b
     return counted
 
 
+# A ``decide`` stage: an item pending there waits for a person -------------------
+
+#: The run's ``decide`` stages, from its saved job.
+DECIDE_STAGES = (
+    "SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') "
+    "WHERE runs.id = :run AND json_extract(value, '$.kind') = 'decide'"
+)
+
+#: Items of run ``:run`` pending at a decide stage: they wait there for a person.
+ARRIVED = f"items.run_id = :run AND items.state = 'pending' AND items.stage IN ({DECIDE_STAGES})"
+
+
+def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> None:
+    """Items of the run pending at a decide stage (a boundary, a retry, a rewind put them there) wait there for a
+    person (state ``waiting``, hold ``decide``), in the caller's transaction."""
+    move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now})
+
+
 # A person's cancel of items in flight: marked by their error kind, failed when their batch settles -----
 
 #: Items of batch ``?`` that a person cancelled while it was in flight.
@@ -258,6 +276,8 @@ NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, upda
 
 #: An item's results, all of them: its input changed, so it starts again at the first stage.
 FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
+#: The decisions a person gave for an item's old input, before it reached their stage.
+FORGET_DECISIONS = "DELETE FROM decisions WHERE item_id = ?"
 
 #: An item's input, new or given again.
 SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
-from . import items, settling, stages, views
+from . import decisions, items, settling, stages, views
 from .commands import Commands
 from .items import move
 from .leases import Leases, holds
@@ -66,7 +66,7 @@ ORDER BY stage, grp, seq LIMIT :limit
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Commands, Leases, stages.Stages):
+class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,

@@ -12,6 +12,8 @@ item change, so none of these reads scans the items of a large run.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,8 @@ from . import event_log
 from .answers import (
     STATES,
     BatchInFlight,
+    Decision,
+    DecisionsView,
     FailedItem,
     FailuresView,
     HeldView,
@@ -46,6 +50,7 @@ from .live import (
     item,
     item_history,
     pace,
+    waiting_decisions,
     work_span,
 )
 
@@ -55,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "staged", "work_span",
+    "staged", "waiting_decisions", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -68,6 +73,8 @@ NOT_HELD = "hold = 'none'"
 EVENT_LINES = 14
 #: Failed items of one kind listed at the most.
 FAILED_ROWS = 200
+#: Items waiting for a decision listed at the most.
+DECISION_ROWS = 200
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
@@ -166,7 +173,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
-        stages=stage_counts(store, run["id"]),
+        stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
     )
 
 
@@ -232,6 +239,12 @@ def runs(store: Store) -> list[dict[str, Any]]:
 def held_count(store: Store, run_id: int) -> int:
     """Items held for a person's confirmation (the partial index on exactly this condition keeps it cheap)."""
     (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND {HELD}", [run_id])
+    return int(row["n"])
+
+
+def decision_count(store: Store, run_id: int) -> int:
+    """Items waiting at a decide stage for a person's decision (the partial index on exactly this condition)."""
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'decide'", [run_id])
     return int(row["n"])
 
 
@@ -323,8 +336,25 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
         run=name, key=row["key"], group=row["group"], state=row["state"], attempts=row["attempts"],
         paid_calls=row["paid_calls"], maybe_paid=row["maybe_paid"], held=row["hold"] == Hold.CONFIRM,
         input=row["input"], output=row["output"], result=row["result"], kind=row["kind"], message=row["message"],
-        retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history,
+        retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history, waits=waits(row),
     )
+
+
+def waits(row: Mapping[str, Any]) -> str:
+    """What a waiting item waits for, in words, a person's decision apart from a time; "" when it is not waiting."""
+    if row["state"] != ItemState.WAITING:
+        return ""
+    if row["hold"] == Hold.DECIDE:
+        return f"waiting for a decision at stage {row['stage']}"
+    return f"waiting until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row['not_before'] or 0))}"
+
+
+def decisions_view(store: Store, name: str, *, limit: int = DECISION_ROWS) -> DecisionsView:
+    """The items of a run waiting at a decide stage: how many, and the first ``limit`` with their state so far."""
+    run_id = store.run_id(name)
+    rows = waiting_decisions(store, run_id, limit=limit)
+    return DecisionsView(name, decision_count(store, run_id), tuple(
+        Decision(r["key"], r["group"], r["stage"], json.loads(r["input"]), json.loads(r["results"])) for r in rows))
 
 
 def held_view(store: Store, name: str, *, now: float) -> HeldView:
