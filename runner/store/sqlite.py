@@ -135,7 +135,7 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
 
         Nothing starts unless the engine still holds the run's ``lease`` (run
         name, token). ``step`` spends one of the steps a person allowed while
-        the run is held. ``intent``: the call follows at once (a provider that
+        the run is held, if any item starts. ``intent``: the call follows at once (a provider that
         submits writes its intent later, just before its upload).
         """
         with self.write() as conn:
@@ -148,7 +148,7 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                 "UPDATE batches SET state = ?, started_at = ?, intent_at = ?, submits = ? WHERE id = ?",
                 (BatchState.RUNNING, now, now if intent else None, int(not intent), batch_id),
             )
-            if step:
+            if step and rows:  # a batch none of whose items started (all cancelled meanwhile) spends no step
                 conn.execute(
                     "UPDATE runs SET steps = steps - 1 "
                     "WHERE id = (SELECT run_id FROM batches WHERE id = ?) AND steps > 0",

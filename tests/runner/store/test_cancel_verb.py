@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from support import commands_given
-from test_contract import prepared, started, states, submitted
+from test_contract import LEASE, prepared, started, states, submitted
 
+from runner import control
 from runner.errors import RunError
 from runner.model import FailureKind, Settlement
 from runner.store import Store, views
@@ -113,3 +114,14 @@ def test_a_held_batch_fails_its_cancelled_items_and_holds_the_others(tmp_path: P
     store.hold(batch.id, now=5.0)
     assert kinds(store) == {"p001": FailureKind.CANCELLED}
     assert [item["key"] for item in store.held_items(run_id)] == ["p000", "p002"]
+
+
+def test_a_step_is_not_spent_on_a_batch_whose_items_were_all_cancelled(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert batch is not None
+    control.pause(store, "test", now=2.5)
+    control.step(store, "test", now=2.6)
+    store.cancel(run_id, keys=["p000", "p001"], now=3.0, engine_alive=True)
+    assert store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0, step=True) == []
+    assert store.control(run_id).steps == 1
