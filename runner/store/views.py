@@ -243,8 +243,12 @@ def cancelled_count(store: Store, run_id: int) -> int:
 
 
 def cancelled_whole(store: Store, run_id: int) -> bool:
-    """Whether the last command a person gave the run cancelled all of it (a retry since would come after)."""
-    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
+    """Whether the last command a person gave the run cancelled all of it (a retry since would come after).
+
+    The compensations that follow a cancel (``on_cancel``, logged as a command) are no new act of a person.
+    """
+    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? AND command != 'on_cancel' "
+                      "ORDER BY id DESC LIMIT 1", [run_id])
     return bool(rows) and rows[0]["command"] == "cancel" and rows[0]["args"] == '{"keys": []}'
 
 

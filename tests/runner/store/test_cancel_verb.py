@@ -125,3 +125,10 @@ def test_a_step_is_not_spent_on_a_batch_whose_items_were_all_cancelled(tmp_path:
     store.cancel(run_id, keys=["p000", "p001"], now=3.0, engine_alive=True)
     assert store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0, step=True) == []
     assert store.control(run_id).steps == 1
+
+
+def test_a_run_cancelled_whole_still_reads_cancelled_after_its_compensations_ran(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.cancel(run_id, keys=[], now=3.0, engine_alive=True)
+    store.compensated(run_id, keys=["p000"], errors=0, now=4.0)
+    assert views.standing(store, "test", now=5.0).state.value == "cancelled by a person"
