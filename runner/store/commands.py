@@ -139,32 +139,34 @@ class Commands(SQLiteFile):
 
         Items not in flight fail at once. An item in flight (running, or
         received and not yet validated) is marked, and fails when its batch
-        settles, unless its answer completes it (``rules.cancelling``); with
-        no ``engine_alive`` to settle it, it fails now, its call counted as
-        maybe billed. One transaction, logged as the command ``cancel``.
+        settles, unless its answer completes it (``rules.cancelling``). With
+        no ``engine_alive`` to settle them: a sent call fails now, counted as
+        maybe billed; a saved answer stays received, validated by the next
+        engine (recovery); an upstream task that may still run (and so one
+        held for a person) is released to the next engine's poll, which
+        cancels it upstream and settles the lines it ran. One transaction,
+        logged as the command ``cancel``.
         """
         params = {"run": run_id, "keys": json.dumps(list(keys)), "now": now}
         with self.write() as conn:
             self.refuse_unknown(run_id, keys)
-            failed = move(conn, "cancel", where=f"{CHOSEN} AND {NOT_IN_FLIGHT}", values=items.CANCELLED,
-                          params={**params, "message": BY_A_PERSON}, returning="id")
+            failed = move(conn, "cancel", where=f"{CHOSEN} AND {NOT_IN_FLIGHT} AND NOT ({items.TASK_MAY_RUN})",
+                          values=items.CANCELLED, params={**params, "message": BY_A_PERSON}, returning="id")
+            # A live engine polls its own tasks in flight (and cancels them upstream); no other engine polls one.
+            later = items.cancel_tasks(conn, f"{CHOSEN} AND items.hold != 'none'" if engine_alive else CHOSEN, params)
             unmarked = f"{CHOSEN} AND items.error_kind IS NOT 'cancelled'"
-            marked = [*move(conn, "cancel_running", where=unmarked, values=items.CANCEL_MARK,
-                            params={**params, "message": IN_FLIGHT}, returning="id"),
-                      *move(conn, "cancel_received", where=unmarked, values=items.CANCEL_MARK,
-                            params={**params, "message": IN_FLIGHT}, returning="id")]
-            left = 0
+            later += [item_id for name in ("cancel_running", "cancel_received") for (item_id,) in move(
+                conn, name, where=unmarked, values=items.CANCEL_MARK, params={**params, "message": IN_FLIGHT},
+                returning="id")]
+            left: list[int] = []
             if not engine_alive:
                 items.count_maybe_paid_held(conn, run_id, cancelled=True)
                 left = items.fail_left_cancelled(conn, CHOSEN, params)
-                left += len(move(conn, "cancel", where=f"{CHOSEN} AND items.state = 'received' AND "
-                                 "items.error_kind = 'cancelled'", values=items.CANCELLED,
-                                 params={**params, "message": items.ENGINE_GONE}, returning="id"))
-            now_failed, later = len(failed) + left, len(marked) if engine_alive else 0
-            if now_failed or later:  # a cancel that found nothing unfinished changed nothing: no command to log
+            now_failed, finishing = len(failed) + len(left), len(set(later) - set(left))
+            if now_failed or finishing:  # a cancel that found nothing unfinished changed nothing: no command to log
                 conn.execute(LOG_COMMAND, (run_id, "cancel", json.dumps({"keys": list(keys)}), now, now,
-                                           f"{now_failed} failed, {later} when their batch ends"))
-        return now_failed, later
+                                           f"{now_failed} failed, {finishing} when their batch ends"))
+        return now_failed, finishing
 
     def compensated(self, run_id: int, *, keys: Sequence[str], errors: int, now: float) -> None:
         """Log that a person's ``on_cancel`` ran for cancelled items (``errors`` of them raised): never again for them."""

@@ -301,7 +301,8 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
         Items ``queued``, or ``running`` in a batch whose call intent was never written or whose task's create was
         never sent, return to pending. Other ``running`` items may have reached the upstream: held for a person,
         never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid;
-        those a person cancelled in flight fail instead (and so do their unsent ones).
+        those a person cancelled in flight fail instead (and so do their unsent ones), but for those of an upstream
+        task that may still run: released to be polled (and cancelled upstream) at once.
         ``received`` items keep their output for local validation. With a ``lease`` (run name, token), an engine
         cut short holds its own calls, only while it still holds the run.
         """
@@ -314,6 +315,8 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
                 "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
             items.count_maybe_paid_held(conn, run_id)
+            items.cancel_tasks(conn, "items.run_id = :run AND items.error_kind IS 'cancelled' AND items.hold = 'none'",
+                               params)
             items.fail_left_cancelled(conn, "items.run_id = :run", params)
             move(conn, "hold", where="items.run_id = :run", params=params)
             conn.execute(

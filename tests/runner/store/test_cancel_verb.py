@@ -132,3 +132,56 @@ def test_a_run_cancelled_whole_still_reads_cancelled_after_its_compensations_ran
     store.cancel(run_id, keys=[], now=3.0, engine_alive=True)
     store.compensated(run_id, keys=["p000"], errors=0, now=4.0)
     assert views.standing(store, "test", now=5.0).state.value == "cancelled by a person"
+
+
+def test_a_cancel_with_no_live_engine_keeps_a_received_answer_for_the_next_engine_to_validate(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (done, _, _) = started(store, run_id)
+    store.record_answer(batch.id, {done: '{"label": "x"}'}, raw="{}", now=5.0, answered=[done])  # paid, not validated
+    store.release_lease("test", token="engine")
+    assert store.cancel(run_id, keys=["p000"], now=6.0, engine_alive=False) == (0, 1)
+    store.recover(run_id, now=7.0)
+    assert views.item(store, run_id, "p000")["state"] == "received"
+    (saved,) = store.received_items(run_id, max_attempts=3)
+    assert saved[:2] == (batch.id, '{"label": "x"}')
+    store.settle_batch(batch.id, Settlement(completed=[done]), now=8.0)  # validated: it completes, as paid for
+    assert views.item(store, run_id, "p000")["state"] == "completed"
+
+
+def test_a_cancel_with_no_live_engine_leaves_a_submitted_task_running_for_the_next_engine_to_cancel_upstream(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)  # upstream task batch_1 running, its id saved
+    store.release_lease("test", token="engine")
+    assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (2, 3)
+    assert states(store, run_id) == {"p000": "running", "p001": "running", "p002": "running",
+                                     "p003": "failed", "p004": "failed"}
+    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=["p000"], now=6.5) == 0  # never sent twice
+    store.recover(run_id, now=7.0)
+    (resumable,) = store.resumable(run_id)  # the next engine polls the task at once, with no person's confirmation
+    assert resumable.id == batch.id and not store.held_items(run_id)
+    assert len(store.resume_batch(batch.id, max_attempts=3, now=8.0)) == 3 and store.all_cancelled(batch.id)
+
+
+def test_a_cancel_of_items_held_for_a_person_releases_their_upstream_task_to_be_polled_and_cancelled(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)
+    store.hold(batch.id, now=4.0)
+    assert store.cancel(run_id, keys=["p000", "p001", "p002"], now=5.0, engine_alive=True) == (0, 3)
+    assert [b.id for b in store.resumable(run_id)] == [batch.id] and not store.held_items(run_id)
+    assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (2, 0)  # those three are released already
+
+
+def test_a_recovery_releases_the_cancelled_items_of_a_submitted_task_to_be_polled_instead_of_failing_them(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)
+    store.cancel(run_id, keys=["p000", "p001", "p002"], now=4.0, engine_alive=True)  # its engine then dies
+    store.recover(run_id, now=5.0)
+    assert kinds(store) == {} and [b.id for b in store.resumable(run_id)] == [batch.id]
