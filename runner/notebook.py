@@ -77,7 +77,10 @@ class Run:
     :meth:`cancel`: a cancel may come from the TUI or the shell, and items in
     flight are cancelled when their batch ends, so this run calls it in
     :meth:`cancel` and again when its engine here ends, for every cancelled
-    item not yet compensated.
+    item not yet compensated. Once is at most once: the items are claimed in
+    the store before the calls, so no two processes call it for one item;
+    a process that stops between the claim and the calls leaves the rest of
+    its items uncalled (its ``on_cancel`` command in the log has no end).
     """
 
     def __init__(

@@ -42,6 +42,18 @@ LOG_COMMAND = """
 INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) VALUES (?, ?, ?, ?, ?, ?)
 """
 
+#: Items of run ``?1`` a person cancelled, not claimed for their compensation (a notebook's ``on_cancel``) since:
+#: key, input, and the results of the stages it passed (a JSON object).
+UNCOMPENSATED = """
+SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
+    (SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results
+FROM items
+WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS (
+    SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1
+    AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at)
+ORDER BY items.seq
+"""
+
 
 class Commands(SQLiteFile):
     """The verbs of a person's commands, and the control row the engine reads."""
@@ -168,8 +180,24 @@ class Commands(SQLiteFile):
                                            f"{now_failed} failed, {finishing} when their batch ends"))
         return now_failed, finishing
 
-    def compensated(self, run_id: int, *, keys: Sequence[str], errors: int, now: float) -> None:
-        """Log that a person's ``on_cancel`` ran for cancelled items (``errors`` of them raised): never again for them."""
+    def claim_compensations(self, run_id: int, *, now: float) -> tuple[int, list[dict[str, Any]]]:
+        """Claim the cancelled items not compensated since they were cancelled, for a person's ``on_cancel``:
+        the command ``on_cancel`` logged for them (its id; :meth:`compensated` ends it) and their rows (key,
+        input, results). One transaction: no item is claimed twice for one cancel, by this process or another.
+        """
         with self.write() as conn:
-            conn.execute(LOG_COMMAND, (run_id, "on_cancel", json.dumps({"keys": list(keys)}), now, now,
-                                       f"{len(keys)} items, {errors} raised"))
+            due = self.rows(UNCOMPENSATED, [run_id])
+            if not due:
+                return 0, []
+            (command_id,) = conn.execute(
+                f"{LOG_COMMAND} RETURNING id",
+                (run_id, "on_cancel", json.dumps({"keys": [row["key"] for row in due]}), now, None,
+                 f"{len(due)} items claimed, not yet ended"),
+            ).fetchone()
+        return int(command_id), due
+
+    def compensated(self, command_id: int, *, called: int, errors: int, now: float) -> None:
+        """End the claim ``command_id``: ``on_cancel`` ran for its ``called`` items, ``errors`` of them raised."""
+        with self.write() as conn:
+            conn.execute("UPDATE commands SET done_at = ?, outcome = ? WHERE id = ?",
+                         (now, f"{called} items, {errors} raised", command_id))

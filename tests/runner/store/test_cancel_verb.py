@@ -130,8 +130,20 @@ def test_a_step_is_not_spent_on_a_batch_whose_items_were_all_cancelled(tmp_path:
 def test_a_run_cancelled_whole_still_reads_cancelled_after_its_compensations_ran(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     store.cancel(run_id, keys=[], now=3.0, engine_alive=True)
-    store.compensated(run_id, keys=["p000"], errors=0, now=4.0)
+    claim, _ = store.claim_compensations(run_id, now=4.0)  # what run.cancel() with on_cancel does next
+    store.compensated(claim, called=5, errors=0, now=4.0)
     assert views.standing(store, "test", now=5.0).state.value == "cancelled by a person"
+
+
+def test_cancelled_items_are_claimed_for_their_compensation_once_per_cancel(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.cancel(run_id, keys=["p000", "p001"], now=3.0, engine_alive=True)
+    claim, due = store.claim_compensations(run_id, now=4.0)
+    assert [row["key"] for row in due] == ["p000", "p001"]
+    assert store.claim_compensations(run_id, now=4.5) == (0, [])  # claimed, not yet ended: not claimed again
+    store.retry_failed(run_id, kind=None, keys=["p000"], now=5.0)
+    store.cancel(run_id, keys=["p000"], now=6.0, engine_alive=True)
+    assert [row["key"] for row in store.claim_compensations(run_id, now=7.0)[1]] == ["p000"]  # a new cancel
 
 
 def test_a_cancel_with_no_live_engine_keeps_a_received_answer_for_the_next_engine_to_validate(
