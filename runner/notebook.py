@@ -155,6 +155,7 @@ class Run:
     def from_job_file(
         cls, path: str | Path, *, db: str | Path = "runs.db", name: str | None = None,
         base_url: str | None = None, provider: ProviderSpec | None = None, clock: Clock | None = None,
+        on_cancel: OnCancel | None = None,
     ) -> Run:
         """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
         job = jobs.load(path)
@@ -162,7 +163,7 @@ class Run:
             job = job.with_provider(base_url=base_url)
         if name is not None:
             job = dataclasses.replace(job, name=name)
-        return cls.from_job(job, db=db, provider=provider, clock=clock)
+        return cls.from_job(job, db=db, provider=provider, clock=clock, on_cancel=on_cancel)
 
     @classmethod
     def attach(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support import posts
+from support import posts, write_jsonl
 
 from runner import runs
 from runner.notebook import Run
@@ -86,3 +86,11 @@ def test_on_cancel_is_called_once_per_item_when_another_run_compensates_while_it
     assert run.cancel().called == ("p000", "p001", "p002")
     assert seen == ["p000", "p001", "p002"]
 
+
+def test_a_run_of_a_job_file_takes_on_cancel(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(2))
+    (tmp_path / "job.toml").write_text('name = "nb"\ninput = "posts.jsonl"\n[provider]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    seen: list[str] = []
+    run = Run.from_job_file(tmp_path / "job.toml", db=tmp_path / "runs.db", on_cancel=lambda s: seen.append(s["id"]))
+    prepared(run)
+    assert run.cancel().called == ("p000", "p001") and seen == ["p000", "p001"]
