@@ -183,3 +183,16 @@ def test_a_cancel_with_no_live_engine_leaves_its_upstream_task_to_the_next_run_w
     assert ledger["batches_created"] == 1 and [c["batch"] for c in ledger["cancels"]] == ["batch_1"]
     with Store(tmp_path / "runs.db") as store:
         assert set(kinds(store).values()) == {FailureKind.CANCELLED} and len(kinds(store)) == 4
+
+
+async def test_a_batch_all_of_whose_items_are_cancelled_before_its_task_is_created_is_never_created(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    cancel = cancel_on_first(store.path, clock, "/v1/files")  # while its input is uploaded
+    with Simulator(on_call=cancel).start() as sim:
+        job = batch_job(tmp_path, sim, posts(4), max_items=4, concurrency=1)
+        outcome = await runs.execute(store, job, clock=clock)
+        ledger = sim.ledger.snapshot()
+    assert (ledger["batches_created"], ledger["cancels"], ledger["billed"]) == (0, [], {})
+    assert kinds(store) == {f"p00{i}": FailureKind.CANCELLED for i in range(4)} and outcome.exit_code == 3
+    assert "nothing was sent" in views.failures(store, "test")[0]["message"]
