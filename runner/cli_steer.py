@@ -194,7 +194,8 @@ def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
         chosen = " among the KEYS given" if keys else ""
         click.echo(f"nothing to cancel: run {name!r} has no unfinished item{chosen}")
         return
-    click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
+    if done.failed:
+        click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
     if done.finishing and views.engine_alive(store, name, now=time.time()):
         click.echo(f"{plural(done.finishing, 'item')} in flight: cancelled when their batch finishes "
                    "(its answers are saved and paid for)")
