@@ -89,7 +89,8 @@ def test_on_cancel_is_called_once_per_item_when_another_run_compensates_while_it
 
 def test_a_run_of_a_job_file_takes_on_cancel(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "posts.jsonl", posts(2))
-    (tmp_path / "job.toml").write_text('name = "nb"\ninput = "posts.jsonl"\n[provider]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    (tmp_path / "job.toml").write_text(
+        'name = "nb"\ninput = "posts.jsonl"\n[provider]\nbase_url = "http://127.0.0.1:9/v1"\n')
     seen: list[str] = []
     run = Run.from_job_file(tmp_path / "job.toml", db=tmp_path / "runs.db", on_cancel=lambda s: seen.append(s["id"]))
     prepared(run)

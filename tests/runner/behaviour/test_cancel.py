@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from support import KillAtFirstCall, StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli, write_jsonl
+from support import (
+    KillAtFirstCall, StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli, write_jsonl,
+)
 
 from runner import control, runs
 from runner.model import FailureKind, ItemState
