@@ -197,3 +197,17 @@ def test_a_recovery_releases_the_cancelled_items_of_a_submitted_task_to_be_polle
     store.cancel(run_id, keys=["p000", "p001", "p002"], now=4.0, engine_alive=True)  # its engine then dies
     store.recover(run_id, now=5.0)
     assert kinds(store) == {} and [b.id for b in store.resumable(run_id)] == [batch.id]
+
+
+def test_a_cancel_with_no_live_engine_of_a_task_whose_create_was_sent_leaves_it_to_be_looked_for(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert batch is not None
+    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
+    store.mark_intent(batch.id, now=3.0)
+    store.mark_create_sent(batch.id, lands_by=40.0)  # its answer lost with the engine: the task may exist
+    store.release_lease("test", token="engine")
+    assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (3, 2)
+    assert [b.id for b in store.resumable(run_id)] == [batch.id] and store.task_id(batch.id) is None
