@@ -173,10 +173,13 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                                 "kind": kind, "message": message, "now": now})
 
     def hold(self, batch_id: int, *, now: float) -> None:
-        """Hold a batch's sent items for a person: their task's fate cannot be known now (those a person
-        cancelled fail instead: nothing sends them again)."""
+        """Hold a batch's sent items for a person: their task's fate cannot be known now.
+
+        Those a person cancelled are held too, marked: their task may still
+        run and bill; a confirmation (or a cancel again) has it polled, and
+        cancelled upstream if they all were.
+        """
         with self.write() as conn:
-            items.fail_left_cancelled(conn, IN_BATCH, {"batch": batch_id, "now": now})
             move(conn, "hold", where=IN_BATCH, params={"batch": batch_id, "now": now})
 
     def resumable(self, run_id: int) -> list[Batch]:

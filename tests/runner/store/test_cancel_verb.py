@@ -107,13 +107,14 @@ def test_a_cancel_is_logged_as_a_command(tmp_path: Path, store: Store) -> None:
     assert commands_given(store) == ["cancel"]
 
 
-def test_a_held_batch_fails_its_cancelled_items_and_holds_the_others(tmp_path: Path, store: Store) -> None:
+def test_a_held_batch_holds_its_cancelled_items_too_while_its_task_may_still_bill(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     batch = submitted(store, run_id)
     store.cancel(run_id, keys=["p001"], now=4.0, engine_alive=True)
-    store.hold(batch.id, now=5.0)
-    assert kinds(store) == {"p001": FailureKind.CANCELLED}
-    assert [item["key"] for item in store.held_items(run_id)] == ["p000", "p002"]
+    store.hold(batch.id, now=5.0)  # its task could not be polled
+    assert kinds(store) == {} and [item["key"] for item in store.held_items(run_id)] == ["p000", "p001", "p002"]
+    assert store.cancel(run_id, keys=["p001"], now=6.0, engine_alive=True) == (0, 1)  # released to be polled
+    assert [b.id for b in store.resumable(run_id)] == [batch.id]
 
 
 def test_a_step_is_not_spent_on_a_batch_whose_items_were_all_cancelled(tmp_path: Path, store: Store) -> None:
