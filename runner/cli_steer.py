@@ -177,15 +177,17 @@ def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
     finishes: its answers are saved and paid for, an item its answer
     completes stays completed, and its other items fail as cancelled. An
     upstream Batch API batch whose every item is cancelled is cancelled
-    upstream: the lines it ran before are billed. A `runner run` of a run
-    cancelled whole ends (exit 3). `runner retry NAME --kind cancelled` sends
-    them again. A key the run does not have is named, and nothing changes
+    upstream: the lines it ran before are billed. With no engine running
+    (or items held for confirmation), the next run does that first, and
+    validates answers already saved. A `runner run` of a run cancelled
+    whole ends (exit 3). `runner retry NAME --kind cancelled` sends them
+    again. A key the run does not have is named, and nothing changes
     (exit 1).
 
     Example: runner cancel demo
     """
     from . import control
-    from .store import Store
+    from .store import Store, views
 
     store = Store(db, create=False)
     done = control.cancel(store, name, now=time.time(), keys=keys)
@@ -193,10 +195,15 @@ def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
         chosen = " among the KEYS given" if keys else ""
         click.echo(f"nothing to cancel: run {name!r} has no unfinished item{chosen}")
         return
-    click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
-    if done.finishing:
+    if done.failed:
+        click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
+    if done.finishing and views.engine_alive(store, name, now=time.time()):
         click.echo(f"{plural(done.finishing, 'item')} in flight: cancelled when their batch finishes "
                    "(its answers are saved and paid for)")
+    elif done.finishing:
+        go_on(f"{plural(done.finishing, 'item')} in flight when their engine stopped: settled when the run next runs "
+              "(an upstream task of theirs is cancelled then, the lines it ran billed; a saved answer is validated)",
+              store, name)
     hint("to send them again:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, db=store.path))
 
 

@@ -170,6 +170,10 @@ MOVES: dict[str, Move] = {
     # kept) and fails when its batch settles, unless its answer completes it.
     "cancel": _move("pending queued waiting running received", ItemState.FAILED, sets="error_kind error retryable",
                     to_hold=Hold.NONE),
+    # An item of an upstream task that may still run (its id saved, or its create sent), cancelled with no
+    # engine to poll it (or held for a person): marked, and released to the next engine's poll, which
+    # cancels the task upstream and settles the lines it ran.
+    "cancel_task": _move("running", ItemState.RUNNING, sets="error_kind error", to_hold=Hold.CONFIRMED),
     "cancel_running": _move("running", ItemState.RUNNING, sets="error_kind error", from_hold=Hold.NONE),
     "cancel_received": _move("received", ItemState.RECEIVED, sets="error_kind error"),
     # A ``decide`` stage: an item pending there waits for a person (no time); an approval saves its data as the

@@ -81,7 +81,10 @@ class Run(Decisions):
     :meth:`cancel`: a cancel may come from the TUI or the shell, and items in
     flight are cancelled when their batch ends, so this run calls it in
     :meth:`cancel` and again when its engine here ends, for every cancelled
-    item not yet compensated.
+    item not yet compensated. Once is at most once: the items are claimed in
+    the store before the calls, so no two processes call it for one item;
+    a process that stops between the claim and the calls leaves the rest of
+    its items uncalled (its ``on_cancel`` command in the log has no end).
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class Run(Decisions):
     def from_job_file(
         cls, path: str | Path, *, db: str | Path = "runs.db", name: str | None = None,
         base_url: str | None = None, provider: ProviderSpec | None = None, clock: Clock | None = None,
+        on_cancel: OnCancel | None = None,
     ) -> Run:
         """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
         job = jobs.load(path)
@@ -165,7 +169,7 @@ class Run(Decisions):
             job = job.with_provider(base_url=base_url)
         if name is not None:
             job = dataclasses.replace(job, name=name)
-        return cls.from_job(job, db=db, provider=provider, clock=clock)
+        return cls.from_job(job, db=db, provider=provider, clock=clock, on_cancel=on_cancel)
 
     @classmethod
     def attach(

@@ -46,6 +46,8 @@ def _command(row: Row, now: float) -> LogLine:
         what, detail = f"retried {_items(outcome)}", f"{_chosen(row['args'])}pending again, fresh attempt budgets"
     elif command in PAST:
         what, detail = f"{PAST[command]} {_items(outcome)}", f"{_chosen(row['args'])}{outcome}"
+    elif command == "on_cancel":  # claimed first, ended after the calls: a claim never ended, its process stopped
+        what, detail = "compensated cancelled items", f"the notebook's on_cancel: {outcome}"
     elif command == "confirm":
         what, detail = f"confirmed {_items(outcome)}", ", ".join(p for p in outcome.split(", ") if not p.startswith("0 "))
     else:
@@ -61,7 +63,6 @@ CONTROLS = {
     "pause": ("paused by a person", "no new batches; those in flight finish"),
     "resume": ("resumed by a person", "one batch at a time until one succeeds, then full speed"),
     "step": ("let 1 batch run", "a person's step: then the run stays held"),
-    "on_cancel": ("compensated cancelled items", "the notebook's on_cancel ran for them"),
 }
 
 

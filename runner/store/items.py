@@ -215,11 +215,37 @@ CANCELLED = {"error_kind": "error_kind = 'cancelled'", "error": "error = :messag
 CANCEL_MARK = {"error_kind": "error_kind = 'cancelled'", "error": "error = :message"}
 
 #: What a stopped engine left of the cancelled items (``:where`` narrows them): sent, running with no
-#: holder, or given back unsent: they fail now (the received ones are validated, then settle as a batch).
+#: holder, or given back unsent: they fail now (the received ones are validated, then settle as a batch;
+#: those of an upstream task that may still run are released to poll it first: :func:`cancel_tasks`).
 LEFT_CANCELLED = "items.error_kind = 'cancelled' AND items.state IN ('pending', 'running') AND items.hold = 'none'"
 
 #: Why an item cancelled in flight failed without its batch's end: its engine stopped first.
 ENGINE_GONE = "cancelled by a person; its call was in flight when its engine stopped (it may have been billed)"
+
+
+#: A running item whose batch made an upstream task (its id saved) or sent its create (the task may exist, its
+#: id lost): that task may run, and bill, whatever becomes of the item here.
+TASK_MAY_RUN = (
+    "items.state = 'running' AND items.batch_id IN (SELECT id FROM batches "
+    "WHERE upstream_id IS NOT NULL OR (submits = 1 AND lands_by IS NOT NULL))"
+)
+
+#: Why an item cancelled in an upstream task that may still run is not failed yet.
+TASK_TO_CANCEL = ("cancelled by a person; its upstream task is cancelled (the lines it ran are billed and kept) "
+                  "when an engine next polls it")
+
+
+def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+    """Mark the items of an upstream task that may still run (``where`` narrows them) cancelled, and release them
+    to the next engine's poll, which cancels their task upstream (``runner.tasks``); their ids.
+
+    Failing them instead would leave the task running and billing upstream,
+    unknown here, and a retry would pay for them twice.
+    """
+    return [item_id for (item_id,) in move(
+        conn, "cancel_task", values=CANCEL_MARK, params={**params, "message": TASK_TO_CANCEL}, returning="id",
+        where=f"{where} AND {TASK_MAY_RUN} AND NOT (items.hold = 'confirmed' AND items.error_kind IS 'cancelled')",
+    )]
 
 
 def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
@@ -238,10 +264,10 @@ def cancel_moved_on(conn: sqlite3.Connection, ids: list[int], params: Mapping[st
              values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
 
 
-def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> int:
-    """Fail the cancelled items a stopped engine left (``where`` narrows them); how many."""
-    return len(move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
-                    params={**params, "message": ENGINE_GONE}, returning="id"))
+def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+    """Fail the cancelled items a stopped engine left (``where`` narrows them); their ids."""
+    return [item_id for (item_id,) in move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
+                                           params={**params, "message": ENGINE_GONE}, returning="id")]
 
 
 #: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,

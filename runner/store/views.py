@@ -256,23 +256,13 @@ def cancelled_count(store: Store, run_id: int) -> int:
 
 
 def cancelled_whole(store: Store, run_id: int) -> bool:
-    """Whether the last command a person gave the run cancelled all of it (a retry since would come after)."""
-    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
+    """Whether the last command a person gave the run cancelled all of it (a retry since would come after).
+
+    The compensations that follow a cancel (``on_cancel``, logged as a command) are no new act of a person.
+    """
+    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? AND command != 'on_cancel' "
+                      "ORDER BY id DESC LIMIT 1", [run_id])
     return bool(rows) and rows[0]["command"] == "cancel" and rows[0]["args"] == '{"keys": []}'
-
-
-def uncompensated(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Items cancelled by a person whose compensation (a notebook's ``on_cancel``) has not run since: key, input,
-    and the results of the stages it passed (a JSON object)."""
-    return store.rows(
-        "SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input, "
-        "(SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results FROM items "
-        "WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS ("
-        "SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1 "
-        "AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at) "
-        "ORDER BY items.seq",
-        [run_id],
-    )
 
 
 def last_event_at(store: Store, run_id: int) -> float | None:
