@@ -117,7 +117,7 @@ class Slot:
             # (but a pipeline's record and results, which the boundary reads).
             submitted = tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(
                 batch.id, stages.sent(self.engine.job, work.stage, items))
-            items = items if self.engine.job.staged else [item._replace(input="") for item in items]
+            items = items if self.engine.job.staged else [item._replace(input="", results="{}") for item in items]
             settlement = await self._submit(submitted, batch, items)
             if settlement is not None:
                 await self._save(batch, settlement)
