@@ -256,7 +256,8 @@ class Run:
     def failures(self, *, frame: Literal[True]) -> Any: ...
 
     def failures(self, *, frame: bool = False) -> Any:
-        """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable."""
+        """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable,
+        and the stage each failed at."""
         with self._store(read_only=True) as store:
             rows = views.failures(store, self.name)
         return to_frame(rows) if frame else rows
@@ -316,10 +317,14 @@ class Run:
         with self._store() as store:
             return control.step(store, self.name, now=self.clock.now())
 
-    def retry(self, *, kind: str | None = None, keys: Sequence[str] = ()) -> int:
-        """Failed items (all, one kind, or some keys) back to pending with a fresh attempt budget; how many."""
+    def retry(self, *, kind: str | None = None, keys: Sequence[str] = (), stage: str | None = None) -> int:
+        """Failed items (all, one kind, some keys, those failed at one ``stage``) back to pending with a fresh
+        attempt budget, each at the stage where it failed (the results before it kept); how many.
+
+        A stage the run does not have raises ``UnknownStage``, naming those it has.
+        """
         with self._store() as store:
-            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys)
+            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys, stage=stage)
 
     def confirm(self, keys: Sequence[str] = ()) -> dict[recovery.Case, int]:
         """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""

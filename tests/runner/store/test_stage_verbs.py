@@ -59,3 +59,16 @@ def test_a_rewind_sends_items_back_pending_at_a_stage_and_forgets_the_results_fr
     [row] = store.rows("SELECT state, stage FROM items WHERE id = ?", [item_id])
     assert (row["state"], row["stage"]) == ("pending", "b")
     assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [item_id])] == ["a"]
+
+
+def test_a_retry_puts_a_failed_item_back_pending_at_its_stage_keeping_the_results_before_it(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(3)), now=1.0)
+    failed_at_b = at(store, "p000", "failed", "b", ("a", "fa"))
+    at(store, "p001", "failed", "a")
+    assert store.retry_failed(run_id, kind=None, keys=[], now=2.0, stage="b") == 1
+    assert store.rows("SELECT state, stage FROM items WHERE id = ?", [failed_at_b]) == [
+        {"state": "pending", "stage": "b"}]
+    assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [failed_at_b])] == ["a"]
+    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0) == 1
