@@ -64,6 +64,8 @@ class Outcome:
     stop_kind: FailureKind | None = None
     #: Stage -> completed items sent back to it as the run started: that stage (or one before it) changed.
     rewound: Mapping[str, int] = field(default_factory=dict)
+    #: Stage no longer in the job -> items left at it sent on as the run started (``stages.rewind``).
+    gone: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -130,8 +132,8 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
-        #: Stage -> completed items sent back to it as the run started (``_rewind``).
-        self.rewound: dict[str, int] = {}
+        #: What the run sent on as it started: completed items sent back, items at a stage gone sent on.
+        self.rewound = stages.Rewound({}, {})
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -161,7 +163,8 @@ class Engine:
             raise
         finally:
             await self._tidy(name, cut_short=cut_short)
-        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, self.rewound)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind,
+                       self.rewound.again, self.rewound.gone)
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.

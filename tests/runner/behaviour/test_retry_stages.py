@@ -85,3 +85,31 @@ async def test_runner_failures_shows_each_items_stage_and_runner_retry_takes_one
     assert retried.returncode == 0, retried.stderr
     assert retried.stdout.startswith("1 failed item of run 'triage' pending again")
     assert [(f["key"], f["stage"]) for f in views.failures(store, "triage")] == [("p002", "classify")]
+
+
+async def test_a_rerun_without_the_stage_an_item_failed_at_sends_it_on_at_the_next_stage_it_needs(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, count=6, stages="classify", max_items=1))
+    bug = next(key for key, result in classified(store).items() if result["label"] != "praise")  # type: ignore[index]
+    sim.set_faults(refuse(bug))
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, count=6, max_items=1))
+    assert [(f["key"], f["stage"]) for f in views.failures(store, "triage")] == [(bug, "extract")]
+    sim.set_faults(None)
+    sim.ledger.reset()
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, count=6, stages="classify summarize",
+                                                 max_items=1))
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"summarize": [bug]}
+    assert outcome.gone == {"extract": 1} and outcome.exit_code == 0
+    assert outcome.status["counts"][ItemState.COMPLETED] == 6
+
+
+async def test_a_rerun_without_the_last_stage_completes_the_items_failed_at_it(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await failed_at_two_stages(tmp_path, sim, store)
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, count=4, stages="classify", max_items=1))
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert outcome.gone == {"summarize": 1}
+    assert views.item(store, store.run_id("triage"), "p001")["state"] == ItemState.COMPLETED
+    assert [(f["key"], f["stage"]) for f in views.failures(store, "triage")] == [("p002", "classify")]
