@@ -303,10 +303,10 @@ def failures_view(store: Store, name: str, *, kind: str | None, limit: int = FAI
     rows = failed_items(store, run_id, kind=kind, limit=limit) if kind else []
     items = tuple(
         FailedItem(r["key"], r["group"], r["attempts"], r["paid_calls"], r["maybe_paid"], bool(r["retryable"]),
-                   r["message"] or "")
+                   r["message"] or "", r["stage"])
         for r in rows
     )
-    return FailuresView(name, kinds, kind, items)
+    return FailuresView(name, kinds, kind, items, staged(store, run_id))
 
 
 def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
