@@ -1,13 +1,16 @@
 """Recovery is per stage: an engine killed while it called stage 2 leaves its items held at stage 2 with their
-stage-1 results kept (confirming sends stage 2 alone); an input changed meanwhile starts its item over at stage 1."""
+stage-1 results kept (confirming sends stage 2 alone); an input changed meanwhile starts its item over at stage 1;
+a stage-2 answer saved before the kill is validated and completed locally, with no call again."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from support import posts, write_jsonl
+from support import ROOT, posts, write_jsonl
 from test_pipeline_crash import KillAt, run
 
 from runner import control, export, recovery, runs
@@ -16,6 +19,22 @@ from runner.sim import Simulator
 from runner.store import Store, views
 
 KEYS = [f"p{i:03d}" for i in range(4)]
+
+#: An engine in a process of its own that kills itself as it validates its first stage-2 (summarize) result.
+KILLED_VALIDATING_STAGE_TWO = f"""
+import asyncio, dataclasses, os, signal, sys
+sys.path[:0] = [{str(ROOT)!r}]
+from runner import jobs, runs
+from runner.store import Store
+
+def kill_at_stage_two(result):
+    if "summary" in result:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return None
+
+job = dataclasses.replace(jobs.load(sys.argv[1]), check=kill_at_stage_two)
+asyncio.run(runs.execute(Store(sys.argv[2]), job))
+"""
 
 
 async def killed_at_stage_two(tmp_path: Path, sim: Simulator, killer: KillAt) -> dict[str, object]:
@@ -72,3 +91,21 @@ async def test_an_input_changed_while_its_item_was_held_at_stage_two_starts_it_o
     assert [(f["key"], f["kind"]) for f in failed] == [("p002", "input_changed")]
     assert "classify" not in results and "summarize" not in results
     assert calls_by_stage(calls) == {"classify": ["p002"], "summarize": KEYS}
+
+
+async def test_a_stage_two_answer_saved_before_a_kill_is_completed_locally_with_no_call_again(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    pipeline(tmp_path, sim.base_url, count=4, stages="classify summarize", max_items=4)
+    engine = subprocess.run([sys.executable, "-c", KILLED_VALIDATING_STAGE_TWO, str(tmp_path / "pipeline.toml"),
+                             str(tmp_path / "runs.db")], cwd=tmp_path, capture_output=True)
+    with Store(tmp_path / "runs.db") as store:
+        received = [(item["state"], item["stage"]) for item in
+                    (views.item(store, store.run_id("triage"), key) for key in KEYS)]
+    sent = calls_by_stage(sim.ledger.snapshot()["calls"])
+    assert run(tmp_path, "run", "triage") == 0
+    assert engine.returncode == -signal.SIGKILL
+    assert received == [(ItemState.RECEIVED, "summarize")] * 4
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == sent == {"classify": KEYS, "summarize": KEYS}
+    with Store(tmp_path / "runs.db") as store:
+        assert all({"classify", "summarize"} <= set(row) for row in export.rows(store, "triage"))
