@@ -20,7 +20,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import protocol
 from ..errors import JobError
@@ -93,8 +93,7 @@ def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps:
 BY_A_PERSON = (FailureKind.CANCELLED, FailureKind.REJECTED)
 
 
-@dataclass
-class Rewound:
+class Rewound(NamedTuple):
     """What a re-run sent on as it started: stage -> completed items sent back to it (that stage, or one before
     it, changed), and stage gone -> items left at it sent on (or completed, or kept failed at their next stage)."""
 
