@@ -78,19 +78,20 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
     with Store(db, read_only=True) as store:
         failed = views.failures(store, name, kind=kind)
         duplicates = views.duplicates(store, store.run_id(name))
+        staged = views.staged(store, store.run_id(name))
     if as_json:
         click.echo(json.dumps(failed, indent=2, ensure_ascii=False))
         return
     if kind is not None:
         if failed:
-            tables.echo(tables.items_of_kind_table(name, kind, failed))
+            tables.echo(tables.items_of_kind_table(name, kind, failed, staged=staged))
         else:
             click.echo(f"no failed items of kind {kind!r} in run {name!r}")
         return
     if not failed and not duplicates:
         click.echo(f"no failed items in run {name!r}")
         return
-    tables.echo(tables.failures_table(name, failed))
+    tables.echo(tables.failures_table(name, failed, staged=staged))
     if len(failed) > 1:
         hint("every item of a kind:", spelt("failures", name, "--kind", failed[0]["kind"], db=db))
     for duplicate in duplicates:

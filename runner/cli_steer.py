@@ -15,7 +15,7 @@ import click
 
 from .cli_options import db_option, plain_errors
 from .cli_words import go_on, hint, show_control
-from .errors import RunError
+from .errors import RunError, UnknownStage
 from .model import FailureKind
 from .words import command as spelt, few, go_on as go_on_command, plural
 
@@ -60,15 +60,19 @@ step = _steering("step", """Let exactly one batch run on a paused run; it stays 
 @click.argument("name")
 @click.argument("keys", nargs=-1)
 @click.option("--kind", type=click.Choice([k.value for k in FailureKind]), help="Only failures of this kind.")
+@click.option("--stage", help="Only items that failed at this stage (of a job with [[stage]] tables).")
 @db_option
 @plain_errors
-def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
+def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None, db: str) -> None:
     """Send failed items again, each with a fresh attempt budget.
 
-    All of them, one kind, or the KEYS given. Items a person cancelled (kind
-    cancelled) are left alone unless named: by --kind cancelled or by their
-    KEYS. Each retry of an item the upstream already answered is a paid call.
-    A key the run does not have is named, and nothing changes (exit 1).
+    All of them, one kind, those failed at one --stage, or the KEYS given.
+    Each is sent again at the stage where it failed; the results of the
+    stages before it are kept. Items a person cancelled (kind cancelled) are
+    left alone unless named: by --kind cancelled or by their KEYS. Each retry
+    of an item the upstream already answered is a paid call. A key the run
+    does not have is named, and nothing changes (exit 1); so is a stage it
+    does not have, with the stages it has (exit 2).
 
     Example: runner retry demo --kind transport
     """
@@ -76,11 +80,15 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, db: str) -> None:
     from .store import Store
 
     store = Store(db, create=False)
-    count = control.retry(store, name, now=time.time(), kind=kind, keys=keys)
+    try:
+        count = control.retry(store, name, now=time.time(), kind=kind, keys=keys, stage=stage)
+    except UnknownStage as exc:
+        raise click.UsageError(str(exc)) from exc
     if not count:
-        chosen = f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")
+        chosen = (f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")) + (
+            f" at stage {stage}" if stage else "")
         click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
-        _cancelled_left(store, name, asked=kind is None and not keys)
+        _cancelled_left(store, name, asked=kind is None and not keys and stage is None)
         return
     go_on(f"{plural(count, 'failed item')} of run {name!r} pending again", store, name)
 

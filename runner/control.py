@@ -51,9 +51,16 @@ def step(store: RunStore, name: str, *, now: float) -> Control:
     return _apply(store, name, "step", now, one_more)
 
 
-def retry(store: RunStore, name: str, *, now: float, kind: str | None = None, keys: Sequence[str] = ()) -> int:
-    """Send failed items again (all, one kind, or some keys), each with a fresh attempt budget."""
-    return store.retry_failed(store.run_id(name), kind=kind, keys=keys, now=now)
+def retry(
+    store: RunStore, name: str, *, now: float, kind: str | None = None, keys: Sequence[str] = (),
+    stage: str | None = None,
+) -> int:
+    """Send failed items again (all, one kind, some keys, those failed at one ``stage``), each with a fresh
+    attempt budget, at the stage where it failed: the results of the stages it passed are kept.
+
+    A stage the run does not have is refused (``UnknownStage``, naming those it has), and nothing changes.
+    """
+    return store.retry_failed(store.run_id(name), kind=kind, keys=keys, now=now, stage=stage)
 
 
 class Cancelled(NamedTuple):

@@ -5,6 +5,7 @@
     │   └── InputError          the job's input cannot be read (file, line)
     │       └── InputChanged    the input file changed while it was read; the run stays unprepared
     ├── RunError                a run cannot be found or started as asked
+    │   └── UnknownStage        a stage named that the run does not have (the CLI's usage error)
     ├── ExportError             an export cannot be written as asked (format, file, pyarrow)
     ├── MissingPackage          an optional package a notebook call needs (pandas) is not installed
     ├── StoreError              the run store cannot be opened, read or written
@@ -61,6 +62,10 @@ class InputChanged(InputError):
 
 class RunError(RunnerError):
     """A run cannot be found, or cannot be started as asked."""
+
+
+class UnknownStage(RunError):
+    """A stage was named that the run does not have; the message names the stages it has."""
 
 
 class ExportError(RunnerError):

@@ -144,10 +144,15 @@ MOVES: dict[str, Move] = {
                      to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
     # A run started again whose stages changed: a completed item goes back to the first stage whose result
-    # is missing or stale, pending there with a fresh budget; so does one left waiting at a stage the job no
-    # longer has.
-    "rewind": _move("completed pending waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
+    # is missing or stale, pending there with a fresh budget; so does one left at a stage the job no longer
+    # has, whatever it was doing there (its answer, its hold, its failure were that stage's); or, when every
+    # stage it needs has its result, it completes; a person's failure stands, at the stage a retry sends it to.
+    "rewind": _move("completed pending waiting received running failed", ItemState.PENDING,
+                    sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    "finish": _move("pending waiting received running failed", ItemState.COMPLETED, sets="stage",
+                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    "restage": _move("failed", ItemState.FAILED, sets="stage"),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
     "confirm": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRM, to_hold=Hold.CONFIRMED),

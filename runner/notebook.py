@@ -42,12 +42,12 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from . import compensation, control, export, jobs, records, recovery, runs
 from .background import Background, launch, live
-from .breaker import Control
 from .clock import Clock, SystemClock
 from .compensation import Compensated, OnCancel
 from .engine import Outcome
 from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
+from .notebook_controls import Controls
 from .notebook_decisions import Decisions
 from .panel_html import where
 from .providers import Provider, TaskProvider
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 #: A built-in provider kind, your async handler, your submit/poll pair, or a provider object.
 ProviderSpec = str | Handler | tuple[Submit, Poll] | tuple[Submit, Poll, Find] | Provider | TaskProvider
 
-class Run(Decisions):
+class Run(Controls, Decisions):
     """A job and its run in a store, defined from Python.
 
     ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to
@@ -266,7 +266,8 @@ class Run(Decisions):
     def failures(self, *, frame: Literal[True]) -> Any: ...
 
     def failures(self, *, frame: bool = False) -> Any:
-        """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable."""
+        """Failed items as ``runner failures NAME --json`` lists them: key, group, kind, message, attempts, retryable,
+        and the stage each failed at."""
         with self._store(read_only=True) as store:
             rows = views.failures(store, self.name)
         return to_frame(rows) if frame else rows
@@ -309,32 +310,7 @@ class Run(Decisions):
         with self._store(read_only=True) as store:
             return list(views.held_view(store, self.name, now=self.clock.now()).items)
 
-    # A person's hand ----------------------------------------------------------
-
-    def pause(self) -> Control:
-        """No new batches; those in flight finish (an engine in any process obeys)."""
-        with self._store() as store:
-            return control.pause(store, self.name, now=self.clock.now())
-
-    def resume(self) -> Control:
-        """Lift a pause or an open breaker: one batch at a time until one succeeds."""
-        with self._store() as store:
-            return control.resume(store, self.name, now=self.clock.now())
-
-    def step(self) -> Control:
-        """Let exactly one more batch start while paused or open; the run stays held."""
-        with self._store() as store:
-            return control.step(store, self.name, now=self.clock.now())
-
-    def retry(self, *, kind: str | None = None, keys: Sequence[str] = ()) -> int:
-        """Failed items (all, one kind, or some keys) back to pending with a fresh attempt budget; how many."""
-        with self._store() as store:
-            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys)
-
-    def confirm(self, keys: Sequence[str] = ()) -> dict[recovery.Case, int]:
-        """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""
-        with self._store() as store:
-            return recovery.confirm(store, self.name, now=self.clock.now(), keys=keys)
+    # A person's hand (and :class:`~runner.notebook_controls.Controls`) -------------------------
 
     def cancel(self, keys: Sequence[str] | None = None) -> Compensated:
         """Fail unfinished items (all, or ``keys``) as ``cancelled``; batches in flight finish first.

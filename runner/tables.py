@@ -46,28 +46,32 @@ def _landing(held: Sequence[HeldItem], case: Case) -> str:
     return f" (a lost create may still land until {when}: none is concluded only after that)"
 
 
-def failures_table(name: str, failed: list[dict[str, Any]]) -> list[str]:
-    """Failed items by kind: how many, how many a person may retry, and the first one as an example."""
-    by_kind: dict[str, list[dict[str, Any]]] = {}
+def failures_table(name: str, failed: list[dict[str, Any]], *, staged: bool = False) -> list[str]:
+    """Failed items by kind (a pipeline's: by stage and kind): how many, how many a person may retry, and the
+    first one as an example."""
+    by_kind: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for item in failed:
-        by_kind.setdefault(item["kind"], []).append(item)
+        by_kind.setdefault((item["stage"], item["kind"]) if staged else (item["kind"],), []).append(item)
     rows = []
-    for kind, items in by_kind.items():
+    for where, items in by_kind.items():
         retryable = sum(1 for item in items if item["retryable"])
         first = items[0]
         example = f"{first['key']} ({plural(first['attempts'], 'attempt')}): {first['message']}"
-        rows.append([kind, str(len(items)), str(retryable), example])
-    return table(("kind", "items", "retryable", "example"), rows, title=f"run {name}: {plural(len(failed), 'failed item')}",
-                 numbers={1, 2}, wraps={3}, within=width())
+        rows.append([*where, str(len(items)), str(retryable), example])
+    first_column = ("stage", "kind") if staged else ("kind",)
+    return table((*first_column, "items", "retryable", "example"), rows,
+                 title=f"run {name}: {plural(len(failed), 'failed item')}",
+                 numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 2}, within=width())
 
 
-def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]]) -> list[str]:
-    """Every failed item of one kind: its key, group, attempts, whether a person may retry it, and its message."""
-    rows = [[item["key"], item["group"], str(item["attempts"]), "yes" if item["retryable"] else "no", item["message"]]
-            for item in failed]
-    return table(("key", "group", "attempts", "retryable", "message"), rows,
-                 title=f"run {name}: {plural(len(failed), 'failed item')} of kind {kind}", numbers={2}, wraps={4},
-                 within=width())
+def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]], *, staged: bool = False) -> list[str]:
+    """Every failed item of one kind: its key, group (a pipeline's: its stage), attempts, whether a person may
+    retry it, and its message."""
+    rows = [[item["key"], item["group"], *([item["stage"]] if staged else []), str(item["attempts"]),
+             "yes" if item["retryable"] else "no", item["message"]] for item in failed]
+    columns = ("key", "group", *(("stage",) if staged else ()), "attempts", "retryable", "message")
+    return table(columns, rows, title=f"run {name}: {plural(len(failed), 'failed item')} of kind {kind}",
+                 numbers={len(columns) - 3}, wraps={len(columns) - 1}, within=width())
 
 
 def status_table(run: Standing) -> list[str]:

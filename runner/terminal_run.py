@@ -58,6 +58,10 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     for stage, count in outcome.rewound.items():
         console.print(f"stage {escape(stage)} changed (or was added): {plural(count, 'completed item')} sent again "
                       "from it, the results of the stages before it kept", soft_wrap=True)
+    for stage, count in outcome.gone.items():
+        console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "
+                      "to the next stage each needs, or completed if it needs none (a failed one with a fresh budget; "
+                      "one a person cancelled or rejected stays failed, its retry sends it there)", soft_wrap=True)
     tables.echo(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")

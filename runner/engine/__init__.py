@@ -26,6 +26,7 @@ in-memory line of formed batches. Time comes from an injected clock.
 
 from __future__ import annotations
 
-from .loop import Engine, Outcome
+from .loop import Engine
+from .outcome import Outcome
 
 __all__ = ["Engine", "Outcome"]

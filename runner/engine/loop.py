@@ -33,8 +33,6 @@ import secrets
 import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from .. import busy, lease
 from ..rules.breaker import Control
@@ -44,35 +42,15 @@ from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
-from ..model import FailureKind, ItemState
-from ..model import Batch, Settlement, StartedItem
+from ..model import Batch, FailureKind, Settlement, StartedItem
 from ..store.protocol import RunStore
 from . import stages
+from .outcome import Outcome
 from .slot import TAKEN_OVER, Slot, settlement_of
 
 HEARTBEAT_SECONDS = 2.0
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How a run ended: done, or stopped because a person is needed (and why)."""
-
-    status: dict[str, Any]
-    stopped_for: str | None
-    stop_kind: FailureKind | None = None
-    #: Stage -> completed items sent back to it as the run started: that stage (or one before it) changed.
-    rewound: Mapping[str, int] = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
-        if self.stop_kind is FailureKind.AUTH:
-            return 1
-        if self.stopped_for is not None:
-            return 4
-        return 3 if self.status["counts"][ItemState.FAILED] else 0
 
 
 class Engine:
@@ -130,8 +108,8 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
-        #: Stage -> completed items sent back to it as the run started (``_rewind``).
-        self.rewound: dict[str, int] = {}
+        #: What the run sent on as it started: completed items sent back, items at a stage gone sent on.
+        self.rewound = stages.Rewound({}, {})
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -160,7 +138,7 @@ class Engine:
             raise
         finally:
             await self._tidy(name, cut_short=cut_short)
-        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, self.rewound)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, *self.rewound)
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.

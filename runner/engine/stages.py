@@ -21,16 +21,16 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import deciding, protocol, words
 from ..jobs import DECIDE, Job, Stage
-from ..model import Claim, Settlement, StartedItem
+from ..model import Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
 from ..busy import StoreSteps
 from ..clock import Clock
 from ..errors import StoreBusy
-from ..rules.stages import next_stage, resume_at, sent_fields, state_of
+from ..rules.stages import from_gone_stage, next_stage, resume_at, sent_fields, state_of
 from ..store.protocol import RunStore
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
@@ -103,25 +103,46 @@ def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps:
         work.caller = work.provider
 
 
-def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> dict[str, int]:
+#: Failures a person made: they stand when the item's stage is gone (a retry sends it on from there).
+BY_A_PERSON = (FailureKind.CANCELLED, FailureKind.REJECTED)
+
+
+class Rewound(NamedTuple):
+    """What a re-run sent on as it started: stage -> completed items sent back to it (that stage, or one before
+    it, changed), and stage gone -> items left at it sent on (or completed, or kept failed at their next stage)."""
+
+    again: dict[str, int]
+    gone: dict[str, int]
+
+
+def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> Rewound:
     """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
-    changed, or one was added at the end): only that stage's calls, and those after it, are made again.
-    Returns how many went back to each stage. Items pending at a decide stage (sent back there, or at the
-    first stage) wait there for a person."""
+    changed, or one was added at the end): only that stage's calls, and those after it, are made again. Items
+    left at a stage the job no longer has go where :func:`runner.rules.stages.from_gone_stage` says. Items
+    pending at a decide stage (sent back there, or at the first stage) wait there for a person."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
-        return {}
+        return Rewound({}, {})
     fingerprints = {name: work.fingerprint for name, work in works.items()}
-    moves, rewound = {}, Counter[str]()
-    for item_id, text, saved in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
-        again = resume_at(job.stages, fingerprints, json.loads(text), saved)
-        if again is not None:
-            moves[item_id] = again
-            rewound[again] += 1
-    if moves:
-        store.rewind(moves, [stage.name for stage in job.stages], now=now)
+    moves: dict[str, dict[int, str]] = {"rewind": {}, "restage": {}, "finish": {}, "keep": {}}
+    again, gone = Counter[str](), Counter[str]()
+    for item in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
+        record = json.loads(item.input)
+        if item.state == ItemState.COMPLETED:
+            stage = resume_at(job.stages, fingerprints, record, item.saved)
+            if stage is not None:
+                moves["rewind"][item.id] = stage
+                again[stage] += 1
+            continue
+        onward = from_gone_stage(job.stages, fingerprints, record, item.saved, failed_by_a_person=(
+            item.state == ItemState.FAILED and item.kind in BY_A_PERSON))
+        moves[onward.move][item.id] = onward.stage or ""
+        gone[item.stage] += onward.move != "keep"
+    if any(moves[name] for name in ("rewind", "restage", "finish")):
+        store.rewind(moves["rewind"], [stage.name for stage in job.stages], now=now, restage=moves["restage"],
+                     finish=moves["finish"])
     if any(stage.kind == DECIDE for stage in job.stages):  # those now at a decide stage wait for a person there
         store.arrive(run_id, now=now)
-    return dict(rewound)
+    return Rewound(dict(again), {stage: n for stage, n in gone.items() if n})
 
 
 def sent(job: Job, stage: Stage, items: Sequence[StartedItem]) -> protocol.BatchItems:

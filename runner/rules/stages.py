@@ -11,6 +11,8 @@ stages it passed. A stage's ``when`` (``field`` with ``in``, ``equals`` or
 - :func:`resume_at`: on a run started again with changed stages, the first
   stage whose result is missing or stale (its fingerprint changed), or None
   when every stage the item goes through has a fresh result;
+- :func:`from_gone_stage`: where an item left at a stage the job no longer
+  has goes on a re-run (:class:`Onward`);
 - :func:`sent_fields`: what a stage sends of the state, each field under
   its own (dotted) name.
 """
@@ -116,6 +118,35 @@ def resume_at(
             return stage.name
         results[stage.name] = kept[0]
     return None
+
+
+class Onward(NamedTuple):
+    """Where an item left at a stage the job no longer has goes, as a re-run starts.
+
+    ``move``: ``rewind`` (pending at ``stage``, a fresh budget), ``restage``
+    (failed still, at ``stage``: a person's failure stands, and their retry
+    sends it there), ``finish`` (completed, at ``stage``: the last it passed)
+    or ``keep`` (left as it is).
+    """
+
+    move: str
+    stage: str | None = None
+
+
+def from_gone_stage(
+    stages: Sequence[Step], fingerprints: Mapping[str, str], record: Mapping[str, Any],
+    saved: Mapping[str, tuple[Any, str]], *, failed_by_a_person: bool,
+) -> Onward:
+    """Where an item at a stage gone goes: on to the first stage it needs again (:func:`resume_at`), whatever it
+    was doing at the stage gone (waiting, answered, held, failed: that stage's call no longer matters), or
+    completed when every stage it needs has its result. An item a person failed (cancelled, rejected) stays
+    failed, at the stage a retry would send it to."""
+    again = resume_at(stages, fingerprints, record, saved)
+    if failed_by_a_person:
+        return Onward("restage", again) if again is not None else Onward("keep")
+    if again is not None:
+        return Onward("rewind", again)
+    return Onward("finish", [stage.name for stage in stages if stage.name in saved][-1])
 
 
 def sent_fields(fields: Sequence[str], state: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,11 @@ The first row that holds decides:
 | confirmed, a call whose answer was lost           | resubmit      | sent again, after the warning that this may  |
 |                                                   |               | run and charge twice                         |
 
+In a pipeline the triage is per stage: an item's case is that of its current
+stage (its call, its answer, its hold), and the results of the stages it
+passed are never touched by it; an input changed starts the item over at the
+first stage, its results forgotten (``Store.add_items``).
+
 Who writes each: ``Store.add_items`` fails changed inputs, ``Store.recover``
 frees the unsent and holds the sent, the engine validates saved outputs,
 ``recovery.confirm`` releases held items to poll, adopt or resubmit, and

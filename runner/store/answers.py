@@ -256,6 +256,8 @@ class FailedItem(NamedTuple):
     maybe_paid: int
     retryable: bool
     message: str
+    #: The stage it failed at: a retry sends it again there.
+    stage: str = ""
 
 
 class FailuresView(NamedTuple):
@@ -265,6 +267,8 @@ class FailuresView(NamedTuple):
     kinds: tuple[KindCount, ...]
     kind: str | None
     items: tuple[FailedItem, ...]
+    #: The run's job has ``[[stage]]`` tables: each item's stage is worth showing.
+    staged: bool = False
 
 
 class HistoryLine(NamedTuple):

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RunError, StoreError
+from ..errors import RunError, StoreError, UnknownStage
 from ..model import BreakerState, FailureKind
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
@@ -34,6 +34,16 @@ WHERE value NOT IN (SELECT key FROM items WHERE run_id = :run) ORDER BY key LIMI
 RETRIED_KIND = (
     "(items.error_kind = :kind OR (:kind IS NULL AND (:keys != '[]' OR items.error_kind IS NOT 'cancelled')))"
 )
+
+#: Items at the stage ``:stage``, or (none given) at any.
+AT_STAGE = "(:stage IS NULL OR items.stage = :stage)"
+
+#: A run's stages: its job's, in order, then any its items are at that the job no longer has.
+STAGES = """
+SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = :run
+UNION ALL SELECT DISTINCT stage FROM counts WHERE run_id = :run AND n > 0 AND stage NOT IN (
+    SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = :run)
+"""
 
 #: Items a cancel fails at once: not in flight (pending, queued, waiting, or held for a person's confirmation).
 NOT_IN_FLIGHT = "(items.state IN ('pending', 'queued', 'waiting') OR (items.state = 'running' AND items.hold != 'none'))"
@@ -94,22 +104,39 @@ class Commands(SQLiteFile):
                                        f"{control.breaker.value}, paused={control.paused}"))
         return control
 
-    def retry_failed(self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float) -> int:
-        """Failed items (all, one kind, or some keys) back to pending, each with a fresh attempt budget.
+    def retry_failed(
+        self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float, stage: str | None = None
+    ) -> int:
+        """Failed items (all, one kind, some keys, those of one stage) back to pending, each with a fresh attempt
+        budget, at the stage where they failed: the results of the stages before it are kept.
 
-        Items a person cancelled are retried only when named: by their kind or their keys.
+        Items a person cancelled are retried only when named: by their kind or their keys. A stage the run
+        does not have is refused (``UnknownStage``), and nothing changes.
         """
-        params = {"run": run_id, "kind": kind, "keys": json.dumps(list(keys)), "now": now}
+        params = {"run": run_id, "kind": kind, "keys": json.dumps(list(keys)), "now": now, "stage": stage}
         with self.write() as conn:
             self.refuse_unknown(run_id, keys)
-            released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND}",
+            if stage is not None:
+                self.refuse_unknown_stage(run_id, stage)
+            released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND} AND {AT_STAGE}",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
             items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
             if released:  # a retry that found nothing to retry changed nothing: no command to log
-                conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
-                                           f"{len(released)} items"))
+                asked = {"kind": kind, "keys": list(keys), **({"stage": stage} if stage is not None else {})}
+                conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps(asked), now, now, f"{len(released)} items"))
         return len(released)
+
+    def stages(self, run_id: int) -> list[str]:
+        """The run's stages: its job's, in order, then any its items are at that the job no longer has."""
+        return [row["stage"] for row in self.rows(STAGES, {"run": run_id})]
+
+    def refuse_unknown_stage(self, run_id: int, stage: str) -> None:
+        """Refuse a stage the run does not have (``UnknownStage`` naming those it has); a read, in any transaction."""
+        known = self.stages(run_id)
+        if stage not in known:
+            (run,) = self.rows("SELECT name FROM runs WHERE id = ?", [run_id])
+            raise UnknownStage(f"run {run['name']!r} has no stage {stage!r}; its stages: {', '.join(known)}")
 
     def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None:
         """Refuse keys that no item of the run has (``RunError`` naming the first of them); a read, in any transaction."""

@@ -123,9 +123,9 @@ def failure_kinds(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def failed_items(store: Store, run_id: int, *, kind: str, limit: int) -> list[dict[str, Any]]:
-    """The first ``limit`` failed items of one kind, in input order."""
+    """The first ``limit`` failed items of one kind, in input order, with the stage each failed at."""
     return store.rows(
-        'SELECT key, grp AS "group", attempts, paid_calls, maybe_paid, retryable, error AS message '
+        'SELECT key, grp AS "group", attempts, paid_calls, maybe_paid, retryable, error AS message, stage '
         "FROM items WHERE run_id = ? AND state = 'failed' AND error_kind = ? ORDER BY seq LIMIT ?",
         [run_id, kind, limit],
     )

@@ -9,9 +9,11 @@ skipped noted in their history; the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
 A run started again with changed stages (:class:`Stages`): its completed
-items whose results may be stale are read (``stale_items``), the engine asks
-:func:`runner.rules.stages.resume_at` where each must go again, and
-``rewind`` sends them back there, forgetting the results from that stage on.
+items whose results may be stale, and those left at a stage the job no
+longer has, are read (``stale_items``), the engine asks
+:func:`runner.rules.stages.resume_at` (or ``from_gone_stage``) where each
+must go, and ``rewind`` sends them there, forgetting the results from that
+stage on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
 from . import items
@@ -69,17 +71,43 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 
 #: Completed items whose results may be stale: one saved under a fingerprint the stage no longer has
 #: (``:fingerprints``, stage -> its fingerprint now), or completed before the last stage (``:last``: a stage
-#: added at the end, or skipped); and items waiting for a stage the job no longer has. Each with its input
-#: and its results (stage -> [result, fingerprint]).
+#: added at the end, or skipped); and items left unfinished or failed at a stage the job no longer has. Each
+#: with its input, its results (stage -> [result, fingerprint]), its state and its failure's kind.
 STALE = """
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
-     WHERE item_id = items.id) AS saved
+     WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage
 FROM items WHERE run_id = :run AND (state = 'completed' AND (stage != :last OR EXISTS (
     SELECT 1 FROM results WHERE item_id = items.id
     AND fingerprint != coalesce(json_extract(:fingerprints, '$."' || stage || '"'), fingerprint)))
-    OR state IN ('pending', 'waiting') AND json_extract(:fingerprints, '$."' || stage || '"') IS NULL)
+    OR state != 'completed' AND json_extract(:fingerprints, '$."' || stage || '"') IS NULL)
 """
+
+#: An item left at a stage gone completes, every stage it needs having its result: its event and counts, as
+#: the trigger ``items_change`` writes them for other moves (it leaves moves to ``completed`` to their batch).
+FINISHED = [
+    "INSERT INTO events (run_id, item_id, at, from_state, to_state, message, items, stage, to_stage) "
+    "SELECT run_id, id, :now, state, 'completed', :why, 1, stage, :stage FROM items WHERE id = :id",
+    "INSERT INTO counts (run_id, stage, grp, state, n) SELECT run_id, stage, grp, state, -1 FROM items WHERE id = :id "
+    "UNION ALL SELECT run_id, :stage, grp, 'completed', 1 FROM items WHERE id = :id "
+    "ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n",
+]
+
+#: Why an item left at a stage gone completed.
+NO_STAGE_LEFT = "its stage is no longer in the job, and every stage it needs has its result"
+
+
+class Stale(NamedTuple):
+    """An item a re-run may send on: its id, input, results (stage -> (result, fingerprint)), state, failure's
+    kind and stage."""
+
+    id: int
+    input: str
+    saved: dict[str, tuple[Any, str]]
+    state: str
+    kind: str | None
+    stage: str
+
 
 #: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
 FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
@@ -110,19 +138,30 @@ class Stages(SQLiteFile):
         return None
 
 
-    def stale_items(
-        self, run_id: int, fingerprints: Mapping[str, str], *, last: str
-    ) -> list[tuple[int, str, dict[str, tuple[Any, str]]]]:
-        """Completed items whose results may be stale: (id, input, stage -> (result, fingerprint))."""
+    def stale_items(self, run_id: int, fingerprints: Mapping[str, str], *, last: str) -> list[Stale]:
+        """Completed items whose results may be stale, and items left at a stage gone (``STALE``)."""
         rows = self.rows(STALE, {"run": run_id, "fingerprints": json.dumps(fingerprints), "last": last})
-        return [(row["id"], row["input"], {stage: (result, fingerprint) for stage, (result, fingerprint)
-                                           in json.loads(row["saved"] or "{}").items()}) for row in rows]
+        return [Stale(row["id"], row["input"], {stage: (result, fingerprint) for stage, (result, fingerprint)
+                                                in json.loads(row["saved"] or "{}").items()},
+                      row["state"], row["error_kind"], row["stage"]) for row in rows]
 
-    def rewind(self, moves: Mapping[int, str], stages: Sequence[str], *, now: float) -> None:
-        """Send completed items (or items at a stage gone) back to a stage (item id -> stage), pending there,
-        their results from it on forgotten (``stages``: the job's, in order), in one transaction."""
+    def rewind(
+        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,
+        finish: Mapping[int, str] | None = None,
+    ) -> None:
+        """Send items back (or on) to a stage (item id -> stage), pending there, their results from it on
+        forgotten (``stages``: the job's, in order); failed items a person failed to the stage a retry sends
+        them to (``restage``); items every stage of whose has its result completed at a stage (``finish``).
+        One transaction."""
         with self.write() as conn:
             move_each(conn, "rewind", where="items.id = :id", values={"stage": "stage = :stage", **items.FRESH_BUDGET},
                       params=[{"id": i, "stage": stage, "now": now} for i, stage in moves.items()])
             conn.executemany(FORGET, [{"id": i, "forget": json.dumps(list(stages[stages.index(stage):]))}
                                       for i, stage in moves.items()])
+            move_each(conn, "restage", where="items.id = :id", values={"stage": "stage = :stage"},
+                      params=[{"id": i, "stage": stage, "now": now} for i, stage in (restage or {}).items()])
+            for i, stage in (finish or {}).items():
+                for statement in FINISHED:
+                    conn.execute(statement, {"id": i, "stage": stage, "now": now, "why": NO_STAGE_LEFT})
+            move_each(conn, "finish", where="items.id = :id", values={"stage": "stage = :stage"},
+                      params=[{"id": i, "stage": stage, "now": now} for i, stage in (finish or {}).items()])

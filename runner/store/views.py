@@ -209,14 +209,14 @@ def left_running(store: Store, name: str, *, now: float) -> int:
 
 
 def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
-    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, and the calls
-    each paid or may have."""
+    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, the calls
+    each paid or may have, and the stage it failed at (where ``runner retry`` sends it again)."""
     run_id = store.run_id(name)
     return [
         {**row, "retryable": bool(row["retryable"])}
         for row in store.rows(
             'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
-            "maybe_paid FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
+            "maybe_paid, stage FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
             "ORDER BY error_kind, seq",
             [run_id, kind, kind],
         )
@@ -306,10 +306,10 @@ def failures_view(store: Store, name: str, *, kind: str | None, limit: int = FAI
     rows = failed_items(store, run_id, kind=kind, limit=limit) if kind else []
     items = tuple(
         FailedItem(r["key"], r["group"], r["attempts"], r["paid_calls"], r["maybe_paid"], bool(r["retryable"]),
-                   r["message"] or "")
+                   r["message"] or "", r["stage"])
         for r in rows
     )
-    return FailuresView(name, kinds, kind, items)
+    return FailuresView(name, kinds, kind, items, staged(store, run_id))
 
 
 def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:

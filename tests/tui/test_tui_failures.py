@@ -6,10 +6,10 @@ import json
 import re
 from pathlib import Path
 
-from support import StepClock, make_job, posts
+from support import StepClock, make_job, posts, write_jsonl
 from tui_support import NOW, build, press, settle, shown
 
-from runner import runs
+from runner import jobs, runs
 from runner.jobs import Job
 from runner.sim import Simulator
 from runner.model import ItemState
@@ -126,3 +126,38 @@ async def test_the_failures_title_counts_one_failed_item_in_the_singular(
     async with app.run_test(size=(120, 40)) as pilot:
         await press(pilot, "f")
         assert " ".join(shown(app.screen.query_one("#failures-title"))).startswith("1 failed item of test, by kind")
+
+
+#: A pipeline of two stages over the simulator: ``classify``, then ``summarize`` (a string).
+PIPELINE = """name = "triage"
+input = "posts.jsonl"
+key = "id"
+[batch]
+max_items = 1
+concurrency = 1
+[provider]
+base_url = "{url}"
+[[stage]]
+name = "classify"
+{stages}"""
+SUMMARIZE = '[[stage]]\nname = "summarize"\n[stage.output.schema]\nrequired = ["summary"]\n'
+
+
+async def test_in_a_pipeline_each_failed_item_shows_its_stage_and_a_retry_says_it_is_sent_again_there(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(2))
+    job_file = tmp_path / "pipeline.toml"
+    job_file.write_text(PIPELINE.format(url=sim.base_url, stages=""))
+    await runs.execute(store, jobs.load(job_file), clock=clock)
+    sim.set_faults({"rules": [{"fault": "http_400", "keys": ["p001"]}]})
+    job_file.write_text(PIPELINE.format(url=sim.base_url, stages=SUMMARIZE))
+    assert (await runs.execute(store, jobs.load(job_file), clock=clock)).exit_code == 3
+    app = RunnerApp(store.path, "triage")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await press(pilot, "f")
+        assert " ".join(shown(app.screen.query_one("#failed"))).count("at summarize:") == 1
+        await pilot.press("t")
+        assert isinstance(app.screen, AskScreen)
+        assert "It is sent again at stage summarize; the results of the stages before it are kept." in str(
+            app.screen.body)

@@ -29,6 +29,8 @@ RETRY_COST = (
     "Each goes back to pending with a fresh attempt budget and is sent again by the engine. "
     "An item the upstream already answered costs a paid call each time."
 )
+#: What a retry in a pipeline keeps.
+AT_ITS_STAGE = " Each is sent again at the stage where it failed; the results of the stages before it are kept."
 
 
 class KindTable(Table):
@@ -93,11 +95,13 @@ class FailedTable(Table):
         """Labels on two lines, so that at 80 columns the message keeps room for its longest words."""
         return Text("can\nretry" if column == "retryable" else column.replace(" ", "\n"))
 
-    def show(self, items: Sequence[FailedItem]) -> None:
+    def show(self, items: Sequence[FailedItem], *, staged: bool = False) -> None:
+        """The items, each message led by the stage it failed at in a pipeline (``staged``)."""
         self._items = {item.key: item for item in items}
         self.fill(items, [
             (i.key, [i.key, i.group, Text(str(i.attempts), justify="right"), Text(str(i.paid_calls), justify="right"),
-                     Text(format.count(i.maybe_paid), justify="right"), "yes" if i.retryable else "no", i.message])
+                     Text(format.count(i.maybe_paid), justify="right"), "yes" if i.retryable else "no",
+                     f"at {i.stage}: {i.message}" if staged else i.message])
             for i in items
         ])
 
@@ -149,7 +153,7 @@ class FailuresScreen(StoreScreen[FailuresView]):
             Text.assemble((f"{shown}items of kind {view.kind}", "bold"), " · Enter: detail · t: retry")
             if view.kind else ""
         )
-        self.query_one(FailedTable).show(view.items)
+        self.query_one(FailedTable).show(view.items, staged=view.staged)
 
     @on(DataTable.RowHighlighted, "#kinds")
     def _kind_chosen(self, event: DataTable.RowHighlighted) -> None:
@@ -169,15 +173,16 @@ class FailuresScreen(StoreScreen[FailuresView]):
 
     @on(KindTable.Retry)
     def _retry_kind(self, message: KindTable.Retry) -> None:
-        ask = AskScreen(
-            f"Retry {plural(message.count, 'failed item')} of kind {message.kind}?", Text(RETRY_COST), yes="Retry"
-        )
+        staged = self.view is not None and self.view.staged
+        ask = AskScreen(f"Retry {plural(message.count, 'failed item')} of kind {message.kind}?",
+                        Text(RETRY_COST + (AT_ITS_STAGE if staged else "")), yes="Retry")
         self.app.push_screen(ask, partial(self._retry_if, kind=message.kind, keys=()))
 
     @on(FailedTable.Retry)
     def _retry_item(self, message: FailedTable.Retry) -> None:
-        self.app.push_screen(ask_retry_item(message.item.key, message.item.paid_calls, message.item.maybe_paid),
-                             partial(self._retry_if, kind=None, keys=(message.item.key,)))
+        item, staged = message.item, self.view is not None and self.view.staged
+        self.app.push_screen(ask_retry_item(item.key, item.paid_calls, item.maybe_paid, stage=item.stage if staged else ""),
+                             partial(self._retry_if, kind=None, keys=(item.key,)))
 
     def _retry_if(self, yes: bool | None, *, kind: str | None, keys: tuple[str, ...]) -> None:
         if yes:
@@ -280,11 +285,13 @@ def item_head(view: ItemView) -> Text:
     return text
 
 
-def ask_retry_item(key: str, paid: int, maybe_paid: int) -> AskScreen:
+def ask_retry_item(key: str, paid: int, maybe_paid: int, *, stage: str = "") -> AskScreen:
+    """The question before one item's retry: what it costs, and (``stage``: in a pipeline) where it is sent."""
     spent = f" This one has cost {plural(paid, 'paid call')}" + (
         f" and maybe {maybe_paid} more." if maybe_paid else " so far."
     )
-    return AskScreen(f"Retry item {key}?", Text(RETRY_COST + spent), yes="Retry")
+    where = f" It is sent again at stage {stage}; the results of the stages before it are kept." if stage else ""
+    return AskScreen(f"Retry item {key}?", Text(RETRY_COST + spent + where), yes="Retry")
 
 
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:

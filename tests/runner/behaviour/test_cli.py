@@ -132,7 +132,8 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
         calls = sim.ledger.snapshot()["calls"]
     assert paused.stdout == "run 'steps': breaker closed, paused, 1 step allowed\n"
     assert failures == [{"key": "p3", "group": "all", "kind": "item_invalid", "attempts": 1, "retryable": True,
-                         "message": failures[0]["message"], "paid_calls": 1, "maybe_paid": 0}]
+                         "message": failures[0]["message"], "paid_calls": 1, "maybe_paid": 0,
+                         "stage": "openai-chat"}]
     assert failures[0]["message"].endswith("(gave up; attempts: 1, paid calls: 1)")
     assert retried.stdout == "1 failed item of run 'steps' pending again; to go on:\nrunner run steps --db other.db\n"
     assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])

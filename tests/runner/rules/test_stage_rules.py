@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from runner.jobs import When
-from runner.rules.stages import Next, holds, next_stage, resume_at, sent_fields
+from runner.rules.stages import Next, Onward, from_gone_stage, holds, next_stage, resume_at, sent_fields
 
 
 class S:
@@ -82,3 +82,23 @@ def test_a_stage_sends_its_fields_under_their_dotted_names() -> None:
     state = {"id": "1", "title": "t", "body": "b", **results}
     assert sent_fields(["title", "classify.label"], state, results) == {"title": "t", "classify.label": "bug"}
     assert sent_fields([], state, results) == {"id": "1", "title": "t", "body": "b"}
+
+
+#: The job once ``extract`` is removed: items left at it (waiting, answered, held, failed) go on from there.
+WITHOUT_EXTRACT = [S("classify"), S("summarize")]
+CLASSIFIED = {"classify": ({"label": "bug"}, "c1")}
+GONE_CASES = [
+    ("on to the next stage it needs", CLASSIFIED, False, Onward("rewind", "summarize")),
+    ("a person's failure stands, at that stage", CLASSIFIED, True, Onward("restage", "summarize")),
+    ("every stage it needs has its result: completed", BUG, False, Onward("finish", "summarize")),
+    ("a person's failure with nothing left to do: kept", BUG, True, Onward("keep")),
+    ("a stage before it changed: sent back there", {"classify": ({"label": "bug"}, "c0")}, False,
+     Onward("rewind", "classify")),
+]
+
+
+@pytest.mark.parametrize("saved, by_a_person, expected", [c[1:] for c in GONE_CASES], ids=[c[0] for c in GONE_CASES])
+def test_an_item_left_at_a_stage_gone_goes_on_to_the_next_stage_it_needs(
+    saved: dict[str, tuple[Any, str]], by_a_person: bool, expected: Onward
+) -> None:
+    assert from_gone_stage(WITHOUT_EXTRACT, FP, {"title": "t"}, saved, failed_by_a_person=by_a_person) == expected

@@ -11,14 +11,15 @@ from runner.store import Store
 URL = "http://127.0.0.1:9/v1"
 
 
-#: A pending item completed at a stage by hand, with the event and counts its batch's path would have written.
-COMPLETE = [
+#: A pending item moved to a state of the batch path (``:state``) at a stage by hand, with the event and counts
+#: its batch's path would have written (the trigger leaves those moves to their batch).
+BY_BATCH = [
     "INSERT INTO events (run_id, item_id, at, from_state, to_state, items, stage, to_stage) "
-    "SELECT run_id, id, 1, state, 'completed', 1, stage, :stage FROM items WHERE id = :id",
+    "SELECT run_id, id, 1, state, :state, 1, stage, :stage FROM items WHERE id = :id",
     "INSERT INTO counts (run_id, stage, grp, state, n) SELECT run_id, stage, grp, state, -1 FROM items WHERE id = :id "
-    "UNION ALL SELECT run_id, :stage, grp, 'completed', 1 FROM items WHERE id = :id "
+    "UNION ALL SELECT run_id, :stage, grp, :state, 1 FROM items WHERE id = :id "
     "ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n",
-    "UPDATE items SET state = 'completed', stage = :stage WHERE id = :id",
+    "UPDATE items SET state = :state, stage = :stage WHERE id = :id",
 ]
 
 
@@ -26,9 +27,9 @@ def at(store: Store, key: str, state: str, stage: str, *results: tuple[str, str]
     """Put an item at a stage and state, with results (stage, fingerprint), as the engine would have left it."""
     with store.write() as conn:
         (item_id,) = conn.execute("SELECT id FROM items WHERE key = ?", (key,)).fetchone()
-        if state == "completed":
-            for statement in COMPLETE:
-                conn.execute(statement, {"id": item_id, "stage": stage})
+        if state in ("queued", "running", "received", "completed"):
+            for statement in BY_BATCH:
+                conn.execute(statement, {"id": item_id, "stage": stage, "state": state})
         else:
             conn.execute("UPDATE items SET state = ?, stage = ? WHERE id = ?", (state, stage, item_id))
         conn.executemany("INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, '{}', ?, 1)",
@@ -46,8 +47,8 @@ def test_stale_items_are_completed_ones_with_a_changed_or_missing_stage_and_thos
     gone = at(store, "p003", "pending", "renamed", ("a", "fa"))
     at(store, "p004", "pending", "b", ("a", "fa"))
     found = store.stale_items(run_id, {"a": "fa", "b": "fb"}, last="b")
-    assert sorted(item_id for item_id, _, _ in found) == sorted([stale, short, gone])
-    assert fresh not in {item_id for item_id, _, _ in found}
+    assert sorted(item.id for item in found) == sorted([stale, short, gone])
+    assert fresh not in {item.id for item in found}
 
 
 def test_a_rewind_sends_items_back_pending_at_a_stage_and_forgets_the_results_from_it_on(
@@ -59,3 +60,33 @@ def test_a_rewind_sends_items_back_pending_at_a_stage_and_forgets_the_results_fr
     [row] = store.rows("SELECT state, stage FROM items WHERE id = ?", [item_id])
     assert (row["state"], row["stage"]) == ("pending", "b")
     assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [item_id])] == ["a"]
+
+
+def test_a_retry_puts_a_failed_item_back_pending_at_its_stage_keeping_the_results_before_it(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(3)), now=1.0)
+    failed_at_b = at(store, "p000", "failed", "b", ("a", "fa"))
+    at(store, "p001", "failed", "a")
+    assert store.retry_failed(run_id, kind=None, keys=[], now=2.0, stage="b") == 1
+    assert store.rows("SELECT state, stage FROM items WHERE id = ?", [failed_at_b]) == [
+        {"state": "pending", "stage": "b"}]
+    assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [failed_at_b])] == ["a"]
+    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0) == 1
+
+
+def test_items_left_at_a_stage_gone_are_sent_on_kept_failed_or_completed_in_one_transaction_with_their_counts(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(4)), now=1.0)
+    received = at(store, "p000", "received", "gone", ("a", "fa"))
+    held = at(store, "p001", "running", "gone", ("a", "fa"))
+    cancelled = at(store, "p002", "failed", "gone", ("a", "fa"))
+    done = at(store, "p003", "failed", "gone", ("a", "fa"), ("b", "fb"))
+    found = {item.id: (item.state, item.stage) for item in store.stale_items(run_id, {"a": "fa", "b": "fb"}, last="b")}
+    assert found == {received: ("received", "gone"), held: ("running", "gone"), cancelled: ("failed", "gone"),
+                     done: ("failed", "gone")}
+    store.rewind({received: "b", held: "b"}, ["a", "b"], now=2.0, restage={cancelled: "b"}, finish={done: "b"})
+    rows = store.rows("SELECT key, state, stage FROM items ORDER BY key")
+    assert [(r["key"], r["state"], r["stage"]) for r in rows] == [
+        ("p000", "pending", "b"), ("p001", "pending", "b"), ("p002", "failed", "b"), ("p003", "completed", "b")]

@@ -1,0 +1,31 @@
+"""How a run ended, as the engine returns it: done, or stopped for a person (and why), with the exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import FailureKind, ItemState
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: done, or stopped because a person is needed (and why)."""
+
+    status: dict[str, Any]
+    stopped_for: str | None
+    stop_kind: FailureKind | None = None
+    #: As the run started: stage -> completed items sent back to it (it, or one before it, changed); stage no
+    #: longer in the job -> items left at it sent on (``stages.rewind``).
+    rewound: Mapping[str, int] = field(default_factory=dict)
+    gone: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
+        if self.stop_kind is FailureKind.AUTH:
+            return 1
+        if self.stopped_for is not None:
+            return 4
+        return 3 if self.status["counts"][ItemState.FAILED] else 0

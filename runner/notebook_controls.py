@@ -1,0 +1,46 @@
+"""A notebook run's controls: a person's pause, resume, step, retry and confirm, each one store transaction.
+
+Part of :class:`runner.notebook.Run` (a mixin, as :mod:`runner.notebook_decisions`), obeyed by an engine in
+any process, or by the next one; ``cancel`` stays on ``Run`` with its ``on_cancel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import control, recovery
+from .breaker import Control
+from .notebook_decisions import _Run
+
+
+class Controls:
+    """``pause()``, ``resume()``, ``step()``, ``retry()`` and ``confirm()`` of a notebook run."""
+
+    def pause(self: _Run) -> Control:
+        """No new batches; those in flight finish (an engine in any process obeys)."""
+        with self._store() as store:
+            return control.pause(store, self.name, now=self.clock.now())
+
+    def resume(self: _Run) -> Control:
+        """Lift a pause or an open breaker: one batch at a time until one succeeds."""
+        with self._store() as store:
+            return control.resume(store, self.name, now=self.clock.now())
+
+    def step(self: _Run) -> Control:
+        """Let exactly one more batch start while paused or open; the run stays held."""
+        with self._store() as store:
+            return control.step(store, self.name, now=self.clock.now())
+
+    def retry(self: _Run, *, kind: str | None = None, keys: Sequence[str] = (), stage: str | None = None) -> int:
+        """Failed items (all, one kind, some keys, those failed at one ``stage``) back to pending with a fresh
+        attempt budget, each at the stage where it failed (the results before it kept); how many.
+
+        A stage the run does not have raises ``UnknownStage``, naming those it has.
+        """
+        with self._store() as store:
+            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys, stage=stage)
+
+    def confirm(self: _Run, keys: Sequence[str] = ()) -> dict[recovery.Case, int]:
+        """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""
+        with self._store() as store:
+            return recovery.confirm(store, self.name, now=self.clock.now(), keys=keys)
