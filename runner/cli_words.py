@@ -17,8 +17,11 @@ import click
 from . import words
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .breaker import Control
     from .store import Store
+    from .store.answers import StageTally
 
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
@@ -109,16 +112,35 @@ Example plan: {"seed": 7, "rules": [{"fault": "http_503", "rate": 0.3},
 """
 
 
+def show_stages(stages: Sequence[StageTally]) -> None:
+    """What each stage of a pipeline did: its results saved, the items that skipped it, those failed or left there."""
+    click.echo("Per stage:")
+    for stage in stages:
+        said = [f"{stage.results:,} {'result' if stage.results == 1 else 'results'} saved"]
+        if stage.skipped:
+            said.append(f"{words.plural(stage.skipped, 'item')} skipped it (its when)")
+        said += [f"{n:,} {state} there" for state, n in stage.counts.items() if n and state != "completed"]
+        click.echo(f"  {stage.stage}: {', '.join(said)}")
+
+
 def show_results(name: str, db: str) -> None:
-    """A few results of a run, and the command that writes them all."""
+    """A few results of a run (a pipeline's: each stage's first field), and the command that writes them all."""
     from . import export
     from .store import Store
 
     click.echo("Its first results:")
     with Store(db, read_only=True) as store:
         for row in itertools.islice(export.rows(store, name, state="completed"), 3):
-            click.echo(f"  {row['key']}: {row.get('label', '')}")
+            click.echo(f"  {row['key']}: {_first_fields(row)}")
     hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
+
+
+def _first_fields(row: dict[str, object]) -> str:
+    """A result's label, or a pipeline's first field of each stage's result, ``·`` between."""
+    if "stage" not in row:
+        return str(row.get("label", ""))
+    stages = [value for value in row.values() if isinstance(value, dict) and value is not row.get("input")]
+    return " · ".join(str(next(iter(result.values()), "")) for result in stages)
 
 
 def show_control(name: str, now: Control) -> None:

@@ -149,6 +149,8 @@ class BatchInFlight(NamedTuple):
     upstream_id: str | None
     retries: int
     round: int
+    #: The stage whose call the batch makes (a batch is one stage's and one group's).
+    stage: str = ""
 
 
 class LogLine(NamedTuple):
@@ -292,6 +294,21 @@ class ItemView(NamedTuple):
     message: str | None
     retryable: bool | None
     history: tuple[HistoryLine, ...]
+    #: The stage the item is at (a completed item's: where it ended), and whether its run is a pipeline.
+    stage: str = ""
+    staged: bool = False
+    #: A pipeline's item: each stage's result it has (JSON text), in the order they were saved.
+    results: Mapping[str, str] = {}
+
+
+class StageTally(NamedTuple):
+    """One stage of a pipeline, as a run's end tells it: items there now by state, results saved, items that
+    skipped it (its ``when`` false)."""
+
+    stage: str
+    counts: Mapping[str, int]
+    results: int
+    skipped: int
 
 
 class HeldView(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..model import ItemState
-from .lists import RESULT
+from .lists import RESULT, STAGES
 
 if TYPE_CHECKING:
     from .sqlite import Store
@@ -69,7 +69,7 @@ def work_span(store: Store, run_id: int) -> float | None:
 def batches_in_flight(store: Store, run_id: int) -> list[dict[str, Any]]:
     """The run's batches formed or sent and not yet settled, oldest first."""
     return store.rows(
-        "SELECT id, grp, state, size, round, retries, upstream_id, created_at, started_at FROM batches "
+        "SELECT id, grp, state, size, round, retries, upstream_id, created_at, started_at, stage FROM batches "
         "WHERE run_id = ? AND state IN ('queued', 'running') ORDER BY id",
         [run_id],
     )
@@ -136,8 +136,8 @@ def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
     rows = store.rows(
         'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, '
         f"(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, {RESULT} AS result, "
-        "error_kind AS kind, error AS message, retryable, hold, updated_at, stage "
-        "FROM items WHERE run_id = ? AND key = ?",
+        "error_kind AS kind, error AS message, retryable, hold, updated_at, stage, "
+        f"{STAGES} AS results FROM items WHERE run_id = ? AND key = ?",
         [run_id, key],
     )
     return rows[0] if rows else None
