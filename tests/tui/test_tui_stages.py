@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.app import App, ComposeResult
-from tui_pipeline import FAILS, build
+from staged_run import FAILS, build
 from tui_support import NOW, press, settle, shown
 from tui_support import build as build_fixed
 

@@ -1,5 +1,5 @@
-"""A pipeline's run store for the TUI's tests: three stages over twelve posts on the simulator, one item failed at a
-stage past the first (its first stage's answer valid, every later one invalid)."""
+"""A pipeline's run store for the tests of the TUI and the panel: three stages over twelve posts on the simulator, one
+item failed at a stage past the first (its first stage's answer valid, every later one invalid)."""
 
 from __future__ import annotations
 
