@@ -81,6 +81,8 @@ def item_html(item: ItemView) -> str:
     for h in item.history:
         if h.batch_items is not None:
             message: str | None = f"batch {h.batch_id}: {plural(h.batch_items, 'item')}"
+        elif h.stage_note:
+            message = h.stage_note
         else:  # a state change carries the item's error until it is cleared: show each message once
             message = h.message if h.message != said else ""
             said = h.message

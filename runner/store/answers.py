@@ -274,6 +274,16 @@ class HistoryLine(NamedTuple):
     message: str | None
     #: For a batch's move, how many of the batch's items moved; None for the item's own change.
     batch_items: int | None = None
+    #: A pipeline's: the stage the change happened at, and the next stage when it crossed to one.
+    stage: str | None = None
+    to_stage: str | None = None
+
+    @property
+    def stage_note(self) -> str | None:
+        """What the change did between a pipeline's stages, in words: went on to the next, or skipped one."""
+        if self.to_stage:
+            return f"on to stage {self.to_stage}"
+        return f"stage {self.stage} skipped: its when is false" if self.kind == "skipped" else None
 
 
 class ItemView(NamedTuple):

@@ -318,7 +318,7 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
         raise RunError(f"run {name!r} has no item {key!r}")
     history = tuple(
         HistoryLine(h["at"], now - h["at"], h["batch_id"], h["from_state"], h["to_state"], h["kind"], h["message"],
-                    h["items"] if h["batch_move"] else None)
+                    h["items"] if h["batch_move"] else None, h["stage"], h["to_stage"])
         for h in item_history(store, row["id"])
     )
     return ItemView(

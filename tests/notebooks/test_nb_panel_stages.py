@@ -53,6 +53,7 @@ async def test_the_panel_shows_a_pipeline_item_stage_and_each_stage_result(tmp_p
     assert f"<b>{FAILS}</b> · group {item.group} · stage {item.stage} · failed" in detail
     assert "<b>results by stage</b></div><div>classify <code" in detail
     assert detail.count("&quot;label&quot;") == 1
+    assert "on to stage" in detail  # each move between stages said in the item's history
 
 
 async def test_a_run_of_one_stage_shows_no_stage_rows(tmp_path: Path, sim: Simulator) -> None:

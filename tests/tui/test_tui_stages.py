@@ -13,7 +13,7 @@ from tui_support import build as build_fixed
 from runner.store import Store, views
 from runner.store.answers import STATES, BatchInFlight
 from tui.app import RunnerApp
-from tui.screens.failures import ItemScreen
+from tui.screens.failures import HistoryTable, ItemScreen
 from tui.screens.run import RunScreen
 from tui.widgets import BatchTable, GroupTable, StageTable
 
@@ -61,9 +61,11 @@ async def test_a_pipeline_item_shows_its_stage_and_each_stage_result_it_has(tmp_
         assert isinstance(app.screen, ItemScreen)
         head = shown(app.screen.query_one("#item-head"))[0]
         results = "\n".join(shown(app.screen.query_one("#item-results")))
+        history = "\n".join(shown(app.screen.query_one(HistoryTable)))
     assert head.split() == [FAILS, "group", item.group, "stage", item.stage, "failed"]
     lines = [line.strip("│ ") for line in results.splitlines()]
     assert lines[:3] == ["classify", "{", f'"id": "{FAILS}",'] and lines[3].startswith('"label": ')
+    assert "on to stage" in history  # each move between stages said in the item's history
 
 
 class Batches(App[None]):

@@ -265,6 +265,8 @@ class HistoryTable(Table):
 def _why(line: HistoryLine) -> str:
     if line.batch_items is not None:
         return f"the batch's move: {plural(line.batch_items, 'item')}"
+    if line.stage_note:
+        return line.stage_note
     return f"{line.kind}: {line.message}" if line.kind else (line.message or "")
 
 
