@@ -136,11 +136,12 @@ def show_results(name: str, db: str) -> None:
 
 
 def _first_fields(row: dict[str, object]) -> str:
-    """A result's label, or a pipeline's first field of each stage's result, ``·`` between."""
+    """A result's label; a pipeline's first field of its first stage's result and of its last's, ``·`` between."""
     if "stage" not in row:
         return str(row.get("label", ""))
-    stages = [value for value in row.values() if isinstance(value, dict) and value is not row.get("input")]
-    return " · ".join(str(next(iter(result.values()), "")) for result in stages)
+    stages = [value for name, value in row.items() if isinstance(value, dict) and name != "input"]
+    ends = stages[:1] + stages[1:][-1:]
+    return " · ".join(str(next(iter(result.values()), "")) for result in ends)
 
 
 def show_control(name: str, now: Control) -> None:

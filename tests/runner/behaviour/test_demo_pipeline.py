@@ -29,6 +29,9 @@ def test_the_pipeline_demo_runs_every_stage_and_says_what_each_did(tmp_path: Pat
         "Run 'pipeline' is in runs.db; see it with:",
         "runner status pipeline",
     ]
+    first = lines[lines.index("Its first results:") + 1:-2]
+    assert [line.split(": ")[0] for line in first] == ["  post-00001", "  post-00002", "  post-00003"]
+    assert all(" · " in line for line in first)  # the first stage's label, then the last stage's summary
     assert lines[-2:] == ["All results:", "runner export pipeline --format csv --out pipeline.csv"]
     status = json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)
     assert status["counts"]["completed"] == 2400 and list(status["stages"]) == ["classify", "extract", "summarize"]
