@@ -33,6 +33,7 @@ ENDS = {
     "01-quickstart": {"completed": 2400},
     "02-exploring-failures": {"completed": 29, "failed": 1},
     "03-step-by-step-recovery": {"completed": 40},
+    "04-pipeline-with-review": {"completed": 2400},
 }
 
 
@@ -171,6 +172,32 @@ def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_co
     assert left_no_temp_files(tmp_path)
 
 
-def test_the_notebooks_folder_holds_only_the_three_notebooks() -> None:
+def test_pipeline_walks_three_stages_saves_each_result_and_a_changed_stage_alone_is_sent_again(
+    tmp_path: Path,
+) -> None:
+    notebook = executed("04-pipeline-with-review", tmp_path)
+    run = stored(tmp_path, "pipeline", "pipeline")
+    assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 2400}
+    assert list(run["stages"]) == ["classify", "extract", "summarize"]
+    assert run["stages"]["summarize"]["completed"] == 2400
+    bugs = [row for row in run["rows"].values() if row["classify.label"] in {"bug_report", "complaint"}]
+    assert all("extract.version" in row for row in bugs)
+    assert all(row["summarize.summary"] for row in run["rows"].values())
+    assert printed(tagged(notebook, "stages")) == [
+        "counts: {'completed': 2400}", "classify   nobody here now", "extract    nobody here now",
+        "summarize  {'completed': 2400}",
+    ]
+    assert printed(tagged(notebook, "results"))[1] == f"{len(bugs)} extracted, all of them bug reports or complaints: True"
+    again = printed(tagged(notebook, "again"))
+    assert again[0] == "exit code 0 | sent again from: {'summarize': 2400}"
+    assert again[1].endswith("calls for 2400 posts")
+    saved = [m["state"].get("value", "") for m in notebook.metadata["widgets"][WIDGET_STATE]["state"].values()]
+    assert [value for value in saved if "<th>stage</th>" in value]  # the panel's row per stage, as the run ended
+    assert panel_counts(notebook) == run["counts"]
+    assert texts(notebook, tmp_path / "runs") == committed_texts("04-pipeline-with-review"), STALE
+    assert left_no_temp_files(tmp_path)
+
+
+def test_the_notebooks_folder_holds_only_the_four_notebooks() -> None:
     assert sorted(p.stem for p in Path(NOTEBOOKS).glob("*.ipynb")) == NAMES
     assert PICTURE.stat().st_size > 0
