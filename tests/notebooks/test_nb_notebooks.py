@@ -192,7 +192,7 @@ def test_pipeline_walks_three_stages_saves_each_result_and_a_changed_stage_alone
     assert again[0] == "exit code 0 | sent again from: {'summarize': 2400}"
     assert again[1].endswith("calls for 2400 posts")
     saved = [m["state"].get("value", "") for m in notebook.metadata["widgets"][WIDGET_STATE]["state"].values()]
-    assert [value for value in saved if "<th>stage</th>" in value]  # the panel's row per stage, as the run ended
+    assert [value for value in saved if "<th>stage</th>" in str(value)]  # the panel's row per stage, as the run ended
     assert panel_counts(notebook) == run["counts"]
     assert texts(notebook, tmp_path / "runs") == committed_texts("04-pipeline-with-review"), STALE
     assert left_no_temp_files(tmp_path)
