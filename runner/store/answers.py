@@ -280,10 +280,14 @@ class HistoryLine(NamedTuple):
 
     @property
     def stage_note(self) -> str | None:
-        """What the change did between a pipeline's stages, in words: went on to the next, or skipped one."""
-        if self.to_stage:
-            return f"on to stage {self.to_stage}"
-        return f"stage {self.stage} skipped: its when is false" if self.kind == "skipped" else None
+        return stage_note(self.kind, self.stage, self.to_stage)
+
+
+def stage_note(kind: str | None, stage: str | None, to_stage: str | None) -> str | None:
+    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (else None)."""
+    if to_stage:
+        return f"on to stage {to_stage}"
+    return f"stage {stage} skipped: its when is false" if kind == "skipped" else None
 
 
 class ItemView(NamedTuple):

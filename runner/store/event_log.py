@@ -14,12 +14,12 @@ from typing import Any
 
 from ..model import ItemState
 from ..words import plural
-from .answers import LogLine
+from .answers import LogLine, stage_note
 
 Row = dict[str, Any]
 
 #: What items' own events share when they are one change of several items.
-TOGETHER = ("at", "batch_id", "from_state", "to_state", "kind", "message")
+TOGETHER = ("at", "batch_id", "from_state", "to_state", "kind", "message", "stage", "to_stage")
 
 
 def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: int) -> tuple[LogLine, ...]:
@@ -28,7 +28,8 @@ def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: 
     for group in _together(events)[:limit]:
         first = group[0]
         move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
-        detail = f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or "")
+        detail = stage_note(first["kind"], first["stage"], first["to_stage"]) or (
+            f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or ""))
         what = f"{_where(first)}{_who(group)} {move}"
         moved.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))
     merged = sorted(

@@ -89,7 +89,8 @@ def event_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]
     batch's move none (and ``parent_id``, the batch it was split from).
     """
     return store.rows(
-        "SELECT e.id, e.at, i.key, e.batch_id, b.parent_id, e.from_state, e.to_state, e.kind, e.message, e.items "
+        "SELECT e.id, e.at, i.key, e.batch_id, b.parent_id, e.from_state, e.to_state, e.kind, e.message, e.items, "
+        "e.stage, e.to_stage "
         "FROM events e LEFT JOIN items i ON i.id = e.item_id LEFT JOIN batches b ON b.id = e.batch_id "
         "WHERE e.run_id = ? ORDER BY e.id DESC LIMIT ?",
         [run_id, limit],
