@@ -69,14 +69,19 @@ def _items(outcome: str) -> str:
 
 
 def _together(rows: Sequence[Row]) -> list[list[Row]]:
-    """Consecutive items' own events of one change of several items; a batch's move is a group of its own."""
+    """Items' own events of one change of several items (one transaction: the same time, batch, move and reason,
+    in any order: a pipeline's boundary sends some on to one stage, some to another); a batch's move is a group
+    of its own. The groups in the order of their newest event."""
     groups: list[list[Row]] = []
+    changes: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
-        own = row["key"] is not None
-        if groups and own and groups[-1][0]["key"] is not None and all(groups[-1][0][f] == row[f] for f in TOGETHER):
-            groups[-1].append(row)
-        else:
-            groups.append([row])
+        change = tuple(row[f] for f in TOGETHER)
+        if row["key"] is not None and change in changes:
+            changes[change].append(row)
+            continue
+        groups.append([row])
+        if row["key"] is not None:
+            changes[change] = groups[-1]
     return groups
 
 

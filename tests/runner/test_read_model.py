@@ -84,19 +84,19 @@ def test_items_that_moved_together_are_one_line_and_commands_are_merged_in_by_ti
     ]
 
 
-def test_a_pipeline_log_says_which_items_went_on_to_which_stage_and_which_skipped_one() -> None:
+def test_a_pipeline_log_says_which_items_went_on_to_which_stage_one_line_each_and_which_skipped_one() -> None:
     moved = dict(batch_id=3, from_state="received", stage="classify")
     events = [
         event(4, "p3", "pending", from_state="pending", kind="skipped", message="its when is false: stage skipped",
               stage="extract"),
         event(3, "p3", "pending", **moved, to_stage="summarize"),
         event(2, "p2", "pending", **moved, to_stage="extract"),
-        event(1, "p1", "pending", **moved, to_stage="extract"),
+        event(1, "p1", "pending", **moved, to_stage="summarize"),
     ]
     assert [(line.what, line.detail) for line in event_log.lines(events, [], now=NOW, limit=14)] == [
         ("p3 pending → pending", "stage extract skipped: its when is false"),
-        ("batch 3: p3 received → pending", "on to stage summarize"),
-        ("batch 3: p2 +1 received → pending", "on to stage extract"),
+        ("batch 3: p3 +1 received → pending", "on to stage summarize"),
+        ("batch 3: p2 received → pending", "on to stage extract"),
     ]
 
 
