@@ -116,7 +116,7 @@ def show_stages(stages: Sequence[StageTally]) -> None:
     """What each stage of a pipeline did: its results saved, the items that skipped it, those failed or left there."""
     click.echo("Per stage:")
     for stage in stages:
-        said = [f"{stage.results:,} {'result' if stage.results == 1 else 'results'} saved"]
+        said = [f"{words.plural(stage.results, 'result')} saved"]
         if stage.skipped:
             said.append(f"{words.plural(stage.skipped, 'item')} skipped it (its when)")
         said += [f"{n:,} {state} there" for state, n in stage.counts.items() if n and state != "completed"]
@@ -124,7 +124,8 @@ def show_stages(stages: Sequence[StageTally]) -> None:
 
 
 def show_results(name: str, db: str) -> None:
-    """A few results of a run (a pipeline's: each stage's first field), and the command that writes them all."""
+    """A few results of a run (a pipeline's: its first and last stages' first fields), and the command that writes
+    them all."""
     from . import export
     from .store import Store
 
