@@ -1,5 +1,8 @@
 """The OpenAI Batch API's limits, and the batching a job of kind ``openai-batch`` gets by default.
 
+(A job of kind ``anthropic-batch`` gets the same defaults from Anthropic's Message Batches API's own limits,
+100,000 requests or 256 MB a batch: see :data:`KINDS`.)
+
 A runner batch of kind ``openai-batch`` is one upstream batch: a JSONL file of
 one request per item, at most ``REQUESTS`` lines and ``FILE_BYTES`` bytes.
 The chat's defaults (25 items, 20,000 characters, 2 in flight) would make
@@ -37,7 +40,7 @@ import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import BadRequest, JobError
 
@@ -53,7 +56,29 @@ FILE_BYTES = 200_000_000
 BYTES_PER_CHAR = 4
 #: Upstream batches in flight at once, unless the job says otherwise.
 CONCURRENCY = 16
-DEFAULTS = {"max_items": REQUESTS, "max_chars": FILE_BYTES // BYTES_PER_CHAR, "concurrency": CONCURRENCY}
+
+
+class KindLimits(NamedTuple):
+    """A submitting provider kind's own batching: the API's bounds and the defaults a job's ``[batch]`` may leave."""
+
+    #: The API's name, as messages say it.
+    api: str
+    #: The most requests one upstream batch may hold.
+    requests: int
+    #: The most bytes its requests (a file, or a create's body) may have.
+    file_bytes: int
+    concurrency: int = CONCURRENCY
+
+    def defaults(self) -> dict[str, int]:
+        return {"max_items": self.requests, "max_chars": self.file_bytes // BYTES_PER_CHAR,
+                "concurrency": self.concurrency}
+
+
+#: Every kind with batching of its own (Anthropic's Message Batches: :mod:`runner.providers.anthropic_batch`).
+KINDS: dict[str, KindLimits] = {
+    KIND: KindLimits("Batch API", REQUESTS, FILE_BYTES),
+    "anthropic-batch": KindLimits("Message Batches API", 100_000, 256_000_000),
+}
 
 
 def limits_for(kind: str, limits: BatchLimits, *, given: Collection[str], where: str) -> BatchLimits:
@@ -61,12 +86,13 @@ def limits_for(kind: str, limits: BatchLimits, *, given: Collection[str], where:
 
     A ``max_items`` over what one upstream batch may hold is a ``JobError`` naming the limit.
     """
-    if kind != KIND:
+    own = KINDS.get(kind)
+    if own is None:
         return limits
-    limits = dataclasses.replace(limits, **{key: value for key, value in DEFAULTS.items() if key not in given})
-    if limits.max_items > REQUESTS:
-        raise JobError(f"{where}: 'max_items' must be at most {REQUESTS:,} for kind {KIND!r} (the Batch API takes "
-                       f"at most {REQUESTS:,} requests a batch), not {limits.max_items:,}")
+    limits = dataclasses.replace(limits, **{key: value for key, value in own.defaults().items() if key not in given})
+    if limits.max_items > own.requests:
+        raise JobError(f"{where}: 'max_items' must be at most {own.requests:,} for kind {kind!r} (the {own.api} "
+                       f"takes at most {own.requests:,} requests a batch), not {limits.max_items:,}")
     return limits
 
 
@@ -78,6 +104,9 @@ class RequestsFile:
     line_bytes: int
     #: The most bytes the file may have (``FILE_BYTES``, as it is when the file is sized).
     file_bytes: int = dataclasses.field(default_factory=lambda: FILE_BYTES)
+    #: The API whose bound it is, and what it calls the requests, as a refusal says them.
+    api: str = "the Batch API"
+    what: str = "requests file"
 
     def bytes_for(self, chars: int, key_chars: int) -> int:
         """The most bytes the line of an item of ``chars`` characters takes, its key of ``key_chars``.
@@ -99,6 +128,6 @@ class RequestsFile:
         if self.fits(size):
             return None
         parts = math.ceil(size / self.file_bytes)
-        return BadRequest(f"the batch's requests file would be {size:,} bytes, over the Batch API's "
+        return BadRequest(f"the batch's {self.what} would be {size:,} bytes, over {self.api}'s "
                           f"{self.file_bytes:,}: nothing was sent, the batch is split in {parts}",
                           splittable=True, too_long=True, parts=parts)

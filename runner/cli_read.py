@@ -28,7 +28,8 @@ def status(name: str | None, db: str, as_json: bool) -> None:
     """Show where a run stands (every run without NAME).
 
     It counts the items by state and group from the store, and shows the
-    breaker, a pause, and the items held for a person.
+    breaker, a pause, and the items held for a person (for a confirmation
+    after a crash, or a decision at a decide stage).
 
     Example: runner status demo --json
     """
@@ -51,6 +52,10 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             if standing.held:
                 tables.echo(tables.held_table(views.held(store, standing.name)))
                 hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
+            if standing.needs_decision:
+                hint(f"{plural(standing.needs_decision, 'item waits', 'items wait')} for a person's decision; decide "
+                     "(the KEYS given, or every one waiting; d in runner tui shows them):",
+                     spelt("decide", standing.name, "--all-waiting", "--approve", db=db))
             if standing.duplicate_tasks:
                 hint("they may have billed; see them:", spelt("failures", standing.name, db=db))
 

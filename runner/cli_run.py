@@ -121,8 +121,9 @@ def sim(
 ) -> None:
     """Serve a simulated LLM upstream on 127.0.0.1 until Ctrl-C.
 
-    It answers chat completions and the Batch API as OpenAI does, and plays
-    the faults of its plan (listed below). The plan can be changed while it
+    It answers chat completions and the Batch API as OpenAI does, Messages
+    and Message Batches as Anthropic does (its base URL: the host, without
+    /v1), and plays the faults of its plan (listed below). The plan can be changed while it
     runs: PUT /_sim/faults. Its clock can be moved forward: POST /_sim/clock
     {"advance": seconds}.
 

@@ -1,7 +1,8 @@
-"""A person's hand on a run from the shell: ``pause``, ``resume``, ``step``, ``retry``, ``confirm`` and ``cancel``.
+"""A person's hand on a run from the shell: ``pause``, ``resume``, ``step``, ``retry``, ``confirm``, ``cancel``
+and ``decide``.
 
-Each opens the store, calls one function of :mod:`runner.control` or
-:mod:`runner.recovery`, and says what changed and how to go on.
+Each opens the store, calls one function of :mod:`runner.control`,
+:mod:`runner.recovery` or :mod:`runner.deciding`, and says what changed and how to go on.
 """
 
 from __future__ import annotations
@@ -176,15 +177,17 @@ def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
     finishes: its answers are saved and paid for, an item its answer
     completes stays completed, and its other items fail as cancelled. An
     upstream Batch API batch whose every item is cancelled is cancelled
-    upstream: the lines it ran before are billed. A `runner run` of a run
-    cancelled whole ends (exit 3). `runner retry NAME --kind cancelled` sends
-    them again. A key the run does not have is named, and nothing changes
+    upstream: the lines it ran before are billed. With no engine running
+    (or items held for confirmation), the next run does that first, and
+    validates answers already saved. A `runner run` of a run cancelled
+    whole ends (exit 3). `runner retry NAME --kind cancelled` sends them
+    again. A key the run does not have is named, and nothing changes
     (exit 1).
 
     Example: runner cancel demo
     """
     from . import control
-    from .store import Store
+    from .store import Store, views
 
     store = Store(db, create=False)
     done = control.cancel(store, name, now=time.time(), keys=keys)
@@ -192,8 +195,67 @@ def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
         chosen = " among the KEYS given" if keys else ""
         click.echo(f"nothing to cancel: run {name!r} has no unfinished item{chosen}")
         return
-    click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
-    if done.finishing:
+    if done.failed:
+        click.echo(f"{plural(done.failed, 'item')} of run {name!r} cancelled (failed, kind cancelled)")
+    if done.finishing and views.engine_alive(store, name, now=time.time()):
         click.echo(f"{plural(done.finishing, 'item')} in flight: cancelled when their batch finishes "
                    "(its answers are saved and paid for)")
+    elif done.finishing:
+        go_on(f"{plural(done.finishing, 'item')} in flight when their engine stopped: settled when the run next runs "
+              "(an upstream task of theirs is cancelled then, the lines it ran billed; a saved answer is validated)",
+              store, name)
     hint("to send them again:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, db=store.path))
+
+
+@click.command()
+@click.argument("name")
+@click.argument("keys", nargs=-1)
+@click.option("--approve", "verdict", flag_value="approve", help="Approve: the item goes on to the next stage.")
+@click.option("--reject", "verdict", flag_value="reject", help="Reject: the item fails (kind rejected).")
+@click.option("--data", metavar="JSON", help="With --approve: a JSON object, saved as the stage's result (default {}).")
+@click.option("--all-waiting", is_flag=True, help="Every item waiting for a decision now.")
+@db_option
+@plain_errors
+def decide(name: str, keys: tuple[str, ...], verdict: str | None, data: str | None, all_waiting: bool, db: str) -> None:
+    """Approve or reject items at a decide stage (kind = "decide").
+
+    The KEYS given, or --all-waiting. An approval saves --data (a JSON
+    object; default {}) as the stage's result, under its name, and sends the
+    item on: pending at the next stage, or completed after the last. A
+    rejection fails it as kind rejected; `runner retry NAME --kind rejected`
+    sends it back to wait for a decision. A decision for an item not there
+    yet is kept and applied when it arrives. It works with or without an
+    engine running. A key the run does not have, or an item already past the
+    stage (or failed elsewhere), is named, and nothing changes (exit 1).
+
+    Example: runner decide pipeline p001 p002 --approve --data '{"ok": true}'
+    """
+    from . import deciding
+    from .store import Store
+
+    if verdict is None:
+        raise click.UsageError("give --approve or --reject")
+    if all_waiting == bool(keys):
+        raise click.UsageError("give either the KEYS to decide or --all-waiting")
+    if data is not None and verdict == "reject":
+        raise click.UsageError("--data goes with --approve (a rejection saves no result)")
+    try:
+        given = deciding.parse_data(data)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--data") from exc
+    store = Store(db, create=False)
+    done = deciding.decide(store, name, keys, approve=verdict == "approve", data=given, now=time.time())
+    if not any(done):
+        click.echo(f"nothing to decide: no item of run {name!r} waits for a decision")
+        return
+    if done.approved:
+        click.echo(f"{plural(done.approved, 'item')} of run {name!r} approved")
+    if done.rejected:
+        click.echo(f"{plural(done.rejected, 'item')} of run {name!r} rejected (failed, kind rejected)")
+    if done.kept:
+        click.echo(f"{plural(done.kept, 'item')} not at the decide stage yet: the decision is kept and applied when "
+                   f"{'it arrives' if done.kept == 1 else 'they arrive'}")
+    if done.rejected:
+        hint("to send them back for a decision:", spelt("retry", name, "--kind", FailureKind.REJECTED.value, db=store.path))
+    if done.approved:
+        go_on("the approved items go on", store, name)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
-ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "cancel", "sim")
+ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "cancel", "decide", "sim")
 
 
 class Commands(click.Group):
@@ -68,6 +68,8 @@ Faults of POST /v1/chat/completions:
   http_400, http_401, http_402, http_403, http_500
                        that status, never billed
   http_503             a 503, never billed (retry_after: seconds)
+  overloaded           Anthropic's 529 overloaded_error (retry_after: seconds)
+  credit_balance       Anthropic's 400 "credit balance is too low"
   http_429             a 429, never billed (retry_after, retry_after_ms,
                        http_date: true, header: retry-after, retry-after-ms,
                        llm_provider-retry-after or none)
@@ -103,7 +105,14 @@ Faults of the Batch API (the batch is made all the same unless said):
   missing_rows         completes, but the lines of "keys" (else the second
                        half) are in neither file, not billed
   batch_failed         fails validation, as for a spent token quota
+  errored_lines        Message Batches: the requests of "keys" (else all)
+                       end errored (api_error), not billed
   poll_503, list_503   GET /v1/batches/{id}, GET /v1/batches answer a 503
+
+\b
+Anthropic's Messages and Message Batches (POST /v1/messages, /v1/messages/
+batches) take the same faults, each worded as Anthropic words it (a 503 as
+its 529 overloaded_error, a spent quota as its 429 spend limit).
 
 \b
 Example plan: {"seed": 7, "rules": [{"fault": "http_503", "rate": 0.3},

@@ -6,11 +6,21 @@ calls set going (a row reserved, a message queued). It is called after the
 cancel is committed, for every item failed ``cancelled`` whose compensation
 has not run since it was cancelled, whoever cancelled it (the notebook, the
 TUI, ``runner cancel``): by ``run.cancel()`` at once, and when the run's
-engine in this process ends (for items whose batch was in flight). That it
-ran is logged in the store (the command ``on_cancel``), so it runs once per
-cancel, in any process. An exception in it is reported (logged, and in the
-returned report, by key), never undoes the cancel, and does not stop the
-calls for the other items.
+engine in this process ends (for items whose batch was in flight). An
+exception in it is reported (logged, and in the returned report, by key),
+never undoes the cancel, and does not stop the calls for the other items.
+
+Once means at most once, per cancel, across processes. The items are
+claimed before ``f`` is called: one transaction logs the command
+``on_cancel`` with their keys, so two processes (``run.cancel()`` and the
+run's engine ending, two kernels) never call it for the same item; the
+command is ended (its ``done_at`` and outcome) after the last call. A
+process that stops between the claim and its end (a crash, a kernel
+restarted) leaves the items it had not called yet uncompensated for good,
+and its command without an end in the log ("claimed, not yet ended"):
+which of them ran cannot be known here, and calling again could undo
+twice. A compensation that must happen whatever comes should be
+idempotent, and run again by hand for such a claim's keys.
 
 An item's state is its input fields as sent (its key under the job's
 ``key``); a run with stages adds each stage's result under its name.
@@ -24,7 +34,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .rules import stages
-from .store import views
 from .store.sqlite import Store
 
 log = logging.getLogger(__name__)
@@ -44,9 +53,9 @@ class Compensated(NamedTuple):
 
 
 def compensate(store: Store, name: str, key_field: str, on_cancel: OnCancel, *, now: float) -> Compensated:
-    """Call ``on_cancel`` once for each cancelled item of run ``name`` not compensated since it was cancelled."""
-    run_id = store.run_id(name)
-    due = views.uncompensated(store, run_id)
+    """Call ``on_cancel`` at most once for each cancelled item of run ``name`` not compensated since it was
+    cancelled: the items are claimed first, in the store, so no other call (in this process or another) takes them."""
+    command_id, due = store.claim_compensations(store.run_id(name), now=now)
     errors: dict[str, str] = {}
     for row in due:
         try:
@@ -55,7 +64,7 @@ def compensate(store: Store, name: str, key_field: str, on_cancel: OnCancel, *, 
             log.exception("on_cancel raised for item %r of run %r", row["key"], name)
             errors[row["key"]] = f"{type(exc).__name__}: {exc}"
     if due:
-        store.compensated(run_id, keys=[row["key"] for row in due], errors=len(errors), now=now)
+        store.compensated(command_id, called=len(due), errors=len(errors), now=now)
     return Compensated(called=tuple(row["key"] for row in due), errors=errors)
 
 

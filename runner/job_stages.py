@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import batch_api, words
+from . import batch_api, kinds, words
 from .errors import JobError
 from .jobs import (
     DECIDE, PROVIDER_KINDS, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When, _check_values,
@@ -46,6 +46,8 @@ def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[
     for number, table in enumerate(tables, 1):
         named = f'"{table["name"]}"' if isinstance(table.get("name"), str) else "(no name)"
         stages.append(_stage(job, data, table, stages, base=base, where=f"{where} [[stage]] {number} {named}"))
+    if all(stage.kind == DECIDE for stage in stages):
+        raise JobError(f"{where}: every stage is of kind 'decide': a job needs a stage that calls")
     return tuple(stages)
 
 
@@ -69,7 +71,8 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     if kind not in KINDS:
         raise JobError(f"{where}: {words.unknown('kind', kind, KINDS)}")
     if kind != DECIDE:
-        sections["provider"] = dataclasses.replace(sections["provider"], kind=kind)
+        sections["provider"] = kinds.defaults(dataclasses.replace(sections["provider"], kind=kind), kind,
+                                              given=[*data.get("provider", {}), *given["provider"]])
     sections["batch"] = batch_api.limits_for(
         kind, sections["batch"], given=[*data.get("batch", {}), *given["batch"]], where=f"{where} [stage.batch]")
     schema = _output(table["output"], base, f"{where} [stage.output]") if "output" in table else job.output_schema

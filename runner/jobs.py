@@ -8,7 +8,7 @@ A job file looks like this (every section but the top keys is optional)::
     group = "month"
     version = "1"
 
-    [batch]                          # kind "openai-batch": 50000, 50000000 and 16 (runner.batch_api)
+    [batch]                          # openai-batch: 50000, 50000000, 16; anthropic-batch: 100000, 64000000, 16
     max_items = 25
     max_chars = 20000
     concurrency = 2
@@ -50,13 +50,13 @@ from typing import Any, cast, get_args
 
 import httpx
 
-from . import batch_api, job_toml, protocol, words
+from . import job_toml, kinds, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .validation import compile_schema
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
-PROVIDER_KINDS = ("openai-chat", "openai-batch")
+PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch")
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
 PYTHON = "python"
 #: The kind of a stage where a person decides (no call).
@@ -85,6 +85,7 @@ class ProviderConfig:
     #: Seconds past ``timeout`` that a task's create whose answer was lost may still land upstream:
     #: only after both is "nothing was created" concluded.
     create_margin: float = 60.0
+    max_tokens: int = 4096  #: The most tokens an answer may take (anthropic kinds: Anthropic's API requires it).
     #: A ``python`` run's handler by qualified name, for people to read; set from Python, not in a job file.
     handler: str = field(default="", metadata={"job_file": False})
 
@@ -149,7 +150,7 @@ class Stage:
         import hashlib  # here: the light commands never hash
 
         sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
-                self.output_schema, version]
+                self.output_schema, version] if self.kind != DECIDE else [self.kind, version]  # no call: a person
         return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -249,8 +250,7 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         if required not in data:
             raise JobError(f"{where}: missing key {required!r}")
     sections = {name: _section(cls, data.get(name, {}), f"{where} [{name}]") for name, cls in SECTIONS.items()}
-    sections["batch"] = batch_api.limits_for(
-        sections["provider"].kind, sections["batch"], given=data.get("batch", {}), where=f"{where} [batch]")
+    sections = kinds.applied(sections, data, where=f"{where} [batch]")
     job = Job(
         name=_text(data, "name", where),
         input=_input(data["input"], base, where),
@@ -376,7 +376,7 @@ def _check_values(job: Job | Stage, where: str) -> None:
         ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
         ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
         ("retry", "max_backoff", 0), ("retry", "max_refusals", 1), ("provider", "timeout", 0),
-        ("provider", "create_margin", 0),
+        ("provider", "create_margin", 0), ("provider", "max_tokens", 1),
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")

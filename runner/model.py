@@ -89,6 +89,8 @@ class Hold(StrEnum):
     CONFIRM = "confirm"
     #: A person confirmed it: the engine polls (or looks for) its task, sending nothing again.
     CONFIRMED = "confirmed"
+    #: Waiting at a ``decide`` stage for a person's approve or reject (no time: not the engine's to try).
+    DECIDE = "decide"
 
 
 class Move(NamedTuple):
@@ -168,8 +170,25 @@ MOVES: dict[str, Move] = {
     # kept) and fails when its batch settles, unless its answer completes it.
     "cancel": _move("pending queued waiting running received", ItemState.FAILED, sets="error_kind error retryable",
                     to_hold=Hold.NONE),
+    # An item of an upstream task that may still run (its id saved, or its create sent), cancelled with no
+    # engine to poll it (or held for a person): marked, and released to the next engine's poll, which
+    # cancels the task upstream and settles the lines it ran.
+    "cancel_task": _move("running", ItemState.RUNNING, sets="error_kind error", to_hold=Hold.CONFIRMED),
     "cancel_running": _move("running", ItemState.RUNNING, sets="error_kind error", from_hold=Hold.NONE),
     "cancel_received": _move("received", ItemState.RECEIVED, sets="error_kind error"),
+    # A ``decide`` stage: an item pending there waits for a person (no time); an approval saves its data as the
+    # stage's result and moves it on (pending at the next stage, or completed past the last, its output the data);
+    # a rejection fails it (kind ``rejected``, retryable by a person: it comes back to wait at the stage).
+    "await_decision": _move("pending", ItemState.WAITING, clears="batch_id not_before", from_hold=Hold.NONE,
+                            to_hold=Hold.DECIDE),
+    "approve": _move("waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
+                     clears="batch_id output error_kind error retryable not_before", from_hold=Hold.DECIDE,
+                     to_hold=Hold.NONE),
+    "approve_last": _move("waiting", ItemState.COMPLETED, sets="output",
+                          clears="batch_id error_kind error retryable not_before", from_hold=Hold.DECIDE,
+                          to_hold=Hold.NONE),
+    "reject": _move("waiting", ItemState.FAILED, sets="error_kind error retryable", from_hold=Hold.DECIDE,
+                    to_hold=Hold.NONE),
 }
 
 

@@ -12,6 +12,7 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     run.panel()                       # the live ipywidgets panel (imported only here)
     run.failures(), run.results(), run.events("p001")
     run.cancel()                      # unfinished items fail as cancelled; on_cancel=f compensates each
+    run.decisions(), run.decide("p001", approve=True, data={...})   # a decide stage's items
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
 SQLite with ``table=``). The core streams items from a file, so records given
@@ -47,6 +48,7 @@ from .compensation import Compensated, OnCancel
 from .engine import Outcome
 from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
+from .notebook_decisions import Decisions
 from .panel_html import where
 from .providers import Provider, TaskProvider
 from .providers.handler import Find, Handler, Poll, PythonHandler, PythonTasks, Submit
@@ -58,13 +60,15 @@ if TYPE_CHECKING:
 #: A built-in provider kind, your async handler, your submit/poll pair, or a provider object.
 ProviderSpec = str | Handler | tuple[Submit, Poll] | tuple[Submit, Poll, Find] | Provider | TaskProvider
 
-class Run:
+class Run(Decisions):
     """A job and its run in a store, defined from Python.
 
     ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to
     a JSONL, CSV or SQLite file (``table=`` for SQLite). ``provider``: a
     built-in kind, an async handler ``(items) -> results``, or a ``(submit,
-    poll[, find])`` pair. ``prompt`` is the instructions; ``fields`` picks
+    poll[, find])`` pair; ``model`` and ``base_url``, when not given, are
+    the kind's own (OpenAI's, or for ``"anthropic-messages"`` and
+    ``"anthropic-batch"`` Anthropic's). ``prompt`` is the instructions; ``fields`` picks
     the record fields sent (default all). ``schema`` is the JSON Schema each
     result must pass; ``check`` an extra Python check of one result (a
     message, or None when it is fine). ``batch`` and ``retry`` take the keys
@@ -77,7 +81,10 @@ class Run:
     :meth:`cancel`: a cancel may come from the TUI or the shell, and items in
     flight are cancelled when their batch ends, so this run calls it in
     :meth:`cancel` and again when its engine here ends, for every cancelled
-    item not yet compensated.
+    item not yet compensated. Once is at most once: the items are claimed in
+    the store before the calls, so no two processes call it for one item;
+    a process that stops between the claim and the calls leaves the rest of
+    its items uncalled (its ``on_cancel`` command in the log has no end).
     """
 
     def __init__(
@@ -90,8 +97,8 @@ class Run:
         group: str | None = None,
         table: str | None = None,
         provider: ProviderSpec = "openai-chat",
-        model: str = "gpt-4o-mini",
-        base_url: str = "https://api.openai.com/v1",
+        model: str | None = None,
+        base_url: str | None = None,
         api_key_env: str = "",
         prompt: str | None = None,
         fields: Sequence[str] = (),
@@ -120,7 +127,9 @@ class Run:
             "version": version,
             "batch": dict(batch or {}),
             "retry": dict(retry or {}),
-            "provider": {"kind": kind, "model": model, "base_url": base_url, "api_key_env": api_key_env},
+            # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
+            "provider": {"kind": kind, "api_key_env": api_key_env,
+                         **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},
             "prompt": prompt_section,
             "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},
         }
@@ -152,6 +161,7 @@ class Run:
     def from_job_file(
         cls, path: str | Path, *, db: str | Path = "runs.db", name: str | None = None,
         base_url: str | None = None, provider: ProviderSpec | None = None, clock: Clock | None = None,
+        on_cancel: OnCancel | None = None,
     ) -> Run:
         """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
         job = jobs.load(path)
@@ -159,7 +169,7 @@ class Run:
             job = job.with_provider(base_url=base_url)
         if name is not None:
             job = dataclasses.replace(job, name=name)
-        return cls.from_job(job, db=db, provider=provider, clock=clock)
+        return cls.from_job(job, db=db, provider=provider, clock=clock, on_cancel=on_cancel)
 
     @classmethod
     def attach(

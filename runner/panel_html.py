@@ -1,4 +1,5 @@
-"""How the notebook panel draws a run: its bar, its groups, a failed item and the held items, as HTML.
+"""How the notebook panel draws a run: its bar, its groups, a failed item, the held items and a decision waiting,
+as HTML.
 
 Plain functions from the read model (:mod:`runner.store.answers`) to HTML
 text that :mod:`runner.widgets` puts in its widgets; every outside text is
@@ -7,6 +8,7 @@ escaped. No ipywidgets here, and no store.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from html import escape
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from .model import BreakerState
 from .recovery import Case, HeldItem
-from .store.answers import STATES, ItemView
+from .store.answers import STATES, Decision, ItemView
 from .words import plural
 
 #: The red of the panel's errors and warnings.
@@ -70,7 +72,7 @@ def groups_table(groups: Mapping[str, Mapping[str, int]], *, by: str = "group") 
 def item_html(item: ItemView) -> str:
     stage = f"stage {escape(item.stage)} · " if item.staged else ""
     facts = (
-        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {stage}{escape(item.state)} · "
+        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {stage}{escape(item.waits or item.state)} · "
         f"kind <b>{escape(str(item.kind))}</b> · {plural(item.attempts, 'attempt')} · "
         f"{plural(item.paid_calls, 'paid call')}"
         + (f" · {item.maybe_paid} maybe paid" if item.maybe_paid else "")
@@ -131,6 +133,18 @@ def held_html(held: Sequence[HeldItem]) -> str:
         f"the upstream. Confirming does this:</div><ul>{warnings}</ul>"
         f"<table style='border-collapse:collapse;line-height:1.45'>{head}{rows}</table>{more}"
     )
+
+
+def decision_html(decision: Decision | None, waiting: int) -> str:
+    """An item waiting for a person's decision: where it waits, its input and the results of the stages it passed."""
+    if decision is None:
+        return "<i style='color:#777'>nothing waits for a decision</i>"
+    parts = [f"<b>{escape(decision.key)}</b> · group {escape(decision.group)} · waiting for a decision at stage "
+             f"<b>{escape(decision.stage)}</b> ({plural(waiting, 'item')} waiting)", "<b>input</b>",
+             _code(json.dumps(dict(decision.input), indent=2, ensure_ascii=False))]
+    for stage, result in decision.results.items():
+        parts += [f"<b>{escape(stage)}</b>", _code(json.dumps(result, indent=2, ensure_ascii=False))]
+    return "<div style='line-height:1.45'>" + "<br>".join(parts) + "</div>"
 
 
 def where(path: Path) -> str:

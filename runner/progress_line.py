@@ -10,6 +10,7 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | paused                                      | paused by a person, and the command that goes on     |
 | breaker open                                | breaker open (why), step and resume                  |
 | only held items left                        | waiting for a confirmation, and the command for it   |
+| only items at a decide stage left           | waiting for a decision, and the command for it       |
 | a 429's Retry-After holds batches back      | rate limited by the upstream, and until when         |
 | anything else                               | running (items held, batches upstream, if any)       |
 
@@ -107,11 +108,17 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
+    if standing.needs_decision and not standing.moving:
+        hint = f"to go on: {command('decide', name, '--all-waiting', '--approve', db=db)} (or d in runner tui)"
+        return _held(name, f"waiting for a decision on {plural(standing.needs_decision, 'item')}", hint, waits)
     if standing.rate_limited_until is not None:
         return Line(f"{name}: {rate_limited(standing.rate_limited_until)}", "", moving=False,
                     brief=f"{name}: rate limited")
     held = [f"{plural(standing.held, 'item')} held for a confirmation"] if standing.held else []
     brief = [f"{standing.held:,} held"] if standing.held else []
+    if standing.needs_decision:
+        held.append(f"{plural(standing.needs_decision, 'item')} waiting for a decision")
+        brief.append(f"{standing.needs_decision:,} to decide")
     if upstream:
         held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
         brief.append(f"{upstream:,} upstream")

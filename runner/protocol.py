@@ -98,21 +98,19 @@ def user_message(template: str, instructions: str, items_json: str) -> str:
     return template.replace("{instructions}", instructions).replace("{items}", items_json)
 
 
+def batch_schema(result_schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The JSON Schema of a whole answer, ``{"results": [...]}``, each result under ``result_schema`` if given."""
+    results: dict[str, Any] = {"type": "array"}
+    if result_schema is not None:
+        results["items"] = dict(result_schema)
+    return {"type": "object", "properties": {"results": results}, "required": ["results"]}
+
+
 def batch_response_format(result_schema: Mapping[str, Any] | None) -> dict[str, Any]:
     """The OpenAI ``response_format`` asking for ``{"results": [...]}``."""
     if result_schema is None:
         return {"type": "json_object"}
-    return {
-        "type": "json_schema",
-        "json_schema": {
-            "name": BATCH_SCHEMA_NAME,
-            "schema": {
-                "type": "object",
-                "properties": {"results": {"type": "array", "items": dict(result_schema)}},
-                "required": ["results"],
-            },
-        },
-    }
+    return {"type": "json_schema", "json_schema": {"name": BATCH_SCHEMA_NAME, "schema": batch_schema(result_schema)}}
 
 
 def find_items(text: str) -> list[dict[str, Any]] | None:

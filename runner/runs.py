@@ -21,6 +21,8 @@ from .jobs import Job, Stage
 from .providers import Provider, TaskProvider
 from .providers import lanes
 from .providers.handler import PythonHandler, PythonTasks
+from .providers.anthropic_batch import AnthropicBatch
+from .providers.anthropic_messages import AnthropicMessages
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
 from .store.protocol import RunStore
@@ -73,9 +75,14 @@ def api_key(job: Job, stage: Stage | None = None) -> str | None:
 
 def _provider(stage: Stage, client: httpx.AsyncClient, key: str | None, spool: Path) -> Provider | TaskProvider:
     """The provider a stage names, over ``client``."""
+    upstream = stage.provider, stage.prompt, stage.output_schema
     if stage.kind == "openai-batch":
-        return OpenAIBatch(stage.provider, stage.prompt, stage.output_schema, client=client, api_key=key, spool=spool)
-    return OpenAIChat(stage.provider, stage.prompt, stage.output_schema, client=client, api_key=key)
+        return OpenAIBatch(*upstream, client=client, api_key=key, spool=spool)
+    if stage.kind == "anthropic-messages":
+        return AnthropicMessages(*upstream, client=client, api_key=key)
+    if stage.kind == "anthropic-batch":
+        return AnthropicBatch(*upstream, client=client, api_key=key)
+    return OpenAIChat(*upstream, client=client, api_key=key)
 
 
 async def execute(
@@ -116,7 +123,7 @@ async def execute(
             if base_url not in clients:
                 clients[base_url] = await stack.enter_async_context(lanes.client(base_url, job.batch.concurrency))
             stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name), store.path.parent)
-        engine = Engine(store, job, provider or stage_providers[job.stages[0].name], clock=clock,
+        engine = Engine(store, job, provider or stage_providers[called[0].name], clock=clock,
                         wait_for_person=wait_for_person, stage_providers=stage_providers)
         if started is not None:
             started(engine)

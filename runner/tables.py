@@ -82,6 +82,8 @@ def status_table(run: Standing) -> list[str]:
     caption += f" · engine {engine}"
     if run.held:
         caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
+    if run.needs_decision:
+        caption += f" · {plural(run.needs_decision, 'item')} waiting for a decision (not for a time)"
     if run.cancelled_whole:
         caption += f" · cancelled by a person ({plural(run.cancelled, 'item')} cancelled)"
     elif run.cancelled:

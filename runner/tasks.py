@@ -9,7 +9,8 @@
    concluded only once the lost create can no longer land: ``lands_within``
    seconds (the provider's timeout plus its ``create_margin``) after it was
    sent, the upstream is asked once more;
-4. the task id is committed (``RunStore.save_task_id``) before waiting;
+4. the task id is committed (``RunStore.save_task_id``) before waiting (and a provider
+   that ``KeepsTasks`` told which task is kept);
 5. every task carrying the reference besides the one kept (a create sent
    twice, by a proxy that retries on its own) is cancelled at once and
    recorded as a duplicate that may have billed what it ran
@@ -18,7 +19,8 @@
 6. the task is polled until it ends, its end noticed within max(10 s, 10 %
    of the time waited so far) (:mod:`runner.rules.polls`); a task whose
    every item a person cancelled meanwhile is cancelled upstream, and polled
-   on until it ends, for the lines it ran before (billed).
+   on until it ends, for the lines it ran before (billed). A batch whose
+   every item a person cancelled before its create is never created.
 
 After a crash, a batch whose task id was saved is polled again (``resume``);
 one whose create was sent but whose id was not is looked for as in 3; a
@@ -39,14 +41,17 @@ from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .protocol import BatchItems
-from .providers import TaskProvider, TaskResult
+from .providers import KeepsTasks, TaskProvider, TaskResult
 from .rules import polls
+from .rules.judge import NotCreated
 from .store.protocol import RunStore
 
 T = TypeVar("T")
 
 #: Polls or look-ups failing in a row before a task counts as unreachable for now.
 UNREACHABLE_AFTER = 8
+#: A batch whose every item a person cancelled before its task was created: none is.
+NOT_SENT = NotCreated("every item was cancelled before its task was created upstream: none was, nothing was sent")
 
 
 class TaskDriver:
@@ -78,16 +83,22 @@ class TaskDriver:
         """The batch's own reference, sent in the task's metadata and file name."""
         return f"{self.run_reference}:{batch_id}"
 
-    async def submit_and_wait(self, batch_id: int, items: BatchItems) -> TaskResult:
+    async def submit_and_wait(self, batch_id: int, items: BatchItems) -> TaskResult | NotCreated:
         """Submit the batch and wait for its task; ``items`` are let go once uploaded (nothing big waits).
 
         A create whose answer was lost and that made nothing, once it can no
         longer land, is a transport failure: sending it again cannot charge twice.
+        A batch whose every item a person cancelled before its create is
+        neither uploaded nor created (checked before each): :data:`NOT_SENT`.
         """
         await self.steps.run(lambda: self.store.mark_intent(batch_id, now=self.clock.now()))
         ref = self.ref(batch_id)
+        if self.store.all_cancelled(batch_id):
+            return NOT_SENT
         uploaded = await self.provider.upload(ref, items)
         del items
+        if self.store.all_cancelled(batch_id):  # (a large upload takes its time)
+            return NOT_SENT
         lands_by = self.clock.now() + self.lands_within
         await self.steps.run(lambda: self.store.mark_create_sent(batch_id, lands_by=lands_by))
         try:
@@ -143,6 +154,8 @@ class TaskDriver:
     async def _keep(self, batch_id: int, task_id: str) -> TaskResult:
         """Save the task's id, cancel any other task of the batch's reference, and wait for it."""
         await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
+        if isinstance(self.provider, KeepsTasks):
+            self.provider.kept(self.ref(batch_id), task_id)
         await self._cancel_others(batch_id, task_id)
         result = await self.wait(batch_id, task_id)
         await self._cancel_others(batch_id, task_id)

@@ -180,6 +180,10 @@ def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:
     if outcome.status["needs_confirmation"]:
         return ["see what waits, then release it:", command("status", name, db=db),
                 command("confirm", name, "--all", db=db)]
+    if outcome.status["needs_decision"]:
+        return ["decide them (the KEYS given, or every one waiting; d in runner tui shows them one at a time):",
+                command("decide", name, "KEY", "--approve", db=db), command("decide", name, "KEY", "--reject", db=db),
+                command("decide", name, "--all-waiting", "--approve", db=db)]
     kind = outcome.stop_kind
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
     if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume

@@ -1,4 +1,4 @@
-"""The notebook panel: one run's counts, groups, breaker, failures and confirmations, live, in ipywidgets.
+"""The notebook panel: one run's counts, groups, breaker, failures, confirmations and decisions, live, in ipywidgets.
 
 The panel is a view over the run store. It reads only through
 :mod:`runner.store.views` (where the run stands, its failures, an item, what is
@@ -11,7 +11,8 @@ Refreshing never calls upstream: a periodic task on the kernel's running loop
 (every ``interval`` seconds) runs cheap reads and sets widget traits, which
 ipywidgets only sends when a value changed.
 
-This is the only module of ``runner`` that imports ipywidgets; nothing in
+This module (with its decisions tab, :mod:`runner.widgets_decisions`) is the only one of ``runner``
+that imports ipywidgets; nothing in
 the core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
 """
 
@@ -37,6 +38,7 @@ from .panel_html import (
 from .progress_line import rate_limited
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
+from .widgets_decisions import DecisionsTab
 from .words import plural
 
 log = logging.getLogger(__name__)
@@ -121,7 +123,8 @@ class RunPanel:
             widgets.HBox([self.failed, self.detail]),
         ])
         confirmations = widgets.VBox([self.held, widgets.HBox([self.acknowledge, self.confirm_button])])
-        self.tabs = widgets.Tab(children=[self.groups, failures, confirmations])
+        self.decisions = DecisionsTab(self._command, self.message)
+        self.tabs = widgets.Tab(children=[self.groups, failures, confirmations, self.decisions.widget])
         self.widget = widgets.VBox([
             self.title,
             self.bar,
@@ -197,6 +200,7 @@ class RunPanel:
             standing = views.standing(store, self.name, now=self._now())
             failures = views.failures_view(store, self.name, kind=self.kinds.value)
             held = tuple(views.held(store, self.name))
+            decisions = views.decisions_view(store, self.name)
         except RunnerError as exc:
             self.title.value = f"<b>{escape(self.name)}</b> · {error(str(exc))}"
             return
@@ -205,8 +209,10 @@ class RunPanel:
         self._show_breaker(standing.control, standing.rate_limited_until)
         self._show_failures(failures)
         self._show_held(held)
+        self.decisions.show(decisions)
         failed, waiting = standing.counts["failed"], standing.held
-        self.tabs.titles = ("By group", f"Failures ({failed})", f"Confirmations ({waiting})")
+        self.tabs.titles = ("By group", f"Failures ({failed})", f"Confirmations ({waiting})",
+                            f"Decisions ({decisions.waiting})")
 
     def _open(self) -> Store | None:
         """The store, read-only; None while it does not exist yet (the run's first start makes it)."""

@@ -56,6 +56,18 @@ class StepClock:
         await asyncio.sleep(0)
 
 
+class SharedClock(StepClock):
+    """The engine's waits move the simulator's clock too, so a 24 h batch window passes at once."""
+
+    def __init__(self, sim: Simulator) -> None:
+        super().__init__()
+        self.sim = sim
+
+    async def sleep(self, seconds: float) -> None:
+        self.sim.advance(seconds)
+        await super().sleep(seconds)
+
+
 def runner_cli(
     *args: str, cwd: Path, stdin: int = subprocess.DEVNULL, columns: int | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -81,10 +93,35 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
+#: The stage tables :func:`reviewed` puts together: a classify call, a person's review, a summarize call.
+REVIEW_STAGES = {
+    "classify": '[[stage]]\nname = "classify"\n[stage.output.schema]\nrequired = ["id", "label"]\n'
+                'properties.label.enum = ["bug", "praise"]\n',
+    "review": '[[stage]]\nname = "review"\nkind = "decide"\n',
+    "summarize": '[[stage]]\nname = "summarize"\n',
+}
+
+
+def reviewed(folder: Path, *, stages: str, base_url: str = "http://127.0.0.1:9/v1", count: int = 3) -> Path:
+    """A job file ``folder/job.toml`` (run ``reviewed``) of ``stages`` (of :data:`REVIEW_STAGES`) over ``count`` posts."""
+    write_jsonl(folder / "posts.jsonl", posts(count))
+    text = (f'name = "reviewed"\ninput = "posts.jsonl"\nkey = "id"\n[provider]\nbase_url = "{base_url}"\n'
+            + "".join(REVIEW_STAGES[name] for name in stages.split()))
+    (folder / "job.toml").write_text(text, encoding="utf-8")
+    return folder / "job.toml"
+
+
 def batch_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], **limits: Any) -> Job:
     """A job of kind ``openai-batch`` over ``records`` against the simulator (as :func:`make_job`)."""
     job = make_job(tmp_path, sim.base_url, records, **limits)
     return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind="openai-batch"))
+
+
+def anthropic_job(tmp_path: Path, sim: Simulator, records: list[dict[str, Any]], *, kind: str = "anthropic-messages",
+                  **limits: Any) -> Job:
+    """A job of an Anthropic ``kind`` over ``records`` against the simulator, its base URL the host (as the SDK's)."""
+    job = make_job(tmp_path, sim.base_url.removesuffix("/v1"), records, **limits)
+    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, kind=kind))
 
 
 def make_job(

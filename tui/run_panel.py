@@ -70,6 +70,8 @@ def _why_held(run: Standing) -> str:
     assert hold is not None, "a run stopped for a person is held by something"
     if hold is Hold.CONFIRMATION:
         return f"{plural(run.held, 'item awaits', 'items await')} confirmation"
+    if hold is Hold.DECISION:
+        return f"{plural(run.needs_decision, 'item waits', 'items wait')} for a decision (d shows them)"
     return hold.value
 
 
@@ -101,7 +103,8 @@ def _eta(view: RunView) -> str:
     if eta == 0.0:
         return "nothing: every item completed or failed"
     left = plural(run.unfinished, 'item')
-    waiting = f", {run.held:,} of them wait for a person" if run.held else ""
+    held = run.held + run.needs_decision
+    waiting = f", {held:,} of them wait for a person" if held else ""
     if eta is not None:
         return f"{left}, {progress_line.about(eta)} at this rate{waiting}"
     return f"{left}{waiting}; {why_no_estimate(run, moving=view.moving)}"
@@ -113,6 +116,9 @@ def needs(view: RunView) -> list[str]:
     lines = []
     if run.held:
         lines.append(f"{plural(run.held, 'item awaits', 'items await')} your confirmation after a crash: c shows them")
+    if run.needs_decision:
+        lines.append(f"{plural(run.needs_decision, 'item waits', 'items wait')} for your decision, not for a time: "
+                     "d shows them one at a time")
     if run.control.breaker is BreakerState.OPEN:
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
     elif run.control.paused:

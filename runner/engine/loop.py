@@ -142,7 +142,6 @@ class Engine:
         """
         name = self.job.name
         cut_short = False
-        stages.refuse_unworkable(self.job)
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
@@ -235,6 +234,7 @@ class Engine:
             return None
         try:
             self._beat()
+            stages.take_decisions(self.store, self.run_id, self.job, now=self.clock.now())
             control = self.store.control(self.run_id)
             self._forming_held_up = self._may_start() and self._start(control)
             return control
@@ -284,8 +284,8 @@ class Engine:
             self.formed.extend([formed] if formed is not None else [])
             self._forming_held_up = False
             return True
-        if due is None and not self.formed:  # only held items are left
-            return await self._wait_for_person("items need a person's confirmation", None)
+        if due is None and not self.formed:  # only items held for a person (a confirmation, a decision) are left
+            return await self._wait_for_person(stages.left_for_person(self.store, self.job.name, self.clock.now()), None)
         due = max(due or 0.0, self.quiet_until)
         await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
         return True

@@ -117,7 +117,7 @@ class Slot:
             # (but a pipeline's record and results, which the boundary reads).
             submitted = tasks.resume(batch.id) if batch.resume else tasks.submit_and_wait(
                 batch.id, stages.sent(self.engine.job, work.stage, items))
-            items = items if self.engine.job.staged else [item._replace(input="") for item in items]
+            items = items if self.engine.job.staged else [item._replace(input="", results="{}") for item in items]
             settlement = await self._submit(submitted, batch, items)
             if settlement is not None:
                 await self._save(batch, settlement)
@@ -182,7 +182,7 @@ class Slot:
         raise AssertionError("unreachable")
 
     async def _submit(
-        self, submitted: Awaitable[TaskResult | None], batch: Batch, items: list[StartedItem]
+        self, submitted: Awaitable[TaskResult | NotCreated | None], batch: Batch, items: list[StartedItem]
     ) -> Settlement | None:
         """Await the submit (or, confirmed after a crash, the poll again) and judge; None when its items are held."""
         engine = self.engine
@@ -194,8 +194,8 @@ class Slot:
             return None
         except UpstreamError as exc:
             return self._judge(batch, items, exc)
-        if result is None:  # nothing reached the upstream: no sickness to count, nothing to pay twice
-            return self._judge(batch, items, NotCreated())
+        if result is None or isinstance(result, NotCreated):  # nothing reached the upstream: no sickness to count
+            return self._judge(batch, items, result or NotCreated())
         if result.failure is not None:
             return self._judge(batch, items, result.failure)
         return self._judge(batch, items, await self._receive_lines(batch, items, result))

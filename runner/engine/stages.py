@@ -3,8 +3,9 @@
 A stage's ``kind`` says how it is worked: a provider that calls
 (``openai-chat``, a Python handler) gives it a ``caller``, one that submits
 and polls (``openai-batch``, a Python submit/poll pair) a ``tasks`` driver;
-``decide`` (a person's decision, no call) is not worked by the engine yet
-(:func:`refuse_unworkable`). Batches are formed per stage and group, later
+``decide`` (a person's decision, no call) is never sent: its items wait for
+a person (:mod:`runner.deciding`), and the decisions kept for items that
+have since arrived are applied at each turn (:func:`take_decisions`). Batches are formed per stage and group, later
 stages first (:func:`claims`), so items finish rather than pile up at the
 first stage. Concurrency is the run's (``[batch] concurrency``), shared by
 every stage.
@@ -22,13 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import protocol
-from ..errors import JobError
+from .. import deciding, protocol, words
 from ..jobs import DECIDE, Job, Stage
 from ..model import Claim, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
 from ..busy import StoreSteps
 from ..clock import Clock
+from ..errors import StoreBusy
 from ..rules.stages import next_stage, resume_at, sent_fields, state_of
 from ..store.protocol import RunStore
 from ..tasks import TaskDriver
@@ -50,14 +51,6 @@ class StageWork:
     tasks: TaskDriver | None = None
 
 
-def refuse_unworkable(job: Job) -> None:
-    """A stage the engine cannot work yet (``decide``) is a JobError before anything is sent."""
-    for stage in job.stages:
-        if stage.kind == DECIDE:
-            raise JobError(f"job {job.name!r}: stage {stage.name!r} is of kind 'decide', which runner does not "
-                           "run yet (a person's decision comes with issue 17's next part)")
-
-
 def works_of(job: Job, providers: Mapping[str, Provider | TaskProvider]) -> dict[str, StageWork]:
     """Each stage's work, its provider from ``providers`` by stage name."""
     works = {}
@@ -74,7 +67,28 @@ def claims(works: Mapping[str, StageWork], job: Job) -> list[Claim]:
     """The stages to form batches of, in the order asked: later stages first (a job without ``[[stage]]``: its
     one stage, whatever its items are labelled)."""
     return [Claim(stage.name if job.staged else None, stage.batch.max_items, stage.batch.max_chars,
-                  works[stage.name].file) for stage in reversed(job.stages)]
+                  works[stage.name].file) for stage in reversed(job.stages) if stage.kind != DECIDE]
+
+
+def take_decisions(store: RunStore, run_id: int, job: Job, *, now: float) -> None:
+    """Apply the decisions a person gave before their items reached a decide stage, now they wait there
+    (a busy store puts it off to a later turn)."""
+    if any(stage.kind == DECIDE for stage in job.stages):
+        try:
+            deciding.apply_kept(store, run_id, job, now=now)
+        except StoreBusy:
+            return
+
+
+def left_for_person(store: RunStore, name: str, now: float) -> str:
+    """Why only a person can move the items left: confirmations after a crash, decisions, or both."""
+    status = store.status(name, now=now)
+    reasons = []
+    if status["needs_confirmation"]:
+        reasons.append("items need a person's confirmation")
+    if status["needs_decision"]:
+        reasons.append(f"{words.plural(status['needs_decision'], 'item waits', 'items wait')} for a person's decision")
+    return "; ".join(reasons) or "items need a person's confirmation"
 
 
 def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps: StoreSteps) -> None:
@@ -92,7 +106,8 @@ def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps:
 def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> dict[str, int]:
     """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
     changed, or one was added at the end): only that stage's calls, and those after it, are made again.
-    Returns how many went back to each stage."""
+    Returns how many went back to each stage. Items pending at a decide stage (sent back there, or at the
+    first stage) wait there for a person."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return {}
     fingerprints = {name: work.fingerprint for name, work in works.items()}
@@ -104,6 +119,8 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
             rewound[again] += 1
     if moves:
         store.rewind(moves, [stage.name for stage in job.stages], now=now)
+    if any(stage.kind == DECIDE for stage in job.stages):  # those now at a decide stage wait for a person there
+        store.arrive(run_id, now=now)
     return dict(rewound)
 
 

@@ -93,3 +93,16 @@ class SizedTasks(Protocol):
     def sizing(self) -> RequestsFile | None:
         """What each item's line takes of the file, and the file's bound; None when batches need not fit one."""
         ...
+
+
+@runtime_checkable
+class KeepsTasks(Protocol):
+    """A task provider told which task was kept for each reference (made, adopted, or saved before a restart).
+
+    Optional beside ``TaskProvider``: ``find`` can then tell that task from the others, when the upstream shows
+    no reference on a task still running (Anthropic's Message Batches).
+    """
+
+    def kept(self, ref: str, task_id: str) -> None:
+        """The task ``task_id`` is the one kept for ``ref``."""
+        ...

@@ -23,11 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
-
 from .. import batch_api, errors, protocol
-from . import TaskResult
-from .openai_chat import NOT_SENT, OpenAIUpstream, answer_of, chat_body, classify, error_for, redact, transport_error
+from . import TaskResult, submitting
+from .openai_chat import OpenAIUpstream, answer_of, chat_body, classify, redact
 
 ENDPOINT = "/v1/chat/completions"
 METADATA_KEY = "runner_batch"
@@ -93,24 +91,11 @@ class OpenAIBatch(OpenAIUpstream):
         return str(upload["id"])
 
     async def create(self, ref: str, uploaded: Any) -> str:
-        """Create the batch, within ``timeout`` in all (httpx's applies to each phase of a request apart).
-
-        Any failure but one before the request was sent leaves it unknown: a
-        proxy in front may have sent a create on before it failed (LiteLLM
-        retries on its own), so the batch is looked for, never created again.
-        """
+        """Create the batch; a create whose answer was lost is ``SubmitUnknown`` (:func:`.submitting.created`)."""
         body = {"input_file_id": uploaded, "endpoint": ENDPOINT, "completion_window": "24h",
                 "metadata": {METADATA_KEY: ref}}
-        try:
-            async with asyncio.timeout(self._config.timeout):
-                created = await self._send("POST", "/batches", json=body)
-        except TimeoutError as exc:
-            raise errors.SubmitUnknown(
-                f"the answer to creating batch {ref} was lost (none within {self._config.timeout:g} s)") from exc
-        except errors.UpstreamError as exc:
-            if isinstance(exc.__cause__, NOT_SENT):
-                raise
-            raise errors.SubmitUnknown(f"creating batch {ref} failed ({exc.message})", cause=exc) from exc
+        created = await submitting.created(lambda: self._send("POST", "/batches", json=body), ref,
+                                           timeout=self._config.timeout)
         if isinstance(created.get("created_at"), int):
             self._made[ref] = created["created_at"]
             while len(self._made) > MADE_KEPT:
@@ -149,11 +134,7 @@ class OpenAIBatch(OpenAIUpstream):
         try:
             batch = await self._send("GET", f"/batches/{task_id}")
         except errors.NotFound as exc:
-            lost = errors.NotFound(f"recovery failed: the upstream no longer knows batch {task_id}; "
-                                   "nothing was submitted again (retry to send the items anew)")
-            lost.retryable = True
-            lost.refused = False  # the batch was known before: it may have run
-            raise lost from exc
+            raise submitting.forgotten(task_id) from exc
         if batch["status"] in RUNNING:
             return None
         if batch["status"] == "failed":
@@ -182,26 +163,7 @@ class OpenAIBatch(OpenAIUpstream):
             raise errors.TransportError(f"file {file_id} is not JSONL: {exc}") from exc
 
     async def _send(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = await self._request(method, path, **kwargs)
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise errors.TransportError(f"{method} {path}: the answer is not JSON") from exc
-        if not isinstance(body, dict):
-            raise errors.TransportError(f"{method} {path}: the answer is not a JSON object")
-        return body
-
-    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        url = self._base + path
-        try:
-            response = await self._client.request(
-                method, url, headers=self._headers, timeout=self._config.timeout, **kwargs
-            )
-        except httpx.TransportError as exc:
-            raise transport_error(exc, f"{method} {url}", secret=self._api_key) from exc
-        if response.status_code != 200:
-            raise error_for(response, secret=self._api_key)
-        return response
+        return submitting.json_object(await self._request(method, path, **kwargs), f"{method} {path}")
 
 
 def _older(batch: dict[str, Any], oldest: float | None) -> bool:
@@ -218,8 +180,7 @@ def _read_line(line: dict[str, Any], result: TaskResult, secret: str | None) -> 
     if response.get("status_code") == 200:
         result.answers[key] = answer_of(response.get("body"))
     elif error and error.get("code") in NOT_RUN:
-        result.errors[key] = not_run = errors.TransportError(f"{error['code']}: not run by the upstream, not billed")
-        not_run.refused = True  # nothing ran: the try cost nothing, and does not count against max_attempts
+        result.errors[key] = submitting.not_run(error["code"])
     elif response:
         result.errors[key] = classify(int(response.get("status_code") or 0), response.get("body"), secret=secret)
     else:

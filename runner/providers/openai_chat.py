@@ -9,6 +9,7 @@ decides what to retry, so no request is ever retried behind its back.
 from __future__ import annotations
 
 import email.utils
+import functools
 import json
 import math
 import re
@@ -35,13 +36,17 @@ BILLING_CODES = {
 #: LiteLLM's 400 for a model it does not serve (OpenAI answers 404 ``model_not_found``).
 INVALID_MODEL = "invalid model name passed in model="
 #: Words of a refusal for a batch too long for the model's context: a smaller batch may pass.
-TOO_LONG = ("context_length_exceeded", "contextwindowexceedederror", "maximum context length")
+TOO_LONG = ("context_length_exceeded", "contextwindowexceedederror", "maximum context length",
+            "prompt is too long")  # the last: Anthropic's words
 #: LiteLLM without its database knows only its master key and refuses any other with this type.
 NO_DB = "no_db_connection"
 
 
-class OpenAIUpstream:
-    """What both OpenAI providers hold: the job's model and prompt, an httpx client and the key."""
+class Upstream:
+    """What every HTTP provider holds: the job's provider settings, prompt and schema, an httpx client, the key.
+
+    A subclass says how its upstream takes the key (``auth``) and where paths start (``root``).
+    """
 
     def __init__(
         self,
@@ -54,14 +59,47 @@ class OpenAIUpstream:
     ) -> None:
         self._config = config
         self._prompt = prompt
-        self._response_format = protocol.batch_response_format(output_schema)
+        self._output_schema = output_schema
         self._client = client
         #: Masked in every error message built here: upstreams echo keys, and messages are stored and shown.
         self._api_key = api_key
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        #: A request's headers when its JSON body is encoded here (``protocol.encode``), once.
-        self._json_headers = {**self._headers, "Content-Type": "application/json"}
-        self._base = config.base_url.rstrip("/")
+        #: Every request's headers: the key as the upstream wants it.
+        self._headers = self.auth(api_key)
+        #: What a request's path is put after.
+        self._base = self.root(config.base_url)
+
+    def auth(self, api_key: str | None) -> dict[str, str]:
+        """The headers that carry the key (none without one)."""
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def root(self, base_url: str) -> str:
+        """The base URL as paths are put after it."""
+        return base_url.rstrip("/")
+
+    async def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """One request to ``url`` (a path below the base, or a URL the upstream gave); a non-200 raised classified."""
+        url = url if "://" in url else self._base + url
+        try:
+            response = await self._client.request(
+                method, url, headers=self._headers, timeout=self._config.timeout, **kwargs)
+        except httpx.TransportError as exc:
+            raise transport_error(exc, f"{method} {url}", secret=self._api_key) from exc
+        if response.status_code != 200:
+            raise error_for(response, secret=self._api_key)
+        return response
+
+
+class OpenAIUpstream(Upstream):
+    """What both OpenAI providers hold besides: the response format asked for."""
+
+    @functools.cached_property
+    def _response_format(self) -> dict[str, Any]:
+        return protocol.batch_response_format(self._output_schema)
+
+    @functools.cached_property
+    def _json_headers(self) -> dict[str, str]:
+        """A request's headers when its JSON body is encoded here (``protocol.encode``), once."""
+        return {**self._headers, "Content-Type": "application/json"}
 
 
 class OpenAIChat(OpenAIUpstream):

@@ -129,7 +129,9 @@ class Lines:
 
 @dataclass(frozen=True)
 class NotCreated:
-    """A confirmed task that the upstream never created: nothing reached it."""
+    """A task that the upstream never created (confirmed after a crash, or not sent): nothing reached it."""
+
+    why: str = NEVER_CREATED
 
 
 #: How a call finished: its answer, its task's lines, no task at all, or a classified failure.
@@ -207,7 +209,7 @@ def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, che
     if isinstance(finished, Lines):
         return _lines(items, finished, check, streaks=streaks, not_before=now + limits.backoff)
     if isinstance(finished, NotCreated):
-        return Verdict(retry={item.id: (FailureKind.TRANSPORT, NEVER_CREATED) for item in items},
+        return Verdict(retry={item.id: (FailureKind.TRANSPORT, finished.why) for item in items},
                        not_before=now, streaks=streaks)
     not_before = now + (finished.retry_after if finished.retry_after is not None else limits.backoff)
     if isinstance(finished, BadRequest) and not finished.stops_run:

@@ -42,6 +42,10 @@ Faults of ``POST /v1/chat/completions``, and of no other route:
   passed in model=..."), ``model_not_found`` (OpenAI's 404 for the request's
   model) and ``echo_key`` (a 401 whose message holds the bearer key the
   client sent, as some proxies do);
+- Anthropic's errors, never billed: ``overloaded`` (a 529 ``overloaded_error``)
+  and ``credit_balance`` (its 400 "credit balance is too low"). On
+  ``POST /v1/messages`` every error fault is worded as Anthropic words it
+  (:mod:`runner.sim.anthropic`);
 - ``timeout``: wait ``seconds`` (default 30), then answer normally;
 - ``drop``: close the connection with nothing sent, not billed;
 - ``billed_then_dropped``: bill the answer, then close with nothing sent;
@@ -81,7 +85,9 @@ the lines it answers when it ends:
   of its lines (at least one) answered, the rest ``batch_expired`` errors;
 - ``missing_rows``: the batch completes, but the lines holding ``keys``
   (else its second half of lines) are in neither file, and not billed;
-- ``batch_failed``: the batch fails validation, as for a spent token quota.
+- ``batch_failed``: the batch fails validation, as for a spent token quota;
+- ``errored_lines`` (Message Batches only): the requests holding ``keys`` (else
+  every one) end ``errored`` with an ``api_error``, not billed.
 
 On ``GET /v1/batches/{id}`` (a poll) and ``GET /v1/batches`` (the list):
 ``poll_503`` and ``list_503`` answer 503 ``server_is_overloaded``.
@@ -165,6 +171,8 @@ FAULTS: dict[str, dict[str, Param]] = {
     "echo_key": {},
     "http_500": {},
     "http_503": {"retry_after": _WHOLE},
+    "overloaded": {"retry_after": _WHOLE},
+    "credit_balance": {},
     "timeout": {"seconds": _SECONDS},
     "drop": {},
     "billed_then_dropped": {},
@@ -184,6 +192,7 @@ FAULTS: dict[str, dict[str, Param]] = {
     "expire": {},
     "missing_rows": {},
     "batch_failed": {},
+    "errored_lines": {},
     "poll_503": {},
     "list_503": {},
 }
@@ -209,6 +218,7 @@ _NOT_CHAT = {
     "expire": Scope.BATCH,
     "missing_rows": Scope.BATCH,
     "batch_failed": Scope.BATCH,
+    "errored_lines": Scope.BATCH,
     "poll_503": Scope.POLL,
     "list_503": Scope.LIST,
 }
@@ -268,7 +278,7 @@ class FaultPlan:
         name = rule["fault"]
         if name == "wrong_ids":
             return tuple(ids)
-        if name == "missing_rows" and "keys" in rule:
+        if name in ("missing_rows", "errored_lines") and "keys" in rule:
             return tuple(key for key in ids if key in set(rule["keys"]))
         if name not in ("missing_ids", "invalid_items", "duplicate_ids"):
             return ()

@@ -121,6 +121,15 @@ ERRORS: dict[str, tuple[int, str, str | None, str]] = {
         "The server had an error while processing your request.",
     ),
     "http_503": (503, "server_error", "server_is_overloaded", "The server is overloaded."),
+    # Anthropic's: its API overloaded, and a balance spent (a 400, not a 402).
+    "overloaded": (529, "overloaded_error", None, "Overloaded"),
+    "credit_balance": (
+        400,
+        "invalid_request_error",
+        None,
+        "Your credit balance is too low to access the Anthropic API. "
+        "Please go to Plans & Billing to upgrade or purchase credits.",
+    ),
     # A LiteLLM proxy's spend limit: its code is the status, as a string.
     "budget_exceeded": (
         422,

@@ -1,4 +1,4 @@
-"""A loopback HTTP server that plays an OpenAI-compatible upstream.
+"""A loopback HTTP server that plays an OpenAI-compatible upstream, and Anthropic's API.
 
 Requests go through one small routing table, ``(method, path) -> route``,
 where a path segment such as ``{id}`` matches any one segment. A route turns
@@ -8,7 +8,9 @@ at that moment. Faults of the fault plan (:mod:`runner.sim.faults`) change
 what a route builds (an error, a broken body, a reply to drop), never how
 it is sent. The Files and
 Batches routes are in :mod:`runner.sim.batch_routes`; their batches bill
-when the simulator's clock has ended them.
+when the simulator's clock has ended them. Anthropic's Messages and Message
+Batches routes (``/v1/messages...``, the key in ``x-api-key``) are in
+:mod:`runner.sim.anthropic` and :mod:`runner.sim.anthropic_batches`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from types import TracebackType
 from typing import Any
 
 from runner import protocol
-from runner.sim import batch_routes, chat, httpd
+from runner.sim import anthropic, anthropic_batches, batch_routes, chat, httpd
+from runner.sim.anthropic_batches import MessageBatches
 from runner.sim.batches import BatchStore
 from runner.sim.clock import Clock
 from runner.sim.faults import DEFAULT_TIMEOUT, Fault, FaultPlan, Scope, parse_plan
@@ -101,6 +104,9 @@ class Simulator:
             seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill,
             cancelled=self._ledger.count_cancel, seed=seed
         )
+        self._message_batches = MessageBatches(
+            seconds=batch_seconds, numbers=self._next_number, bill=self._ledger.bill, seed=seed
+        )
         self._faults = FaultPlan(faults)
         # Set by stop(), to cut short the waits of timeout and create_slow faults.
         self._closing = threading.Event()
@@ -133,10 +139,16 @@ class Simulator:
         """The files and batches of the Batch API."""
         return self._batches
 
+    @property
+    def message_batches(self) -> MessageBatches:
+        """The batches of Anthropic's Message Batches API."""
+        return self._message_batches
+
     def advance(self, seconds: float) -> float:
         """Move the clock ``seconds`` forward, end the batches now due, return the new time."""
         now = self._clock.advance(seconds)
         self._batches.settle(now)
+        self._message_batches.settle(now)
         return now
 
     def choose_fault(self, ids: Sequence[str], scope: Scope = Scope.CHAT) -> Fault | None:
@@ -197,7 +209,10 @@ class Simulator:
 
     def handle(self, request: Request) -> Reply:
         """The reply of the route for ``request``: a 401 without the key, a 404 without a route."""
-        if request.path.startswith("/v1/") and not key_accepted(request, self.api_key):
+        if request.path.startswith("/v1/messages"):  # Anthropic's: its key header, its error shape
+            if not anthropic.key_accepted(request, self.api_key):
+                return anthropic.UNAUTHORIZED
+        elif request.path.startswith("/v1/") and not key_accepted(request, self.api_key):
             return UNAUTHORIZED
         if request.path.startswith("/v1/") and self.on_call is not None:
             self.on_call(request.method, request.path)
@@ -206,6 +221,18 @@ class Simulator:
             if method == request.method and params is not None:
                 return route(self, replace(request, params=params))
         return error_reply(404, f"Invalid URL ({request.method} {request.path})")
+
+    def answer_batch(self, items: list[dict[str, Any]], model: str, reply: Callable[[Fault | None], Reply]) -> Reply:
+        """A request carrying a batch of ``items``: recorded, counted in flight while the plan's fault (if any) is
+        chosen and the latency waited, then answered by ``reply`` as that fault makes it."""
+        ids = [item["id"] for item in items]
+        self._ledger.record(ids, sum(map(protocol.item_chars, items)), model)
+        with self._ledger.flight():
+            if self.on_request is not None:
+                self.on_request(ids)
+            fault = self.choose_fault(ids)
+            time.sleep(self._delay())
+            return reply(fault)
 
     def _next_number(self) -> int:
         with self._lock:
@@ -216,7 +243,9 @@ class Simulator:
             return self._latency + self._rng.uniform(0, self._jitter)
 
     def _settle(self) -> None:
-        self._batches.settle(self._clock.now())
+        now = self._clock.now()
+        self._batches.settle(now)
+        self._message_batches.settle(now)
 
 
 # Routes ------------------------------------------------------------------
@@ -230,14 +259,7 @@ def chat_completions(sim: Simulator, request: Request) -> Reply:
     items = chat.items_of(body)
     if items is None:
         return error_reply(400, chat.NO_ITEMS)
-    ids = [item["id"] for item in items]
-    sim.ledger.record(ids, sum(map(protocol.item_chars, items)), body["model"])
-    with sim.ledger.flight():
-        if sim.on_request is not None:
-            sim.on_request(ids)
-        fault = sim.choose_fault(ids)
-        time.sleep(sim._delay())
-        return _faulted(sim, fault, request, body, items)
+    return sim.answer_batch(items, body["model"], lambda fault: _faulted(sim, fault, request, body, items))
 
 
 def ledger_snapshot(sim: Simulator, request: Request) -> Reply:
@@ -284,6 +306,8 @@ def clock_advance(sim: Simulator, request: Request) -> Reply:
 _ROUTES: dict[tuple[str, str], Callable[[Simulator, Request], Reply]] = {
     ("POST", "/v1/chat/completions"): chat_completions,
     **batch_routes.ROUTES,
+    **anthropic.ROUTES,
+    **anthropic_batches.ROUTES,
     ("GET", "/_sim/ledger"): ledger_snapshot,
     ("POST", "/_sim/reset"): ledger_reset,
     ("GET", "/_sim/faults"): faults_get,

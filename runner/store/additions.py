@@ -13,7 +13,9 @@ chunk with its items.
 An item whose input fingerprint changed takes the new input: if it had
 already been sent or answered it becomes ``failed`` (input_changed), so that
 an old result is never taken for the new input and no new call is made
-without a person's retry; if it had failed, the fix is tried, with a fresh
+without a person's retry; if it waited for a person's decision, or one was
+kept for it, the decision is for its old input: it starts again at the first
+stage, the decision forgotten; if it had failed, the fix is tried, with a fresh
 attempt budget; if it was in a formed, unsent batch, it leaves it for pending
 (the batch was sized, and grouped, for the old input).
 """
@@ -158,10 +160,13 @@ def _prepared(run_id: int, seen: Fingerprint | None, now: float) -> dict[str, An
     return {"run": run_id, **dataclasses.asdict(seen), "now": now}
 
 
-def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
+def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: str) -> None:
     """Move the known items given a new input, each from the state it was in: to pending first, then to failed."""
-    listed = {"ids": json.dumps(ids), "now": now}
+    listed = {"ids": json.dumps(ids), "now": now, "first": first}
     move(conn, "input_fixed", where=LISTED, values=items.FRESH_BUDGET, params=listed)
+    # One waiting for a person's decision on its old input waits no more: it starts again at the first stage.
+    move(conn, "rewind", where=f"{LISTED} AND items.hold = 'decide'", params=listed,
+         values={"stage": "stage = :first", **items.FRESH_BUDGET})
     move(conn, "unqueue", where=LISTED, params=listed)
     move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
 
@@ -183,10 +188,11 @@ def _add_chunk(
                  conn.execute(items.KNOWN_KEYS, {"run": run_id, "keys": keys})}
     changed = [(known[row.key][0], row) for row in rows if row.key in known and known[row.key][1] != row.fingerprint]
     if changed:
-        _move_changed(conn, [item_id for item_id, _ in changed], now)
+        _move_changed(conn, [item_id for item_id, _ in changed], now, first)
         conn.executemany(items.NEW_INPUT, [(row.group, row.seq, row.chars, row.fingerprint, now, first, item_id)
                                            for item_id, row in changed])
         conn.executemany(items.FORGET_RESULTS, [(item_id,) for item_id, _ in changed])
+        conn.executemany(items.FORGET_DECISIONS, [(item_id,) for item_id, _ in changed])
         conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in changed])
     new = [row for row in rows if row.key not in known]
     if new:

@@ -42,6 +42,8 @@ class Hold(StrEnum):
     """What holds an unfinished run for a person, as :attr:`Standing.held_by` reads it."""
 
     CONFIRMATION = "items await confirmation"
+    #: Only items waiting at a ``decide`` stage are left.
+    DECISION = "items await a decision"
     BREAKER_OPEN = "breaker open"
     PAUSE = "paused"
 
@@ -76,6 +78,8 @@ class Standing(NamedTuple):
     cancelled_whole: bool = False
     #: Items by their current stage and state, the stages in the job's order.
     stages: Mapping[str, Mapping[str, int]] = {}
+    #: Items waiting at a ``decide`` stage for a person's decision (counted as ``waiting``, with no time).
+    needs_decision: int = 0
 
     @property
     def total(self) -> int:
@@ -87,8 +91,8 @@ class Standing(NamedTuple):
 
     @property
     def moving(self) -> int:
-        """Unfinished items the engine may finish on its own (not held for a person)."""
-        return self.unfinished - self.held
+        """Unfinished items the engine may finish on its own (not held for a person, nor waiting for a decision)."""
+        return self.unfinished - self.held - self.needs_decision
 
     @property
     def engine_died(self) -> bool:
@@ -100,6 +104,8 @@ class Standing(NamedTuple):
         """What holds the run for a person, the first of: items to confirm, the breaker open, a pause; else None."""
         if self.held:
             return Hold.CONFIRMATION
+        if self.needs_decision and not self.moving:
+            return Hold.DECISION
         if self.control.breaker is BreakerState.OPEN:
             return Hold.BREAKER_OPEN
         return Hold.PAUSE if self.control.paused else None
@@ -134,6 +140,8 @@ class Standing(NamedTuple):
             "cancelled": self.cancelled,
             # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
             "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
+            # Added with decisions (issue 17): items waiting at a decide stage (within counts' ``waiting``).
+            "needs_decision": self.needs_decision,
         }
 
 
@@ -313,6 +321,9 @@ class ItemView(NamedTuple):
     staged: bool = False
     #: A pipeline's item: each stage's result it has (JSON text), in the order they were saved.
     results: Mapping[str, str] = {}
+    #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person), or
+    #: ``waiting until 12:03:04`` (a time); "" when it is not waiting.
+    waits: str = ""
 
 
 class StageTally(NamedTuple):
@@ -337,3 +348,27 @@ class HeldView(NamedTuple):
         for item in self.items:
             cases[item.case] += 1
         return {case: n for case, n in cases.items() if n}
+
+
+class Decision(NamedTuple):
+    """An item waiting at a ``decide`` stage: its input and the results of the stages it passed."""
+
+    key: str
+    group: str
+    stage: str
+    input: Mapping[str, Any]
+    #: Each passed stage's result, by stage name.
+    results: Mapping[str, Any]
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The item's state so far: its input fields and each passed stage's result under the stage's name."""
+        return {**self.input, **self.results}
+
+
+class DecisionsView(NamedTuple):
+    """The decisions a run waits for: how many, and the first of them in input order."""
+
+    run: str
+    waiting: int
+    items: tuple[Decision, ...]

@@ -42,6 +42,18 @@ LOG_COMMAND = """
 INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) VALUES (?, ?, ?, ?, ?, ?)
 """
 
+#: Items of run ``?1`` a person cancelled, not claimed for their compensation (a notebook's ``on_cancel``) since:
+#: key, input, and the results of the stages it passed (a JSON object).
+UNCOMPENSATED = """
+SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
+    (SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results
+FROM items
+WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS (
+    SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1
+    AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at)
+ORDER BY items.seq
+"""
+
 
 class Commands(SQLiteFile):
     """The verbs of a person's commands, and the control row the engine reads."""
@@ -93,6 +105,7 @@ class Commands(SQLiteFile):
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND}",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
+            items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
             if released:  # a retry that found nothing to retry changed nothing: no command to log
                 conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps({"kind": kind, "keys": list(keys)}), now, now,
                                            f"{len(released)} items"))
@@ -139,35 +152,53 @@ class Commands(SQLiteFile):
 
         Items not in flight fail at once. An item in flight (running, or
         received and not yet validated) is marked, and fails when its batch
-        settles, unless its answer completes it (``rules.cancelling``); with
-        no ``engine_alive`` to settle it, it fails now, its call counted as
-        maybe billed. One transaction, logged as the command ``cancel``.
+        settles, unless its answer completes it (``rules.cancelling``). With
+        no ``engine_alive`` to settle them: a sent call fails now, counted as
+        maybe billed; a saved answer stays received, validated by the next
+        engine (recovery); an upstream task that may still run (and so one
+        held for a person) is released to the next engine's poll, which
+        cancels it upstream and settles the lines it ran. One transaction,
+        logged as the command ``cancel``.
         """
         params = {"run": run_id, "keys": json.dumps(list(keys)), "now": now}
         with self.write() as conn:
             self.refuse_unknown(run_id, keys)
-            failed = move(conn, "cancel", where=f"{CHOSEN} AND {NOT_IN_FLIGHT}", values=items.CANCELLED,
-                          params={**params, "message": BY_A_PERSON}, returning="id")
+            failed = move(conn, "cancel", where=f"{CHOSEN} AND {NOT_IN_FLIGHT} AND NOT ({items.TASK_MAY_RUN})",
+                          values=items.CANCELLED, params={**params, "message": BY_A_PERSON}, returning="id")
+            # A live engine polls its own tasks in flight (and cancels them upstream); no other engine polls one.
+            later = items.cancel_tasks(conn, f"{CHOSEN} AND items.hold != 'none'" if engine_alive else CHOSEN, params)
             unmarked = f"{CHOSEN} AND items.error_kind IS NOT 'cancelled'"
-            marked = [*move(conn, "cancel_running", where=unmarked, values=items.CANCEL_MARK,
-                            params={**params, "message": IN_FLIGHT}, returning="id"),
-                      *move(conn, "cancel_received", where=unmarked, values=items.CANCEL_MARK,
-                            params={**params, "message": IN_FLIGHT}, returning="id")]
-            left = 0
+            later += [item_id for name in ("cancel_running", "cancel_received") for (item_id,) in move(
+                conn, name, where=unmarked, values=items.CANCEL_MARK, params={**params, "message": IN_FLIGHT},
+                returning="id")]
+            left: list[int] = []
             if not engine_alive:
                 items.count_maybe_paid_held(conn, run_id, cancelled=True)
                 left = items.fail_left_cancelled(conn, CHOSEN, params)
-                left += len(move(conn, "cancel", where=f"{CHOSEN} AND items.state = 'received' AND "
-                                 "items.error_kind = 'cancelled'", values=items.CANCELLED,
-                                 params={**params, "message": items.ENGINE_GONE}, returning="id"))
-            now_failed, later = len(failed) + left, len(marked) if engine_alive else 0
-            if now_failed or later:  # a cancel that found nothing unfinished changed nothing: no command to log
+            now_failed, finishing = len(failed) + len(left), len(set(later) - set(left))
+            if now_failed or finishing:  # a cancel that found nothing unfinished changed nothing: no command to log
                 conn.execute(LOG_COMMAND, (run_id, "cancel", json.dumps({"keys": list(keys)}), now, now,
-                                           f"{now_failed} failed, {later} when their batch ends"))
-        return now_failed, later
+                                           f"{now_failed} failed, {finishing} when their batch ends"))
+        return now_failed, finishing
 
-    def compensated(self, run_id: int, *, keys: Sequence[str], errors: int, now: float) -> None:
-        """Log that a person's ``on_cancel`` ran for cancelled items (``errors`` of them raised): never again for them."""
+    def claim_compensations(self, run_id: int, *, now: float) -> tuple[int, list[dict[str, Any]]]:
+        """Claim the cancelled items not compensated since they were cancelled, for a person's ``on_cancel``:
+        the command ``on_cancel`` logged for them (its id; :meth:`compensated` ends it) and their rows (key,
+        input, results). One transaction: no item is claimed twice for one cancel, by this process or another.
+        """
         with self.write() as conn:
-            conn.execute(LOG_COMMAND, (run_id, "on_cancel", json.dumps({"keys": list(keys)}), now, now,
-                                       f"{len(keys)} items, {errors} raised"))
+            due = self.rows(UNCOMPENSATED, [run_id])
+            if not due:
+                return 0, []
+            (command_id,) = conn.execute(
+                f"{LOG_COMMAND} RETURNING id",
+                (run_id, "on_cancel", json.dumps({"keys": [row["key"] for row in due]}), now, None,
+                 f"{len(due)} items claimed, not yet ended"),
+            ).fetchone()
+        return int(command_id), due
+
+    def compensated(self, command_id: int, *, called: int, errors: int, now: float) -> None:
+        """End the claim ``command_id``: ``on_cancel`` ran for its ``called`` items, ``errors`` of them raised."""
+        with self.write() as conn:
+            conn.execute("UPDATE commands SET done_at = ?, outcome = ? WHERE id = ?",
+                         (now, f"{called} items, {errors} raised", command_id))

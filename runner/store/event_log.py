@@ -45,8 +45,10 @@ def _command(row: Row, now: float) -> LogLine:
     command, outcome = row["command"], row["outcome"] or ""
     if command == "retry":
         what, detail = f"retried {_items(outcome)}", f"{_chosen(row['args'])}pending again, fresh attempt budgets"
-    elif command == "cancel":
-        what, detail = f"cancelled {_items(outcome)}", f"{_chosen(row['args'])}{outcome}"
+    elif command in PAST:
+        what, detail = f"{PAST[command]} {_items(outcome)}", f"{_chosen(row['args'])}{outcome}"
+    elif command == "on_cancel":  # claimed first, ended after the calls: a claim never ended, its process stopped
+        what, detail = "compensated cancelled items", f"the notebook's on_cancel: {outcome}"
     elif command == "confirm":
         what, detail = f"confirmed {_items(outcome)}", ", ".join(p for p in outcome.split(", ") if not p.startswith("0 "))
     else:
@@ -54,12 +56,14 @@ def _command(row: Row, now: float) -> LogLine:
     return LogLine(now - row["at"], what, detail, "person")
 
 
+#: A person's commands on items, as the log says they were done.
+PAST = {"cancel": "cancelled", "decide": "decided"}
+
 #: The words of the commands on a run's controls: what a person did, and what it does.
 CONTROLS = {
     "pause": ("paused by a person", "no new batches; those in flight finish"),
     "resume": ("resumed by a person", "one batch at a time until one succeeds, then full speed"),
     "step": ("let 1 batch run", "a person's step: then the run stays held"),
-    "on_cancel": ("compensated cancelled items", "the notebook's on_cancel ran for them"),
 }
 
 

@@ -185,6 +185,24 @@ def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: b
     return counted
 
 
+# A ``decide`` stage: an item pending there waits for a person -------------------
+
+#: The run's ``decide`` stages, from its saved job.
+DECIDE_STAGES = (
+    "SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') "
+    "WHERE runs.id = :run AND json_extract(value, '$.kind') = 'decide'"
+)
+
+#: Items of run ``:run`` pending at a decide stage: they wait there for a person.
+ARRIVED = f"items.run_id = :run AND items.state = 'pending' AND items.stage IN ({DECIDE_STAGES})"
+
+
+def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> None:
+    """Items of the run pending at a decide stage (a boundary, a retry, a rewind put them there) wait there for a
+    person (state ``waiting``, hold ``decide``), in the caller's transaction."""
+    move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now})
+
+
 # A person's cancel of items in flight: marked by their error kind, failed when their batch settles -----
 
 #: Items of batch ``?`` that a person cancelled while it was in flight.
@@ -197,11 +215,37 @@ CANCELLED = {"error_kind": "error_kind = 'cancelled'", "error": "error = :messag
 CANCEL_MARK = {"error_kind": "error_kind = 'cancelled'", "error": "error = :message"}
 
 #: What a stopped engine left of the cancelled items (``:where`` narrows them): sent, running with no
-#: holder, or given back unsent: they fail now (the received ones are validated, then settle as a batch).
+#: holder, or given back unsent: they fail now (the received ones are validated, then settle as a batch;
+#: those of an upstream task that may still run are released to poll it first: :func:`cancel_tasks`).
 LEFT_CANCELLED = "items.error_kind = 'cancelled' AND items.state IN ('pending', 'running') AND items.hold = 'none'"
 
 #: Why an item cancelled in flight failed without its batch's end: its engine stopped first.
 ENGINE_GONE = "cancelled by a person; its call was in flight when its engine stopped (it may have been billed)"
+
+
+#: A running item whose batch made an upstream task (its id saved) or sent its create (the task may exist, its
+#: id lost): that task may run, and bill, whatever becomes of the item here.
+TASK_MAY_RUN = (
+    "items.state = 'running' AND items.batch_id IN (SELECT id FROM batches "
+    "WHERE upstream_id IS NOT NULL OR (submits = 1 AND lands_by IS NOT NULL))"
+)
+
+#: Why an item cancelled in an upstream task that may still run is not failed yet.
+TASK_TO_CANCEL = ("cancelled by a person; its upstream task is cancelled (the lines it ran are billed and kept) "
+                  "when an engine next polls it")
+
+
+def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+    """Mark the items of an upstream task that may still run (``where`` narrows them) cancelled, and release them
+    to the next engine's poll, which cancels their task upstream (``runner.tasks``); their ids.
+
+    Failing them instead would leave the task running and billing upstream,
+    unknown here, and a retry would pay for them twice.
+    """
+    return [item_id for (item_id,) in move(
+        conn, "cancel_task", values=CANCEL_MARK, params={**params, "message": TASK_TO_CANCEL}, returning="id",
+        where=f"{where} AND {TASK_MAY_RUN} AND NOT (items.hold = 'confirmed' AND items.error_kind IS 'cancelled')",
+    )]
 
 
 def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
@@ -220,10 +264,10 @@ def cancel_moved_on(conn: sqlite3.Connection, ids: list[int], params: Mapping[st
              values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
 
 
-def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> int:
-    """Fail the cancelled items a stopped engine left (``where`` narrows them); how many."""
-    return len(move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
-                    params={**params, "message": ENGINE_GONE}, returning="id"))
+def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+    """Fail the cancelled items a stopped engine left (``where`` narrows them); their ids."""
+    return [item_id for (item_id,) in move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
+                                           params={**params, "message": ENGINE_GONE}, returning="id")]
 
 
 #: The tries of a batch's items that did not succeed: those the upstream refused (``:refused``,
@@ -258,6 +302,8 @@ NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, upda
 
 #: An item's results, all of them: its input changed, so it starts again at the first stage.
 FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
+#: The decisions a person gave for an item's old input, before it reached their stage.
+FORGET_DECISIONS = "DELETE FROM decisions WHERE item_id = ?"
 
 #: An item's input, new or given again.
 SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (item_id) DO UPDATE SET input = excluded.input"

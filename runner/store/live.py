@@ -165,3 +165,14 @@ def item_history(store: Store, item_id: int, *, limit: int = 500) -> list[dict[s
         "ORDER BY id LIMIT ?2",
         [item_id, limit],
     )
+
+
+def waiting_decisions(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]:
+    """Items waiting at a decide stage (the first ``limit``, in input order): key, group, stage, input and the
+    results of the stages they passed (JSON texts); the partial index of those items keeps it cheap."""
+    return store.rows(
+        'SELECT key, grp AS "group", stage, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
+        "(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id) "
+        "AS results FROM items WHERE run_id = ? AND hold = 'decide' ORDER BY seq LIMIT ?",
+        [run_id, limit],
+    )

@@ -213,6 +213,22 @@ PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
 # one they moved to when it is another (a boundary), so that events account for every item per stage.
 # Batches are claimed per stage: the claim index gets the stage after the state (one index still, as
 # every state change writes each index of ``items``).
+#: The per-item change trigger of version 12 on: counts and logs every change of an item's state, group or
+#: stage but the batch path's moves (``{moves}``: the moves it leaves to their batch's event).
+ITEMS_CHANGE = """
+CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
+WHEN {moves}
+AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
+    INSERT INTO counts (run_id, stage, grp, state, n)
+    VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
+    ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
+    INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
+    SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
+           NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
+    WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
+END
+"""
+BATCH_PATH = "NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'"
 RUN_STAGE = "(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs WHERE runs.id = {}.run_id)"
 STAGES = [
     "DROP TRIGGER items_count_insert",
@@ -258,19 +274,7 @@ STAGES = [
         ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + 1;
     END
     """,
-    """
-    CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
-    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received' AND NEW.state != 'completed'
-    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
-        INSERT INTO counts (run_id, stage, grp, state, n)
-        VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
-        ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
-        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
-        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
-               NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
-        WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
-    END
-    """,
+    ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND NEW.state != 'completed'"),
     """
     CREATE TRIGGER events_count_batch AFTER INSERT ON events
     WHEN NEW.item_id IS NULL AND NEW.batch_id IS NOT NULL BEGIN
@@ -290,6 +294,29 @@ STAGES = [
     """,
 ]
 
+# Version 13: a person's decisions at a ``decide`` stage (issue 17). An item waiting there has the hold
+# 'decide' (state ``waiting``, no ``not_before``: no time makes it due); a partial index finds them, so that
+# the decisions waiting are counted and listed without a scan of a run's items. ``decisions`` keeps a decision
+# sent before its item reached the stage (one per item and stage, the last given), until the engine applies
+# it once the item waits there. An approval at the last stage completes an item outside any batch: the change
+# trigger now counts and logs that move per item too (``OLD.hold = 'decide'``: no batch makes it).
+DECISIONS = [
+    "CREATE INDEX items_deciding ON items (run_id, stage, seq) WHERE hold = 'decide'",
+    """
+    CREATE TABLE decisions (
+        item_id INTEGER NOT NULL REFERENCES items(id),
+        stage TEXT NOT NULL,
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        approve INTEGER NOT NULL,
+        data TEXT,
+        at REAL NOT NULL,
+        PRIMARY KEY (item_id, stage)
+    ) WITHOUT ROWID
+    """,
+    "DROP TRIGGER items_change",
+    ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR OLD.hold = 'decide')"),
+]
+
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.
 UPGRADES: list[list[str]] = [
     CONTROLS,
@@ -303,4 +330,5 @@ UPGRADES: list[list[str]] = [
     INPUT_READ,
     PREPARING,
     STAGES,
+    DECISIONS,
 ]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
-from . import items, settling, stages, views
+from . import decisions, items, settling, stages, views
 from .commands import Commands
 from .items import move
 from .leases import Leases, holds
@@ -66,7 +66,7 @@ ORDER BY stage, grp, seq LIMIT :limit
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Commands, Leases, stages.Stages):
+class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,
@@ -135,7 +135,7 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
 
         Nothing starts unless the engine still holds the run's ``lease`` (run
         name, token). ``step`` spends one of the steps a person allowed while
-        the run is held. ``intent``: the call follows at once (a provider that
+        the run is held, if any item starts. ``intent``: the call follows at once (a provider that
         submits writes its intent later, just before its upload).
         """
         with self.write() as conn:
@@ -148,7 +148,7 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                 "UPDATE batches SET state = ?, started_at = ?, intent_at = ?, submits = ? WHERE id = ?",
                 (BatchState.RUNNING, now, now if intent else None, int(not intent), batch_id),
             )
-            if step:
+            if step and rows:  # a batch none of whose items started (all cancelled meanwhile) spends no step
                 conn.execute(
                     "UPDATE runs SET steps = steps - 1 "
                     "WHERE id = (SELECT run_id FROM batches WHERE id = ?) AND steps > 0",
@@ -173,10 +173,13 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                                 "kind": kind, "message": message, "now": now})
 
     def hold(self, batch_id: int, *, now: float) -> None:
-        """Hold a batch's sent items for a person: their task's fate cannot be known now (those a person
-        cancelled fail instead: nothing sends them again)."""
+        """Hold a batch's sent items for a person: their task's fate cannot be known now.
+
+        Those a person cancelled are held too, marked: their task may still
+        run and bill; a confirmation (or a cancel again) has it polled, and
+        cancelled upstream if they all were.
+        """
         with self.write() as conn:
-            items.fail_left_cancelled(conn, IN_BATCH, {"batch": batch_id, "now": now})
             move(conn, "hold", where=IN_BATCH, params={"batch": batch_id, "now": now})
 
     def resumable(self, run_id: int) -> list[Batch]:
@@ -301,7 +304,8 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
         Items ``queued``, or ``running`` in a batch whose call intent was never written or whose task's create was
         never sent, return to pending. Other ``running`` items may have reached the upstream: held for a person,
         never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid;
-        those a person cancelled in flight fail instead (and so do their unsent ones).
+        those a person cancelled in flight fail instead (and so do their unsent ones), but for those of an upstream
+        task that may still run: released to be polled (and cancelled upstream) at once.
         ``received`` items keep their output for local validation. With a ``lease`` (run name, token), an engine
         cut short holds its own calls, only while it still holds the run.
         """
@@ -314,6 +318,8 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages):
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
                 "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
             items.count_maybe_paid_held(conn, run_id)
+            items.cancel_tasks(conn, "items.run_id = :run AND items.error_kind IS 'cancelled' AND items.hold = 'none'",
+                               params)
             items.fail_left_cancelled(conn, "items.run_id = :run", params)
             move(conn, "hold", where="items.run_id = :run", params=params)
             conn.execute(

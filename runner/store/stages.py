@@ -59,6 +59,9 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
                                for i, skipped in settlement.skipped.items() for stage in skipped])
+    if settlement.next_stage:  # those at a decide stage wait there for a person
+        (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (params["batch"],)).fetchone()
+        items.arrive(conn, run_id, params["now"])
     done = [i for i in settlement.completed if i not in settlement.next_stage]
     if done:
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")

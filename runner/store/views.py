@@ -13,6 +13,7 @@ item change, so none of these reads scans the items of a large run.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,8 @@ from . import event_log
 from .answers import (
     STATES,
     BatchInFlight,
+    Decision,
+    DecisionsView,
     FailedItem,
     FailuresView,
     HeldView,
@@ -48,6 +51,7 @@ from .live import (
     item,
     item_history,
     pace,
+    waiting_decisions,
     work_span,
 )
 
@@ -57,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "stage_tally", "staged", "work_span",
+    "stage_tally", "staged", "waiting_decisions", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -70,6 +74,8 @@ NOT_HELD = "hold = 'none'"
 EVENT_LINES = 14
 #: Failed items of one kind listed at the most.
 FAILED_ROWS = 200
+#: Items waiting for a decision listed at the most.
+DECISION_ROWS = 200
 
 
 def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
@@ -168,7 +174,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
-        stages=stage_counts(store, run["id"]),
+        stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
     )
 
 
@@ -237,6 +243,12 @@ def held_count(store: Store, run_id: int) -> int:
     return int(row["n"])
 
 
+def decision_count(store: Store, run_id: int) -> int:
+    """Items waiting at a decide stage for a person's decision (the partial index on exactly this condition)."""
+    (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'decide'", [run_id])
+    return int(row["n"])
+
+
 def cancelled_count(store: Store, run_id: int) -> int:
     """Items a person cancelled (the index of failed items by kind keeps it cheap)."""
     (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND state = 'failed' "
@@ -245,23 +257,13 @@ def cancelled_count(store: Store, run_id: int) -> int:
 
 
 def cancelled_whole(store: Store, run_id: int) -> bool:
-    """Whether the last command a person gave the run cancelled all of it (a retry since would come after)."""
-    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? ORDER BY id DESC LIMIT 1", [run_id])
+    """Whether the last command a person gave the run cancelled all of it (a retry since would come after).
+
+    The compensations that follow a cancel (``on_cancel``, logged as a command) are no new act of a person.
+    """
+    rows = store.rows("SELECT command, args FROM commands WHERE run_id = ? AND command != 'on_cancel' "
+                      "ORDER BY id DESC LIMIT 1", [run_id])
     return bool(rows) and rows[0]["command"] == "cancel" and rows[0]["args"] == '{"keys": []}'
-
-
-def uncompensated(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Items cancelled by a person whose compensation (a notebook's ``on_cancel``) has not run since: key, input,
-    and the results of the stages it passed (a JSON object)."""
-    return store.rows(
-        "SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input, "
-        "(SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results FROM items "
-        "WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS ("
-        "SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1 "
-        "AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at) "
-        "ORDER BY items.seq",
-        [run_id],
-    )
 
 
 def last_event_at(store: Store, run_id: int) -> float | None:
@@ -325,7 +327,7 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
         run=name, key=row["key"], group=row["group"], state=row["state"], attempts=row["attempts"],
         paid_calls=row["paid_calls"], maybe_paid=row["maybe_paid"], held=row["hold"] == Hold.CONFIRM,
         input=row["input"], output=row["output"], result=row["result"], kind=row["kind"], message=row["message"],
-        retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history,
+        retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history, waits=waits(row),
         stage=row["stage"], staged=staged(store, store.run_id(name)),
         results={stage: json.dumps(result) for stage, result in json.loads(row["results"]).items()},
     )
@@ -339,6 +341,23 @@ def stage_tallies(store: Store, name: str) -> tuple[StageTally, ...]:
         StageTally(stage, counts, tally.get(stage, {}).get("results", 0), tally.get(stage, {}).get("skipped", 0))
         for stage, counts in stage_counts(store, run_id).items()
     )
+
+
+def waits(row: Mapping[str, Any]) -> str:
+    """What a waiting item waits for, in words, a person's decision apart from a time; "" when it is not waiting."""
+    if row["state"] != ItemState.WAITING:
+        return ""
+    if row["hold"] == Hold.DECIDE:
+        return f"waiting for a decision at stage {row['stage']}"
+    return f"waiting until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row['not_before'] or 0))}"
+
+
+def decisions_view(store: Store, name: str, *, limit: int = DECISION_ROWS) -> DecisionsView:
+    """The items of a run waiting at a decide stage: how many, and the first ``limit`` with their state so far."""
+    run_id = store.run_id(name)
+    rows = waiting_decisions(store, run_id, limit=limit)
+    return DecisionsView(name, decision_count(store, run_id), tuple(
+        Decision(r["key"], r["group"], r["stage"], json.loads(r["input"]), json.loads(r["results"])) for r in rows))
 
 
 def held_view(store: Store, name: str, *, now: float) -> HeldView:

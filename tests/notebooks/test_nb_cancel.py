@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support import posts
+from support import posts, write_jsonl
 
 from runner import runs
 from runner.notebook import Run
@@ -68,3 +68,30 @@ async def test_items_cancelled_in_flight_are_compensated_when_the_run_ends(tmp_p
     outcome = await run.go()
     assert seen == ["p002", "p003", "cancel: 2 now, 2 in flight", "p000", "p001"]
     assert outcome.exit_code == 3 and outcome.status["cancelled"] == 4
+
+
+def test_on_cancel_is_called_once_per_item_when_another_run_compensates_while_it_is_being_called(
+    tmp_path: Path
+) -> None:
+    seen: list[str] = []
+
+    def compensate(state: dict[str, Any]) -> None:
+        seen.append(state["id"])
+        if len(seen) == 1:  # meanwhile another kernel's run (or this run's engine ending) compensates too
+            other.cancel()
+
+    run = Run("nb", posts(3), db=tmp_path / "runs.db", base_url="http://127.0.0.1:9/v1", on_cancel=compensate)
+    prepared(run)
+    other = Run.attach("nb", db=tmp_path / "runs.db", on_cancel=compensate)
+    assert run.cancel().called == ("p000", "p001", "p002")
+    assert seen == ["p000", "p001", "p002"]
+
+
+def test_a_run_of_a_job_file_takes_on_cancel(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(2))
+    (tmp_path / "job.toml").write_text(
+        'name = "nb"\ninput = "posts.jsonl"\n[provider]\nbase_url = "http://127.0.0.1:9/v1"\n')
+    seen: list[str] = []
+    run = Run.from_job_file(tmp_path / "job.toml", db=tmp_path / "runs.db", on_cancel=lambda s: seen.append(s["id"]))
+    prepared(run)
+    assert run.cancel().called == ("p000", "p001") and seen == ["p000", "p001"]

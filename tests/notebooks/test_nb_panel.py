@@ -86,7 +86,7 @@ async def test_the_panel_shows_the_numbers_runner_status_prints(
     assert shown(panel) == printed["counts"] == views.status(store, "test", now=time.time())["counts"]
     assert printed["counts"]["completed"] == 18 and printed["counts"]["failed"] == 2
     assert table(panel.groups.value) == printed["groups"]
-    assert panel.tabs.titles == ("By group", "Failures (2)", "Confirmations (0)")
+    assert panel.tabs.titles == ("By group", "Failures (2)", "Confirmations (0)", "Decisions (0)")
     assert "20 items" in panel.title.value and "no engine running" in panel.title.value
     assert "closed" in panel.breaker.value
     assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
@@ -100,7 +100,7 @@ async def test_the_panel_of_a_run_defined_with_a_python_handler_shows_its_number
     await python_run(store, tmp_path)
     panel = panel_of(panels, store.path)
     assert (shown(panel)["completed"], shown(panel)["failed"]) == (3, 1)
-    assert panel.tabs.titles == ("By group", "Failures (1)", "Confirmations (0)")
+    assert panel.tabs.titles == ("By group", "Failures (1)", "Confirmations (0)", "Decisions (0)")
 
 
 async def test_the_failures_explorer_shows_an_item_in_full(
@@ -294,7 +294,7 @@ async def test_stop_sends_the_whole_last_state_so_that_a_notebook_saved_afterwar
     assert {state: int(sent[label.model_id]["value"]) for state, label in panel.numbers.items()} == {
         **dict.fromkeys(STATES, 0), "completed": 3, "failed": 1,
     }
-    assert sent[panel.tabs.model_id]["titles"] == ("By group", "Failures (1)", "Confirmations (0)")
+    assert sent[panel.tabs.model_id]["titles"] == ("By group", "Failures (1)", "Confirmations (0)", "Decisions (0)")
     assert sent[panel.numbers["failed"].model_id]["description"] == "failed"
     assert sent[panel.acknowledge.layout.model_id]["display"] == "none"
     assert panel._task is None and shown(panel)["completed"] == 3

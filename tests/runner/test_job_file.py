@@ -72,9 +72,10 @@ def test_values_toml_allows_but_a_job_cannot_use_are_refused(tmp_path: Path, tab
 
 
 @pytest.mark.parametrize("tables, message", [
-    ('[provider]\nkind = "python"\n', " [provider]: unknown kind 'python' (known: openai-chat, openai-batch)"),
+    ('[provider]\nkind = "python"\n', " [provider]: unknown kind 'python' (known: openai-chat, openai-batch, "
+     "anthropic-messages, anthropic-batch)"),
     ('[provider]\nhandler = "my.classify"\n', " [provider]: unknown key 'handler' (known: kind, base_url, model, "
-     "api_key_env, timeout, create_margin)"),
+     "api_key_env, timeout, create_margin, max_tokens)"),
 ], ids=["kind", "handler"])
 def test_a_python_handler_is_given_from_python_never_in_a_job_file(tmp_path: Path, tables: str, message: str) -> None:
     assert refusal(job_file(tmp_path, tables=tables)) == message

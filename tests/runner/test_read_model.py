@@ -38,6 +38,8 @@ def standing(
     (standing(unfinished=0, failed=3, alive=False)._replace(cancelled=3, cancelled_whole=True), RunState.CANCELLED),
     (standing(unfinished=0, failed=3, alive=False)._replace(cancelled=3), RunState.DONE_WITH_FAILURES),
     (standing()._replace(cancelled=3, cancelled_whole=True), RunState.RUNNING),
+    (standing(unfinished=2)._replace(needs_decision=2), RunState.NEEDS_PERSON),
+    (standing(unfinished=3)._replace(needs_decision=2), RunState.RUNNING),
 ])
 def test_a_run_reads_as_done_engine_died_needing_a_person_paused_running_or_stopped_in_that_order(
     run: Standing, state: RunState
@@ -50,14 +52,14 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
     status = standing(held=1, control=held)._replace(paid_calls=7, maybe_paid=3).status()
     assert list(status) == [
         "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
-        "paused", "steps_allowed", "paid_calls", "maybe_paid", "cancelled", "stages",
+        "paused", "steps_allowed", "paid_calls", "maybe_paid", "cancelled", "stages", "needs_decision",
     ]
     assert list(status["counts"]) == list(STATES)
     assert json.loads(json.dumps(status)) == {
         "run": "posts", "total": 3, "counts": status["counts"], "groups": {"2026-01": status["counts"]},
         "breaker": {"state": "probing", "reason": "1 transport failure"}, "needs_confirmation": 1,
         "engine": {"alive": True}, "duplicate_tasks": 0, "paused": True, "steps_allowed": 2, "paid_calls": 7,
-        "maybe_paid": 3, "cancelled": 0, "stages": {},
+        "maybe_paid": 3, "cancelled": 0, "stages": {}, "needs_decision": 0,
     }
 
 
@@ -105,13 +107,15 @@ def command(command_id: int, command: str, args: str = "{}", outcome: str = "clo
     return {"id": command_id, "at": NOW - command_id, "command": command, "args": args, "outcome": outcome}
 
 
-def test_a_persons_commands_read_as_words_with_what_they_do_a_cancel_among_them() -> None:
+def test_a_persons_commands_read_as_words_with_what_they_do_a_cancel_and_a_decision_among_them() -> None:
     commands = [
         command(1, "pause"), command(2, "resume", outcome="probing, paused=False"), command(3, "step"),
         command(4, "retry", '{"kind": null, "keys": ["p1", "p2", "p3", "p4"]}', "1 items"),
         command(5, "confirm", '["p7", "p8"]', "1 to poll, 0 to look for, 1 sent again"),
         command(6, "cancel", '{"keys": ["p9"]}', "0 failed, 1 when their batch ends"),
         command(7, "cancel", '{"keys": []}', "12 failed, 0 when their batch ends"),
+        command(8, "decide", '{"keys": ["p1", "p2"], "approve": true, "data": {}}',
+                "1 approved, 0 rejected, 1 kept until they arrive"),
     ]
     assert [(line.what, line.detail) for line in event_log.lines([], commands, now=NOW, limit=14)] == [
         ("paused by a person", "no new batches; those in flight finish"),
@@ -121,6 +125,7 @@ def test_a_persons_commands_read_as_words_with_what_they_do_a_cancel_among_them(
         ("confirmed 2 items", "1 to poll, 1 sent again"),
         ("cancelled 1 item", "p9: 0 failed, 1 when their batch ends"),
         ("cancelled 12 items", "12 failed, 0 when their batch ends"),
+        ("decided 2 items", "p1 p2: 1 approved, 0 rejected, 1 kept until they arrive"),
     ]
 
 

@@ -283,6 +283,8 @@ def item_head(view: ItemView) -> Text:
     text = Text.assemble((view.key, "bold"), f"  group {view.group}  {stage}", format.state(view.state))
     if view.held:
         text.append("  held: awaits a person's confirmation", style="bold yellow")
+    if view.waits:
+        text.append(f"  {view.waits}", style="yellow")
     text.append(f"\nattempts {view.attempts} · paid calls {view.paid_calls}")
     text.append(f" · maybe paid {view.maybe_paid}", style="yellow" if view.maybe_paid else "")
     if view.retryable is not None:

@@ -22,6 +22,7 @@ from ..run_panel import RunPanel
 from ..widgets import BatchTable, EventLog, GroupTable, StageTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
+from .decisions import DecisionsScreen
 from .dialog import AskScreen
 from .failures import FailuresScreen
 
@@ -34,6 +35,7 @@ class RunScreen(StoreScreen[RunView]):
         Binding("r", "resume", "Resume", tooltip="Resume: one batch at a time until one succeeds, then full speed"),
         Binding("s", "step", "Step", tooltip="Step: exactly one more batch while paused or open; stays paused"),
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
+        Binding("d", "decisions", "Decide", tooltip="Items waiting at a decide stage: approve, reject or edit, one at a time"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
         Binding("x", "cancel_run", "Cancel run",
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
@@ -67,6 +69,9 @@ class RunScreen(StoreScreen[RunView]):
         return partial(_view, name=self.run_name)
 
     def show(self, view: RunView) -> None:
+        deciding = bool(view.standing.needs_decision)
+        if self.view is None or deciding != bool(self.view.standing.needs_decision):
+            self.refresh_bindings()  # d is in the footer only while items wait for a decision
         self.view = view
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
@@ -91,6 +96,14 @@ class RunScreen(StoreScreen[RunView]):
 
     def action_confirmations(self) -> None:
         self.app.push_screen(ConfirmationsScreen(self.run_name))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "decisions":
+            return self.view is not None and bool(self.view.standing.needs_decision)
+        return True
+
+    def action_decisions(self) -> None:
+        self.app.push_screen(DecisionsScreen(self.run_name))
 
     def action_failures(self) -> None:
         self.app.push_screen(FailuresScreen(self.run_name))

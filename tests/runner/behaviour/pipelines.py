@@ -28,6 +28,9 @@ EXTRACT = stage("extract", "Extract the app version.", "version", 'type = "strin
     'when = { field = "classify.label", in = ["bug", "complaint"] }\n'
 )).replace("[stage.output", 'fields = ["body", "classify.label"]\n[stage.output')
 
+#: A person's review: no call.
+REVIEW = '[[stage]]\nname = "review"\nkind = "decide"\n'
+
 
 def pipeline(
     tmp_path: Path, base_url: str, *, count: int = 12, stages: str = "classify extract summarize",
@@ -35,7 +38,7 @@ def pipeline(
 ) -> Job:
     """A job of ``stages`` over ``count`` posts, each stage batched ``max_items`` at a time."""
     write_jsonl(tmp_path / "posts.jsonl", posts(count))
-    tables = {"classify": CLASSIFY, "extract": EXTRACT,
+    tables = {"classify": CLASSIFY, "extract": EXTRACT, "review": REVIEW,
               "summarize": stage("summarize", summarize, "summary", 'type = "string"',
                                  more=f'kind = "{summarize_kind}"\n')}
     text = (

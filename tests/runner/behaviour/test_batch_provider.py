@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from scenes import create_never_sent, dead_engine
-from support import StepClock, batch_job, events_into, make_job, posts, write_jsonl
+from support import SharedClock, StepClock, batch_job, events_into, make_job, posts, write_jsonl
 
 from runner import jobs, recovery, runs
 from runner.store import views
@@ -87,18 +87,6 @@ async def test_a_task_the_upstream_no_longer_knows_fails_and_nothing_is_resubmit
     assert "nothing was submitted again" in failures[0]["message"]
     assert upstream.ledger.snapshot()["batches_created"] == 2
     assert outcome.status["counts"][ItemState.COMPLETED] == 5
-
-
-class SharedClock(StepClock):
-    """The engine's waits move the simulator's clock too, so a 24 h batch window passes at once."""
-
-    def __init__(self, sim: Simulator) -> None:
-        super().__init__()
-        self.sim = sim
-
-    async def sleep(self, seconds: float) -> None:
-        self.sim.advance(seconds)
-        await super().sleep(seconds)
 
 
 async def test_an_expired_batch_keeps_its_answered_lines_and_sends_the_others_again_unbilled(

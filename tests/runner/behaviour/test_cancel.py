@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from support import StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli
+from support import (
+    KillAtFirstCall, StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli, write_jsonl,
+)
 
 from runner import control, runs
 from runner.model import FailureKind, ItemState
@@ -152,3 +154,47 @@ async def test_cancel_of_an_item_whose_batch_completes_its_stage_keeps_that_resu
         key: ("failed", "summarize", FailureKind.CANCELLED) for key in ("p000", "p001", "p002", "p003")}
     assert all("label" in json.loads(row["stages"])["classify"] for row in rows)
     assert outcome.exit_code == 3
+
+
+def test_a_cancel_with_no_live_engine_leaves_its_upstream_task_to_the_next_run_which_cancels_it_and_pays_nothing(
+    tmp_path: Path
+) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(4))
+    crash = KillAtFirstCall()
+
+    def kill_at_first_poll(method: str, path: str) -> None:  # the task's id is saved before it is polled
+        if path == "/v1/batches/batch_1":
+            crash([path])
+
+    with Simulator(batch_seconds=100.0, on_call=kill_at_first_poll).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nconcurrency = 1\n'
+                                           f'[provider]\nkind = "openai-batch"\nbase_url = "{sim.base_url}"\n')
+        crash.run("run", "job.toml", cwd=tmp_path)
+        cancelled = runner_cli("cancel", "test", cwd=tmp_path)
+        with Store(tmp_path / "runs.db") as store:
+            left = by_state(store)
+        retried = runner_cli("retry", "test", "--kind", "cancelled", cwd=tmp_path)
+        again = runner_cli("run", "test", cwd=tmp_path)
+        ledger = sim.ledger.snapshot()
+    assert left == {f"p00{i}": "running" for i in range(4)}  # the task may still run: not failed as if it did not
+    assert cancelled.stdout.splitlines()[:2] == [
+        "4 items in flight when their engine stopped: settled when the run next runs (an upstream task of theirs is "
+        "cancelled then, the lines it ran billed; a saved answer is validated); to go on:", "runner run test"]
+    assert retried.stdout.startswith("nothing to retry")  # nothing sent twice
+    assert again.returncode == 3, again.stderr
+    assert ledger["batches_created"] == 1 and [c["batch"] for c in ledger["cancels"]] == ["batch_1"]
+    with Store(tmp_path / "runs.db") as store:
+        assert set(kinds(store).values()) == {FailureKind.CANCELLED} and len(kinds(store)) == 4
+
+
+async def test_a_batch_all_of_whose_items_are_cancelled_before_its_task_is_created_is_never_created(
+    tmp_path: Path, store: Store, clock: StepClock
+) -> None:
+    cancel = cancel_on_first(store.path, clock, "/v1/files")  # while its input is uploaded
+    with Simulator(on_call=cancel).start() as sim:
+        job = batch_job(tmp_path, sim, posts(4), max_items=4, concurrency=1)
+        outcome = await runs.execute(store, job, clock=clock)
+        ledger = sim.ledger.snapshot()
+    assert (ledger["batches_created"], ledger["cancels"], ledger["billed"]) == (0, [], {})
+    assert kinds(store) == {f"p00{i}": FailureKind.CANCELLED for i in range(4)} and outcome.exit_code == 3
+    assert "nothing was sent" in views.failures(store, "test")[0]["message"]

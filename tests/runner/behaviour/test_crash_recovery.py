@@ -55,9 +55,10 @@ class Killer:
         self.pid = None
 
     def on_call(self, method: str, path: str) -> None:
-        """The Batch API's calls: upload, create, list, poll, read a file."""
-        names = {"/v1/files": "upload", "/v1/batches": "create" if method == "POST" else "list"}
-        self(names.get(path, "read a file" if path.endswith("/content") else "poll"))
+        """The calls of the Batch API and of Message Batches: upload, create, list, poll, read results."""
+        listed = "create" if method == "POST" else "list"
+        names = {"/v1/files": "upload", "/v1/batches": listed, "/v1/messages/batches": listed}
+        self(names.get(path, "read a file" if path.endswith(("/content", "/results")) else "poll"))
 
     def __call__(self, what: object) -> None:
         self.seen += 1
@@ -115,7 +116,7 @@ max_backoff = 0.2
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["openai-chat", "openai-batch"])
+@pytest.mark.parametrize("kind", ["openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch"])
 def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: Path, kind: str) -> None:
     rng = random.Random(20261130)
     seen_at_kill: Counter[str] = Counter()
@@ -125,8 +126,9 @@ def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: P
         folder = tmp_path / f"trial-{trial}"
         folder.mkdir()
         write_jsonl(folder / "posts.jsonl", posts(ITEMS, groups=4))
-        killer = Killer(rng, span=8 if kind == "openai-chat" else 24)
-        hooks = {"on_request": killer} if kind == "openai-chat" else {"on_call": killer.on_call}
+        calls = kind in ("openai-chat", "anthropic-messages")
+        killer = Killer(rng, span=8 if calls else 24)
+        hooks = {"on_request": killer} if calls else {"on_call": killer.on_call}
         confirmed: Counter[str] = Counter()
         # Some creates take a while upstream, and land after an engine killed during them.
         slow = {"seed": trial, "rules": [{"fault": "create_slow", "seconds": 0.3, "rate": 0.5}]}
@@ -225,6 +227,46 @@ def test_a_kill_during_a_slow_create_holds_its_items_until_that_create_can_no_lo
     assert held.returncode == 4
     assert "adopt" in status.stdout and "may still land until" in " ".join(status.stdout.split())
     assert resumed.returncode == 0, stderr
+    assert ledger["batches_created"] == 1 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(5)}
+
+
+class KillAtCreate:
+    """Kills the engine as its first create arrives: the simulator makes the batch, the answer has nowhere to go."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+
+    def on_call(self, method: str, path: str) -> None:
+        if (method, path) == ("POST", "/v1/messages/batches") and self.pid is not None:
+            os.kill(self.pid, signal.SIGKILL)
+            self.pid = None
+
+
+@pytest.mark.slow
+def test_a_kill_during_an_anthropic_batch_create_is_recovered_by_adopting_that_batch_never_a_second(
+    tmp_path: Path,
+) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(5))
+    killer = KillAtCreate()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "runner"]
+
+    def runner(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*command, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+    with Simulator(batch_seconds=0.05, on_call=killer.on_call).start() as sim:
+        (tmp_path / "job.toml").write_text(JOB.format(kind="anthropic-batch", base_url=sim.base_url.removesuffix("/v1")))
+        killed = subprocess.Popen([*command, "run", "job.toml"], cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
+        killer.pid = killed.pid
+        assert killed.wait(timeout=60) == -signal.SIGKILL
+        held = runner("run", "crash")
+        status = runner("status", "crash")
+        confirmed = runner("confirm", "crash", "--all", "--yes")
+        resumed = runner("run", "crash")
+        ledger = sim.ledger.snapshot()
+    assert held.returncode == 4 and "adopt" in status.stdout, status.stdout
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert resumed.returncode == 0, resumed.stderr
     assert ledger["batches_created"] == 1 and ledger["billed"] == {f"p{i:03d}": 1 for i in range(5)}
 
 

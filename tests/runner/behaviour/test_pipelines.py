@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from pipelines import calls_by_stage, pipeline
 from support import posts, write_jsonl
 
-from runner import export, jobs, runs, tables
-from runner.errors import JobError
+from runner import export, runs, tables
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -92,18 +90,6 @@ async def test_an_input_changed_starts_the_item_over_at_the_first_stage(
     assert (item["state"], item["stage"]) == ("failed", "classify")
     assert "p003" not in results(store, "classify") | results(store, "summarize")
     assert outcome.status["counts"][ItemState.FAILED] == 1
-
-
-def test_a_decide_stage_is_refused_until_decisions_exist(tmp_path: Path, store: Store) -> None:
-    write_jsonl(tmp_path / "posts.jsonl", posts(2))
-    (tmp_path / "job.toml").write_text(
-        'name = "d"\ninput = "posts.jsonl"\n[[stage]]\nname = "classify"\n[[stage]]\nname = "review"\n'
-        'kind = "decide"\n', encoding="utf-8")
-    job = jobs.load(tmp_path / "job.toml")
-    with pytest.raises(JobError, match="'review' is of kind 'decide'"):
-        import asyncio
-
-        asyncio.run(runs.execute(store, job))
 
 
 async def test_status_counts_items_per_stage_and_completed_means_past_the_last(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from support import commands_given
-from test_contract import prepared, started, states, submitted
+from test_contract import LEASE, prepared, started, states, submitted
 
+from runner import control
 from runner.errors import RunError
 from runner.model import FailureKind, Settlement
 from runner.store import Store, views
@@ -106,10 +107,108 @@ def test_a_cancel_is_logged_as_a_command(tmp_path: Path, store: Store) -> None:
     assert commands_given(store) == ["cancel"]
 
 
-def test_a_held_batch_fails_its_cancelled_items_and_holds_the_others(tmp_path: Path, store: Store) -> None:
+def test_a_held_batch_holds_its_cancelled_items_too_while_its_task_may_still_bill(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     batch = submitted(store, run_id)
     store.cancel(run_id, keys=["p001"], now=4.0, engine_alive=True)
-    store.hold(batch.id, now=5.0)
-    assert kinds(store) == {"p001": FailureKind.CANCELLED}
-    assert [item["key"] for item in store.held_items(run_id)] == ["p000", "p002"]
+    store.hold(batch.id, now=5.0)  # its task could not be polled
+    assert kinds(store) == {} and [item["key"] for item in store.held_items(run_id)] == ["p000", "p001", "p002"]
+    assert store.cancel(run_id, keys=["p001"], now=6.0, engine_alive=True) == (0, 1)  # released to be polled
+    assert [b.id for b in store.resumable(run_id)] == [batch.id]
+
+
+def test_a_step_is_not_spent_on_a_batch_whose_items_were_all_cancelled(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert batch is not None
+    control.pause(store, "test", now=2.5)
+    control.step(store, "test", now=2.6)
+    store.cancel(run_id, keys=["p000", "p001"], now=3.0, engine_alive=True)
+    assert store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=4.0, step=True) == []
+    assert store.control(run_id).steps == 1
+
+
+def test_a_run_cancelled_whole_still_reads_cancelled_after_its_compensations_ran(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.cancel(run_id, keys=[], now=3.0, engine_alive=True)
+    claim, _ = store.claim_compensations(run_id, now=4.0)  # what run.cancel() with on_cancel does next
+    store.compensated(claim, called=5, errors=0, now=4.0)
+    assert views.standing(store, "test", now=5.0).state.value == "cancelled by a person"
+
+
+def test_cancelled_items_are_claimed_for_their_compensation_once_per_cancel(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.cancel(run_id, keys=["p000", "p001"], now=3.0, engine_alive=True)
+    claim, due = store.claim_compensations(run_id, now=4.0)
+    assert [row["key"] for row in due] == ["p000", "p001"]
+    assert store.claim_compensations(run_id, now=4.5) == (0, [])  # claimed, not yet ended: not claimed again
+    store.retry_failed(run_id, kind=None, keys=["p000"], now=5.0)
+    store.cancel(run_id, keys=["p000"], now=6.0, engine_alive=True)
+    assert [row["key"] for row in store.claim_compensations(run_id, now=7.0)[1]] == ["p000"]  # a new cancel
+
+
+def test_a_cancel_with_no_live_engine_keeps_a_received_answer_for_the_next_engine_to_validate(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (done, _, _) = started(store, run_id)
+    store.record_answer(batch.id, {done: '{"label": "x"}'}, raw="{}", now=5.0, answered=[done])  # paid, not validated
+    store.release_lease("test", token="engine")
+    assert store.cancel(run_id, keys=["p000"], now=6.0, engine_alive=False) == (0, 1)
+    store.recover(run_id, now=7.0)
+    assert views.item(store, run_id, "p000")["state"] == "received"
+    (saved,) = store.received_items(run_id, max_attempts=3)
+    assert saved[:2] == (batch.id, '{"label": "x"}')
+    store.settle_batch(batch.id, Settlement(completed=[done]), now=8.0)  # validated: it completes, as paid for
+    assert views.item(store, run_id, "p000")["state"] == "completed"
+
+
+def test_a_cancel_with_no_live_engine_leaves_a_submitted_task_running_for_the_next_engine_to_cancel_upstream(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)  # upstream task batch_1 running, its id saved
+    store.release_lease("test", token="engine")
+    assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (2, 3)
+    assert states(store, run_id) == {"p000": "running", "p001": "running", "p002": "running",
+                                     "p003": "failed", "p004": "failed"}
+    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=["p000"], now=6.5) == 0  # never sent twice
+    store.recover(run_id, now=7.0)
+    (resumable,) = store.resumable(run_id)  # the next engine polls the task at once, with no person's confirmation
+    assert resumable.id == batch.id and not store.held_items(run_id)
+    assert len(store.resume_batch(batch.id, max_attempts=3, now=8.0)) == 3 and store.all_cancelled(batch.id)
+
+
+def test_a_cancel_of_items_held_for_a_person_releases_their_upstream_task_to_be_polled_and_cancelled(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)
+    store.hold(batch.id, now=4.0)
+    assert store.cancel(run_id, keys=["p000", "p001", "p002"], now=5.0, engine_alive=True) == (0, 3)
+    assert [b.id for b in store.resumable(run_id)] == [batch.id] and not store.held_items(run_id)
+    assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (2, 0)  # those three are released already
+
+
+def test_a_recovery_releases_the_cancelled_items_of_a_submitted_task_to_be_polled_instead_of_failing_them(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = submitted(store, run_id)
+    store.cancel(run_id, keys=["p000", "p001", "p002"], now=4.0, engine_alive=True)  # its engine then dies
+    store.recover(run_id, now=5.0)
+    assert kinds(store) == {} and [b.id for b in store.resumable(run_id)] == [batch.id]
+
+
+def test_a_cancel_with_no_live_engine_of_a_task_whose_create_was_sent_leaves_it_to_be_looked_for(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    assert batch is not None
+    store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
+    store.mark_intent(batch.id, now=3.0)
+    store.mark_create_sent(batch.id, lands_by=40.0)  # its answer lost with the engine: the task may exist
+    store.release_lease("test", token="engine")
+    assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (3, 2)
+    assert [b.id for b in store.resumable(run_id)] == [batch.id] and store.task_id(batch.id) is None

@@ -1,0 +1,59 @@
+"""What a person's decision does to one item: a table of cases over where the item stands."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner.jobs import When
+from runner.rules.deciding import At, Plan, plan
+from runner.rules.stages import Next
+
+
+class S:
+    def __init__(self, name: str, kind: str = "openai-chat", when: When | None = None) -> None:
+        self.name, self.kind, self.when = name, kind, when
+
+
+APPROVED = When("review.ok", equals=True, has_equals=True)
+PIPELINE = [S("classify"), S("review", "decide"), S("publish", when=APPROVED), S("summarize")]
+
+
+def at(stage: str, state: str, hold: str = "none", kind: str | None = None) -> At:
+    return At("p1", stage, state, hold, kind, {"id": "p1"}, {"classify": {"label": "bug"}})
+
+
+CASES: list[tuple[str, At, bool, dict[str, object], Plan]] = [
+    ("waiting there: approve goes to the next stage whose when holds", at("review", "waiting", "decide"), True,
+     {"ok": True}, Plan("review", applied=True, goes=Next("publish"))),
+    ("waiting there: the data decides the when of the stages after", at("review", "waiting", "decide"), True,
+     {"ok": False}, Plan("review", applied=True, goes=Next("summarize", ("publish",)))),
+    ("waiting there: reject", at("review", "waiting", "decide"), False, {}, Plan("review", applied=True)),
+    ("before it, in flight: kept", at("classify", "running"), True, {}, Plan("review")),
+    ("before it, waiting for a time: kept", at("classify", "waiting"), False, {}, Plan("review")),
+    ("past it: refused", at("summarize", "pending"), True, {},
+     Plan(None, why="it is at stage 'summarize', past the last decide stage")),
+    ("completed: refused", at("summarize", "completed"), True, {},
+     Plan(None, why="it is completed: past its decide stage")),
+    ("failed before it: refused", at("classify", "failed", kind="auth"), True, {},
+     Plan(None, why="it failed at stage 'classify' (auth), not at a decide stage")),
+    ("rejected there: refused, with the retry", at("review", "failed", kind="rejected"), True, {},
+     Plan(None, why="it was rejected at stage 'review': a retry of kind rejected sends it back to wait there")),
+    ("at a stage the job no longer has: refused", at("gone", "pending"), True, {},
+     Plan(None, why="it is at stage 'gone', which the job no longer has")),
+]
+
+
+@pytest.mark.parametrize("item, approve, data, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_decision_is_applied_where_the_item_waits_kept_before_and_refused_past_the_stage(
+    item: At, approve: bool, data: dict[str, object], expected: Plan
+) -> None:
+    assert plan(PIPELINE, item, approve=approve, data=data) == expected
+
+
+def test_approving_at_the_last_stage_completes_the_item() -> None:
+    done = plan([S("classify"), S("review", "decide")], at("review", "waiting", "decide"), approve=True, data={})
+    assert done == Plan("review", applied=True, goes=Next(None))
+
+
+def test_a_run_without_a_decide_stage_refuses_every_decision() -> None:
+    assert plan([S("classify")], at("classify", "pending"), approve=True, data={}).why == "the run has no decide stage"
