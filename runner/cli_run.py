@@ -34,7 +34,10 @@ def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
 
     With --pipeline, the sample pipeline (run 'pipeline'): each post is
     classified, bug reports and complaints have their version and steps
-    extracted, every post is summarized; it says what each stage did.
+    extracted, a person reviews each post, then every approved one is
+    summarized. It stops at the review (exit 4; --wait waits there instead)
+    with the commands that decide, and says what each stage did; run it
+    again once decided to go on.
     While it runs, `runner tui demo` (or `runner tui pipeline`) in another
     terminal can pause, step and resume it; in a terminal the demo waits for
     a person while paused.
@@ -55,11 +58,14 @@ def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
     done = name in store.run_names() and not views.standing(store, name, now=time.time()).unfinished
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
         job = dataclasses.replace(job.with_provider(base_url=sim.base_url, api_key_env=""), name=name)
-        outcome = run_in_terminal(store, job, read_input=True, wait_for_person=waits(wait))
+        # the pipeline stops at its review (a person decides there, at leisure) unless told to wait
+        outcome = run_in_terminal(store, job, read_input=True, wait_for_person=bool(wait) if pipeline else waits(wait))
     if done:  # the engine calls for unfinished items only
         click.echo(f"Every item of run {name!r} was already done: no call was made.")
     if pipeline:
         cli_words.show_stages(views.stage_tallies(store, name))
+        if outcome.status.get("needs_decision"):
+            cli_words.hint("Once decided, the demo goes on from there:", spelt("demo", "--pipeline", db=db))
     cli_words.hint(f"Run {name!r} is in {db}; see it with:", spelt("status", name, db=db))
     cli_words.show_results(name, db)
     sys.exit(outcome.exit_code)

@@ -138,10 +138,12 @@ def show_results(name: str, db: str) -> None:
     from . import export
     from .store import Store
 
-    click.echo("Its first results:")
     with Store(db, read_only=True) as store:
-        for row in itertools.islice(export.rows(store, name, state="completed"), 3):
-            click.echo(f"  {row['key']}: {_first_fields(row)}")
+        first = list(itertools.islice(export.rows(store, name, state="completed"), 3))
+    if first:
+        click.echo("Its first results:")
+    for row in first:
+        click.echo(f"  {row['key']}: {_first_fields(row)}")
     hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
 
 
