@@ -1,8 +1,8 @@
 """Execute the notebooks in place, top to bottom in a fresh python3 kernel, so that a reader sees their outputs.
 
-Run it from anywhere, after changing a notebook or what it shows (about a minute for the three)::
+Run it from anywhere, after changing a notebook or what it shows (about a minute and a half for the four)::
 
-    python notebooks/execute.py                    # all three
+    python notebooks/execute.py                    # all four
     python notebooks/execute.py 01-quickstart      # one
 
 Each notebook runs in notebooks/ (beside sample_data/) and keeps its run
@@ -31,7 +31,7 @@ import nbformat
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
-NAMES = ["01-quickstart", "02-exploring-failures", "03-step-by-step-recovery"]
+NAMES = ["01-quickstart", "02-exploring-failures", "03-step-by-step-recovery", "04-pipeline-with-review"]
 PICTURE = HERE.parent / "docs" / "notebook-panel.png"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"

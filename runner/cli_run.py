@@ -19,38 +19,55 @@ from .errors import InputError, JobError, RunError
 from .words import command as spelt
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
+SAMPLE_PIPELINE = SAMPLE_JOB.with_name("pipeline.toml")
 
 
 @click.command()
 @db_option
 @click.option("--latency", default=0.05, show_default=True, help="Simulated seconds per call.")
+@click.option("--pipeline", is_flag=True,
+              help="Run the sample pipeline (sample_data/pipeline.toml: classify, extract, summarize) instead.")
 @wait_option
 @plain_errors
-def demo(db: str, latency: float, wait: bool | None) -> None:
+def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
     """Run the sample job on a built-in simulator: no key, no network.
 
-    While it runs, `runner tui demo` in another terminal can pause, step and
-    resume it; in a terminal the demo waits for a person while paused.
+    With --pipeline, the sample pipeline (run 'pipeline'): each post is
+    classified, bug reports and complaints have their version and steps
+    extracted, a person reviews each post, then every approved one is
+    summarized. It stops at the review (exit 4; --wait waits there instead)
+    with the commands that decide, and says what each stage did; run it
+    again once decided to go on.
+    While it runs, `runner tui demo` (or `runner tui pipeline`) in another
+    terminal can pause, step and resume it; in a terminal the demo waits for
+    a person while paused.
 
-    Example: runner demo
+    Example: runner demo --pipeline
     """
-    if not SAMPLE_JOB.exists():
-        raise JobError(f"{SAMPLE_JOB}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
+    sample = SAMPLE_PIPELINE if pipeline else SAMPLE_JOB
+    if not sample.exists():
+        raise JobError(f"{sample}: the sample job is missing; the demo runs from a source checkout (pip install -e .)")
     from . import jobs
     from .sim import Simulator
     from .store import Store, views
     from .terminal_run import run_in_terminal, waits
 
-    job = jobs.load(SAMPLE_JOB)
+    job = jobs.load(sample)
+    name = job.name if pipeline else "demo"
     store = Store(db)
-    done = "demo" in store.run_names() and not views.standing(store, "demo", now=time.time()).unfinished
+    done = name in store.run_names() and not views.standing(store, name, now=time.time()).unfinished
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
-        job = dataclasses.replace(job.with_provider(base_url=sim.base_url, api_key_env=""), name="demo")
-        outcome = run_in_terminal(store, job, read_input=True, wait_for_person=waits(wait))
+        job = dataclasses.replace(job.with_provider(base_url=sim.base_url, api_key_env=""), name=name)
+        # the pipeline stops at its review (a person decides there, at leisure) unless told to wait
+        outcome = run_in_terminal(store, job, read_input=True, wait_for_person=bool(wait) if pipeline else waits(wait))
     if done:  # the engine calls for unfinished items only
-        click.echo("Every item of run 'demo' was already done: no call was made.")
-    cli_words.hint(f"Run 'demo' is in {db}; see it with:", spelt("status", "demo", db=db))
-    cli_words.show_results("demo", db)
+        click.echo(f"Every item of run {name!r} was already done: no call was made.")
+    if pipeline:
+        cli_words.show_stages(views.stage_tallies(store, name))
+        if outcome.status.get("needs_decision"):
+            cli_words.hint("Once decided, the demo goes on from there:", spelt("demo", "--pipeline", db=db))
+    cli_words.hint(f"Run {name!r} is in {db}; see it with:", spelt("status", name, db=db))
+    cli_words.show_results(name, db)
     sys.exit(outcome.exit_code)
 
 

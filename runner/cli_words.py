@@ -17,8 +17,11 @@ import click
 from . import words
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .breaker import Control
     from .store import Store
+    from .store.answers import StageTally
 
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
@@ -118,16 +121,39 @@ Example plan: {"seed": 7, "rules": [{"fault": "http_503", "rate": 0.3},
 """
 
 
+def show_stages(stages: Sequence[StageTally]) -> None:
+    """What each stage of a pipeline did: its results saved, the items that skipped it, those failed or left there."""
+    click.echo("Per stage:")
+    for stage in stages:
+        said = [f"{words.plural(stage.results, 'result')} saved"]
+        if stage.skipped:
+            said.append(f"{words.plural(stage.skipped, 'item')} skipped it (its when)")
+        said += [f"{n:,} {state} there" for state, n in stage.counts.items() if n and state != "completed"]
+        click.echo(f"  {stage.stage}: {', '.join(said)}")
+
+
 def show_results(name: str, db: str) -> None:
-    """A few results of a run, and the command that writes them all."""
+    """A few results of a run (a pipeline's: its first and last stages' first fields), and the command that writes
+    them all."""
     from . import export
     from .store import Store
 
-    click.echo("Its first results:")
     with Store(db, read_only=True) as store:
-        for row in itertools.islice(export.rows(store, name, state="completed"), 3):
-            click.echo(f"  {row['key']}: {row.get('label', '')}")
+        first = list(itertools.islice(export.rows(store, name, state="completed"), 3))
+    if first:
+        click.echo("Its first results:")
+    for row in first:
+        click.echo(f"  {row['key']}: {_first_fields(row)}")
     hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
+
+
+def _first_fields(row: dict[str, object]) -> str:
+    """A result's label; a pipeline's first field of its first stage's result and of its last's, ``·`` between."""
+    if "stage" not in row:
+        return str(row.get("label", ""))
+    stages = [value for name, value in row.items() if isinstance(value, dict) and name != "input"]
+    ends = stages[:1] + stages[1:][-1:]
+    return " · ".join(str(next(iter(result.values()), "")) for result in ends)
 
 
 def show_control(name: str, now: Control) -> None:

@@ -51,7 +51,8 @@ def stacked_bar(counts: Mapping[str, int], total: int) -> str:
             f"border-radius:4px;overflow:hidden'>{segments}</div>")
 
 
-def groups_table(groups: Mapping[str, Mapping[str, int]]) -> str:
+def groups_table(groups: Mapping[str, Mapping[str, int]], *, by: str = "group") -> str:
+    """Items by group (or ``by`` another thing: a pipeline's stages) and state, a row each, with their total."""
     head = "".join(f"<th style='padding:2px 8px;color:{COLOURS[s]}'>{s}</th>" for s in STATES)
     rows = []
     for group in list(groups)[:MAX_GROUPS]:
@@ -62,15 +63,16 @@ def groups_table(groups: Mapping[str, Mapping[str, int]]) -> str:
                     f"<td style='text-align:right;padding:2px 8px'>{sum(groups[group].values())}</td></tr>")
     more = len(groups) - MAX_GROUPS
     if more > 0:
-        rows.append(f"<tr><td colspan='9' style='color:#777'>… {more} more groups</td></tr>")
+        rows.append(f"<tr><td colspan='9' style='color:#777'>… {more} more {by}s</td></tr>")
     return (f"<table style='border-collapse:collapse;line-height:1.5;font-variant-numeric:tabular-nums'>"
-            f"<tr><th>group</th>{head}"
+            f"<tr><th>{by}</th>{head}"
             f"<th style='padding:2px 8px'>total</th></tr>{''.join(rows)}</table>")
 
 
 def item_html(item: ItemView) -> str:
+    stage = f"stage {escape(item.stage)} · " if item.staged else ""
     facts = (
-        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {escape(item.waits or item.state)} · "
+        f"<b>{escape(item.key)}</b> · group {escape(item.group)} · {stage}{escape(item.waits or item.state)} · "
         f"kind <b>{escape(str(item.kind))}</b> · {plural(item.attempts, 'attempt')} · "
         f"{plural(item.paid_calls, 'paid call')}"
         + (f" · {item.maybe_paid} maybe paid" if item.maybe_paid else "")
@@ -81,6 +83,8 @@ def item_html(item: ItemView) -> str:
     for h in item.history:
         if h.batch_items is not None:
             message: str | None = f"batch {h.batch_id}: {plural(h.batch_items, 'item')}"
+        elif h.stage_note:
+            message = h.stage_note
         else:  # a state change carries the item's error until it is cleared: show each message once
             message = h.message if h.message != said else ""
             said = h.message
@@ -94,9 +98,17 @@ def item_html(item: ItemView) -> str:
         f"<div style='line-height:1.45;font-size:0.92em'>{facts}"
         f"<div style='color:{ERROR_COLOUR};margin:4px 0'>{escape(_cut(item.message or '', MAX_TEXT))}</div>"
         f"<div><b>input</b> {_code(item.input)}</div><div><b>output</b> {_code(item.output)}</div>"
-        f"<div style='margin-top:4px'><b>history</b></div>"
+        f"{_results(item)}<div style='margin-top:4px'><b>history</b></div>"
         f"<table style='border-collapse:collapse'>{''.join(lines)}</table></div>"
     )
+
+
+def _results(item: ItemView) -> str:
+    """A pipeline's item: each stage's result it has, under the stage's name (none: a run of one stage)."""
+    if not item.staged:
+        return ""
+    shown = "".join(f"<div>{escape(stage)} {_code(result)}</div>" for stage, result in item.results.items())
+    return f"<div style='margin-top:4px'><b>results by stage</b></div>{shown or '<i>none yet</i>'}"
 
 
 def held_html(held: Sequence[HeldItem]) -> str:

@@ -91,6 +91,7 @@ class RunPanel:
             )
             for state in STATES
         }
+        self.stages = widgets.HTML()  # a pipeline's items by stage and state, under the run's totals
         self.breaker = widgets.HTML()
         self.pause_button = _button("Pause", "pause", "no new batches; those in flight finish", self._pause)
         self.resume_button = _button("Resume", "play", "one batch at a time until one succeeds", self._resume)
@@ -128,6 +129,7 @@ class RunPanel:
             self.title,
             self.bar,
             widgets.HBox(list(self.numbers.values()), layout=widgets.Layout(flex_flow="row wrap")),
+            self.stages,
             widgets.HBox(
                 [self.breaker, self.pause_button, self.resume_button, self.step_button, self.cancel_button],
                 layout=widgets.Layout(align_items="center"),
@@ -241,6 +243,7 @@ class RunPanel:
         self._unfinished = standing.unfinished
         self.cancel_button.disabled = not standing.unfinished
         self.groups.value = groups_table(standing.groups)
+        self.stages.value = groups_table(standing.stages, by="stage") if len(standing.stages) > 1 else ""
 
     def _show_breaker(self, ctl: Control, rate_limited_until: float | None) -> None:
         parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]

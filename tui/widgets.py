@@ -39,6 +39,8 @@ class Table(DataTable[RenderableType]):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type=self.CURSOR, cell_padding=0)
+        #: The columns shown: the class's, unless a table shows more for some data (a pipeline's batches).
+        self.columns_shown: Sequence[str] = self.COLUMNS
         self._shown: tuple[object, int] | None = None
         self._rows: Sequence[Row] = ()
         self._widths: list[int] = []
@@ -47,7 +49,7 @@ class Table(DataTable[RenderableType]):
         return Text(column)
 
     def on_mount(self) -> None:
-        self._set_columns([_width(self._label(c)) for c in self.COLUMNS])
+        self._set_columns([_width(self._label(c)) for c in self.columns_shown])
 
     def on_resize(self) -> None:
         if self._shown is not None:
@@ -65,9 +67,9 @@ class Table(DataTable[RenderableType]):
         texts = [(key, [c if isinstance(c, Text) else Text(c.replace("\n", " ")) for c in cells]) for key, cells in rows]
         widths = [
             max([_width(self._label(column)), *(_width(cells[i]) + 1 for _, cells in texts)])
-            for i, column in enumerate(self.COLUMNS)
+            for i, column in enumerate(self.columns_shown)
         ]
-        wrap = None if self.WRAP is None else self.COLUMNS.index(self.WRAP)
+        wrap = None if self.WRAP is None else self.columns_shown.index(self.WRAP)
         if wrap is not None:
             others = sum(widths) - widths[wrap]
             widths[wrap] = min(widths[wrap], max(room - others, self.WRAP_MIN))
@@ -86,8 +88,8 @@ class Table(DataTable[RenderableType]):
 
     def _set_columns(self, widths: list[int]) -> None:
         self.clear(columns=True)
-        labels = [self._label(column) for column in self.COLUMNS]
-        for column, label, width in zip(self.COLUMNS, labels, widths, strict=True):
+        labels = [self._label(column) for column in self.columns_shown]
+        for column, label, width in zip(self.columns_shown, labels, widths, strict=True):
             self.add_column(label, key=column, width=width)
         self.header_height = max(len(label.split("\n")) for label in labels)
         self._widths = widths
@@ -177,33 +179,47 @@ def bar_cells(counts: Mapping[str, int], width: int) -> dict[str, int]:
     return cells
 
 
-class GroupTable(Table):
-    """Items by group and state."""
-
-    COLUMNS = ("group", *STATES, "total")
+class CountTable(Table):
+    """Items by one thing (the first column) and state, a row each, with their total."""
 
     def label(self, column: str) -> Text:
         return format.state(column)
 
-    def show(self, groups: Mapping[str, Mapping[str, int]]) -> None:
+    def show(self, counted: Mapping[str, Mapping[str, int]]) -> None:
         rows: list[Row] = []
-        for group, counts in groups.items():
+        for name, counts in counted.items():
             cells = [Text(format.count(counts[s]), justify="right") for s in STATES]
-            rows.append((group, [group, *cells, Text(f"{sum(counts.values()):,}", justify="right")]))
-        self.fill(groups, rows)
+            rows.append((name, [name, *cells, Text(f"{sum(counts.values()):,}", justify="right")]))
+        self.fill(counted, rows)
+
+
+class GroupTable(CountTable):
+    """Items by group and state."""
+
+    COLUMNS = ("group", *STATES, "total")
+
+
+class StageTable(CountTable):
+    """A pipeline's items by the stage they are at and their state, the stages in order (``completed``: past the
+    last stage, counted where they ended)."""
+
+    COLUMNS = ("stage", *STATES, "total")
+    #: Never focused: it sits in the run's summary, and the groups below keep the keyboard as before.
+    can_focus = False
 
 
 class BatchTable(Table):
-    """The batches formed or sent and not yet settled."""
+    """The batches formed or sent and not yet settled; a pipeline's with the stage each calls for."""
 
     COLUMNS = ("batch", "group", "state", "items", "age", "upstream id", "retries")
 
-    def show(self, batches: Sequence[BatchInFlight]) -> None:
-        self.fill(batches, [
+    def show(self, batches: Sequence[BatchInFlight], *, staged: bool = False) -> None:
+        self.columns_shown = ("batch", "stage", *self.COLUMNS[1:]) if staged else self.COLUMNS
+        self.fill((batches, staged), [
             (str(b.id), [
-                str(b.id) + ("" if not b.round else f" (split {b.round})"), b.group, format.state(b.state),
-                Text(str(b.size), justify="right"), Text(format.duration(b.age), justify="right"),
-                b.upstream_id or "", format.count(b.retries),
+                str(b.id) + ("" if not b.round else f" (split {b.round})"), *([b.stage] if staged else []), b.group,
+                format.state(b.state), Text(str(b.size), justify="right"),
+                Text(format.duration(b.age), justify="right"), b.upstream_id or "", format.count(b.retries),
             ])
             for b in batches
         ])

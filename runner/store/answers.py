@@ -157,6 +157,8 @@ class BatchInFlight(NamedTuple):
     upstream_id: str | None
     retries: int
     round: int
+    #: The stage whose call the batch makes (a batch is one stage's and one group's).
+    stage: str = ""
 
 
 class LogLine(NamedTuple):
@@ -284,6 +286,20 @@ class HistoryLine(NamedTuple):
     message: str | None
     #: For a batch's move, how many of the batch's items moved; None for the item's own change.
     batch_items: int | None = None
+    #: A pipeline's: the stage the change happened at, and the next stage when it crossed to one.
+    stage: str | None = None
+    to_stage: str | None = None
+
+    @property
+    def stage_note(self) -> str | None:
+        return stage_note(self.kind, self.stage, self.to_stage)
+
+
+def stage_note(kind: str | None, stage: str | None, to_stage: str | None) -> str | None:
+    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (else None)."""
+    if to_stage:
+        return f"on to stage {to_stage}"
+    return f"stage {stage} skipped: its when is false" if kind == "skipped" else None
 
 
 class ItemView(NamedTuple):
@@ -304,9 +320,24 @@ class ItemView(NamedTuple):
     message: str | None
     retryable: bool | None
     history: tuple[HistoryLine, ...]
+    #: The stage the item is at (a completed item's: where it ended), and whether its run is a pipeline.
+    stage: str = ""
+    staged: bool = False
+    #: A pipeline's item: each stage's result it has (JSON text), in the order they were saved.
+    results: Mapping[str, str] = {}
     #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person), or
     #: ``waiting until 12:03:04`` (a time); "" when it is not waiting.
     waits: str = ""
+
+
+class StageTally(NamedTuple):
+    """One stage of a pipeline, as a run's end tells it: items there now by state, results saved, items that
+    skipped it (its ``when`` false)."""
+
+    stage: str
+    counts: Mapping[str, int]
+    results: int
+    skipped: int
 
 
 class HeldView(NamedTuple):

@@ -14,12 +14,12 @@ from typing import Any
 
 from ..model import ItemState
 from ..words import plural
-from .answers import LogLine
+from .answers import LogLine, stage_note
 
 Row = dict[str, Any]
 
 #: What items' own events share when they are one change of several items.
-TOGETHER = ("at", "batch_id", "from_state", "to_state", "kind", "message")
+TOGETHER = ("at", "batch_id", "from_state", "to_state", "kind", "message", "stage", "to_stage")
 
 
 def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: int) -> tuple[LogLine, ...]:
@@ -28,7 +28,8 @@ def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: 
     for group in _together(events)[:limit]:
         first = group[0]
         move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
-        detail = f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or "")
+        detail = stage_note(first["kind"], first["stage"], first["to_stage"]) or (
+            f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or ""))
         what = f"{_where(first)}{_who(group)} {move}"
         moved.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))
     merged = sorted(
@@ -72,14 +73,19 @@ def _items(outcome: str) -> str:
 
 
 def _together(rows: Sequence[Row]) -> list[list[Row]]:
-    """Consecutive items' own events of one change of several items; a batch's move is a group of its own."""
+    """Items' own events of one change of several items (one transaction: the same time, batch, move and reason,
+    in any order: a pipeline's boundary sends some on to one stage, some to another); a batch's move is a group
+    of its own. The groups in the order of their newest event."""
     groups: list[list[Row]] = []
+    changes: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
-        own = row["key"] is not None
-        if groups and own and groups[-1][0]["key"] is not None and all(groups[-1][0][f] == row[f] for f in TOGETHER):
-            groups[-1].append(row)
-        else:
-            groups.append([row])
+        change = tuple(row[f] for f in TOGETHER)
+        if row["key"] is not None and change in changes:
+            changes[change].append(row)
+            continue
+        groups.append([row])
+        if row["key"] is not None:
+            changes[change] = groups[-1]
     return groups
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..model import ItemState
-from .lists import RESULT
+from .lists import RESULT, STAGES
 
 if TYPE_CHECKING:
     from .sqlite import Store
@@ -69,7 +69,7 @@ def work_span(store: Store, run_id: int) -> float | None:
 def batches_in_flight(store: Store, run_id: int) -> list[dict[str, Any]]:
     """The run's batches formed or sent and not yet settled, oldest first."""
     return store.rows(
-        "SELECT id, grp, state, size, round, retries, upstream_id, created_at, started_at FROM batches "
+        "SELECT id, grp, state, size, round, retries, upstream_id, created_at, started_at, stage FROM batches "
         "WHERE run_id = ? AND state IN ('queued', 'running') ORDER BY id",
         [run_id],
     )
@@ -89,7 +89,8 @@ def event_tail(store: Store, run_id: int, *, limit: int) -> list[dict[str, Any]]
     batch's move none (and ``parent_id``, the batch it was split from).
     """
     return store.rows(
-        "SELECT e.id, e.at, i.key, e.batch_id, b.parent_id, e.from_state, e.to_state, e.kind, e.message, e.items "
+        "SELECT e.id, e.at, i.key, e.batch_id, b.parent_id, e.from_state, e.to_state, e.kind, e.message, e.items, "
+        "e.stage, e.to_stage "
         "FROM events e LEFT JOIN items i ON i.id = e.item_id LEFT JOIN batches b ON b.id = e.batch_id "
         "WHERE e.run_id = ? ORDER BY e.id DESC LIMIT ?",
         [run_id, limit],
@@ -136,8 +137,8 @@ def item(store: Store, run_id: int, key: str) -> dict[str, Any] | None:
     rows = store.rows(
         'SELECT id, key, grp AS "group", state, attempts, paid_calls, maybe_paid, batch_id, not_before, '
         f"(SELECT input FROM inputs WHERE item_id = items.id) AS input, output, {RESULT} AS result, "
-        "error_kind AS kind, error AS message, retryable, hold, updated_at, stage "
-        "FROM items WHERE run_id = ? AND key = ?",
+        "error_kind AS kind, error AS message, retryable, hold, updated_at, stage, "
+        f"{STAGES} AS results FROM items WHERE run_id = ? AND key = ?",
         [run_id, key],
     )
     return rows[0] if rows else None

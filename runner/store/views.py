@@ -35,10 +35,11 @@ from .answers import (
     ItemView,
     KindCount,
     RunView,
+    StageTally,
     Standing,
 )
 
-from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results, staged
+from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results, stage_tally, staged
 from .live import (
     batches_in_flight,
     batches_upstream,
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
     "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "staged", "waiting_decisions", "work_span",
+    "stage_tally", "staged", "waiting_decisions", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -319,7 +320,7 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
         raise RunError(f"run {name!r} has no item {key!r}")
     history = tuple(
         HistoryLine(h["at"], now - h["at"], h["batch_id"], h["from_state"], h["to_state"], h["kind"], h["message"],
-                    h["items"] if h["batch_move"] else None)
+                    h["items"] if h["batch_move"] else None, h["stage"], h["to_stage"])
         for h in item_history(store, row["id"])
     )
     return ItemView(
@@ -327,6 +328,18 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
         paid_calls=row["paid_calls"], maybe_paid=row["maybe_paid"], held=row["hold"] == Hold.CONFIRM,
         input=row["input"], output=row["output"], result=row["result"], kind=row["kind"], message=row["message"],
         retryable=None if row["retryable"] is None else bool(row["retryable"]), history=history, waits=waits(row),
+        stage=row["stage"], staged=staged(store, store.run_id(name)),
+        results={stage: json.dumps(result) for stage, result in json.loads(row["results"]).items()},
+    )
+
+
+def stage_tallies(store: Store, name: str) -> tuple[StageTally, ...]:
+    """A pipeline's stages in order: items at each now by state, the results each saved, the items that skipped it."""
+    run_id = store.run_id(name)
+    tally = stage_tally(store, run_id)
+    return tuple(
+        StageTally(stage, counts, tally.get(stage, {}).get("results", 0), tally.get(stage, {}).get("skipped", 0))
+        for stage, counts in stage_counts(store, run_id).items()
     )
 
 
@@ -356,7 +369,7 @@ def _batch(row: Mapping[str, Any], now: float) -> BatchInFlight:
     since = row["started_at"] if row["started_at"] is not None else row["created_at"]
     return BatchInFlight(
         id=row["id"], group=row["grp"], state=row["state"], size=row["size"], age=now - since,
-        upstream_id=row["upstream_id"], retries=row["retries"], round=row["round"],
+        upstream_id=row["upstream_id"], retries=row["retries"], round=row["round"], stage=row["stage"],
     )
 
 

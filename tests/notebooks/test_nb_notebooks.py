@@ -33,6 +33,7 @@ ENDS = {
     "01-quickstart": {"completed": 2400},
     "02-exploring-failures": {"completed": 29, "failed": 1},
     "03-step-by-step-recovery": {"completed": 40},
+    "04-pipeline-with-review": {"completed": 2399, "failed": 1},
 }
 
 
@@ -111,7 +112,8 @@ def test_notebooks_are_committed_executed_with_clean_outputs_their_panel_at_the_
     assert shows_the_panel_and_its_picture(tagged(notebook, "panel"))
     text = path.read_text()
     assert str(ROOT) not in text and "/tmp/" not in text
-    assert not re.search(r"\d\d:\d\d:\d\d", text)  # no time of day, not even in the panel's saved item history
+    # no time of day, not even in the panel's saved item history (an input's own timestamp, 2025-12-01T12:54:23Z, is data)
+    assert not re.search(r"(?<!T)\d\d:\d\d:\d\d(?!Z)", text)
     assert panel_counts(notebook) == {**dict.fromkeys(STATES, 0), **ENDS[name]}
     model_ids = list(notebook.metadata["widgets"][WIDGET_STATE]["state"])
     assert model_ids == [f"{n:032x}" for n in range(1, len(model_ids) + 1)]
@@ -171,6 +173,36 @@ def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_co
     assert left_no_temp_files(tmp_path)
 
 
-def test_the_notebooks_folder_holds_only_the_three_notebooks() -> None:
+def test_pipeline_stops_at_the_review_a_person_decides_each_stage_saves_its_result_a_changed_one_alone_goes_again(
+    tmp_path: Path,
+) -> None:
+    notebook = executed("04-pipeline-with-review", tmp_path)
+    run = stored(tmp_path, "pipeline", "pipeline")
+    assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 2399, "failed": 1}
+    assert list(run["stages"]) == ["classify", "extract", "review", "summarize"]
+    assert printed(tagged(notebook, "stages")) == [
+        "counts: {'waiting': 2400} | needs_decision: 2400", "classify   nobody here now",
+        "extract    nobody here now", "review     {'waiting': 2400}", "summarize  nobody here now",
+    ]
+    rejected = [row for row in run["rows"].values() if row["state"] == "failed"]
+    assert [row["kind"] for row in rejected] == ["rejected"] and "extract.version" in rejected[0]
+    assert printed(tagged(notebook, "decisions"))[0].startswith(f"2400 waiting; the first extraction: {rejected[0]['key']}")
+    assert printed(tagged(notebook, "decided")) == ["exit code 3 | {'rejected': 1}"]
+    done = [row for row in run["rows"].values() if row["state"] == "completed"]
+    bugs = [row for row in done if row["classify.label"] in {"bug_report", "complaint"}]
+    assert all("extract.version" in row for row in bugs)
+    assert all(row["review.reviewer"] == "ana" and row["summarize.summary"] for row in done)
+    assert printed(tagged(notebook, "results"))[1] == f"{len(bugs)} extracted, all of them bug reports or complaints: True"
+    again = printed(tagged(notebook, "again"))
+    assert again[0] == "exit code 3 | sent again from: {'summarize': 2399}"
+    assert again[1].endswith("calls for 2399 posts")
+    saved = [m["state"].get("value", "") for m in notebook.metadata["widgets"][WIDGET_STATE]["state"].values()]
+    assert [value for value in saved if "<th>stage</th>" in str(value)]  # the panel's row per stage, as the run ended
+    assert panel_counts(notebook) == run["counts"]
+    assert texts(notebook, tmp_path / "runs") == committed_texts("04-pipeline-with-review"), STALE
+    assert left_no_temp_files(tmp_path)
+
+
+def test_the_notebooks_folder_holds_only_the_four_notebooks() -> None:
     assert sorted(p.stem for p in Path(NOTEBOOKS).glob("*.ipynb")) == NAMES
     assert PICTURE.stat().st_size > 0

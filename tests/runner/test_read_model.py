@@ -66,7 +66,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
 def event(event_id: int, key: str | None, to_state: str, *, at: float = NOW - 5, items: int = 1, **more: Any) -> dict[str, Any]:
     return {"id": event_id, "at": at, "key": key, "batch_id": more.get("batch_id"), "parent_id": more.get("parent_id"),
             "from_state": more.get("from_state", "running"), "to_state": to_state, "kind": more.get("kind"),
-            "message": more.get("message"), "items": items}
+            "message": more.get("message"), "items": items, "stage": more.get("stage"), "to_stage": more.get("to_stage")}
 
 
 def test_items_that_moved_together_are_one_line_and_commands_are_merged_in_by_time() -> None:
@@ -83,6 +83,22 @@ def test_items_that_moved_together_are_one_line_and_commands_are_merged_in_by_ti
         (5.0, "batch 2: p3 +2 running → waiting", "rate_limited: 429", "waiting"),
         (10.0, "retried 2 items", "kind transport: pending again, fresh attempt budgets", "person"),
         (20.0, "batch 2 (split from 1): 3 items running → queued", "", "queued"),
+    ]
+
+
+def test_a_pipeline_log_says_which_items_went_on_to_which_stage_one_line_each_and_which_skipped_one() -> None:
+    moved = dict(batch_id=3, from_state="received", stage="classify")
+    events = [
+        event(4, "p3", "pending", from_state="pending", kind="skipped", message="its when is false: stage skipped",
+              stage="extract"),
+        event(3, "p3", "pending", **moved, to_stage="summarize"),
+        event(2, "p2", "pending", **moved, to_stage="extract"),
+        event(1, "p1", "pending", **moved, to_stage="summarize"),
+    ]
+    assert [(line.what, line.detail) for line in event_log.lines(events, [], now=NOW, limit=14)] == [
+        ("p3 pending → pending", "stage extract skipped: its when is false"),
+        ("batch 3: p3 +1 received → pending", "on to stage summarize"),
+        ("batch 3: p2 received → pending", "on to stage extract"),
     ]
 
 

@@ -211,6 +211,8 @@ class ItemScreen(StoreScreen[ItemView]):
             yield Static(id="item-input", classes="box")
             yield Static("raw output", classes="title")
             yield Static(id="item-output", classes="box")
+            yield Static("results by stage", id="item-results-title", classes="title")
+            yield Static(id="item-results", classes="box")
             yield Static("history (events)", classes="title")
             yield HistoryTable(id="history")
         yield Footer(compact=True)
@@ -229,6 +231,9 @@ class ItemScreen(StoreScreen[ItemView]):
         self.query_one("#item-output", Static).update(
             _json(view.output) if view.output is not None else Text("no output saved", style="italic")
         )
+        for part in ("#item-results-title", "#item-results"):
+            self.query_one(part).display = view.staged
+        self.query_one("#item-results", Static).update(stage_results(view))
         self.query_one(HistoryTable).show(view.history)
         self.refresh_bindings()
 
@@ -265,11 +270,22 @@ class HistoryTable(Table):
 def _why(line: HistoryLine) -> str:
     if line.batch_items is not None:
         return f"the batch's move: {plural(line.batch_items, 'item')}"
+    if line.stage_note:
+        return line.stage_note
     return f"{line.kind}: {line.message}" if line.kind else (line.message or "")
 
 
+def stage_results(view: ItemView) -> Text:
+    """A pipeline's item: each stage's result it has, under the stage's name, in the order they were saved."""
+    if not view.results:
+        return Text("no stage has a result for it yet", style="italic")
+    parts = [Text.assemble((stage, "bold"), "\n", _json(result)) for stage, result in view.results.items()]
+    return Text("\n").join(parts)
+
+
 def item_head(view: ItemView) -> Text:
-    text = Text.assemble((view.key, "bold"), f"  group {view.group}  ", format.state(view.state))
+    stage = f"stage {view.stage}  " if view.staged else ""
+    text = Text.assemble((view.key, "bold"), f"  group {view.group}  {stage}", format.state(view.state))
     if view.held:
         text.append("  held: awaits a person's confirmation", style="bold yellow")
     if view.waits:

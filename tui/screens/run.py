@@ -19,7 +19,7 @@ from runner.store.answers import RunView
 from runner.words import plural
 
 from ..run_panel import RunPanel
-from ..widgets import BatchTable, EventLog, GroupTable, StateBar
+from ..widgets import BatchTable, EventLog, GroupTable, StageTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
 from .decisions import DecisionsScreen
@@ -53,6 +53,7 @@ class RunScreen(StoreScreen[RunView]):
         with Vertical(id="summary"):
             yield RunPanel(id="run-panel")
             yield StateBar(id="bar")
+            yield StageTable(id="stages")
         yield GroupTable(id="groups")
         yield Static("batches in flight", id="batches-title", classes="title")
         yield BatchTable(id="batches")
@@ -74,8 +75,13 @@ class RunScreen(StoreScreen[RunView]):
         self.view = view
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
+        staged = len(view.standing.stages) > 1
+        stages = self.query_one(StageTable)
+        stages.display = staged
+        if staged:
+            stages.show(view.standing.stages)
         self.query_one(GroupTable).show(view.standing.groups)
-        self.query_one(BatchTable).show(view.batches)
+        self.query_one(BatchTable).show(view.batches, staged=staged)
         self.query_one(EventLog).show(view.log)
         self.query_one("#batches-title", Static).update(batches_title(view))
 

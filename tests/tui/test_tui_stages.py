@@ -1,0 +1,90 @@
+"""A pipeline in the TUI: its run screen shows the seven counts per stage under the run's totals, a batch in flight
+says its stage, and an item's detail its stage and each stage's result; a run of one stage shows none of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+from staged_run import FAILS, build
+from tui_support import NOW, press, settle, shown
+from tui_support import build as build_fixed
+
+from runner.store import Store, views
+from runner.store.answers import STATES, BatchInFlight
+from tui.app import RunnerApp
+from tui.screens.failures import HistoryTable, ItemScreen
+from tui.screens.run import RunScreen
+from tui.widgets import BatchTable, GroupTable, StageTable
+
+
+def cells(table: StageTable | GroupTable | BatchTable) -> list[list[str]]:
+    """The table's header and rows, as text."""
+    head = [str(column.label).strip() for column in table.columns.values()]
+    return [head, *[[str(cell).strip() for cell in table.get_row_at(i)] for i in range(table.row_count)]]
+
+
+async def test_a_pipeline_shows_a_row_per_stage_under_the_totals_with_its_seven_counts(tmp_path: Path) -> None:
+    db = await build(tmp_path)
+    with Store(db, read_only=True) as store:
+        stages = views.stage_counts(store, store.run_id("triage"))
+    app = RunnerApp(db, "triage")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen)
+        table = app.screen.query_one(StageTable)
+        assert table.display and table.parent is app.screen.query_one("#summary")
+        shown_rows = cells(table)
+    assert shown_rows[0] == ["stage", *STATES, "total"]
+    assert [row[0] for row in shown_rows[1:]] == ["classify", "extract", "summarize"]
+    for row, counts in zip(shown_rows[1:], stages.values(), strict=True):
+        assert row[1:] == [f"{counts[s]:,}" if counts[s] else "" for s in STATES] + [f"{sum(counts.values()):,}"]
+    assert stages["summarize"]["completed"] == 11 and sum(stages[s]["failed"] for s in stages) == 1
+
+
+async def test_a_run_of_one_stage_shows_no_stage_rows_and_no_stage_column(tmp_path: Path) -> None:
+    app = RunnerApp(build_fixed(tmp_path), "posts", clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert not app.screen.query_one(StageTable).display
+        assert "stage" not in cells(app.screen.query_one(BatchTable))[0]
+
+
+async def test_a_pipeline_item_shows_its_stage_and_each_stage_result_it_has(tmp_path: Path) -> None:
+    db = await build(tmp_path)
+    with Store(db, read_only=True) as store:
+        item = views.item_view(store, "triage", FAILS, now=0.0)
+    assert item.state == "failed" and item.stage != "classify" and list(item.results)[0] == "classify"
+    app = RunnerApp(db, "triage")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await press(pilot, "f", "enter")
+        assert isinstance(app.screen, ItemScreen)
+        head = shown(app.screen.query_one("#item-head"))[0]
+        results = "\n".join(shown(app.screen.query_one("#item-results")))
+        history = "\n".join(shown(app.screen.query_one(HistoryTable)))
+    assert head.split() == [FAILS, "group", item.group, "stage", item.stage, "failed"]
+    lines = [line.strip("│ ") for line in results.splitlines()]
+    assert lines[:3] == ["classify", "{", f'"id": "{FAILS}",'] and lines[3].startswith('"label": ')
+    assert "on to stage" in history  # each move between stages said in the item's history
+
+
+class Batches(App[None]):
+    def compose(self) -> ComposeResult:
+        yield BatchTable()
+
+
+async def test_a_pipeline_batch_in_flight_says_its_stage() -> None:
+    batch = BatchInFlight(id=7, group="2026-01", state="running", size=4, age=3.0, upstream_id=None, retries=0,
+                          round=0, stage="extract")
+    app = Batches()
+    async with app.run_test(size=(80, 10)) as pilot:
+        table = app.query_one(BatchTable)
+        table.show([batch], staged=True)
+        await pilot.pause()
+        staged = cells(table)
+        table.show([batch])
+        await pilot.pause()
+        one_stage = cells(table)
+    assert staged == [["batch", "stage", "group", "state", "items", "age", "upstream id", "retries"],
+                      ["7", "extract", "2026-01", "running", "4", "3s", "", ""]]
+    assert one_stage[0] == ["batch", "group", "state", "items", "age", "upstream id", "retries"]
