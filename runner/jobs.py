@@ -145,11 +145,14 @@ class Stage:
     when: When | None = None
 
     def fingerprint(self, version: str) -> str:
-        """A hash of what determines this stage's result beside the item's input and the results it reads."""
+        """A hash of what determines this stage's result beside the item's input and the results it reads.
+
+        Not how the stage is worked (its ``kind``, a Python handler's name): the same model given the same
+        prompt answers alike through a call or the Batch API, so switching between them sends nothing again.
+        """
         import hashlib  # here: the light commands never hash
 
-        sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
-                self.output_schema, version]
+        sent = [self.provider.model, dataclasses.asdict(self.prompt), self.output_schema, version]
         return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
