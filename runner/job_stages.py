@@ -63,7 +63,10 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
             raise JobError(f"{where} [stage.{section}]: must be a table")
     if "concurrency" in given["batch"]:
         raise JobError(f"{where} [stage.batch]: 'concurrency' is the run's, shared by every stage: set it in [batch]")
-    sections = {section: _override(getattr(job, section), value, f"{where} [stage.{section}]")
+    # A stage's batching starts from the keys [batch] gives, not from the top level's kind's defaults (a chat
+    # stage of a job whose top level is the Batch API must not take 50,000 items a call).
+    inherited = {**vars(job), "batch": _plain(job.batch, data.get("batch", {}))}
+    sections = {section: _override(inherited[section], value, f"{where} [stage.{section}]")
                 for section, value in given.items()}
     kind = _text(table, "kind", where) if "kind" in table else sections["provider"].kind
     if kind not in KINDS:
@@ -79,6 +82,11 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     _check_values(stage, where)
     _check_reads(stage, earlier, where)
     return stage
+
+
+def _plain(batch: BatchLimits, given: Mapping[str, Any]) -> BatchLimits:
+    """The job's batching as ``[batch]`` gives it, every key it does not give at its default."""
+    return dataclasses.replace(BatchLimits(), **{key: getattr(batch, key) for key in given})
 
 
 def _override(defaults: Any, value: dict[str, Any], where: str) -> Any:

@@ -183,6 +183,14 @@ def test_a_stage_inherits_the_top_level_sections_key_by_key(tmp_path: Path) -> N
     assert (b.provider.model, b.provider.timeout, b.batch.max_items, b.batch.max_chars) == ("small", 9.0, 7, 100)
 
 
+def test_a_chat_stage_of_a_batch_api_job_takes_the_plain_batch_limits_not_the_batch_api_s(tmp_path: Path) -> None:
+    tables = ('[provider]\nkind = "openai-batch"\n[batch]\nmax_chars = 900\n'
+              '[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nkind = "openai-chat"\n')
+    a, b = jobs.load(job_file(tmp_path, tables=tables)).stages
+    assert (a.batch.max_items, a.batch.max_chars) == (50_000, 900)
+    assert (b.batch.max_items, b.batch.max_chars) == (jobs.BatchLimits().max_items, 900)
+
+
 def test_a_job_without_stages_has_one_named_after_its_provider_kind(tmp_path: Path) -> None:
     job = jobs.load(job_file(tmp_path, tables='[provider]\nkind = "openai-batch"\n'))
     assert [(s.name, s.kind) for s in job.stages] == [("openai-batch", "openai-batch")]
