@@ -13,7 +13,8 @@ A stage's name is unique, not empty, has no ``.`` (``stage.field`` reads a
 result) and does not start with ``_`` (reserved); the first stage takes
 every item (no ``when``). ``kind`` is a provider
 kind (the default: its provider's) or ``decide`` (a person decides; no
-call). ``[batch] concurrency`` is the run's, shared by every stage: a stage
+call), refused as the job is read while the engine cannot work it
+(``WORKED``). ``[batch] concurrency`` is the run's, shared by every stage: a stage
 cannot set its own. A ``stage.field`` in ``fields`` or ``when`` names an
 earlier stage. Every problem is one JobError naming the stage.
 """
@@ -21,6 +22,7 @@ earlier stage. Every problem is one JobError naming the stage.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,8 @@ from .jobs import (
 STAGE_KEYS = ("name", "kind", "when", "provider", "prompt", "output", "batch", "retry")
 WHEN_KEYS = ("field", "in", "equals", "exists")
 KINDS = (*PROVIDER_KINDS, DECIDE)
+#: The kinds the engine works today: any other is refused as the job is read, before a store is opened.
+WORKED = PROVIDER_KINDS
 
 
 def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[Stage, ...]:
@@ -71,6 +75,9 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     kind = _text(table, "kind", where) if "kind" in table else sections["provider"].kind
     if kind not in KINDS:
         raise JobError(f"{where}: {words.unknown('kind', kind, KINDS)}")
+    if kind not in WORKED:
+        raise JobError(f"{where}: stage {name!r} is of kind {kind!r}, which runner does not run yet (a person's "
+                       "decision comes with issue 17's next part)")
     if kind != DECIDE:
         sections["provider"] = dataclasses.replace(sections["provider"], kind=kind)
     sections["batch"] = batch_api.limits_for(
@@ -110,11 +117,24 @@ def _when(value: Any, earlier: list[Stage], where: str) -> When | None:
     _check_path(field, earlier, where)
     if "in" in value and not isinstance(value["in"], list):
         raise JobError(f"{where}: 'in' must be a list")
+    for key in ("in", "equals"):
+        if key in value and not _is_json(value[key]):
+            raise JobError(f"{where}: {key!r} must be strings, numbers, true or false (lists and tables of them), "
+                           "not a date or time")
     return When(
         field, in_=tuple(value["in"]) if "in" in value else None, equals=value.get("equals"),
         exists=_typed(value["exists"], bool, "exists", where) if "exists" in value else None,
         has_equals="equals" in value,
     )
+
+
+def _is_json(value: Any) -> bool:
+    """A value the store can keep in its job's JSON: no TOML date or time, no inf or nan."""
+    if isinstance(value, list):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_json(v) for v in value.values())
+    return isinstance(value, (str, int, bool)) or isinstance(value, float) and math.isfinite(value)
 
 
 def _check_reads(stage: Stage, earlier: list[Stage], where: str) -> None:

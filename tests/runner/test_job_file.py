@@ -199,6 +199,6 @@ def test_a_job_without_stages_has_one_named_after_its_provider_kind(tmp_path: Pa
 
 def test_the_stages_round_trip_through_the_store_s_json(tmp_path: Path) -> None:
     tables = ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x", in = [1, "y"] }\n'
-              '[[stage]]\nname = "c"\nkind = "decide"\nwhen = { field = "a.ok", equals = false }\n')
+              '[[stage]]\nname = "c"\nkind = "openai-batch"\nwhen = { field = "a.ok", equals = false }\n')
     job = jobs.load(job_file(tmp_path, tables=tables))
     assert jobs.Job.from_json(job.to_json()) == job
