@@ -9,8 +9,10 @@
     instructions = "Extract the app version."
     fields = ["title", "body", "classify.label"]      # earlier results are fields too
 
-A stage's name is unique, not empty, has no ``.`` (``stage.field`` reads a
-result) and does not start with ``_`` (reserved); the first stage takes
+A stage's name is unique, not empty, printable (messages stay one line),
+has no ``.`` (``stage.field`` reads a result) and no ``"``, does not start
+with ``_`` (reserved) and is not a column of the export (``COLUMNS``:
+``message``, ...); the first stage takes
 every item (no ``when``). ``kind`` is a provider
 kind (the default: its provider's) or ``decide`` (a person decides; no
 call), refused as the job is read while the engine cannot work it
@@ -22,6 +24,7 @@ earlier stage. Every problem is one JobError naming the stage.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +40,8 @@ from .jobs import (
 STAGE_KEYS = ("name", "kind", "when", "provider", "prompt", "output", "batch", "retry")
 WHEN_KEYS = ("field", "in", "equals", "exists")
 KINDS = (*PROVIDER_KINDS, DECIDE)
+#: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
+COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid")
 #: The kinds the engine works today: any other is refused as the job is read, before a store is opened.
 WORKED = PROVIDER_KINDS
 
@@ -48,7 +53,8 @@ def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[
         raise JobError(f"{where}: 'stage' must be one or more [[stage]] tables")
     stages: list[Stage] = []
     for number, table in enumerate(tables, 1):
-        named = f'"{table["name"]}"' if isinstance(table.get("name"), str) else "(no name)"
+        # JSON's quoting: a name that is refused for a newline in it is named on one line
+        named = json.dumps(table["name"], ensure_ascii=False) if isinstance(table.get("name"), str) else "(no name)"
         stages.append(_stage(job, data, table, stages, base=base, where=f"{where} [[stage]] {number} {named}"))
     return tuple(stages)
 
@@ -57,8 +63,12 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
            where: str) -> Stage:
     _refuse_unknown(table, STAGE_KEYS, where)
     name = _text(table, "name", where) if "name" in table else ""
-    if not name or name.startswith("_") or "." in name:
-        raise JobError(f"{where}: 'name' must be a name, without '.', not starting with '_' (reserved)")
+    if not name or name.startswith("_") or "." in name or '"' in name or not name.isprintable():
+        raise JobError(f"{where}: 'name' must be a name, printable, without '.' or '\"', not starting with '_' "
+                       "(reserved)")
+    if name in COLUMNS:
+        raise JobError(f"{where}: stage {name!r} has the name of a column of the export (rename the stage; taken: "
+                       f"{', '.join(COLUMNS)})")
     if name in {stage.name for stage in earlier}:
         raise JobError(f"{where}: stage {name!r} is named twice")
     given = {section: table.get(section, {}) for section in SECTIONS}

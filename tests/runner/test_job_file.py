@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import jobs
+from runner import export, job_stages, jobs
 from runner.errors import JobError
 from runner.validation import ResultCheck
 
@@ -159,6 +159,9 @@ STAGE_REFUSALS = [
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "a"\n', '[[stage]] 2 "a": stage \'a\' is named twice'),
     ('[[stage]]\nname = "_a"\n', "not starting with '_' (reserved)"),
     ('[[stage]]\nname = "a.b"\n', "without '.'"),
+    ("[[stage]]\nname = 'say \"hi\"'\n", "without '.' or '\"'"),
+    ('[[stage]]\nname = "two\\nlines"\n', '[[stage]] 1 "two\\nlines": \'name\' must be a name, printable'),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "message"\n', "stage 'message' has the name of a column of the export"),
     ('[[stage]]\nname = "a"\nwhen = { field = "x", equals = 1 }\n', "the first stage takes every item"),
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "c.label", in = ["x"] }\n',
      "'c.label' reads stage 'c', which is not an earlier stage (earlier: a)"),
@@ -172,6 +175,10 @@ STAGE_REFUSALS = [
 @pytest.mark.parametrize("tables, said", STAGE_REFUSALS, ids=[said for _, said in STAGE_REFUSALS])
 def test_a_bad_stage_is_refused_with_the_stage_named(tmp_path: Path, tables: str, said: str) -> None:
     assert said in refusal(job_file(tmp_path, tables=tables))
+
+
+def test_no_stage_may_be_named_like_a_column_of_the_export() -> None:
+    assert set(export.OWN) | {"stage"} == set(job_stages.COLUMNS)
 
 
 def test_a_stage_inherits_the_top_level_sections_key_by_key(tmp_path: Path) -> None:
