@@ -125,8 +125,8 @@ def _when(value: Any, earlier: list[Stage], where: str) -> When | None:
     if not field or len(tests) != 1:
         raise JobError(f"{where}: give a 'field' and one of 'in', 'equals' or 'exists'")
     _check_path(field, earlier, where)
-    if "in" in value and not isinstance(value["in"], list):
-        raise JobError(f"{where}: 'in' must be a list")
+    if "in" in value and not (isinstance(value["in"], list) and value["in"]):
+        raise JobError(f"{where}: 'in' must be a list of one value or more")
     for key in ("in", "equals"):
         if key in value and not _is_json(value[key]):
             raise JobError(f"{where}: {key!r} must be strings, numbers, true or false (lists and tables of them), "
@@ -156,6 +156,8 @@ def _check_path(field: str, earlier: list[Stage], where: str) -> None:
     """A dotted name reads an earlier stage's result: that stage must come before."""
     if "." not in field:
         return
+    if not all(field.split(".")):
+        raise JobError(f"{where}: {field!r} is not a path (stage.field, each part named)")
     name = field.split(".", 1)[0]
     if name not in {stage.name for stage in earlier}:
         known = ", ".join(stage.name for stage in earlier) or "none"

@@ -4,7 +4,10 @@ An item's **state** is its input fields plus ``{stage name: result}`` of the
 stages it passed. A stage's ``when`` (``field`` with ``in``, ``equals`` or
 ``exists``) reads that state; ``field`` is an input field, or
 ``stage.field`` for a path into an earlier stage's result. A stage whose
-``when`` is false is skipped: it saves no result.
+``when`` is false is skipped: it saves no result. Values compare as JSON
+does, except that ``true`` and ``false`` are never the numbers 1 and 0;
+``exists`` takes a null for absent (a result's field that is null was not
+found), and a path through a non-object finds nothing.
 
 - :func:`next_stage`: after a stage completes, the next stage whose ``when``
   holds (None: past the last), and the stages skipped on the way;
@@ -39,7 +42,7 @@ class Test(Protocol):
     def has_equals(self) -> bool: ...
 
 
-class Step(Protocol):
+class StageLike(Protocol):
     """A stage as these rules read it (:class:`runner.jobs.Stage`)."""
 
     @property
@@ -79,15 +82,21 @@ def holds(when: Test | None, state: Mapping[str, Any]) -> bool:
     if when.exists is not None:
         return (value is not MISSING and value is not None) == when.exists
     if when.has_equals:
-        return value is not MISSING and value == when.equals
-    return value is not MISSING and when.in_ is not None and _hashable(value) and value in when.in_
+        return value is not MISSING and _same(value, when.equals)
+    return value is not MISSING and when.in_ is not None and _scalar(value) and any(
+        _same(value, listed) for listed in when.in_)
 
 
-def _hashable(value: Any) -> bool:
+def _same(value: Any, wanted: Any) -> bool:
+    """Equal as JSON values: true is not 1, false is not 0 (Python's ``==`` says they are)."""
+    return isinstance(value, bool) == isinstance(wanted, bool) and value == wanted
+
+
+def _scalar(value: Any) -> bool:
     return not isinstance(value, (dict, list))
 
 
-def next_stage(stages: Sequence[Step], after: str, state: Mapping[str, Any]) -> Next:
+def next_stage(stages: Sequence[StageLike], after: str, state: Mapping[str, Any]) -> Next:
     """The stage an item goes to once ``after`` completed, skipping those whose ``when`` is false."""
     names = [stage.name for stage in stages]
     skipped: list[str] = []
@@ -99,7 +108,7 @@ def next_stage(stages: Sequence[Step], after: str, state: Mapping[str, Any]) -> 
 
 
 def resume_at(
-    stages: Sequence[Step], fingerprints: Mapping[str, str], record: Mapping[str, Any],
+    stages: Sequence[StageLike], fingerprints: Mapping[str, str], record: Mapping[str, Any],
     saved: Mapping[str, tuple[Any, str]],
 ) -> str | None:
     """The first stage an item must go through again: its result missing or saved under another fingerprint.

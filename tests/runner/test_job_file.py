@@ -169,6 +169,11 @@ STAGE_REFUSALS = [
     ('[[stage]]\nname = "a"\n[stage.batch]\nconcurrency = 3\n', "'concurrency' is the run's"),
     ('[[stage]]\nname = "a"\nkind = "openai-chatt"\n', "unknown kind 'openai-chatt'"),
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x" }\n', "give a 'field' and one of"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x", in = [] }\n', "list of one value or more"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.", equals = 1 }\n', "'a.' is not a path"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a..x", exists = true }\n',
+     "'a..x' is not a path"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n[stage.prompt]\nfields = ["a."]\n', "'a.' is not a path"),
 ]
 
 

@@ -32,6 +32,12 @@ WHEN_CASES: list[tuple[str, When | None, dict[str, Any], bool]] = [
     ("exists: null is absent", When("c.version", exists=True), {"c": {"version": None}}, False),
     ("exists false: absent", When("c.version", exists=False), {"c": {}}, True),
     ("a path through a non-object", When("c.a.b", exists=True), {"c": {"a": 3}}, False),
+    ("equals 1: true is not 1", When("c.n", equals=1, has_equals=True), {"c": {"n": True}}, False),
+    ("equals false: 0 is not false", When("c.ok", equals=False, has_equals=True), {"c": {"ok": 0}}, False),
+    ("equals 1: 1.0 is 1", When("c.n", equals=1, has_equals=True), {"c": {"n": 1.0}}, True),
+    ("in: true is not 1", When("c.n", in_=(1, 2)), {"c": {"n": True}}, False),
+    ("in: 0 is not false", When("c.n", in_=(False,)), {"c": {"n": 0}}, False),
+    ("in: true is true", When("c.n", in_=(True,)), {"c": {"n": True}}, True),
 ]
 
 
