@@ -146,6 +146,10 @@ MOVES: dict[str, Move] = {
     # longer has.
     "rewind": _move("completed pending waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    # A run started again with a stage gone: an item pending or waiting there whose other stages are all done
+    # completes (logged and counted by its verb, as a batch's completion is by the batch's event).
+    "finish": _move("pending waiting", ItemState.COMPLETED, sets="stage",
+                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
     "confirm": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRM, to_hold=Hold.CONFIRMED),

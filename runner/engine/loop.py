@@ -130,7 +130,7 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
-        #: Stage -> completed items sent back to it as the run started (``_rewind``).
+        #: Stage -> items sent back to it as the run started (``stages.rewind``).
         self.rewound: dict[str, int] = {}
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:

@@ -25,7 +25,7 @@ from typing import Any
 from .. import protocol
 from ..errors import JobError
 from ..jobs import DECIDE, Job, Stage
-from ..model import Claim, Settlement, StartedItem
+from ..model import Claim, ItemState, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
 from ..busy import StoreSteps
 from ..clock import Clock
@@ -90,21 +90,37 @@ def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps:
 
 
 def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> dict[str, int]:
-    """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
-    changed, or one was added at the end): only that stage's calls, and those after it, are made again.
-    Returns how many went back to each stage."""
+    """Send each item whose results do not stand for the stages now to the first stage it must go through again
+    (:func:`~runner.rules.stages.resume_at`: a result missing, as for a stage added or a ``when`` widened, or
+    stale): only that stage's calls, and those after it, are made again. An item pending or waiting at a stage
+    the job no longer has goes on to the next stage it lacks, or completes. Returns how many items went back to
+    each stage (not those only moved on)."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return {}
     fingerprints = {name: work.fingerprint for name, work in works.items()}
-    moves, rewound = {}, Counter[str]()
-    for item_id, text, saved in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
-        again = resume_at(job.stages, fingerprints, json.loads(text), saved)
-        if again is not None:
-            moves[item_id] = again
-            rewound[again] += 1
-    if moves:
-        store.rewind(moves, [stage.name for stage in job.stages], now=now)
+    order = [stage.name for stage in job.stages]
+    moves: dict[int, str] = {}
+    done: dict[int, str] = {}
+    rewound = Counter[str]()
+    for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order]):
+        again = resume_at(job.stages, fingerprints, json.loads(item.input), item.saved)
+        completed = item.state == ItemState.COMPLETED
+        if again is None:
+            if not completed:
+                done[item.id] = _last_passed(order, item.saved)
+        elif completed or again != item.stage:
+            moves[item.id] = again
+            if completed or again in item.saved or item.stage in order and order.index(again) < order.index(
+                    item.stage):
+                rewound[again] += 1
+    if moves or done:
+        store.rewind(moves, order, now=now, done=done)
     return dict(rewound)
+
+
+def _last_passed(order: Sequence[str], saved: Mapping[str, Any]) -> str:
+    """The last of the stages an item has a result of (the first stage, for none): where it completes."""
+    return next((name for name in reversed(order) if name in saved), order[0])
 
 
 def sent(job: Job, stage: Stage, items: Sequence[StartedItem]) -> protocol.BatchItems:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..item_rows import ItemRow
     from ..jobs import Job
     from .additions import Preparing
+    from .stages import Placed
 
 
 @runtime_checkable
@@ -79,10 +80,10 @@ class RunStore(Protocol):
     def record_answer(
         self, batch_id: int, outputs: Mapping[int, str], *, raw: str, now: float, answered: Iterable[int] | None = None
     ) -> None: ...
-    def stale_items(
-        self, run_id: int, fingerprints: Mapping[str, str], *, last: str
-    ) -> list[tuple[int, str, dict[str, tuple[Any, str]]]]: ...
-    def rewind(self, moves: Mapping[int, str], stages: Sequence[str], *, now: float) -> None: ...
+    def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Placed]: ...
+    def rewind(
+        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None
+    ) -> None: ...
     def received_items(
         self, run_id: int, *, max_attempts: int, stage: str | None = None
     ) -> list[tuple[int, str | None, StartedItem]]: ...

@@ -8,10 +8,12 @@ stage the engine chose (``next_stage``, the rule's answer), the stages they
 skipped noted in their history; the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
-A run started again with changed stages (:class:`Stages`): its completed
-items whose results may be stale are read (``stale_items``), the engine asks
-:func:`runner.rules.stages.resume_at` where each must go again, and
-``rewind`` sends them back there, forgetting the results from that stage on.
+A run started again with changed stages (:class:`Stages`): its items not in
+flight whose results may not stand for the stages now are read
+(``stale_items``), the engine asks :func:`runner.rules.stages.resume_at`
+where each must go again, and ``rewind`` sends them there, forgetting the
+results from that stage on (or completes those, left at a stage gone, whose
+stages are all done).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
 from . import items
@@ -64,22 +66,52 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
 
 
-#: Completed items whose results may be stale: one saved under a fingerprint the stage no longer has
-#: (``:fingerprints``, stage -> its fingerprint now), or completed before the last stage (``:last``: a stage
-#: added at the end, or skipped); and items waiting for a stage the job no longer has. Each with its input
-#: and its results (stage -> [result, fingerprint]).
+#: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
+#: fingerprint] in order), not in flight: completed, pending or waiting at a stage the job no longer has, with a
+#: result saved under a fingerprint its stage no longer has, or without a result of a stage before theirs (of
+#: any stage, for a completed one: a stage added, a ``when`` widened). Each with its state, stage, input and
+#: results (stage -> [result, fingerprint]). Stage names are compared as values, never spliced into a path.
 STALE = """
-SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
+WITH stage (name, fingerprint, place) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key FROM json_each(:stages))
+SELECT items.id, items.state, items.stage, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved
-FROM items WHERE run_id = :run AND (state = 'completed' AND (stage != :last OR EXISTS (
-    SELECT 1 FROM results WHERE item_id = items.id
-    AND fingerprint != coalesce(json_extract(:fingerprints, '$."' || stage || '"'), fingerprint)))
-    OR state IN ('pending', 'waiting') AND json_extract(:fingerprints, '$."' || stage || '"') IS NULL)
+FROM items WHERE run_id = :run AND state IN ('completed', 'pending', 'waiting') AND (
+    NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
+    OR EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
+               WHERE results.item_id = items.id AND results.fingerprint != stage.fingerprint)
+    OR EXISTS (SELECT 1 FROM stage WHERE (items.state = 'completed'
+                                          OR stage.place < (SELECT place FROM stage AS at WHERE at.name = items.stage))
+               AND NOT EXISTS (SELECT 1 FROM results WHERE item_id = items.id AND results.stage = stage.name)))
+"""
+
+#: An item completed outside a batch (its stages all done, the one it waited at gone): logged and counted here,
+#: as ``items_change`` leaves completions to the batch path's events.
+LOG_DONE = """
+INSERT INTO events (run_id, item_id, at, from_state, to_state, message, items, stage, to_stage)
+VALUES (:run, :id, :now, :state, 'completed', 'the stage it was at is gone: its stages are done', 1, :was,
+        CASE WHEN :was IS NOT :stage THEN :stage END)
+"""
+COUNT_DONE = """
+INSERT INTO counts (run_id, stage, grp, state, n) VALUES (:run, :was, :grp, :state, -1), (:run, :stage, :grp,
+    'completed', 1)
+ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n
 """
 
 #: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
 FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
+
+
+class Placed(NamedTuple):
+    """An item of :data:`STALE`: where it stands, its input, and its saved results (stage -> (result,
+    fingerprint))."""
+
+    id: int
+    state: str
+    stage: str
+    input: str
+    saved: dict[str, tuple[Any, str]]
 
 
 class Claiming(Protocol):
@@ -94,7 +126,7 @@ class Claiming(Protocol):
 
 class Stages(SQLiteFile):
     """The verbs of stages: forming a batch of the first stage with items in line, and a run whose stages changed
-    since its items completed."""
+    since its items went through them."""
 
     def claim_first(self: Claiming, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
         """Form a batch of the first of the ``claims``' stages that has items in line (one transaction)."""
@@ -107,19 +139,35 @@ class Stages(SQLiteFile):
         return None
 
 
-    def stale_items(
-        self, run_id: int, fingerprints: Mapping[str, str], *, last: str
-    ) -> list[tuple[int, str, dict[str, tuple[Any, str]]]]:
-        """Completed items whose results may be stale: (id, input, stage -> (result, fingerprint))."""
-        rows = self.rows(STALE, {"run": run_id, "fingerprints": json.dumps(fingerprints), "last": last})
-        return [(row["id"], row["input"], {stage: (result, fingerprint) for stage, (result, fingerprint)
-                                           in json.loads(row["saved"] or "{}").items()}) for row in rows]
+    def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Placed]:
+        """A pipeline's items whose results may not stand for its ``stages`` now ((name, fingerprint), in order)."""
+        rows = self.rows(STALE, {"run": run_id, "stages": json.dumps(stages)})
+        return [Placed(row["id"], row["state"], row["stage"], row["input"], {
+            stage: (result, fingerprint) for stage, (result, fingerprint) in json.loads(row["saved"] or "{}").items()
+        }) for row in rows]
 
-    def rewind(self, moves: Mapping[int, str], stages: Sequence[str], *, now: float) -> None:
-        """Send completed items (or items at a stage gone) back to a stage (item id -> stage), pending there,
-        their results from it on forgotten (``stages``: the job's, in order), in one transaction."""
+    def rewind(
+        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None
+    ) -> None:
+        """In one transaction: items sent to a stage (item id -> stage), pending there, their results from it on
+        forgotten (``stages``: the job's, in order); items whose stages are all done (``done``: item id -> the
+        stage they complete at) completed. An item that moved meanwhile (a person's cancel) is left alone."""
         with self.write() as conn:
-            move_each(conn, "rewind", where="items.id = :id", values={"stage": "stage = :stage", **items.FRESH_BUDGET},
-                      params=[{"id": i, "stage": stage, "now": now} for i, stage in moves.items()])
-            conn.executemany(FORGET, [{"id": i, "forget": json.dumps(list(stages[stages.index(stage):]))}
-                                      for i, stage in moves.items()])
+            for item_id, stage in moves.items():
+                params = {"id": item_id, "stage": stage, "now": now}
+                if move(conn, "rewind", where="items.id = :id", params=params, returning="items.id",
+                        values={"stage": "stage = :stage", **items.FRESH_BUDGET}):
+                    conn.execute(FORGET, {"id": item_id, "forget": json.dumps(list(stages[stages.index(stage):]))})
+            for item_id, stage in (done or {}).items():
+                _finish(conn, item_id, stage, now)
+
+
+def _finish(conn: sqlite3.Connection, item_id: int, stage: str, now: float) -> None:
+    """Complete a pending or waiting item whose stages are all done at ``stage``, logged and counted."""
+    was = conn.execute("SELECT run_id AS run, stage AS was, grp, state FROM items WHERE id = ?", (item_id,)).fetchone()
+    params = {"id": item_id, "stage": stage, "now": now}
+    if move(conn, "finish", where="items.id = :id", params=params, values={"stage": "stage = :stage"},
+            returning="items.id"):
+        row = dict(zip(("run", "was", "grp", "state"), was))
+        conn.execute(LOG_DONE, {**row, **params})
+        conn.execute(COUNT_DONE, {**row, **params})

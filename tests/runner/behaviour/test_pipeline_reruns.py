@@ -1,0 +1,120 @@
+"""A pipeline run again with its stages changed: every item whose results no longer stand goes to the first stage
+it must go through again, whatever its state, and only that stage's calls (and those after it) are made again."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pipelines import calls_by_stage, pipeline
+from support import posts, write_jsonl
+
+from runner import control, export, jobs, runs
+from runner.model import ItemState
+from runner.sim import Simulator
+from runner.store import Store
+
+KEYS = [f"p{i:03d}" for i in range(12)]
+DEAD = "http://127.0.0.1:9/v1"
+
+
+def results(store: Store, stage: str) -> dict[str, dict[str, object]]:
+    return {row["key"]: row[stage] for row in export.rows(store, "triage") if stage in row}
+
+
+def two_stage(tmp_path: Path, base_url: str, summarize_url: str, *, stages: str = "classify summarize",
+              classify: str = "Classify each post.") -> jobs.Job:
+    """classify then summarize, each its own model, summarize calling ``summarize_url``; no request retried."""
+    write_jsonl(tmp_path / "posts.jsonl", posts(12))
+    text = (
+        'name = "triage"\ninput = "posts.jsonl"\nkey = "id"\n[batch]\nmax_items = 4\nconcurrency = 1\n'
+        f'[provider]\nbase_url = "{base_url}"\nmodel = "sim"\ntimeout = 5.0\n[retry]\nrequest_retries = 0\n'
+        f'[[stage]]\nname = "classify"\n[stage.provider]\nmodel = "m-classify"\n'
+        f'[stage.prompt]\ninstructions = "{classify}"\n'
+    )
+    if "summarize" in stages:
+        text += f'[[stage]]\nname = "summarize"\n[stage.provider]\nmodel = "m-summarize"\nbase_url = "{summarize_url}"\n'
+    (tmp_path / "pipeline.toml").write_text(text, encoding="utf-8")
+    return jobs.load(tmp_path / "pipeline.toml")
+
+
+async def test_a_stage_added_in_the_middle_is_sent_to_the_completed_items(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify summarize"))
+    sim.ledger.reset()
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify extract summarize"))
+    eligible = sorted(key for key, result in results(store, "classify").items() if result["label"] != "praise")
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"extract": eligible, "summarize": eligible}
+    assert sorted(results(store, "extract")) == eligible
+    assert outcome.rewound == {"extract": len(eligible)}
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12
+
+
+async def test_a_stage_added_at_the_start_is_sent_to_the_completed_items(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="summarize"))
+    sim.ledger.reset()
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify summarize"))
+    assert sorted(results(store, "classify")) == KEYS
+    assert outcome.rewound == {"classify": 12}
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12
+
+
+async def test_a_when_widened_sends_the_newly_eligible_items_alone(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url))
+    before = sorted(results(store, "extract"))
+    sim.ledger.reset()
+    pipeline(tmp_path, sim.base_url)
+    path = tmp_path / "pipeline.toml"
+    path.write_text(path.read_text().replace('in = ["bug", "complaint"]', 'in = ["bug", "complaint", "praise"]'))
+    outcome = await runs.execute(store, jobs.load(path))
+    newly = sorted(set(KEYS) - set(before))
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"extract": newly, "summarize": newly}
+    assert sorted(results(store, "extract")) == KEYS
+    assert outcome.rewound == {"extract": len(newly)}
+
+
+async def test_items_waiting_between_stages_go_back_to_an_earlier_stage_that_changed(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    first = await runs.execute(store, two_stage(tmp_path, sim.base_url, DEAD))
+    waiting = first.status["stages"]["summarize"][ItemState.WAITING]
+    assert waiting
+    control.resume(store, "triage", now=0.0)
+    sim.ledger.reset()
+    second = await runs.execute(store, two_stage(tmp_path, sim.base_url, sim.base_url, classify="Classify, v2."))
+    assert second.rewound == {"classify": waiting}
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": KEYS, "summarize": KEYS}
+    sim.ledger.reset()
+    third = await runs.execute(store, two_stage(tmp_path, sim.base_url, sim.base_url, classify="Classify, v2."))
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert third.rewound == {}
+
+
+async def test_items_waiting_at_a_removed_last_stage_complete(tmp_path: Path, sim: Simulator, store: Store) -> None:
+    first = await runs.execute(store, two_stage(tmp_path, sim.base_url, DEAD))
+    assert first.status["stages"]["summarize"][ItemState.WAITING]
+    control.resume(store, "triage", now=0.0)
+    sim.ledger.reset()
+    outcome = await asyncio.wait_for(runs.execute(store, two_stage(tmp_path, sim.base_url, "", stages="classify")), 20)
+    assert outcome.exit_code == 0 and outcome.stopped_for is None
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert "summarize" not in calls_by_stage(sim.ledger.snapshot()["calls"])
+    assert outcome.rewound == {}
+
+
+async def test_a_stage_named_with_a_quote_is_refused_so_its_staleness_is_never_unchecked(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(3))
+    (tmp_path / "q.toml").write_text(
+        'name = "triage"\ninput = "posts.jsonl"\n[[stage]]\nname = \'say "hi"\'\n[[stage]]\nname = "two"\n',
+        encoding="utf-8")
+    try:
+        jobs.load(tmp_path / "q.toml")
+    except jobs.JobError as exc:
+        assert "without '.' or '\"'" in str(exc)
+    else:
+        raise AssertionError("a stage name with a quote was taken")
