@@ -80,6 +80,9 @@ class RunStore(Protocol):
     def record_answer(
         self, batch_id: int, outputs: Mapping[int, str], *, raw: str, now: float, answered: Iterable[int] | None = None
     ) -> None: ...
+    def restage(
+        self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float
+    ) -> None: ...
     def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Placed]: ...
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None

@@ -31,6 +31,7 @@ from .items import move, move_each
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
+    from ..item_rows import ItemRow
 
 #: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
 SAVE_RESULTS = """
@@ -99,6 +100,17 @@ INSERT INTO counts (run_id, stage, grp, state, n) VALUES (:run, :was, :grp, :sta
 ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n
 """
 
+#: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
+#: (``:old``), given the pipeline's fingerprint.
+RESTAGE = """
+UPDATE items SET fingerprint = :new, chars = :chars, updated_at = :now
+WHERE run_id = (SELECT id FROM runs WHERE name = :name) AND key = :key AND fingerprint = :old
+RETURNING id, state, output
+"""
+
+#: A completed item's result kept as its first stage's (the stage asks what the old job asked).
+KEEP = "INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+
 #: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
 FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
 
@@ -145,6 +157,23 @@ class Stages(SQLiteFile):
         return [Placed(row["id"], row["state"], row["stage"], row["input"], {
             stage: (result, fingerprint) for stage, (result, fingerprint) in json.loads(row["saved"] or "{}").items()
         }) for row in rows]
+
+    def restage(
+        self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float
+    ) -> None:
+        """A run of one stage given ``[[stage]]`` tables, one chunk of its items (each row under the old job's rule
+        and the pipeline's), in one transaction: an item whose input is the same takes the pipeline's fingerprint
+        and input; a completed one keeps its output as the ``first`` stage's result when ``kept`` (that stage's
+        fingerprint) is given. Items whose input did change are left to the prepare (``input_changed``)."""
+        with self.write() as conn:
+            for old, new in pairs:
+                row = conn.execute(RESTAGE, {"name": name, "key": new.key, "old": old.fingerprint,
+                                             "new": new.fingerprint, "chars": new.chars, "now": now}).fetchone()
+                if row is None:
+                    continue
+                conn.execute(items.SAVE_INPUT, (row[0], new.input))
+                if kept is not None and row[1] == "completed" and row[2] is not None:
+                    conn.execute(KEEP, (row[0], first, row[2], kept, now))
 
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None

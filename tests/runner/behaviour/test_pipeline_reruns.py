@@ -118,3 +118,43 @@ async def test_a_stage_named_with_a_quote_is_refused_so_its_staleness_is_never_u
         assert "without '.' or '\"'" in str(exc)
     else:
         raise AssertionError("a stage name with a quote was taken")
+
+
+def one_stage_then_two(tmp_path: Path, base_url: str, classify_prompt: str = "") -> tuple[jobs.Job, jobs.Job]:
+    """A job of one stage, and the same job given [[stage]] tables: classify (as the job was, unless it is given
+    ``classify_prompt``), then summarize."""
+    write_jsonl(tmp_path / "posts.jsonl", posts(12))
+    head = (f'name = "triage"\ninput = "posts.jsonl"\nkey = "id"\n[provider]\nbase_url = "{base_url}"\n'
+            'model = "sim"\n[prompt]\ninstructions = "Classify each post."\n')
+    (tmp_path / "one.toml").write_text(head, encoding="utf-8")
+    classify = f'[stage.prompt]\ninstructions = "{classify_prompt}"\n' if classify_prompt else ""
+    (tmp_path / "two.toml").write_text(head + f'[[stage]]\nname = "classify"\n{classify}[[stage]]\nname = "summarize"\n'
+                                       '[stage.prompt]\ninstructions = "Summarize."\n', encoding="utf-8")
+    return jobs.load(tmp_path / "one.toml"), jobs.load(tmp_path / "two.toml")
+
+
+async def test_a_one_stage_run_given_stages_keeps_its_results_as_the_first_stage_s(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    one, two = one_stage_then_two(tmp_path, sim.base_url)
+    await runs.execute(store, one)
+    outputs = {row["key"]: {k: v for k, v in row.items() if k not in export.OWN} for row in export.rows(store, "triage")}
+    sim.ledger.reset()
+    outcome = await runs.execute(store, two)
+    assert outcome.status["counts"][ItemState.FAILED] == 0
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert sim.ledger.snapshot()["requests"] == 1  # summarize alone: its 12 items in one call
+    assert outcome.rewound == {"summarize": 12}
+    assert {key: {f: v for f, v in result.items() if f != "id"} for key, result in results(store, "classify").items()
+            } == {key: {f: v for f, v in output.items() if f != "id"} for key, output in outputs.items()}
+
+
+async def test_a_one_stage_run_given_stages_whose_first_asks_otherwise_is_sent_again_never_failed(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    one, two = one_stage_then_two(tmp_path, sim.base_url, classify_prompt="Classify, v2.")
+    await runs.execute(store, one)
+    outcome = await runs.execute(store, two)
+    assert outcome.status["counts"][ItemState.FAILED] == 0
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert outcome.rewound == {"classify": 12}
