@@ -150,6 +150,9 @@ MOVES: dict[str, Move] = {
     # completes (logged and counted by its verb, as a batch's completion is by the batch's event).
     "finish": _move("pending waiting", ItemState.COMPLETED, sets="stage",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    # ... and an item failed at a stage after one whose result went stale: failed still (a person's retry
+    # sends it), at that stage, so that the retry does not go on from the stale result.
+    "restage": _move("failed", ItemState.FAILED, sets="stage"),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
     "confirm": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRM, to_hold=Hold.CONFIRMED),

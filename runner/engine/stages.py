@@ -93,7 +93,8 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
     """Send each item whose results do not stand for the stages now to the first stage it must go through again
     (:func:`~runner.rules.stages.resume_at`: a result missing, as for a stage added or a ``when`` widened, or
     stale): only that stage's calls, and those after it, are made again. An item pending or waiting at a stage
-    the job no longer has goes on to the next stage it lacks, or completes. Returns how many items went back to
+    the job no longer has goes on to the next stage it lacks, or completes; one failed after a stale result
+    stays failed, at the stage a person's retry must send it from. Returns how many items went back to
     each stage (not those only moved on)."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return {}
@@ -101,11 +102,15 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
     order = [stage.name for stage in job.stages]
     moves: dict[int, str] = {}
     done: dict[int, str] = {}
+    failed: dict[int, str] = {}
     rewound = Counter[str]()
     for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order]):
         again = resume_at(job.stages, fingerprints, json.loads(item.input), item.saved)
         completed = item.state == ItemState.COMPLETED
-        if again is None:
+        if item.state == ItemState.FAILED:  # a person's retry sends it, from before the stale result
+            if again is not None and item.stage in order and order.index(again) < order.index(item.stage):
+                failed[item.id] = again
+        elif again is None:
             if not completed:
                 done[item.id] = _last_passed(order, item.saved)
         elif completed or again != item.stage:
@@ -113,8 +118,8 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
             if completed or again in item.saved or item.stage in order and order.index(again) < order.index(
                     item.stage):
                 rewound[again] += 1
-    if moves or done:
-        store.rewind(moves, order, now=now, done=done)
+    if moves or done or failed:
+        store.rewind(moves, order, now=now, done=done, failed=failed)
     return dict(rewound)
 
 

@@ -85,7 +85,8 @@ class RunStore(Protocol):
     ) -> None: ...
     def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Placed]: ...
     def rewind(
-        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None
+        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None,
+        failed: Mapping[int, str] | None = None,
     ) -> None: ...
     def received_items(
         self, run_id: int, *, max_attempts: int, stage: str | None = None

@@ -68,7 +68,8 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 
 
 #: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
-#: fingerprint] in order), not in flight: completed, pending or waiting at a stage the job no longer has, with a
+#: fingerprint] in order), not in flight: completed, pending or waiting at a stage the job no longer has (a failed
+#: one there is a person's to retry); completed, pending, waiting or failed with a
 #: result saved under a fingerprint its stage no longer has, or without a result of a stage before theirs (of
 #: any stage, for a completed one: a stage added, a ``when`` widened). Each with its state, stage, input and
 #: results (stage -> [result, fingerprint]). Stage names are compared as values, never spliced into a path.
@@ -78,8 +79,8 @@ WITH stage (name, fingerprint, place) AS (
 SELECT items.id, items.state, items.stage, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved
-FROM items WHERE run_id = :run AND state IN ('completed', 'pending', 'waiting') AND (
-    NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
+FROM items WHERE run_id = :run AND state IN ('completed', 'pending', 'waiting', 'failed') AND (
+    state != 'failed' AND NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
     OR EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
                WHERE results.item_id = items.id AND results.fingerprint != stage.fingerprint)
     OR EXISTS (SELECT 1 FROM stage WHERE (items.state = 'completed'
@@ -176,17 +177,20 @@ class Stages(SQLiteFile):
                     conn.execute(KEEP, (row[0], first, row[2], kept, now))
 
     def rewind(
-        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None
+        self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, done: Mapping[int, str] | None = None,
+        failed: Mapping[int, str] | None = None,
     ) -> None:
         """In one transaction: items sent to a stage (item id -> stage), pending there, their results from it on
-        forgotten (``stages``: the job's, in order); items whose stages are all done (``done``: item id -> the
-        stage they complete at) completed. An item that moved meanwhile (a person's cancel) is left alone."""
+        forgotten (``stages``: the job's, in order); failed items put at a stage (``failed``), failed still, their
+        results from it on forgotten; items whose stages are all done (``done``: item id -> the stage they
+        complete at) completed. An item that moved meanwhile (a person's cancel, retry) is left alone."""
         with self.write() as conn:
-            for item_id, stage in moves.items():
-                params = {"id": item_id, "stage": stage, "now": now}
-                if move(conn, "rewind", where="items.id = :id", params=params, returning="items.id",
-                        values={"stage": "stage = :stage", **items.FRESH_BUDGET}):
-                    conn.execute(FORGET, {"id": item_id, "forget": json.dumps(list(stages[stages.index(stage):]))})
+            for name, values, each in [("rewind", {"stage": "stage = :stage", **items.FRESH_BUDGET}, moves),
+                                       ("restage", {"stage": "stage = :stage"}, failed or {})]:
+                for item_id, stage in each.items():
+                    params = {"id": item_id, "stage": stage, "now": now}
+                    if move(conn, name, where="items.id = :id", params=params, returning="items.id", values=values):
+                        conn.execute(FORGET, {"id": item_id, "forget": json.dumps(list(stages[stages.index(stage):]))})
             for item_id, stage in (done or {}).items():
                 _finish(conn, item_id, stage, now)
 

@@ -23,12 +23,13 @@ def results(store: Store, stage: str) -> dict[str, dict[str, object]]:
 
 
 def two_stage(tmp_path: Path, base_url: str, summarize_url: str, *, stages: str = "classify summarize",
-              classify: str = "Classify each post.") -> jobs.Job:
+              classify: str = "Classify each post.", attempts: int = 3) -> jobs.Job:
     """classify then summarize, each its own model, summarize calling ``summarize_url``; no request retried."""
     write_jsonl(tmp_path / "posts.jsonl", posts(12))
     text = (
         'name = "triage"\ninput = "posts.jsonl"\nkey = "id"\n[batch]\nmax_items = 4\nconcurrency = 1\n'
-        f'[provider]\nbase_url = "{base_url}"\nmodel = "sim"\ntimeout = 5.0\n[retry]\nrequest_retries = 0\n'
+        f'[provider]\nbase_url = "{base_url}"\nmodel = "sim"\ntimeout = 5.0\n'
+        f'[retry]\nrequest_retries = 0\nmax_attempts = {attempts}\n'
         f'[[stage]]\nname = "classify"\n[stage.provider]\nmodel = "m-classify"\n'
         f'[stage.prompt]\ninstructions = "{classify}"\n'
     )
@@ -93,6 +94,19 @@ async def test_items_waiting_between_stages_go_back_to_an_earlier_stage_that_cha
     third = await runs.execute(store, two_stage(tmp_path, sim.base_url, sim.base_url, classify="Classify, v2."))
     assert sim.ledger.snapshot()["requests"] == 0
     assert third.rewound == {}
+
+
+async def test_items_failed_after_an_earlier_stage_changed_stay_failed_at_that_stage_its_result_forgotten(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    first = await runs.execute(store, two_stage(tmp_path, sim.base_url, DEAD, attempts=1))
+    failed = first.status["stages"]["summarize"][ItemState.FAILED]
+    assert failed
+    control.resume(store, "triage", now=0.0)
+    second = await runs.execute(store, two_stage(tmp_path, sim.base_url, sim.base_url, classify="Classify, v2."))
+    assert second.status["stages"]["classify"][ItemState.FAILED] == failed
+    assert second.status["counts"][ItemState.FAILED] == failed
+    assert len(results(store, "classify")) == 12 - failed
 
 
 async def test_items_waiting_at_a_removed_last_stage_complete(tmp_path: Path, sim: Simulator, store: Store) -> None:
