@@ -121,6 +121,25 @@ async def test_items_waiting_at_a_removed_last_stage_complete(tmp_path: Path, si
     assert outcome.rewound == {}
 
 
+async def test_items_waiting_at_a_removed_middle_stage_go_on_to_the_next_stage(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    job = two_stage(tmp_path, sim.base_url, DEAD)
+    path = tmp_path / "pipeline.toml"
+    path.write_text(path.read_text() + '[[stage]]\nname = "tail"\n[stage.provider]\nmodel = "m-tail"\n')
+    first = await runs.execute(store, jobs.load(path))
+    waiting = first.status["stages"]["summarize"][ItemState.WAITING]
+    assert waiting and job.stages[-1].name == "summarize"
+    control.resume(store, "triage", now=0.0)
+    path.write_text(path.read_text().replace(f'[[stage]]\nname = "summarize"\n[stage.provider]\nmodel = "m-summarize"\n'
+                                             f'base_url = "{DEAD}"\n', ""))
+    sim.ledger.reset()
+    outcome = await asyncio.wait_for(runs.execute(store, jobs.load(path)), 20)
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert sorted(results(store, "tail")) == KEYS
+    assert outcome.rewound == {}
+
+
 async def test_a_stage_named_with_a_quote_is_refused_so_its_staleness_is_never_unchecked(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "posts.jsonl", posts(3))
     (tmp_path / "q.toml").write_text(
