@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from pipelines import calls_by_stage, pipeline
 from support import posts, write_jsonl
 
@@ -39,27 +40,20 @@ def two_stage(tmp_path: Path, base_url: str, summarize_url: str, *, stages: str 
     return jobs.load(tmp_path / "pipeline.toml")
 
 
-async def test_a_stage_added_in_the_middle_is_sent_to_the_completed_items(
-    tmp_path: Path, sim: Simulator, store: Store
+@pytest.mark.parametrize("before, after, added", [
+    ("classify summarize", "classify extract summarize", "extract"), ("summarize", "classify summarize", "classify"),
+], ids=["in the middle", "at the start"])
+async def test_a_stage_added_is_sent_to_the_completed_items_it_takes_and_the_stages_after_it(
+    tmp_path: Path, sim: Simulator, store: Store, before: str, after: str, added: str
 ) -> None:
-    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify summarize"))
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages=before))
     sim.ledger.reset()
-    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify extract summarize"))
-    eligible = sorted(key for key, result in results(store, "classify").items() if result["label"] != "praise")
-    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"extract": eligible, "summarize": eligible}
-    assert sorted(results(store, "extract")) == eligible
-    assert outcome.rewound == {"extract": len(eligible)}
-    assert outcome.status["counts"][ItemState.COMPLETED] == 12
-
-
-async def test_a_stage_added_at_the_start_is_sent_to_the_completed_items(
-    tmp_path: Path, sim: Simulator, store: Store
-) -> None:
-    await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="summarize"))
-    sim.ledger.reset()
-    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify summarize"))
-    assert sorted(results(store, "classify")) == KEYS
-    assert outcome.rewound == {"classify": 12}
+    outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, stages=after))
+    taken = KEYS if added == "classify" else sorted(
+        key for key, result in results(store, "classify").items() if result["label"] != "praise")
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {added: taken, "summarize": taken}
+    assert sorted(results(store, added)) == taken
+    assert outcome.rewound == {added: len(taken)}
     assert outcome.status["counts"][ItemState.COMPLETED] == 12
 
 
