@@ -35,7 +35,8 @@ def two_stage(tmp_path: Path, base_url: str, summarize_url: str, *, stages: str 
         f'[stage.prompt]\ninstructions = "{classify}"\n'
     )
     if "summarize" in stages:
-        text += f'[[stage]]\nname = "summarize"\n[stage.provider]\nmodel = "m-summarize"\nbase_url = "{summarize_url}"\n'
+        text += (f'[[stage]]\nname = "summarize"\n[stage.provider]\nmodel = "m-summarize"\n'
+                 f'base_url = "{summarize_url}"\n')
     (tmp_path / "pipeline.toml").write_text(text, encoding="utf-8")
     return jobs.load(tmp_path / "pipeline.toml")
 
@@ -165,7 +166,8 @@ async def test_a_one_stage_run_given_stages_keeps_its_results_as_the_first_stage
 ) -> None:
     one, two = one_stage_then_two(tmp_path, sim.base_url)
     await runs.execute(store, one)
-    outputs = {row["key"]: {k: v for k, v in row.items() if k not in export.OWN} for row in export.rows(store, "triage")}
+    outputs = {row["key"]: {k: v for k, v in row.items() if k not in export.OWN}
+               for row in export.rows(store, "triage")}
     sim.ledger.reset()
     outcome = await runs.execute(store, two)
     assert outcome.status["counts"][ItemState.FAILED] == 0
