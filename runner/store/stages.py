@@ -67,12 +67,12 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
 
 
-#: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
-#: fingerprint] in order), not in flight: completed, pending or waiting at a stage the job no longer has (a failed
-#: one there is a person's to retry); completed, pending, waiting or failed with a
-#: result saved under a fingerprint its stage no longer has, or without a result of a stage before theirs (of
-#: any stage, for a completed one: a stage added, a ``when`` widened). Each with its state, stage, input and
-#: results (stage -> [result, fingerprint]). Stage names are compared as values, never spliced into a path.
+#: A pipeline's items not in flight whose results may not stand for its stages now (``:stages``, a JSON list of
+#: [name, fingerprint] in order): completed, pending or waiting at a stage the job no longer has (a failed one
+#: there is a person's to retry); completed, pending, waiting or failed with a result saved under a fingerprint
+#: its stage no longer has, or without a result of a stage before theirs (of any stage, for a completed one: a
+#: stage added, a ``when`` widened). Each with its state, stage, input and results (stage -> [result,
+#: fingerprint]). Stage names are compared as values, never spliced into a JSON path.
 STALE = """
 WITH stage (name, fingerprint, place) AS (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key FROM json_each(:stages))
