@@ -141,9 +141,9 @@ MOVES: dict[str, Move] = {
     "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable not_before",
                      to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
-    # A run started again whose stages changed: a completed item goes back to the first stage whose result
-    # is missing or stale, pending there with a fresh budget; so does one left waiting at a stage the job no
-    # longer has.
+    # A run started again whose stages changed: a completed, pending or waiting item goes to the first stage
+    # whose result it lacks or holds stale, pending there with a fresh budget (one left at a stage the job no
+    # longer has, to the next stage it lacks).
     "rewind": _move("completed pending waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
     # A run started again with a stage gone: an item pending or waiting there whose other stages are all done
