@@ -145,11 +145,8 @@ class Stage:
     when: When | None = None
 
     def fingerprint(self, version: str) -> str:
-        """A hash of what determines this stage's result beside the item's input and the results it reads.
-
-        Not how the stage is worked (its ``kind``, a Python handler's name): the same model given the same
-        prompt answers alike through a call or the Batch API, so switching between them sends nothing again.
-        """
+        """A hash of what determines this stage's result beside the item's input and the results it reads: not
+        how the stage is worked (its ``kind``, a handler's name), so switching to the Batch API sends nothing again."""
         import hashlib  # here: the light commands never hash
 
         sent = [self.provider.model, dataclasses.asdict(self.prompt), self.output_schema, version]

@@ -101,14 +101,6 @@ INSERT INTO counts (run_id, stage, grp, state, n) VALUES (:run, :was, :grp, :sta
 ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n
 """
 
-#: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
-#: (``:old``), given the pipeline's fingerprint.
-RESTAGE = """
-UPDATE items SET fingerprint = :new, chars = :chars, updated_at = :now
-WHERE run_id = (SELECT id FROM runs WHERE name = :name) AND key = :key AND fingerprint = :old
-RETURNING id, state, output
-"""
-
 #: A completed item's result kept as its first stage's (the stage asks what the old job asked).
 KEEP = "INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 
@@ -168,7 +160,7 @@ class Stages(SQLiteFile):
         fingerprint) is given. Items whose input did change are left to the prepare (``input_changed``)."""
         with self.write() as conn:
             for old, new in pairs:
-                row = conn.execute(RESTAGE, {"name": name, "key": new.key, "old": old.fingerprint,
+                row = conn.execute(items.RESTAGE, {"name": name, "key": new.key, "old": old.fingerprint,
                                              "new": new.fingerprint, "chars": new.chars, "now": now}).fetchone()
                 if row is None:
                     continue
