@@ -146,9 +146,9 @@ MOVES: dict[str, Move] = {
     # longer has, to the next stage it lacks).
     "rewind": _move("completed pending waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
-    # A run started again with a stage gone: an item pending or waiting there whose other stages are all done
-    # completes (logged and counted by its verb, as a batch's completion is by the batch's event).
-    "finish": _move("pending waiting", ItemState.COMPLETED, sets="stage",
+    # A run started again with a stage gone: an item pending, waiting or completed there whose other stages are
+    # all done completes at its last (logged and counted by its verb, as a batch's completion is by its event).
+    "finish": _move("pending waiting completed", ItemState.COMPLETED, sets="stage",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
     # ... and an item failed at a stage after one whose result went stale: failed still (a person's retry
     # sends it), at that stage, so that the retry does not go on from the stale result.

@@ -111,7 +111,7 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
             if again is not None and item.stage in order and order.index(again) < order.index(item.stage):
                 failed[item.id] = again
         elif again is None:
-            if not completed:
+            if not completed or item.stage not in order:
                 done[item.id] = _last_passed(order, item.saved)
         elif completed or again != item.stage:
             moves[item.id] = again

@@ -188,7 +188,8 @@ class Stages(SQLiteFile):
 
 
 def _finish(conn: sqlite3.Connection, item_id: int, stage: str, now: float) -> None:
-    """Complete a pending or waiting item whose stages are all done at ``stage``, logged and counted."""
+    """Complete an item whose stages are all done at ``stage`` (one completed at a stage gone: moved there), logged
+    and counted."""
     was = conn.execute("SELECT run_id AS run, stage AS was, grp, state FROM items WHERE id = ?", (item_id,)).fetchone()
     params = {"id": item_id, "stage": stage, "now": now}
     if move(conn, "finish", where="items.id = :id", params=params, values={"stage": "stage = :stage"},

@@ -187,3 +187,16 @@ async def test_a_one_stage_run_given_stages_whose_first_asks_otherwise_is_sent_a
     assert outcome.status["counts"][ItemState.FAILED] == 0
     assert outcome.status["counts"][ItemState.COMPLETED] == 12
     assert outcome.rewound == {"classify": 12}
+
+
+async def test_a_one_stage_run_given_one_stage_of_another_name_counts_its_items_there(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    one, _ = one_stage_then_two(tmp_path, sim.base_url)
+    await runs.execute(store, one)
+    (tmp_path / "same.toml").write_text((tmp_path / "one.toml").read_text() + '[[stage]]\nname = "classify"\n')
+    sim.ledger.reset()
+    outcome = await runs.execute(store, jobs.load(tmp_path / "same.toml"))
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert {stage: counts[ItemState.COMPLETED] for stage, counts in outcome.status["stages"].items()} == {
+        "classify": 12}
