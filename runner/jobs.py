@@ -146,11 +146,12 @@ class Stage:
     when: When | None = None
 
     def fingerprint(self, version: str) -> str:
-        """A hash of what determines this stage's result beside the item's input and the results it reads."""
+        """A hash of what determines this stage's result beside the item's input and the results it reads: not
+        how the stage is worked (its ``kind``, a handler's name), so switching to the Batch API sends nothing again."""
         import hashlib  # here: the light commands never hash
 
-        sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
-                self.output_schema, version] if self.kind != DECIDE else [self.kind, version]  # no call: a person
+        sent = ([self.provider.model, dataclasses.asdict(self.prompt), self.output_schema, version]
+                if self.kind != DECIDE else [self.kind, version])  # no call: a person decides
         return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 

@@ -143,15 +143,19 @@ MOVES: dict[str, Move] = {
     "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable not_before",
                      to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
-    # A run started again whose stages changed: a completed item goes back to the first stage whose result
-    # is missing or stale, pending there with a fresh budget; so does one left at a stage the job no longer
-    # has, whatever it was doing there (its answer, its hold, its failure were that stage's); or, when every
-    # stage it needs has its result, it completes; a person's failure stands, at the stage a retry sends it to.
+    # A run started again whose stages changed: an item whose results no longer stand goes to the first stage
+    # whose result it lacks or holds stale, pending there with a fresh budget: a completed one, one pending or
+    # waiting after a stage that changed, and one left at a stage the job no longer has, whatever it was doing
+    # there (its answer, its hold, its failure were that stage's).
     "rewind": _move("completed pending waiting received running failed", ItemState.PENDING,
                     sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
-    "finish": _move("pending waiting received running failed", ItemState.COMPLETED, sets="stage",
+    # ... or, when every stage it needs has its result, it completes at the last it passed (one completed at a
+    # stage gone moves there); logged and counted by its verb, as a batch's completion is by its event.
+    "finish": _move("pending waiting received running failed completed", ItemState.COMPLETED, sets="stage",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    # ... and a failed item stays failed (a person's retry sends it) at the stage it must go through again: one
+    # a person failed at a stage gone, or one failed after a stage whose result went stale.
     "restage": _move("failed", ItemState.FAILED, sets="stage"),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),

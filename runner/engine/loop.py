@@ -108,7 +108,7 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
-        #: What the run sent on as it started: completed items sent back, items at a stage gone sent on.
+        #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on.
         self.rewound = stages.Rewound({}, {})
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:

@@ -30,7 +30,7 @@ from ..providers import Provider, SizedTasks, TaskProvider
 from ..busy import StoreSteps
 from ..clock import Clock
 from ..errors import StoreBusy
-from ..rules.stages import from_gone_stage, next_stage, resume_at, sent_fields, state_of
+from ..rules.stages import next_stage, onward, sent_fields, state_of
 from ..store.protocol import RunStore
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
@@ -108,38 +108,38 @@ BY_A_PERSON = (FailureKind.CANCELLED, FailureKind.REJECTED)
 
 
 class Rewound(NamedTuple):
-    """What a re-run sent on as it started: stage -> completed items sent back to it (that stage, or one before
-    it, changed), and stage gone -> items left at it sent on (or completed, or kept failed at their next stage)."""
+    """What a re-run sent on as it started: stage -> items sent back to it (that stage, or one before it,
+    changed, or it was added), and stage gone -> items left at it sent on (or completed, or kept failed at
+    their next stage)."""
 
     again: dict[str, int]
     gone: dict[str, int]
 
 
 def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> Rewound:
-    """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
-    changed, or one was added at the end): only that stage's calls, and those after it, are made again. Items
-    left at a stage the job no longer has go where :func:`runner.rules.stages.from_gone_stage` says. Items
-    pending at a decide stage (sent back there, or at the first stage) wait there for a person."""
+    """Send each item whose results do not stand for the stages now where :func:`runner.rules.stages.onward`
+    says: to the first stage it must go through again (a result missing, as for a stage added or a ``when``
+    widened, or stale), so that only that stage's calls, and those after it, are made again; items left at a
+    stage the job no longer has on to the next stage they need, or completed. Items pending at a decide stage
+    (sent back there, or at the first stage) wait there for a person."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return Rewound({}, {})
     fingerprints = {name: work.fingerprint for name, work in works.items()}
+    order = [stage.name for stage in job.stages]
     moves: dict[str, dict[int, str]] = {"rewind": {}, "restage": {}, "finish": {}, "keep": {}}
     again, gone = Counter[str](), Counter[str]()
-    for item in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
-        record = json.loads(item.input)
-        if item.state == ItemState.COMPLETED:
-            stage = resume_at(job.stages, fingerprints, record, item.saved)
-            if stage is not None:
-                moves["rewind"][item.id] = stage
-                again[stage] += 1
-            continue
-        onward = from_gone_stage(job.stages, fingerprints, record, item.saved, failed_by_a_person=(
-            item.state == ItemState.FAILED and item.kind in BY_A_PERSON))
-        moves[onward.move][item.id] = onward.stage or ""
-        gone[item.stage] += onward.move != "keep"
+    for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order]):
+        to = onward(job.stages, fingerprints, json.loads(item.input), item.saved, state=item.state, at=item.stage,
+                    failed_by_a_person=item.state == ItemState.FAILED and item.kind in BY_A_PERSON)
+        moves[to.move][item.id] = to.stage or ""
+        completed = item.state == ItemState.COMPLETED
+        if item.stage not in order and not completed:
+            gone[item.stage] += to.move != "keep"
+        elif to.move == "rewind" and (completed or to.stage in item.saved
+                                      or order.index(to.stage or "") < order.index(item.stage)):
+            again[to.stage or ""] += 1
     if any(moves[name] for name in ("rewind", "restage", "finish")):
-        store.rewind(moves["rewind"], [stage.name for stage in job.stages], now=now, restage=moves["restage"],
-                     finish=moves["finish"])
+        store.rewind(moves["rewind"], order, now=now, restage=moves["restage"], finish=moves["finish"])
     if any(stage.kind == DECIDE for stage in job.stages):  # those now at a decide stage wait for a person there
         store.arrive(run_id, now=now)
     return Rewound(dict(again), {stage: n for stage, n in gone.items() if n})

@@ -300,6 +300,14 @@ ADD_ITEM = (
 #: A known item's new input: its group, order and size (its state is the moves' to change).
 NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ? WHERE id = ?"
 
+#: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
+#: (``:old``), given the pipeline's fingerprint (``stages.to_pipeline``).
+TO_PIPELINE = """
+UPDATE items SET fingerprint = :new, chars = :chars, updated_at = :now
+WHERE run_id = (SELECT id FROM runs WHERE name = :name) AND key = :key AND fingerprint = :old
+RETURNING id, state, output
+"""
+
 #: An item's results, all of them: its input changed, so it starts again at the first stage.
 FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"
 #: The decisions a person gave for an item's old input, before it reached their stage.

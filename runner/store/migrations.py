@@ -208,9 +208,10 @@ PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
 # version), so that a changed stage is sent again alone. ``items.output`` stays: it is the current
 # stage's answer as received, validated before it becomes a result (invariant 2), and a completed
 # item's output is its last stage's result; a job of one stage (every older store's) keeps its result
-# there alone, as before: a second copy of every result cost a tenth of the store's speed (bench/store.py). ``counts`` is kept per (run, stage, group, state)
-# (rebuilt, its triggers with it); ``events.stage`` is the stage the items were at, ``to_stage`` the
-# one they moved to when it is another (a boundary), so that events account for every item per stage.
+# there alone, as before: a second copy of every result cost a tenth of the store's speed
+# (bench/store.py). ``counts`` is kept per (run, stage, group, state) (rebuilt, its triggers with it);
+# ``events.stage`` is the stage the items were at, ``to_stage`` the one they moved to when it is another
+# (a boundary), so that events account for every item per stage.
 # Batches are claimed per stage: the claim index gets the stage after the state (one index still, as
 # every state change writes each index of ``items``).
 #: The per-item change trigger of version 12 on: counts and logs every change of an item's state, group or
@@ -229,7 +230,8 @@ AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NE
 END
 """
 BATCH_PATH = "NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'"
-RUN_STAGE = "(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs WHERE runs.id = {}.run_id)"
+RUN_STAGE = ("(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs "
+             "WHERE runs.id = {}.run_id)")
 STAGES = [
     "DROP TRIGGER items_count_insert",
     "DROP TRIGGER items_change",
@@ -262,8 +264,8 @@ STAGES = [
         PRIMARY KEY (run_id, stage, grp, state)
     ) WITHOUT ROWID
     """,
-    f"INSERT INTO stage_counts (run_id, stage, grp, state, n) SELECT run_id, {RUN_STAGE.format('counts')}, grp, state, n "
-    "FROM counts",
+    "INSERT INTO stage_counts (run_id, stage, grp, state, n) "
+    f"SELECT run_id, {RUN_STAGE.format('counts')}, grp, state, n FROM counts",
     "DROP TABLE counts",
     "ALTER TABLE stage_counts RENAME TO counts",
     "DROP INDEX items_to_claim",
