@@ -61,6 +61,10 @@ PROVIDER_KINDS = ("openai-chat", "openai-batch")
 PYTHON = "python"
 #: The kind of a stage where a person decides (no call).
 DECIDE = "decide"
+#: The kind of a stage where a fanned-out item waits for its sub-items and gathers their results (no call).
+JOIN = "join"
+#: The stage kinds that make no call.
+NO_CALL = (DECIDE, JOIN)
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,13 @@ class Stage:
     batch: BatchLimits
     retry: RetryLimits
     when: When | None = None
+    #: The field of this stage's result whose list fans the item out: one sub-item per element ("": none).
+    fan_out: str = ""
+    #: A fan-out's guards: at most this many sub-items, and an item's state at most this many bytes (JSON).
+    max_fan_out: int = 1_000
+    max_state_bytes: int = 1_000_000
+    #: A join: the parent completes with its failed sub-items listed, instead of failing ``sub_item_failed``.
+    allow_failures: bool = False
 
     def fingerprint(self, version: str) -> str:
         """A hash of what determines this stage's result beside the item's input and the results it reads."""
@@ -150,6 +161,8 @@ class Stage:
 
         sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
                 self.output_schema, version]
+        if self.fan_out:  # only then: the stages of older stores keep their fingerprints
+            sent.append(self.fan_out)
         return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -192,7 +205,7 @@ class Job:
         """The job with ``changes`` made to its provider and to every stage's (a simulator's base_url, say)."""
         stages = tuple(dataclasses.replace(
             s, provider=dataclasses.replace(s.provider, **changes),
-            kind=changes.get("kind", s.kind) if s.kind != DECIDE else DECIDE) for s in self.stages)
+            kind=changes.get("kind", s.kind) if s.kind not in NO_CALL else s.kind) for s in self.stages)
         return dataclasses.replace(self, provider=dataclasses.replace(self.provider, **changes), stages=stages)
 
     def to_json(self) -> str:
@@ -380,7 +393,7 @@ def _check_values(job: Job | Stage, where: str) -> None:
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
-    if getattr(job, "kind", None) != DECIDE:
+    if getattr(job, "kind", None) not in NO_CALL:
         _check_provider(job.provider, f"{where} [provider]")
 
 

@@ -47,7 +47,7 @@ from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import FailureKind, ItemState
 from ..model import Batch, Settlement, StartedItem
 from ..store.protocol import RunStore
-from . import stages
+from . import joins, stages
 from .slot import TAKEN_OVER, Slot, settlement_of
 
 HEARTBEAT_SECONDS = 2.0
@@ -235,6 +235,7 @@ class Engine:
             return None
         try:
             self._beat()
+            joins.join(self.store, self.run_id, self.job, now=self.clock.now())  # parents whose sub-items settled
             control = self.store.control(self.run_id)
             self._forming_held_up = self._may_start() and self._start(control)
             return control

@@ -24,11 +24,12 @@ from typing import Any
 
 from .. import protocol
 from ..errors import JobError
-from ..jobs import DECIDE, Job, Stage
-from ..model import Claim, Settlement, StartedItem
+from ..jobs import DECIDE, JOIN, NO_CALL, Job, Stage
+from ..model import Claim, FailureKind, FanOut, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
 from ..busy import StoreSteps
 from ..clock import Clock
+from ..rules import fanout
 from ..rules.stages import next_stage, resume_at, sent_fields, state_of
 from ..store.protocol import RunStore
 from ..tasks import TaskDriver
@@ -62,6 +63,8 @@ def works_of(job: Job, providers: Mapping[str, Provider | TaskProvider]) -> dict
     """Each stage's work, its provider from ``providers`` by stage name."""
     works = {}
     for stage in job.stages:
+        if stage.kind in NO_CALL:  # worked by no call: a join by the engine's turn (``runner.engine.joins``)
+            continue
         provider = providers[stage.name]
         works[stage.name] = StageWork(
             stage, provider, ResultCheck(stage.output_schema, job.check), stage.fingerprint(job.version),
@@ -74,7 +77,7 @@ def claims(works: Mapping[str, StageWork], job: Job) -> list[Claim]:
     """The stages to form batches of, in the order asked: later stages first (a job without ``[[stage]]``: its
     one stage, whatever its items are labelled)."""
     return [Claim(stage.name if job.staged else None, stage.batch.max_items, stage.batch.max_chars,
-                  works[stage.name].file) for stage in reversed(job.stages)]
+                  works[stage.name].file) for stage in reversed(job.stages) if stage.name in works]
 
 
 def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps: StoreSteps) -> None:
@@ -95,10 +98,12 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
     Returns how many went back to each stage."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return {}
-    fingerprints = {name: work.fingerprint for name, work in works.items()}
+    fingerprints = {stage.name: stage.fingerprint(job.version) for stage in job.stages}
     moves, rewound = {}, Counter[str]()
+    # A parent goes from its fan-out to its join: the stages between are its sub-items' (made again by a fan-out).
+    passed_by_parents = [stage for stage in job.stages if not fanout.inside(job.stages, stage.name)]
     for item_id, text, saved in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
-        again = resume_at(job.stages, fingerprints, json.loads(text), saved)
+        again = resume_at(passed_by_parents, fingerprints, json.loads(text), saved)
         if again is not None:
             moves[item_id] = again
             rewound[again] += 1
@@ -131,12 +136,27 @@ def boundary(
         return settlement
     settlement.fingerprint = work.fingerprint
     by_id = {item.id: item for item in items}
-    for item_id in settlement.completed:
+    for item_id in list(settlement.completed):
         item = by_id[item_id]
-        passed = {**json.loads(item.results), work.stage.name: results[item_id]}
-        going = next_stage(job.stages, work.stage.name, state_of(json.loads(item.input), passed))
-        if going.stage is not None:
+        record, passed = json.loads(item.input), {**json.loads(item.results), work.stage.name: results[item_id]}
+        if work.stage.fan_out:
+            _fan_out(job, work.stage, item_id, settlement, record, passed)
+            continue
+        going = next_stage(job.stages, work.stage.name, state_of(record, passed))
+        if going.stage is not None and job.stage(going.stage).kind != JOIN:  # a sub-item at its join: settled
             settlement.next_stage[item_id] = going.stage
         if going.skipped:
             settlement.skipped[item_id] = going.skipped
     return settlement
+
+
+def _fan_out(job: Job, stage: Stage, item_id: int, settlement: Settlement, record: dict[str, Any],
+             passed: dict[str, Any]) -> None:
+    """An item completing a fan-out stage: waiting at its join with its sub-items, or failed past a guard."""
+    fan = fanout.fanned(stage, record, passed)
+    if isinstance(fan, str):
+        settlement.completed.remove(item_id)
+        settlement.failed[item_id] = (FailureKind.ITEM_INVALID, fan, True)
+        return
+    first, join = fanout.span(job.stages, stage.name)
+    settlement.fan_out[item_id] = FanOut(stage.name, join, first, fan.inputs, fan.result)

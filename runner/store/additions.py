@@ -15,7 +15,8 @@ already been sent or answered it becomes ``failed`` (input_changed), so that
 an old result is never taken for the new input and no new call is made
 without a person's retry; if it had failed, the fix is tried, with a fresh
 attempt budget; if it was in a formed, unsent batch, it leaves it for pending
-(the batch was sized, and grouped, for the old input).
+(the batch was sized, and grouped, for the old input). A parent of a fan-out
+loses its sub-items (:func:`runner.store.fanout.remove_sub_items`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputChanged, RunError
-from . import items
+from . import fanout, items
 from .connection import SQLiteFile
 from .items import move
 
@@ -164,6 +165,10 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
     move(conn, "input_fixed", where=LISTED, values=items.FRESH_BUDGET, params=listed)
     move(conn, "unqueue", where=LISTED, params=listed)
     move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
+    # A parent waiting for its sub-items was sent, as the others: failed; the sub-items of its old input go.
+    move(conn, "input_changed_join", where=LISTED, values=INPUT_CHANGED, params=listed)
+    for item_id in ids:
+        fanout.remove_sub_items(conn, item_id, now)
 
 
 def _add_chunk(

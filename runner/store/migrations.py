@@ -290,6 +290,44 @@ STAGES = [
     """,
 ]
 
+# Version 13: fan-out and join (issue 17, seed 001's WeKnora count). A sub-item is an item with its parent's
+# id (``parent_id``); a parent waiting at its join keeps how many of its sub-items have not settled
+# (``sub_items_left``), a column counted down (or up, when a person retries a settled sub-item) by a trigger in
+# the transaction of each sub-item's move into or out of ``completed`` or ``failed``: never recounted, and no
+# path can settle a sub-item without it. A parent joined from ``waiting`` straight to ``completed`` (a join
+# that is the last stage) is an item's own move, logged and counted as such: ``items_change`` left every move
+# into ``completed`` to the batch path, which makes it from ``received`` only.
+FAN_OUT = [
+    "ALTER TABLE items ADD COLUMN parent_id INTEGER REFERENCES items(id)",
+    "ALTER TABLE items ADD COLUMN sub_items_left INTEGER",
+    "CREATE INDEX items_by_parent ON items (parent_id) WHERE parent_id IS NOT NULL",
+    "CREATE INDEX items_joining ON items (run_id) WHERE hold = 'join'",
+    """
+    CREATE TRIGGER sub_item_settles AFTER UPDATE OF state ON items
+    WHEN NEW.parent_id IS NOT NULL
+    AND (NEW.state = 'completed' OR NEW.state = 'failed') != (OLD.state = 'completed' OR OLD.state = 'failed') BEGIN
+        UPDATE items SET sub_items_left = sub_items_left
+            + CASE WHEN NEW.state = 'completed' OR NEW.state = 'failed' THEN -1 ELSE 1 END
+        WHERE id = NEW.parent_id;
+    END
+    """,
+    "DROP TRIGGER items_change",
+    """
+    CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
+    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'
+    AND (NEW.state != 'completed' OR OLD.state = 'waiting' OR OLD.state = 'pending')
+    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
+        INSERT INTO counts (run_id, stage, grp, state, n)
+        VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
+        ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
+        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
+        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
+               NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
+        WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
+    END
+    """,
+]
+
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.
 UPGRADES: list[list[str]] = [
     CONTROLS,
@@ -303,4 +341,5 @@ UPGRADES: list[list[str]] = [
     INPUT_READ,
     PREPARING,
     STAGES,
+    FAN_OUT,
 ]

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..item_rows import ItemRow
     from ..jobs import Job
     from .additions import Preparing
+    from .fanout import Joined, Parent
 
 
 @runtime_checkable
@@ -83,6 +84,8 @@ class RunStore(Protocol):
         self, run_id: int, fingerprints: Mapping[str, str], *, last: str
     ) -> list[tuple[int, str, dict[str, tuple[Any, str]]]]: ...
     def rewind(self, moves: Mapping[int, str], stages: Sequence[str], *, now: float) -> None: ...
+    def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]: ...
+    def join(self, joined: Sequence[Joined], *, now: float) -> None: ...
     def received_items(
         self, run_id: int, *, max_attempts: int, stage: str | None = None
     ) -> list[tuple[int, str | None, StartedItem]]: ...

@@ -5,7 +5,8 @@ transaction: each validated result of a pipeline (a job of ``[[stage]]``
 tables) saved under its stage in ``results``, with the stage's fingerprint
 (a job of one stage keeps its result as the item's output, as before); the items that go on moved to ``pending`` at the next
 stage the engine chose (``next_stage``, the rule's answer), the stages they
-skipped noted in their history; the others ``completed``. The counts and
+skipped noted in their history; those that fan out waiting at their join
+(:mod:`runner.store.fanout`); the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
 A run started again with changed stages (:class:`Stages`): its completed
@@ -23,7 +24,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..model import Batch, Claim, Settlement
-from . import items
+from . import fanout, items
 from .connection import SQLiteFile
 from .items import move, move_each
 
@@ -59,7 +60,8 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
                                for i, skipped in settlement.skipped.items() for stage in skipped])
-    done = [i for i in settlement.completed if i not in settlement.next_stage]
+    fanout.fan_out(conn, settlement, params)
+    done = [i for i in settlement.completed if i not in settlement.next_stage and i not in settlement.fan_out]
     if done:
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
 
@@ -72,7 +74,7 @@ STALE = """
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved
-FROM items WHERE run_id = :run AND (state = 'completed' AND (stage != :last OR EXISTS (
+FROM items WHERE run_id = :run AND parent_id IS NULL AND (state = 'completed' AND (stage != :last OR EXISTS (
     SELECT 1 FROM results WHERE item_id = items.id
     AND fingerprint != coalesce(json_extract(:fingerprints, '$."' || stage || '"'), fingerprint)))
     OR state IN ('pending', 'waiting') AND json_extract(:fingerprints, '$."' || stage || '"') IS NULL)
@@ -92,7 +94,7 @@ class Claiming(Protocol):
     ) -> Batch | None: ...
 
 
-class Stages(SQLiteFile):
+class Stages(fanout.FanOuts):
     """The verbs of stages: forming a batch of the first stage with items in line, and a run whose stages changed
     since its items completed."""
 
