@@ -76,6 +76,8 @@ class Standing(NamedTuple):
     cancelled_whole: bool = False
     #: Items by their current stage and state, the stages in the job's order.
     stages: Mapping[str, Mapping[str, int]] = {}
+    #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
+    waiting_for_sub_items: int = 0
 
     @property
     def total(self) -> int:
@@ -134,6 +136,8 @@ class Standing(NamedTuple):
             "cancelled": self.cancelled,
             # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
             "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
+            # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
+            "waiting_for_sub_items": self.waiting_for_sub_items,
         }
 
 
