@@ -108,14 +108,13 @@ class Additions(SQLiteFile):
             (before,) = conn.execute(TOTAL, (run_id,)).fetchone()
             if preparing.fresh is None:
                 preparing.fresh = before == 0
-            rows = iter(rows)
+            rows, added = iter(rows), 0
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
                 try:
-                    _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name)
+                    added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name)
                 except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
-            (after,) = conn.execute(TOTAL, (run_id,)).fetchone()
-            event_id = _count_added(conn, run_id, preparing.event_id, after - before, now, job.stages[0].name)
+            event_id = _count_added(conn, run_id, preparing.event_id, added, now, job.stages[0].name)
             if last:
                 conn.execute(PREPARED, _prepared(run_id, source, now))
         preparing.run_id, preparing.event_id = int(run_id), event_id
@@ -173,8 +172,9 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float) -> None:
 
 def _add_chunk(
     conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str
-) -> None:
-    """Add new items, give known ones whose input changed the new one (moving them as the module says).
+) -> int:
+    """Add new items, give known ones whose input changed the new one (moving them as the module says); how
+    many were added (not the sub-items a changed parent lost: the removal is an event of its own).
 
     ``fresh``: the run had no items when the prepare began, so every key is
     new (the input was checked for duplicates) and none is looked up. Items
@@ -199,3 +199,4 @@ def _add_chunk(
         conn.executemany(items.ADD_ITEM, [(last + n, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
                                            now, first) for n, row in enumerate(new, 1)])
         conn.executemany(items.SAVE_INPUT, [(last + n, row.input) for n, row in enumerate(new, 1)])
+    return len(new)

@@ -21,7 +21,8 @@ def fan_job(
 ) -> Job:
     """A job over ``count`` posts, each fanned out into ``chunks`` sub-items (``split``, ``join``: more keys)."""
     write_jsonl(tmp_path / "posts.jsonl", posts(count))
-    chunked = f'type = "array"\nproperties.chunks.minItems = {chunks}\nproperties.chunks.items.type = "string"\n'
+    size = f"minItems = {chunks}" if chunks else "maxItems = 0"
+    chunked = f'type = "array"\nproperties.chunks.{size}\nproperties.chunks.items.type = "string"\n'
     text = (
         'name = "fan"\ninput = "posts.jsonl"\nkey = "id"\n'
         f'[batch]\nmax_items = 4\nconcurrency = 2\n[retry]\nmax_attempts = {max_attempts}\nbackoff = 0.0\n'
