@@ -47,9 +47,10 @@ from typing import Any
 
 from . import batch_api, words
 from .errors import JobError
+from .job_values import typed
 from .jobs import (
     DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When, _check_values,
-    _output, _prompt_from_json, _refuse_unknown, _text, _typed, file_keys,
+    _output, _prompt_from_json, _refuse_unknown, _text, file_keys,
 )
 
 STAGE_KEYS = ("name", "kind", "when", "provider", "prompt", "output", "batch", "retry", "fan_out", "max_fan_out",
@@ -119,7 +120,7 @@ def _fan_keys(table: dict[str, Any], kind: str, where: str) -> dict[str, Any]:
             raise JobError(f"{where}: {key!r} belongs on a {'join' if key in JOIN_KEYS else 'fan-out'} stage")
     if "fan_out" not in table and any(key in table for key in FAN_OUT_KEYS):
         raise JobError(f"{where}: 'max_fan_out' and 'max_state_bytes' go with 'fan_out'")
-    keys = {key: _typed(table[key], KEY_TYPES[key], key, where) for key in allowed if key in table}
+    keys = {key: typed(table[key], KEY_TYPES[key], key, where) for key in allowed if key in table}
     if "fan_out" in keys and (not keys["fan_out"] or "." in keys["fan_out"]):
         raise JobError(f"{where}: 'fan_out' must name a field of the stage's result (no '.')")
     for key in ("max_fan_out", "max_state_bytes"):
@@ -155,7 +156,7 @@ def _override(defaults: Any, value: dict[str, Any], where: str) -> Any:
     """A top-level section with a stage's keys put over it, each read as the type it wants."""
     _refuse_unknown(value, file_keys(type(defaults)), where)
     return dataclasses.replace(
-        defaults, **{key: _typed(given, type(getattr(defaults, key)), key, where) for key, given in value.items()})
+        defaults, **{key: typed(given, type(getattr(defaults, key)), key, where) for key, given in value.items()})
 
 
 def _when(value: Any, earlier: list[Stage], where: str) -> When | None:
@@ -174,7 +175,7 @@ def _when(value: Any, earlier: list[Stage], where: str) -> When | None:
         raise JobError(f"{where}: 'in' must be a list")
     return When(
         field, in_=tuple(value["in"]) if "in" in value else None, equals=value.get("equals"),
-        exists=_typed(value["exists"], bool, "exists", where) if "exists" in value else None,
+        exists=typed(value["exists"], bool, "exists", where) if "exists" in value else None,
         has_equals="equals" in value,
     )
 

@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +51,7 @@ import httpx
 from . import batch_api, job_toml, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
+from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .validation import compile_schema
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
@@ -288,47 +287,8 @@ def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) 
         raise JobError(f"{where}: {words.unknown('key', unknown[0], known)}")
 
 
-#: How messages name the type a key wants.
-TYPE_NAMES: dict[type[Any], str] = {
-    str: "a string", int: "an integer", float: "a finite number", bool: "true or false", tuple: "a list of strings",
-}
-INT64 = range(-(2**63), 2**63)
-
-
-def _typed(value: Any, wanted: type[Any], key: str, where: str) -> Any:
-    """A job file value as the type its key wants, or a JobError naming the key and that type.
-
-    The one place every scalar of a job file is checked. An integer serves where
-    a number is wanted; integers beyond 64 bits (TOML has none, SQLite stores
-    none) and TOML's inf and nan are refused.
-    """
-    if wanted is float and _is(value, int) and value in INT64:
-        value = float(value)
-    if wanted is tuple and isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    if _is(value, wanted) and (wanted is not float or math.isfinite(value)) and (wanted is not int or value in INT64):
-        return value
-    raise JobError(f"{where}: {key!r} must be {TYPE_NAMES[wanted]}, not {_shown(value)}")
-
-
-def _is(value: Any, wanted: type[Any]) -> bool:
-    """isinstance, except that true and false are not integers here."""
-    return isinstance(value, wanted) and isinstance(value, bool) == (wanted is bool)
-
-
-def _shown(value: Any) -> str:
-    """A wrong value as a message shows it: short, and on one line."""
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int) and value not in INT64:
-        return "an integer over 64 bits"
-    return reprlib.repr(value)
-
-
 def _text(data: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    value: str = _typed(data.get(key, default), str, key, where)
+    value: str = typed(data.get(key, default), str, key, where)
     if not value:
         raise JobError(f"{where}: {key!r} must not be empty")
     return value
@@ -362,7 +322,7 @@ def _section(cls: type[Any], value: Any, where: str) -> Any:
         raise JobError(f"{where}: must be a table")
     _refuse_unknown(value, file_keys(cls), where)
     defaults = cls()
-    return cls(**{name: _typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
+    return cls(**{name: typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
 
 
 def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:

@@ -139,9 +139,13 @@ MOVES: dict[str, Move] = {
     # fanned out to (``sub_items_left``, counted down as each settles); then joined, by one of three ends.
     "fan_out": _move("received", ItemState.WAITING, sets="stage retry_base refused_streak sub_items_left",
                      clears="batch_id output error_kind error retryable not_before", to_hold=Hold.JOIN),
-    "join": _move("waiting pending", ItemState.PENDING, sets="stage retry_base refused_streak", to_hold=Hold.NONE),
-    "join_last": _move("waiting pending", ItemState.COMPLETED, sets="output", to_hold=Hold.NONE),
-    "join_failed": _move("waiting pending", ItemState.FAILED, sets="error_kind error retryable", to_hold=Hold.NONE),
+    "join": _move("waiting", ItemState.PENDING, sets="stage retry_base refused_streak", from_hold=Hold.JOIN,
+                  to_hold=Hold.NONE),
+    "join_last": _move("waiting", ItemState.COMPLETED, sets="output", from_hold=Hold.JOIN, to_hold=Hold.NONE),
+    "join_failed": _move("waiting", ItemState.FAILED, sets="error_kind error retryable", from_hold=Hold.JOIN,
+                         to_hold=Hold.NONE),
+    # A parent a person retried (pending at its join) waits there again before it is joined.
+    "rejoin": _move("pending", ItemState.WAITING, to_hold=Hold.JOIN),
     "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
     # A verdict's other ends.
     "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before",

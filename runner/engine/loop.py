@@ -393,8 +393,7 @@ class Engine:
                 by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
         for (batch_id, stage_name), saved in by_batch.items():
             work = self.work(stage_name)
-            started = [item for item, _ in saved]
-            outputs = {item.id: output for item, output in saved}
+            started, outputs = [item for item, _ in saved], {item.id: output for item, output in saved}
             verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,
                                   now=self.clock.now())
             results = {i: json.loads(output) for i, output in outputs.items() if output is not None}

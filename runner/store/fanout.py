@@ -17,7 +17,8 @@ it back). A parent whose count is 0 is read by :meth:`FanOuts.joinable`, with
 its sub-items' ends; the engine asks the rule how it ends, and
 :meth:`FanOuts.join` makes that end durable in one transaction: the join's
 result saved under the join stage, the parent pending at its next stage,
-completed, or failed ``sub_item_failed``.
+completed, or failed ``sub_item_failed`` (a parent a person retried, pending at
+its join, waits there again first).
 """
 
 from __future__ import annotations
@@ -56,17 +57,12 @@ SELECT run_id, id, :now, 'pending', 'fan_out', :n || ' sub-items', :n, :first FR
 """
 
 #: A parent's sub-items leave the store: each an event of minus one item in its state (the history's
-#: account stays whole), its paid and maybe-paid calls kept by its parent (the run's totals stay whole).
+#: account stays whole), its paid and maybe-paid calls kept by its parent (``items.KEEP_PAID``: the run's
+#: totals stay whole).
 REMOVED = """
 INSERT INTO events (run_id, item_id, at, to_state, kind, message, items, stage)
 SELECT run_id, id, :now, state, 'removed', 'replaced by its parent''s new fan-out or new input', -1, stage
 FROM items WHERE parent_id = :parent
-"""
-KEEP_PAID = """
-UPDATE items SET
-    paid_calls = paid_calls + (SELECT coalesce(sum(paid_calls), 0) FROM items AS sub WHERE sub.parent_id = :parent),
-    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent)
-WHERE id = :parent
 """
 FORGET = [
     "DELETE FROM results WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
@@ -124,7 +120,7 @@ def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[st
 def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
     """A parent's sub-items removed (its fan-out is made again, or its input changed), accounted for."""
     conn.execute(REMOVED, {"parent": parent, "now": now})
-    conn.execute(KEEP_PAID, {"parent": parent})
+    conn.execute(items.KEEP_PAID, {"parent": parent})
     for statement in FORGET:
         conn.execute(statement, {"parent": parent})
 
@@ -172,6 +168,7 @@ class FanOuts(SQLiteFile):
         with self.write() as conn:
             for end in joined:
                 params = {"id": end.id, "stage": end.stage, "now": now}
+                move(conn, "rejoin", where=AT_JOIN, params=params)
                 if end.failure is not None:
                     move(conn, "join_failed", where=AT_JOIN, params={**params, "message": end.failure}, values={
                         "error_kind": f"error_kind = '{FailureKind.SUB_ITEM_FAILED.value}'",

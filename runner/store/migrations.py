@@ -315,7 +315,7 @@ FAN_OUT = [
     """
     CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
     WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'
-    AND (NEW.state != 'completed' OR OLD.state = 'waiting' OR OLD.state = 'pending')
+    AND (NEW.state != 'completed' OR OLD.state = 'waiting')
     AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
         INSERT INTO counts (run_id, stage, grp, state, n)
         VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
