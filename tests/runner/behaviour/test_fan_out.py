@@ -8,7 +8,7 @@ from typing import Any
 from fanouts import fan_job
 from support import posts, write_jsonl
 
-from runner import export, runs
+from runner import control, export, runs
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -129,3 +129,24 @@ async def test_a_parent_whose_input_changed_loses_its_sub_items_and_a_retry_fans
     assert not [key for key in exported if key.startswith("p001/")]
     run_id = store.run_id("fan")
     assert views.item(store, run_id, "p000/0")["state"] == "completed"
+    sim.ledger.reset()
+    control.retry(store, "fan", keys=["p001"], now=0.0)
+    outcome = await runs.execute(store, job, read_input=False)
+    assert outcome.exit_code == 0
+    assert sorted(key for key in rows(store) if key.startswith("p001/")) == ["p001/0", "p001/1", "p001/2"]
+    assert sorted(key for call in sim.ledger.snapshot()["calls"] for key in call["ids"]) == [
+        "p001", "p001/0", "p001/1", "p001/2"]
+
+
+async def test_a_persons_retry_of_a_failed_sub_item_and_its_parent_joins_the_parent_once_it_completes(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p001/1"], "times": 1}]}).start() as sim:
+        job = fan_job(tmp_path, sim.base_url, after=True, max_attempts=1)
+        await runs.execute(store, job)
+        assert control.retry(store, "fan", now=0.0) == 2
+        outcome = await runs.execute(store, job, read_input=False)
+    assert outcome.exit_code == 0
+    parent = rows(store)["p001"]
+    assert (parent["state"], parent["stage"]) == ("completed", "after")
+    assert [result["id"] for result in parent["gather"]["results"]] == ["p001/0", "p001/1", "p001/2"]

@@ -13,7 +13,7 @@ from runner import jobs, lease
 from runner.jobs import Job
 from runner.model import FanOut, Settlement
 from runner.rules import fanout
-from runner.store import Store
+from runner.store import Store, views
 
 URL = "http://127.0.0.1:9/v1"
 LEASE = ("fan", "t")
@@ -62,7 +62,9 @@ def test_a_fan_out_makes_one_sub_item_per_chunk_pending_after_it_with_its_parent
     subs = store.rows("SELECT key, state, stage, parent_id FROM items WHERE parent_id IS NOT NULL ORDER BY id")
     assert [(s["key"], s["state"], s["stage"]) for s in subs] == [
         ("p000/0", "pending", "note"), ("p000/1", "pending", "note"), ("p000/2", "pending", "note")]
-    assert left(store, parent) == 3 and store.waiting_for_sub_items(run_id) == 1
+    assert left(store, parent) == 3
+    status = views.status(store, "fan", now=1.0)
+    assert (status["waiting_for_sub_items"], status["stages"]["gather"]["waiting"], status["total"]) == (1, 1, 4)
     kept = store.rows("SELECT result FROM results WHERE item_id = (SELECT id FROM items WHERE key = 'p000/1')")
     assert [json.loads(row["result"]) for row in kept] == [{}]
     assert store.joinable(run_id, ["gather"]) == []
