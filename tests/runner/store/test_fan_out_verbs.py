@@ -108,3 +108,15 @@ def test_a_fan_out_made_again_replaces_the_sub_items_with_the_same_keys(tmp_path
         parent: FanOut("split", "gather", "note", fan.inputs, fan.result)}), now=4.0)
     keys = [row["key"] for row in store.rows("SELECT key FROM items WHERE parent_id = ? ORDER BY id", [parent])]
     assert keys == ["p000/0", "p000/1"] and left(store, parent) == 2
+
+
+def test_a_cancelled_sub_item_counts_its_parent_down_and_a_cancelled_parent_cancels_its_sub_items(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id, parent = fanned_out(store, tmp_path, ["a", "b", "c"])
+    assert store.cancel(run_id, keys=["p000/0"], now=2.0, engine_alive=False) == (1, 0)
+    assert left(store, parent) == 2
+    assert store.cancel(run_id, keys=["p000"], now=3.0, engine_alive=False) == (3, 0)
+    states = store.rows("SELECT key, state, error_kind FROM items ORDER BY id")
+    assert {(row["state"], row["error_kind"]) for row in states} == {("failed", "cancelled")}
+    assert store.joinable(run_id, ["gather"]) == []
