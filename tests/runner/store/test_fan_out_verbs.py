@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support import add_all, posts, write_jsonl
 
-from runner import jobs, lease
+from runner import jobs, lease, tables
 from runner.jobs import Job
 from runner.model import FanOut, Settlement
 from runner.rules import fanout
@@ -65,6 +65,7 @@ def test_a_fan_out_makes_one_sub_item_per_chunk_pending_after_it_with_its_parent
     assert left(store, parent) == 3
     status = views.status(store, "fan", now=1.0)
     assert (status["waiting_for_sub_items"], status["stages"]["gather"]["waiting"], status["total"]) == (1, 1, 4)
+    assert "1 item waiting for sub-items" in "".join(tables.status_table(views.standing(store, "fan", now=1.0)))
     kept = store.rows("SELECT result FROM results WHERE item_id = (SELECT id FROM items WHERE key = 'p000/1')")
     assert [json.loads(row["result"]) for row in kept] == [{}]
     assert store.joinable(run_id, ["gather"]) == []
