@@ -295,8 +295,8 @@ STAGES = [
 # (``sub_items_left``), a column counted down (or up, when a person retries a settled sub-item) by a trigger in
 # the transaction of each sub-item's move into or out of ``completed`` or ``failed``: never recounted, and no
 # path can settle a sub-item without it. A parent joined from ``waiting`` straight to ``completed`` (a join
-# that is the last stage) is an item's own move, logged and counted as such: ``items_change`` left every move
-# into ``completed`` to the batch path, which makes it from ``received`` only.
+# that is the last stage) is an item's own move, logged and counted by a trigger of its own (``items_change``
+# leaves every move into ``completed`` to the batch path, which makes it from ``received`` only).
 FAN_OUT = [
     "ALTER TABLE items ADD COLUMN parent_id INTEGER REFERENCES items(id)",
     "ALTER TABLE items ADD COLUMN sub_items_left INTEGER",
@@ -311,19 +311,14 @@ FAN_OUT = [
         WHERE id = NEW.parent_id;
     END
     """,
-    "DROP TRIGGER items_change",
     """
-    CREATE TRIGGER items_change AFTER UPDATE OF state, grp, stage ON items
-    WHEN NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'
-    AND (NEW.state != 'completed' OR OLD.state = 'waiting')
-    AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NEW.stage) BEGIN
+    CREATE TRIGGER parent_joined AFTER UPDATE OF state ON items
+    WHEN OLD.state = 'waiting' AND NEW.state = 'completed' BEGIN
         INSERT INTO counts (run_id, stage, grp, state, n)
         VALUES (OLD.run_id, OLD.stage, OLD.grp, OLD.state, -1), (NEW.run_id, NEW.stage, NEW.grp, NEW.state, 1)
         ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n;
-        INSERT INTO events (run_id, item_id, batch_id, at, from_state, to_state, kind, message, items, stage, to_stage)
-        SELECT NEW.run_id, NEW.id, coalesce(NEW.batch_id, OLD.batch_id), NEW.updated_at, OLD.state, NEW.state,
-               NEW.error_kind, NEW.error, 1, OLD.stage, CASE WHEN OLD.stage IS NOT NEW.stage THEN NEW.stage END
-        WHERE OLD.state IS NOT NEW.state OR OLD.stage IS NOT NEW.stage;
+        INSERT INTO events (run_id, item_id, at, from_state, to_state, items, stage)
+        VALUES (NEW.run_id, NEW.id, NEW.updated_at, OLD.state, NEW.state, 1, NEW.stage);
     END
     """,
 ]
