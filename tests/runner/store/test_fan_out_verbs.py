@@ -121,3 +121,20 @@ def test_a_cancelled_sub_item_counts_its_parent_down_and_a_cancelled_parent_canc
     states = store.rows("SELECT key, state, error_kind FROM items ORDER BY id")
     assert {(row["state"], row["error_kind"]) for row in states} == {("failed", "cancelled")}
     assert store.joinable(run_id, ["gather"]) == []
+
+
+def test_a_parent_cancelled_while_its_fan_out_stage_was_in_flight_keeps_its_result_and_fans_out_nothing(
+    tmp_path: Path, store: Store
+) -> None:
+    job = fan_job(tmp_path)
+    run_id = add_all(store, job, now=1.0)
+    lease.acquire(store, "fan", token="t", now=1.0)
+    batch_id, parent = answered(store, run_id, "split", {"chunks": ["a"]})
+    assert store.cancel(run_id, keys=["p000"], now=1.5, engine_alive=True) == (0, 1)
+    fan = fanout.fanned(job.stage("split"), posts(1)[0], {"split": {"chunks": ["a"]}})
+    assert isinstance(fan, fanout.Fan)
+    store.settle_batch(batch_id, Settlement(completed=[parent], fingerprint="f", fan_out={
+        parent: FanOut("split", "gather", "note", fan.inputs, fan.result)}), now=2.0)
+    [row] = store.rows("SELECT state, stage, error_kind FROM items")
+    assert (row["state"], row["stage"], row["error_kind"]) == ("failed", "gather", "cancelled")
+    assert [r["stage"] for r in store.rows("SELECT stage FROM results")] == ["split"]
