@@ -11,6 +11,7 @@ from support import add_all, posts, write_jsonl
 
 from runner import jobs, lease, tables
 from runner.jobs import Job
+from runner.engine import joins
 from runner.model import FanOut, Settlement
 from runner.rules import fanout
 from runner.store import Store, views
@@ -138,3 +139,17 @@ def test_a_parent_cancelled_while_its_fan_out_stage_was_in_flight_keeps_its_resu
     [row] = store.rows("SELECT state, stage, error_kind FROM items")
     assert (row["state"], row["stage"], row["error_kind"]) == ("failed", "gather", "cancelled")
     assert [r["stage"] for r in store.rows("SELECT stage FROM results")] == ["split"]
+
+
+def test_a_parent_whose_sub_items_settled_before_a_stop_is_joined_from_the_store_alone(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id, parent = fanned_out(store, tmp_path, ["a", "b"])
+    for batch_id, item_id in [answered(store, run_id, "note", {"note": "n"}) for _ in range(2)]:
+        store.settle_batch(batch_id, Settlement(completed=[item_id], fingerprint="f"), now=2.0)
+    job = fan_job(tmp_path)  # what the next engine reads on its first turn: the store, no call
+    assert joins.join(store, run_id, job, now=3.0) == 1
+    [row] = store.rows("SELECT state, stage, hold, output FROM items WHERE id = ?", [parent])
+    assert (row["state"], row["stage"], row["hold"]) == ("completed", "gather", "none")
+    assert [r["note"] for r in json.loads(row["output"])["results"]] == ["n", "n"]
+    assert joins.join(store, run_id, job, now=4.0) == 0
