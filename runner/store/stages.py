@@ -69,7 +69,7 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 #: Completed items whose results may be stale: one saved under a fingerprint the stage no longer has
 #: (``:fingerprints``, stage -> its fingerprint now), or completed before the last stage (``:last``: a stage
 #: added at the end, or skipped); and items waiting for a stage the job no longer has. Each with its input
-#: and its results (stage -> [result, fingerprint]).
+#: and its results (stage -> [result, fingerprint]). Sub-items are left out: a fan-out made again replaces them.
 STALE = """
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
