@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from fanouts import fan_job
-from test_pipeline_crash import KillAt, run
+from test_pipeline_crash import KillAt, run, until_done
 
-from runner import export, recovery
+from runner import export
 from runner.sim import Simulator
 from runner.store import Store
 
@@ -30,12 +30,7 @@ def test_a_kill_in_a_fanned_out_run_loses_nothing_and_makes_no_sub_item_twice(
     with Simulator(latency=0.01, on_request=killer).start() as sim:
         fan_job(tmp_path, sim.base_url, count=4, chunks=2)
         assert run(tmp_path, "run", "fan.toml", killer=killer) == -signal.SIGKILL
-        for _ in range(4):
-            if run(tmp_path, "run", "fan") == 0:
-                break
-            with Store(tmp_path / "runs.db") as store:
-                confirmed.update(item.key for item in recovery.held(store, "fan") if item.case.may_charge_twice)
-                recovery.confirm(store, "fan", now=0)
+        until_done(tmp_path, "fan", confirmed)
         calls = sim.ledger.snapshot()["calls"]
     with Store(tmp_path / "runs.db") as store:
         rows = {row["key"]: row for row in export.rows(store, "fan")}
