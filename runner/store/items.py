@@ -168,6 +168,14 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
     return counted
 
 
+#: A parent's sub-items about to be removed (``:parent``): their paid and maybe-paid calls kept by the parent.
+KEEP_PAID = """
+UPDATE items SET
+    paid_calls = paid_calls + (SELECT coalesce(sum(paid_calls), 0) FROM items AS sub WHERE sub.parent_id = :parent),
+    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent)
+WHERE id = :parent
+"""
+
 #: Calls a dead engine sent with no answer saved (the items the recovery is about to hold, of batches that
 #: are calls, not tasks whose answer may still be fetched), or only those a person cancelled (``:cancelled``):
 #: each may have been billed.

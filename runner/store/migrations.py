@@ -319,6 +319,33 @@ DECISIONS = [
     ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR OLD.hold = 'decide')"),
 ]
 
+# Version 14: fan-out and join (issue 17, seed 001's WeKnora count). A sub-item is an item with its parent's
+# id (``parent_id``); a parent waiting at its join keeps how many of its sub-items have not settled
+# (``sub_items_left``), a column counted down (or up, when a person retries a settled sub-item) by a trigger in
+# the transaction of each sub-item's move into or out of ``completed`` or ``failed``: never recounted, and no
+# path can settle a sub-item without it. A parent joined from ``waiting`` straight to ``completed`` (a join
+# that is the last stage) completes outside any batch, as an approval at the last stage does, and as an item
+# left at a stage gone does (``finish``): the change trigger now counts and logs every move into ``completed``
+# but the batch path's (which keeps its ``batch_id``, its batch's event counting it), so that each move is
+# counted in one place whatever hold it leaves.
+FAN_OUT = [
+    "ALTER TABLE items ADD COLUMN parent_id INTEGER REFERENCES items(id)",
+    "ALTER TABLE items ADD COLUMN sub_items_left INTEGER",
+    "CREATE INDEX items_by_parent ON items (parent_id) WHERE parent_id IS NOT NULL",
+    "CREATE INDEX items_joining ON items (run_id) WHERE hold = 'join'",
+    """
+    CREATE TRIGGER sub_item_settles AFTER UPDATE OF state ON items
+    WHEN NEW.parent_id IS NOT NULL
+    AND (NEW.state = 'completed' OR NEW.state = 'failed') != (OLD.state = 'completed' OR OLD.state = 'failed') BEGIN
+        UPDATE items SET sub_items_left = sub_items_left
+            + CASE WHEN NEW.state = 'completed' OR NEW.state = 'failed' THEN -1 ELSE 1 END
+        WHERE id = NEW.parent_id;
+    END
+    """,
+    "DROP TRIGGER items_change",
+    ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR NEW.batch_id IS NULL)"),
+]
+
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.
 UPGRADES: list[list[str]] = [
     CONTROLS,
@@ -333,4 +360,5 @@ UPGRADES: list[list[str]] = [
     PREPARING,
     STAGES,
     DECISIONS,
+    FAN_OUT,
 ]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..jobs import Job
     from .additions import Preparing
     from .decisions import Decided, Planner
+    from .fanout import Joined, Parent
     from .stages import Stale
 
 
@@ -89,6 +90,8 @@ class RunStore(Protocol):
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,
         finish: Mapping[int, str] | None = None,
     ) -> None: ...
+    def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]: ...
+    def join(self, joined: Sequence[Joined], *, now: float) -> None: ...
     def received_items(
         self, run_id: int, *, max_attempts: int, stage: str | None = None
     ) -> list[tuple[int, str | None, StartedItem]]: ...

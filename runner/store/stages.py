@@ -5,7 +5,8 @@ transaction: each validated result of a pipeline (a job of ``[[stage]]``
 tables) saved under its stage in ``results``, with the stage's fingerprint
 (a job of one stage keeps its result as the item's output, as before); the items that go on moved to ``pending`` at the next
 stage the engine chose (``next_stage``, the rule's answer), the stages they
-skipped noted in their history; the others ``completed``. The counts and
+skipped noted in their history; those that fan out waiting at their join
+(:mod:`runner.store.fanout`); the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
 A run started again with changed stages (:class:`Stages`): its items not in
@@ -25,7 +26,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
-from . import items
+from . import fanout, items
 from .connection import SQLiteFile
 from .items import move, move_each
 
@@ -62,10 +63,11 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
                                for i, skipped in settlement.skipped.items() for stage in skipped])
+    fanout.fan_out(conn, settlement, params)
     if settlement.next_stage:  # those at a decide stage wait there for a person
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (params["batch"],)).fetchone()
         items.arrive(conn, run_id, params["now"])
-    done = [i for i in settlement.completed if i not in settlement.next_stage]
+    done = [i for i in settlement.completed if i not in settlement.next_stage and i not in settlement.fan_out]
     if done:
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
 
@@ -75,14 +77,14 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 #: with a result saved under a fingerprint its stage no longer has, or without a result of a stage before theirs
 #: (of any stage, for a completed one: a stage added, a ``when`` widened). Each with its input, its results
 #: (stage -> [result, fingerprint]), its state, its failure's kind and its stage. Stage names are compared as
-#: values, never spliced into a JSON path.
+#: values, never spliced into a JSON path. Sub-items are left out: a fan-out made again replaces them.
 STALE = """
 WITH stage (name, fingerprint, place) AS (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key FROM json_each(:stages))
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage
-FROM items WHERE run_id = :run AND (
+FROM items WHERE run_id = :run AND parent_id IS NULL AND (
     NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
     OR state IN ('completed', 'pending', 'waiting', 'failed') AND (
         EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
@@ -96,19 +98,6 @@ FROM items WHERE run_id = :run AND (
 #: The items a re-run moves, but not one a person failed since it was read (a cancel, a rejection): that stands.
 UNLESS_A_PERSONS = ("items.id = :id AND (items.state != 'failed' OR coalesce(items.error_kind, '') "
                     "NOT IN ('cancelled', 'rejected'))")
-
-#: An item completed outside a batch (every stage it needs has its result; the one it was at is gone): its event
-#: and counts, as the trigger ``items_change`` writes them for other moves (it leaves moves to ``completed`` to
-#: their batch's event).
-FINISHED = [
-    "INSERT INTO events (run_id, item_id, at, from_state, to_state, message, items, stage, to_stage) "
-    "VALUES (:run, :id, :now, :state, 'completed', :why, 1, :was, CASE WHEN :was IS NOT :stage THEN :stage END)",
-    "INSERT INTO counts (run_id, stage, grp, state, n) VALUES (:run, :was, :grp, :state, -1), "
-    "(:run, :stage, :grp, 'completed', 1) ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n",
-]
-
-#: Why an item left at a stage gone completed.
-NO_STAGE_LEFT = "its stage is no longer in the job, and every stage it needs has its result"
 
 #: A completed item's result kept as its first stage's (the stage asks what the old job asked).
 KEEP = "INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
@@ -139,7 +128,7 @@ class Claiming(Protocol):
     ) -> Batch | None: ...
 
 
-class Stages(SQLiteFile):
+class Stages(fanout.FanOuts):
     """The verbs of stages: forming a batch of the first stage with items in line, and a run whose stages changed
     since its items went through them."""
 
@@ -187,7 +176,7 @@ class Stages(SQLiteFile):
         """In one transaction: items sent to a stage (item id -> stage), pending there, their results from it on
         forgotten (``stages``: the job's, in order); failed items put at the stage a retry sends them to
         (``restage``), failed still, their results from it on forgotten; items every stage of whose has its
-        result completed at a stage (``finish``), logged and counted. An item that moved meanwhile (a person's
+        result completed at a stage (``finish``: the change trigger logs and counts it). An item that moved meanwhile (a person's
         cancel, rejection or retry) is left alone, its results kept."""
         with self.write() as conn:
             for name, where, values, each in [
@@ -198,16 +187,5 @@ class Stages(SQLiteFile):
                     params = {"id": item_id, "stage": stage, "now": now}
                     if move(conn, name, where=where, params=params, returning="items.id", values=values):
                         conn.execute(FORGET, {"id": item_id, "forget": json.dumps(list(stages[stages.index(stage):]))})
-            for item_id, stage in (finish or {}).items():
-                _finish(conn, item_id, stage, now)
-
-
-def _finish(conn: sqlite3.Connection, item_id: int, stage: str, now: float) -> None:
-    """Complete an item every stage of whose has its result, at ``stage`` (one left at a stage gone: moved
-    there), logged and counted (:data:`FINISHED`)."""
-    was = conn.execute("SELECT run_id AS run, stage AS was, grp, state FROM items WHERE id = ?", (item_id,)).fetchone()
-    params = {"id": item_id, "stage": stage, "now": now}
-    if move(conn, "finish", where=UNLESS_A_PERSONS, params=params, values={"stage": "stage = :stage"},
-            returning="items.id"):
-        for statement in FINISHED:
-            conn.execute(statement, {**dict(zip(("run", "was", "grp", "state"), was)), **params, "why": NO_STAGE_LEFT})
+            move_each(conn, "finish", where=UNLESS_A_PERSONS, values={"stage": "stage = :stage"},
+                      params=[{"id": i, "stage": stage, "now": now} for i, stage in (finish or {}).items()])
