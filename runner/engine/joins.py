@@ -34,6 +34,7 @@ def end_of(job: Job, parent: Parent) -> Joined:
     result, failure = fanout.joined(stage, parent.subs)
     if failure is not None:
         return Joined(parent.id, stage.name, "", "", None, failure)
-    going = next_stage(job.stages, stage.name, state_of(json.loads(parent.input), {**parent.results, stage.name: result}))
+    state = state_of(json.loads(parent.input), {**parent.results, stage.name: result})
+    going = next_stage(job.stages, stage.name, state)
     return Joined(parent.id, stage.name, json.dumps(result, ensure_ascii=False), stage.fingerprint(job.version),
                   going.stage, skipped=going.skipped)

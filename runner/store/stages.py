@@ -176,8 +176,8 @@ class Stages(fanout.FanOuts):
         """In one transaction: items sent to a stage (item id -> stage), pending there, their results from it on
         forgotten (``stages``: the job's, in order); failed items put at the stage a retry sends them to
         (``restage``), failed still, their results from it on forgotten; items every stage of whose has its
-        result completed at a stage (``finish``: the change trigger logs and counts it). An item that moved meanwhile (a person's
-        cancel, rejection or retry) is left alone, its results kept."""
+        result completed at a stage (``finish``: the change trigger logs and counts it). An item that moved
+        meanwhile (a person's cancel, rejection or retry) is left alone, its results kept."""
         with self.write() as conn:
             for name, where, values, each in [
                 ("rewind", UNLESS_A_PERSONS, {"stage": "stage = :stage", **items.FRESH_BUDGET}, moves),
