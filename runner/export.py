@@ -110,6 +110,8 @@ def _row(item: Mapping[str, Any]) -> dict[str, Any]:
 def _staged_row(item: Mapping[str, Any]) -> dict[str, Any]:
     """A pipeline's row: its stage, then each passed stage's result under the stage's name (the key left out)."""
     row: dict[str, Any] = {column: item[column] for column in HEAD} | {"stage": item["stage"]}
+    if item["parent"] is not None:  # a sub-item of a fan-out
+        row["parent"] = item["parent"]
     for stage, result in json.loads(item["stages"]).items():
         row[stage] = {f: v for f, v in result.items() if (f, v) != ("id", item["key"])} if isinstance(
             result, dict) else result
@@ -119,7 +121,7 @@ def _staged_row(item: Mapping[str, Any]) -> dict[str, Any]:
 
 def _section(column: str) -> int:
     """Where a flat column stands: the row's head, the result's fields, the input's, the row's tail."""
-    if column in HEAD or column == "stage":
+    if column in HEAD or column in ("stage", "parent"):
         return 0
     if column in TAIL:
         return 3

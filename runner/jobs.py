@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +51,7 @@ import httpx
 from . import job_toml, kinds, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
+from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .validation import compile_schema
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
@@ -61,6 +60,10 @@ PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropi
 PYTHON = "python"
 #: The kind of a stage where a person decides (no call).
 DECIDE = "decide"
+#: The kind of a stage where a fanned-out item waits for its sub-items and gathers their results (no call).
+JOIN = "join"
+#: The stage kinds that make no call.
+NO_CALL = (DECIDE, JOIN)
 
 
 @dataclass(frozen=True)
@@ -144,13 +147,23 @@ class Stage:
     batch: BatchLimits
     retry: RetryLimits
     when: When | None = None
+    #: The field of this stage's result whose list fans the item out: one sub-item per element ("": none).
+    fan_out: str = ""
+    #: A fan-out's guards: at most this many sub-items, and an item's state at most this many bytes (JSON).
+    max_fan_out: int = 1_000
+    max_state_bytes: int = 1_000_000
+    #: A join: the parent completes with its failed sub-items listed, instead of failing ``sub_item_failed``.
+    allow_failures: bool = False
 
     def fingerprint(self, version: str) -> str:
-        """A hash of what determines this stage's result beside the item's input and the results it reads."""
+        """A hash of what determines this stage's result beside the item's input and the results it reads: not
+        how the stage is worked (its ``kind``, a handler's name), so switching to the Batch API sends nothing again."""
         import hashlib  # here: the light commands never hash
 
-        sent = [self.kind, self.provider.model, self.provider.handler, dataclasses.asdict(self.prompt),
-                self.output_schema, version] if self.kind != DECIDE else [self.kind, version]  # no call: a person
+        sent = ([self.provider.model, dataclasses.asdict(self.prompt), self.output_schema, version]
+                if self.kind not in NO_CALL else [self.kind, version])  # no call: a person decides, or a join
+        if self.fan_out:  # only then: the stages of older stores keep their fingerprints
+            sent.append(self.fan_out)
         return hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -193,7 +206,7 @@ class Job:
         """The job with ``changes`` made to its provider and to every stage's (a simulator's base_url, say)."""
         stages = tuple(dataclasses.replace(
             s, provider=dataclasses.replace(s.provider, **changes),
-            kind=changes.get("kind", s.kind) if s.kind != DECIDE else DECIDE) for s in self.stages)
+            kind=changes.get("kind", s.kind) if s.kind not in NO_CALL else s.kind) for s in self.stages)
         return dataclasses.replace(self, provider=dataclasses.replace(self.provider, **changes), stages=stages)
 
     def to_json(self) -> str:
@@ -275,47 +288,8 @@ def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) 
         raise JobError(f"{where}: {words.unknown('key', unknown[0], known)}")
 
 
-#: How messages name the type a key wants.
-TYPE_NAMES: dict[type[Any], str] = {
-    str: "a string", int: "an integer", float: "a finite number", bool: "true or false", tuple: "a list of strings",
-}
-INT64 = range(-(2**63), 2**63)
-
-
-def _typed(value: Any, wanted: type[Any], key: str, where: str) -> Any:
-    """A job file value as the type its key wants, or a JobError naming the key and that type.
-
-    The one place every scalar of a job file is checked. An integer serves where
-    a number is wanted; integers beyond 64 bits (TOML has none, SQLite stores
-    none) and TOML's inf and nan are refused.
-    """
-    if wanted is float and _is(value, int) and value in INT64:
-        value = float(value)
-    if wanted is tuple and isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    if _is(value, wanted) and (wanted is not float or math.isfinite(value)) and (wanted is not int or value in INT64):
-        return value
-    raise JobError(f"{where}: {key!r} must be {TYPE_NAMES[wanted]}, not {_shown(value)}")
-
-
-def _is(value: Any, wanted: type[Any]) -> bool:
-    """isinstance, except that true and false are not integers here."""
-    return isinstance(value, wanted) and isinstance(value, bool) == (wanted is bool)
-
-
-def _shown(value: Any) -> str:
-    """A wrong value as a message shows it: short, and on one line."""
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int) and value not in INT64:
-        return "an integer over 64 bits"
-    return reprlib.repr(value)
-
-
 def _text(data: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    value: str = _typed(data.get(key, default), str, key, where)
+    value: str = typed(data.get(key, default), str, key, where)
     if not value:
         raise JobError(f"{where}: {key!r} must not be empty")
     return value
@@ -349,7 +323,7 @@ def _section(cls: type[Any], value: Any, where: str) -> Any:
         raise JobError(f"{where}: must be a table")
     _refuse_unknown(value, file_keys(cls), where)
     defaults = cls()
-    return cls(**{name: _typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
+    return cls(**{name: typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
 
 
 def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:
@@ -380,7 +354,7 @@ def _check_values(job: Job | Stage, where: str) -> None:
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
-    if getattr(job, "kind", None) != DECIDE:
+    if getattr(job, "kind", None) not in NO_CALL:
         _check_provider(job.provider, f"{where} [provider]")
 
 

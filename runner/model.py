@@ -91,6 +91,8 @@ class Hold(StrEnum):
     CONFIRMED = "confirmed"
     #: Waiting at a ``decide`` stage for a person's approve or reject (no time: not the engine's to try).
     DECIDE = "decide"
+    #: A fanned-out item (a parent) waiting at its join stage for its sub-items to settle.
+    JOIN = "join"
 
 
 class Move(NamedTuple):
@@ -135,6 +137,17 @@ MOVES: dict[str, Move] = {
     # stage, with a fresh budget of attempts and refusals there.
     "next_stage": _move("received", ItemState.PENDING, sets="stage retry_base refused_streak",
                         clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    # A fan-out: the item's result saved, the item waiting at its join stage for as many sub-items as it
+    # fanned out to (``sub_items_left``, counted down as each settles); then joined, by one of three ends.
+    "fan_out": _move("received", ItemState.WAITING, sets="stage retry_base refused_streak sub_items_left",
+                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.JOIN),
+    "join": _move("waiting", ItemState.PENDING, sets="stage retry_base refused_streak", from_hold=Hold.JOIN,
+                  to_hold=Hold.NONE),
+    "join_last": _move("waiting", ItemState.COMPLETED, sets="output", from_hold=Hold.JOIN, to_hold=Hold.NONE),
+    "join_failed": _move("waiting", ItemState.FAILED, sets="error_kind error retryable", from_hold=Hold.JOIN,
+                         to_hold=Hold.NONE),
+    # A parent a person retried (pending at its join) waits there again before it is joined.
+    "rejoin": _move("pending", ItemState.WAITING, to_hold=Hold.JOIN),
     "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
     # A verdict's other ends.
     "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before",
@@ -143,15 +156,19 @@ MOVES: dict[str, Move] = {
     "give_up": _move("running received", ItemState.FAILED, sets="error_kind error retryable not_before",
                      to_hold=Hold.NONE),
     "too_large": _move("pending waiting", ItemState.FAILED, sets="error_kind error retryable"),
-    # A run started again whose stages changed: a completed item goes back to the first stage whose result
-    # is missing or stale, pending there with a fresh budget; so does one left at a stage the job no longer
-    # has, whatever it was doing there (its answer, its hold, its failure were that stage's); or, when every
-    # stage it needs has its result, it completes; a person's failure stands, at the stage a retry sends it to.
+    # A run started again whose stages changed: an item whose results no longer stand goes to the first stage
+    # whose result it lacks or holds stale, pending there with a fresh budget: a completed one, one pending or
+    # waiting after a stage that changed, and one left at a stage the job no longer has, whatever it was doing
+    # there (its answer, its hold, its failure were that stage's).
     "rewind": _move("completed pending waiting received running failed", ItemState.PENDING,
                     sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
-    "finish": _move("pending waiting received running failed", ItemState.COMPLETED, sets="stage",
+    # ... or, when every stage it needs has its result, it completes at the last it passed (one completed at a
+    # stage gone moves there); logged and counted by its verb, as a batch's completion is by its event.
+    "finish": _move("pending waiting received running failed completed", ItemState.COMPLETED, sets="stage",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    # ... and a failed item stays failed (a person's retry sends it) at the stage it must go through again: one
+    # a person failed at a stage gone, or one failed after a stage whose result went stale.
     "restage": _move("failed", ItemState.FAILED, sets="stage"),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
@@ -168,6 +185,8 @@ MOVES: dict[str, Move] = {
     # A new input for an item: an old result never stands for it.
     "input_changed": _move("running received completed", ItemState.FAILED, sets="error_kind error retryable",
                            to_hold=Hold.NONE),
+    "input_changed_join": _move("waiting", ItemState.FAILED, sets="error_kind error retryable", from_hold=Hold.JOIN,
+                                to_hold=Hold.NONE),
     "input_fixed": _move("failed", ItemState.PENDING, sets="retry_base refused_streak",
                          clears="error_kind error retryable"),
     # A person's cancel: items not in flight fail at once (and a sent one whose engine is gone, or whose
@@ -237,6 +256,21 @@ class StartedItem(NamedTuple):
     results: str = "{}"
 
 
+class FanOut(NamedTuple):
+    """An item's fan-out, as the engine decided it at the boundary: the sub-items it makes, where they start,
+    and the stage where it waits for them."""
+
+    #: The fan-out stage, and the join stage the parent waits at.
+    stage: str
+    join: str
+    #: The stage the sub-items start at (pending there).
+    first: str
+    #: Each sub-item's input (the parent's, with its element under ``_chunk``), as JSON, in order.
+    inputs: tuple[str, ...]
+    #: The fan-out stage's result the sub-items keep (its list left out), as JSON.
+    result: str
+
+
 @dataclass
 class Settlement:
     """How a batch ends, item by item, as the store applies it in one transaction."""
@@ -247,6 +281,8 @@ class Settlement:
     next_stage: dict[int, str] = field(default_factory=dict)
     #: Item id -> the stages it skips on its way on (their ``when`` is false): noted in its history.
     skipped: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: Of the completed, the items that fan out: item id -> its fan-out (waiting at the join, its sub-items added).
+    fan_out: dict[int, FanOut] = field(default_factory=dict)
     #: The fingerprint of the batch's stage, saved with each result in a pipeline ("": one stage, no result saved
     #: apart: the item's output is its result).
     fingerprint: str = ""

@@ -15,8 +15,10 @@ added, and a key found twice when added (the check found none) says so too.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from . import item_rows, lease
 from .errors import InputChanged, RunError
@@ -25,6 +27,8 @@ from .item_rows import ItemRow
 from .jobs import Job
 from .store.additions import Preparing
 from .store.protocol import RunStore
+
+T = TypeVar("T")
 
 #: Items added in one transaction: well under a second of the write lock on a busy two-core machine.
 CHUNK_ROWS = 5_000
@@ -55,6 +59,7 @@ def prepare(
             reading(count)
 
     total = item_rows.check(job, every=checked)
+    _to_pipeline(store, job, now)
     preparing, added = Preparing(), 0
     chunks = _chunks(item_rows.rows(job), chunk_rows)
     chunk = next(chunks, [])
@@ -70,12 +75,29 @@ def prepare(
     return preparing.run_id
 
 
+def _to_pipeline(store: RunStore, job: Job, now: Callable[[], float]) -> None:
+    """A run of one stage given ``[[stage]]`` tables: its items whose input is the same under the old job's
+    rule take the pipeline's fingerprint in place (their input did not change), each completed one keeping
+    its result as the first stage's when that stage asks what the old job asked (its fingerprint is the old
+    stage's); the engine then sends each item through the stages it lacks (``stages.rewind``)."""
+    if not job.staged or job.name not in store.run_names():
+        return
+    was = store.job(job.name)
+    if was.staged:
+        return
+    before = dataclasses.replace(was, input=job.input)
+    first = job.stages[0].fingerprint(job.version)
+    kept = first if was.stages[0].fingerprint(was.version) == first else None
+    for chunk in _chunks(zip(item_rows.rows(before), item_rows.rows(job), strict=True), CHUNK_ROWS):
+        store.to_pipeline(job.name, chunk, first=job.stages[0].name, kept=kept, now=now())
+
+
 def _unchanged(job: Job, source: Fingerprint | None) -> None:
     """Refuse an input file changed since it was checked, before a chunk read from it is added."""
     if job.input.fingerprint() != source:
         raise InputChanged(job.input.describe())
 
 
-def _chunks(rows: Iterator[ItemRow], size: int) -> Iterator[list[ItemRow]]:
+def _chunks(rows: Iterator[T], size: int) -> Iterator[list[T]]:
     while chunk := list(itertools.islice(rows, size)):
         yield chunk

@@ -112,7 +112,7 @@ async def execute(
     if provider is None and job.provider.kind == jobs.PYTHON:
         raise JobError(continued_from_python(job, store.path))
     job = defined_with(job, provider)
-    called = [stage for stage in job.stages if stage.kind != jobs.DECIDE] if provider is None else []
+    called = [stage for stage in job.stages if stage.kind not in jobs.NO_CALL] if provider is None else []
     keys = {stage.name: api_key(job, stage) for stage in called}
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:

@@ -92,6 +92,8 @@ def status_table(run: Standing) -> list[str]:
         caption += f" · cancelled by a person ({plural(run.cancelled, 'item')} cancelled)"
     elif run.cancelled:
         caption += f" · {plural(run.cancelled, 'item')} cancelled by a person"
+    if run.waiting_for_sub_items:
+        caption += f" · {plural(run.waiting_for_sub_items, 'item')} waiting for sub-items"
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")

@@ -56,7 +56,7 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
         console.print(escape(command("run", job.name, db=store.path)), soft_wrap=True)
         sys.exit(4)
     for stage, count in outcome.rewound.items():
-        console.print(f"stage {escape(stage)} changed (or was added): {plural(count, 'completed item')} sent again "
+        console.print(f"stage {escape(stage)} changed (or was added): {plural(count, 'item')} sent again "
                       "from it, the results of the stages before it kept", soft_wrap=True)
     for stage, count in outcome.gone.items():
         console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "

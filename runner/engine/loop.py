@@ -44,7 +44,7 @@ from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
 from ..model import Batch, FailureKind, Settlement, StartedItem
 from ..store.protocol import RunStore
-from . import stages
+from . import joins, stages
 from .outcome import Outcome
 from .slot import TAKEN_OVER, Slot, settlement_of
 
@@ -108,7 +108,7 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
-        #: What the run sent on as it started: completed items sent back, items at a stage gone sent on.
+        #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on.
         self.rewound = stages.Rewound({}, {})
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
@@ -213,6 +213,7 @@ class Engine:
         try:
             self._beat()
             stages.take_decisions(self.store, self.run_id, self.job, now=self.clock.now())
+            joins.join(self.store, self.run_id, self.job, now=self.clock.now())  # parents whose sub-items settled
             control = self.store.control(self.run_id)
             self._forming_held_up = self._may_start() and self._start(control)
             return control
@@ -370,8 +371,7 @@ class Engine:
                 by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
         for (batch_id, stage_name), saved in by_batch.items():
             work = self.work(stage_name)
-            started = [item for item, _ in saved]
-            outputs = {item.id: output for item, output in saved}
+            started, outputs = [item for item, _ in saved], {item.id: output for item, output in saved}
             verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,
                                   now=self.clock.now())
             results = {i: json.loads(output) for i, output in outputs.items() if output is not None}

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .. import deciding, protocol, words
-from ..jobs import DECIDE, Job, Stage
-from ..model import Claim, FailureKind, ItemState, Settlement, StartedItem
+from ..jobs import DECIDE, JOIN, NO_CALL, Job, Stage
+from ..model import Claim, FailureKind, FanOut, ItemState, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
 from ..busy import StoreSteps
 from ..clock import Clock
 from ..errors import StoreBusy
-from ..rules.stages import from_gone_stage, next_stage, resume_at, sent_fields, state_of
+from ..rules import fanout
+from ..rules.stages import next_stage, onward, sent_fields, state_of
 from ..store.protocol import RunStore
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
@@ -55,6 +56,8 @@ def works_of(job: Job, providers: Mapping[str, Provider | TaskProvider]) -> dict
     """Each stage's work, its provider from ``providers`` by stage name."""
     works = {}
     for stage in job.stages:
+        if stage.kind in NO_CALL:  # worked by no call: a join by the engine's turn (``runner.engine.joins``)
+            continue
         provider = providers[stage.name]
         works[stage.name] = StageWork(
             stage, provider, ResultCheck(stage.output_schema, job.check), stage.fingerprint(job.version),
@@ -67,7 +70,7 @@ def claims(works: Mapping[str, StageWork], job: Job) -> list[Claim]:
     """The stages to form batches of, in the order asked: later stages first (a job without ``[[stage]]``: its
     one stage, whatever its items are labelled)."""
     return [Claim(stage.name if job.staged else None, stage.batch.max_items, stage.batch.max_chars,
-                  works[stage.name].file) for stage in reversed(job.stages) if stage.kind != DECIDE]
+                  works[stage.name].file) for stage in reversed(job.stages) if stage.name in works]
 
 
 def take_decisions(store: RunStore, run_id: int, job: Job, *, now: float) -> None:
@@ -108,38 +111,41 @@ BY_A_PERSON = (FailureKind.CANCELLED, FailureKind.REJECTED)
 
 
 class Rewound(NamedTuple):
-    """What a re-run sent on as it started: stage -> completed items sent back to it (that stage, or one before
-    it, changed), and stage gone -> items left at it sent on (or completed, or kept failed at their next stage)."""
+    """What a re-run sent on as it started: stage -> items sent back to it (that stage, or one before it,
+    changed, or it was added), and stage gone -> items left at it sent on (or completed, or kept failed at
+    their next stage)."""
 
     again: dict[str, int]
     gone: dict[str, int]
 
 
 def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> Rewound:
-    """Send completed items back to the first stage whose result is missing or stale (a pipeline's stage
-    changed, or one was added at the end): only that stage's calls, and those after it, are made again. Items
-    left at a stage the job no longer has go where :func:`runner.rules.stages.from_gone_stage` says. Items
-    pending at a decide stage (sent back there, or at the first stage) wait there for a person."""
+    """Send each item whose results do not stand for the stages now where :func:`runner.rules.stages.onward`
+    says: to the first stage it must go through again (a result missing, as for a stage added or a ``when``
+    widened, or stale), so that only that stage's calls, and those after it, are made again; items left at a
+    stage the job no longer has on to the next stage they need, or completed. Items pending at a decide stage
+    (sent back there, or at the first stage) wait there for a person."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return Rewound({}, {})
-    fingerprints = {name: work.fingerprint for name, work in works.items()}
+    fingerprints = {stage.name: stage.fingerprint(job.version) for stage in job.stages}
+    # A parent goes from its fan-out to its join: the stages between are its sub-items' (made again by a fan-out,
+    # and left out of stale_items).
+    passed_by_parents = [stage for stage in job.stages if not fanout.inside(job.stages, stage.name)]
+    order = [stage.name for stage in passed_by_parents]
     moves: dict[str, dict[int, str]] = {"rewind": {}, "restage": {}, "finish": {}, "keep": {}}
     again, gone = Counter[str](), Counter[str]()
-    for item in store.stale_items(run_id, fingerprints, last=job.stages[-1].name):
-        record = json.loads(item.input)
-        if item.state == ItemState.COMPLETED:
-            stage = resume_at(job.stages, fingerprints, record, item.saved)
-            if stage is not None:
-                moves["rewind"][item.id] = stage
-                again[stage] += 1
-            continue
-        onward = from_gone_stage(job.stages, fingerprints, record, item.saved, failed_by_a_person=(
-            item.state == ItemState.FAILED and item.kind in BY_A_PERSON))
-        moves[onward.move][item.id] = onward.stage or ""
-        gone[item.stage] += onward.move != "keep"
+    for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order]):
+        to = onward(passed_by_parents, fingerprints, json.loads(item.input), item.saved, state=item.state,
+                    at=item.stage, failed_by_a_person=item.state == ItemState.FAILED and item.kind in BY_A_PERSON)
+        moves[to.move][item.id] = to.stage or ""
+        completed = item.state == ItemState.COMPLETED
+        if item.stage not in order and not completed:
+            gone[item.stage] += to.move != "keep"
+        elif to.move == "rewind" and (completed or to.stage in item.saved
+                                      or order.index(to.stage or "") < order.index(item.stage)):
+            again[to.stage or ""] += 1
     if any(moves[name] for name in ("rewind", "restage", "finish")):
-        store.rewind(moves["rewind"], [stage.name for stage in job.stages], now=now, restage=moves["restage"],
-                     finish=moves["finish"])
+        store.rewind(moves["rewind"], order, now=now, restage=moves["restage"], finish=moves["finish"])
     if any(stage.kind == DECIDE for stage in job.stages):  # those now at a decide stage wait for a person there
         store.arrive(run_id, now=now)
     return Rewound(dict(again), {stage: n for stage, n in gone.items() if n})
@@ -169,12 +175,27 @@ def boundary(
         return settlement
     settlement.fingerprint = work.fingerprint
     by_id = {item.id: item for item in items}
-    for item_id in settlement.completed:
+    for item_id in list(settlement.completed):
         item = by_id[item_id]
-        passed = {**json.loads(item.results), work.stage.name: results[item_id]}
-        going = next_stage(job.stages, work.stage.name, state_of(json.loads(item.input), passed))
-        if going.stage is not None:
+        record, passed = json.loads(item.input), {**json.loads(item.results), work.stage.name: results[item_id]}
+        if work.stage.fan_out:
+            _fan_out(job, work.stage, item_id, settlement, record, passed)
+            continue
+        going = next_stage(job.stages, work.stage.name, state_of(record, passed))
+        if going.stage is not None and job.stage(going.stage).kind != JOIN:  # a sub-item at its join: settled
             settlement.next_stage[item_id] = going.stage
         if going.skipped:
             settlement.skipped[item_id] = going.skipped
     return settlement
+
+
+def _fan_out(job: Job, stage: Stage, item_id: int, settlement: Settlement, record: dict[str, Any],
+             passed: dict[str, Any]) -> None:
+    """An item completing a fan-out stage: waiting at its join with its sub-items, or failed past a guard."""
+    fan = fanout.fanned(stage, record, passed)
+    if isinstance(fan, str):
+        settlement.completed.remove(item_id)
+        settlement.failed[item_id] = (FailureKind.ITEM_INVALID, fan, True)
+        return
+    first, join = fanout.span(job.stages, stage.name)
+    settlement.fan_out[item_id] = FanOut(stage.name, join, first, fan.inputs, fan.result)

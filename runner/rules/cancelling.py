@@ -11,6 +11,8 @@ settlement for the marked items:
 |                                          | invite paying for it again                         |
 | completed at a stage before the last     | its result kept, then failed ``cancelled`` at the  |
 |                                          | next stage (the store, after the boundary)         |
+| completed at a fan-out stage             | its result kept, no sub-item made, failed          |
+|                                          | ``cancelled`` at its join (as the row above)       |
 | re-attempted later, split, given up, or  | failed ``cancelled``, retryable by a person, with  |
 | failed for another reason                | what its batch said in the message                 |
 
@@ -46,8 +48,12 @@ def settled(settlement: Settlement, cancelled: Collection[int]) -> Settlement:
     failed = {i: found for i, found in settlement.failed.items() if i not in chosen}
     failed |= {i: (FailureKind.CANCELLED, f"{BY_A_PERSON}; its batch finished: {message}", True)
                for i, message in said.items() if i in chosen}
+    # A cancelled item that would fan out makes no sub-item: it goes to its join, where the store fails it.
+    joins = {i: fan.join for i, fan in settlement.fan_out.items() if i in chosen}
     return replace(
         settlement,
+        fan_out={i: fan for i, fan in settlement.fan_out.items() if i not in chosen},
+        next_stage={**settlement.next_stage, **joins},
         retry={i: found for i, found in settlement.retry.items() if i not in chosen},
         gave_up={i: found for i, found in settlement.gave_up.items() if i not in chosen},
         failed=failed,

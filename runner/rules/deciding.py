@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..model import FailureKind, Hold, ItemState
-from .stages import Next, Step, next_stage, state_of
+from .stages import Next, StageLike, next_stage, state_of
 
 #: The kind of a stage where a person decides (``runner.jobs.DECIDE``).
 DECIDE = "decide"
@@ -25,7 +25,7 @@ DECIDE = "decide"
 REJECTED = "rejected by a person at stage {stage!r}"
 
 
-class Kinded(Step, Protocol):
+class Kinded(StageLike, Protocol):
     """A stage as this rule reads it: its name, its ``when`` and its kind."""
 
     @property

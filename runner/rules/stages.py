@@ -4,15 +4,19 @@ An item's **state** is its input fields plus ``{stage name: result}`` of the
 stages it passed. A stage's ``when`` (``field`` with ``in``, ``equals`` or
 ``exists``) reads that state; ``field`` is an input field, or
 ``stage.field`` for a path into an earlier stage's result. A stage whose
-``when`` is false is skipped: it saves no result.
+``when`` is false is skipped: it saves no result. Values compare as JSON
+does, except that ``true`` and ``false`` are never the numbers 1 and 0;
+``exists`` takes a null for absent (a result's field that is null was not
+found), and a path through a non-object finds nothing.
 
 - :func:`next_stage`: after a stage completes, the next stage whose ``when``
   holds (None: past the last), and the stages skipped on the way;
 - :func:`resume_at`: on a run started again with changed stages, the first
   stage whose result is missing or stale (its fingerprint changed), or None
   when every stage the item goes through has a fresh result;
-- :func:`from_gone_stage`: where an item left at a stage the job no longer
-  has goes on a re-run (:class:`Onward`);
+- :func:`onward`: where an item whose results may not stand goes on a
+  re-run (:class:`Onward`); :func:`from_gone_stage`, one left at a stage
+  the job no longer has;
 - :func:`sent_fields`: what a stage sends of the state, each field under
   its own (dotted) name.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
+
+from ..model import ItemState
 
 #: A missing value (a field absent, a path through a non-object).
 MISSING: Any = object()
@@ -41,7 +47,7 @@ class Test(Protocol):
     def has_equals(self) -> bool: ...
 
 
-class Step(Protocol):
+class StageLike(Protocol):
     """A stage as these rules read it (:class:`runner.jobs.Stage`)."""
 
     @property
@@ -81,15 +87,21 @@ def holds(when: Test | None, state: Mapping[str, Any]) -> bool:
     if when.exists is not None:
         return (value is not MISSING and value is not None) == when.exists
     if when.has_equals:
-        return value is not MISSING and value == when.equals
-    return value is not MISSING and when.in_ is not None and _hashable(value) and value in when.in_
+        return value is not MISSING and _same(value, when.equals)
+    return value is not MISSING and when.in_ is not None and _scalar(value) and any(
+        _same(value, listed) for listed in when.in_)
 
 
-def _hashable(value: Any) -> bool:
+def _same(value: Any, wanted: Any) -> bool:
+    """Equal as JSON values: true is not 1, false is not 0 (Python's ``==`` says they are)."""
+    return isinstance(value, bool) == isinstance(wanted, bool) and value == wanted
+
+
+def _scalar(value: Any) -> bool:
     return not isinstance(value, (dict, list))
 
 
-def next_stage(stages: Sequence[Step], after: str, state: Mapping[str, Any]) -> Next:
+def next_stage(stages: Sequence[StageLike], after: str, state: Mapping[str, Any]) -> Next:
     """The stage an item goes to once ``after`` completed, skipping those whose ``when`` is false."""
     names = [stage.name for stage in stages]
     skipped: list[str] = []
@@ -101,7 +113,7 @@ def next_stage(stages: Sequence[Step], after: str, state: Mapping[str, Any]) -> 
 
 
 def resume_at(
-    stages: Sequence[Step], fingerprints: Mapping[str, str], record: Mapping[str, Any],
+    stages: Sequence[StageLike], fingerprints: Mapping[str, str], record: Mapping[str, Any],
     saved: Mapping[str, tuple[Any, str]],
 ) -> str | None:
     """The first stage an item must go through again: its result missing or saved under another fingerprint.
@@ -121,10 +133,10 @@ def resume_at(
 
 
 class Onward(NamedTuple):
-    """Where an item left at a stage the job no longer has goes, as a re-run starts.
+    """Where an item whose results may not stand goes, as a re-run starts.
 
     ``move``: ``rewind`` (pending at ``stage``, a fresh budget), ``restage``
-    (failed still, at ``stage``: a person's failure stands, and their retry
+    (failed still, at ``stage``: a failure stands, and a person's retry
     sends it there), ``finish`` (completed, at ``stage``: the last it passed)
     or ``keep`` (left as it is).
     """
@@ -133,8 +145,29 @@ class Onward(NamedTuple):
     stage: str | None = None
 
 
+def onward(
+    stages: Sequence[StageLike], fingerprints: Mapping[str, str], record: Mapping[str, Any],
+    saved: Mapping[str, tuple[Any, str]], *, state: str, at: str, failed_by_a_person: bool,
+) -> Onward:
+    """Where an item at stage ``at`` in ``state`` goes (at a stage gone: :func:`from_gone_stage`): to the first
+    stage whose result it lacks or holds stale (:func:`resume_at`), when it is completed or that is not where it
+    stands; failed, it stays failed, moved back to that stage when it comes before its own (a person's retry
+    then sends it from there, not on from a stale result); pending or waiting at a stage it no longer needs,
+    every stage it needs done, it completes."""
+    names = [stage.name for stage in stages]
+    if at not in names:
+        return from_gone_stage(stages, fingerprints, record, saved, failed_by_a_person=failed_by_a_person)
+    again = resume_at(stages, fingerprints, record, saved)
+    if again is None:
+        done = state in (ItemState.COMPLETED, ItemState.FAILED)
+        return Onward("keep") if done else Onward("finish", _last_passed(stages, saved))
+    if state == ItemState.FAILED:
+        return Onward("restage", again) if names.index(again) < names.index(at) else Onward("keep")
+    return Onward("rewind", again) if state == ItemState.COMPLETED or again != at else Onward("keep")
+
+
 def from_gone_stage(
-    stages: Sequence[Step], fingerprints: Mapping[str, str], record: Mapping[str, Any],
+    stages: Sequence[StageLike], fingerprints: Mapping[str, str], record: Mapping[str, Any],
     saved: Mapping[str, tuple[Any, str]], *, failed_by_a_person: bool,
 ) -> Onward:
     """Where an item at a stage gone goes: on to the first stage it needs again (:func:`resume_at`), whatever it
@@ -146,7 +179,12 @@ def from_gone_stage(
         return Onward("restage", again) if again is not None else Onward("keep")
     if again is not None:
         return Onward("rewind", again)
-    return Onward("finish", [stage.name for stage in stages if stage.name in saved][-1])
+    return Onward("finish", _last_passed(stages, saved))
+
+
+def _last_passed(stages: Sequence[StageLike], saved: Mapping[str, Any]) -> str:
+    """The last of the stages an item has a result of: where it completes."""
+    return [stage.name for stage in stages if stage.name in saved][-1]
 
 
 def sent_fields(fields: Sequence[str], state: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:

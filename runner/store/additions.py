@@ -17,7 +17,8 @@ without a person's retry; if it waited for a person's decision, or one was
 kept for it, the decision is for its old input: it starts again at the first
 stage, the decision forgotten; if it had failed, the fix is tried, with a fresh
 attempt budget; if it was in a formed, unsent batch, it leaves it for pending
-(the batch was sized, and grouped, for the old input).
+(the batch was sized, and grouped, for the old input). A parent of a fan-out
+loses its sub-items (:func:`runner.store.fanout.remove_sub_items`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputChanged, RunError
-from . import items
+from . import fanout, items
 from .connection import SQLiteFile
 from .items import move
 
@@ -109,14 +110,13 @@ class Additions(SQLiteFile):
             (before,) = conn.execute(TOTAL, (run_id,)).fetchone()
             if preparing.fresh is None:
                 preparing.fresh = before == 0
-            rows = iter(rows)
+            rows, added = iter(rows), 0
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
                 try:
-                    _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name)
+                    added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name)
                 except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
-            (after,) = conn.execute(TOTAL, (run_id,)).fetchone()
-            event_id = _count_added(conn, run_id, preparing.event_id, after - before, now, job.stages[0].name)
+            event_id = _count_added(conn, run_id, preparing.event_id, added, now, job.stages[0].name)
             if last:
                 conn.execute(PREPARED, _prepared(run_id, source, now))
         preparing.run_id, preparing.event_id = int(run_id), event_id
@@ -169,12 +169,17 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: s
          values={"stage": "stage = :first", **items.FRESH_BUDGET})
     move(conn, "unqueue", where=LISTED, params=listed)
     move(conn, "input_changed", where=LISTED, values=INPUT_CHANGED, params=listed)
+    # A parent waiting for its sub-items was sent, as the others: failed; the sub-items of its old input go.
+    move(conn, "input_changed_join", where=LISTED, values=INPUT_CHANGED, params=listed)
+    for item_id in ids:
+        fanout.remove_sub_items(conn, item_id, now)
 
 
 def _add_chunk(
     conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str
-) -> None:
-    """Add new items, give known ones whose input changed the new one (moving them as the module says).
+) -> int:
+    """Add new items, give known ones whose input changed the new one (moving them as the module says); how
+    many were added (not the sub-items a changed parent lost: the removal is an event of its own).
 
     ``fresh``: the run had no items when the prepare began, so every key is
     new (the input was checked for duplicates) and none is looked up. Items
@@ -200,3 +205,4 @@ def _add_chunk(
         conn.executemany(items.ADD_ITEM, [(last + n, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
                                            now, first) for n, row in enumerate(new, 1)])
         conn.executemany(items.SAVE_INPUT, [(last + n, row.input) for n, row in enumerate(new, 1)])
+    return len(new)

@@ -80,6 +80,8 @@ class Standing(NamedTuple):
     stages: Mapping[str, Mapping[str, int]] = {}
     #: Items waiting at a ``decide`` stage for a person's decision (counted as ``waiting``, with no time).
     needs_decision: int = 0
+    #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
+    waiting_for_sub_items: int = 0
 
     @property
     def total(self) -> int:
@@ -142,6 +144,8 @@ class Standing(NamedTuple):
             "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
             # Added with decisions (issue 17): items waiting at a decide stage (within counts' ``waiting``).
             "needs_decision": self.needs_decision,
+            # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
+            "waiting_for_sub_items": self.waiting_for_sub_items,
         }
 
 

@@ -20,8 +20,13 @@ from .connection import SQLiteFile
 from . import items
 from .items import move
 
-#: Held items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all).
-CHOSEN = "items.run_id = :run AND (:keys = '[]' OR items.key IN (SELECT value FROM json_each(:keys)))"
+#: Items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all), with the sub-items
+#: of a named parent of a fan-out (a parent's cancel, retry or confirmation is its sub-items' too).
+CHOSEN = (
+    "items.run_id = :run AND (:keys = '[]' OR items.key IN (SELECT value FROM json_each(:keys)) "
+    "OR items.parent_id IN (SELECT named.id FROM items AS named WHERE named.run_id = :run "
+    "AND named.key IN (SELECT value FROM json_each(:keys))))"
+)
 
 #: The keys in ``:keys`` (a JSON list) that no item of the run ``:run`` has.
 UNKNOWN_KEYS = """

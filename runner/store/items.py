@@ -168,6 +168,14 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
     return counted
 
 
+#: A parent's sub-items about to be removed (``:parent``): their paid and maybe-paid calls kept by the parent.
+KEEP_PAID = """
+UPDATE items SET
+    paid_calls = paid_calls + (SELECT coalesce(sum(paid_calls), 0) FROM items AS sub WHERE sub.parent_id = :parent),
+    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent)
+WHERE id = :parent
+"""
+
 #: Calls a dead engine sent with no answer saved (the items the recovery is about to hold, of batches that
 #: are calls, not tasks whose answer may still be fetched), or only those a person cancelled (``:cancelled``):
 #: each may have been billed.
@@ -299,6 +307,14 @@ ADD_ITEM = (
 
 #: A known item's new input: its group, order and size (its state is the moves' to change).
 NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ? WHERE id = ?"
+
+#: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
+#: (``:old``), given the pipeline's fingerprint (``stages.to_pipeline``).
+TO_PIPELINE = """
+UPDATE items SET fingerprint = :new, chars = :chars, updated_at = :now
+WHERE run_id = (SELECT id FROM runs WHERE name = :name) AND key = :key AND fingerprint = :old
+RETURNING id, state, output
+"""
 
 #: An item's results, all of them: its input changed, so it starts again at the first stage.
 FORGET_RESULTS = "DELETE FROM results WHERE item_id = ?"

@@ -59,13 +59,13 @@ def export_page(
     (the next page starts after the last), key, group, state, the input sent
     and the result (JSON text), and its failure's kind and message, attempts
     and paid calls. A pipeline's (``staged``) has its ``stage`` and ``stages``, each passed stage's result
-    (a JSON object ``{stage: result}``).
+    (a JSON object ``{stage: result}``), and a sub-item its ``parent``'s key (else None).
     """
     wanted = EXPORT_STATES[state]
     return store.rows(
         'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
         f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, stage, "
-        f"{STAGES if staged else 'NULL'} AS stages "
+        f"{STAGES if staged else 'NULL'} AS stages, (SELECT key FROM items AS p WHERE p.id = items.parent_id) AS parent "
         "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
         [run_id, after, wanted, wanted, limit],
     )

@@ -208,9 +208,10 @@ PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
 # version), so that a changed stage is sent again alone. ``items.output`` stays: it is the current
 # stage's answer as received, validated before it becomes a result (invariant 2), and a completed
 # item's output is its last stage's result; a job of one stage (every older store's) keeps its result
-# there alone, as before: a second copy of every result cost a tenth of the store's speed (bench/store.py). ``counts`` is kept per (run, stage, group, state)
-# (rebuilt, its triggers with it); ``events.stage`` is the stage the items were at, ``to_stage`` the
-# one they moved to when it is another (a boundary), so that events account for every item per stage.
+# there alone, as before: a second copy of every result cost a tenth of the store's speed
+# (bench/store.py). ``counts`` is kept per (run, stage, group, state) (rebuilt, its triggers with it);
+# ``events.stage`` is the stage the items were at, ``to_stage`` the one they moved to when it is another
+# (a boundary), so that events account for every item per stage.
 # Batches are claimed per stage: the claim index gets the stage after the state (one index still, as
 # every state change writes each index of ``items``).
 #: The per-item change trigger of version 12 on: counts and logs every change of an item's state, group or
@@ -229,7 +230,8 @@ AND (OLD.state IS NOT NEW.state OR OLD.grp IS NOT NEW.grp OR OLD.stage IS NOT NE
 END
 """
 BATCH_PATH = "NEW.state != 'queued' AND NEW.state != 'running' AND NEW.state != 'received'"
-RUN_STAGE = "(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs WHERE runs.id = {}.run_id)"
+RUN_STAGE = ("(SELECT coalesce(json_extract(runs.job, '$.provider.kind'), 'openai-chat') FROM runs "
+             "WHERE runs.id = {}.run_id)")
 STAGES = [
     "DROP TRIGGER items_count_insert",
     "DROP TRIGGER items_change",
@@ -262,8 +264,8 @@ STAGES = [
         PRIMARY KEY (run_id, stage, grp, state)
     ) WITHOUT ROWID
     """,
-    f"INSERT INTO stage_counts (run_id, stage, grp, state, n) SELECT run_id, {RUN_STAGE.format('counts')}, grp, state, n "
-    "FROM counts",
+    "INSERT INTO stage_counts (run_id, stage, grp, state, n) "
+    f"SELECT run_id, {RUN_STAGE.format('counts')}, grp, state, n FROM counts",
     "DROP TABLE counts",
     "ALTER TABLE stage_counts RENAME TO counts",
     "DROP INDEX items_to_claim",
@@ -317,6 +319,33 @@ DECISIONS = [
     ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR OLD.hold = 'decide')"),
 ]
 
+# Version 14: fan-out and join (issue 17, seed 001's WeKnora count). A sub-item is an item with its parent's
+# id (``parent_id``); a parent waiting at its join keeps how many of its sub-items have not settled
+# (``sub_items_left``), a column counted down (or up, when a person retries a settled sub-item) by a trigger in
+# the transaction of each sub-item's move into or out of ``completed`` or ``failed``: never recounted, and no
+# path can settle a sub-item without it. A parent joined from ``waiting`` straight to ``completed`` (a join
+# that is the last stage) completes outside any batch, as an approval at the last stage does, and as an item
+# left at a stage gone does (``finish``): the change trigger now counts and logs every move into ``completed``
+# but the batch path's (which keeps its ``batch_id``, its batch's event counting it), so that each move is
+# counted in one place whatever hold it leaves.
+FAN_OUT = [
+    "ALTER TABLE items ADD COLUMN parent_id INTEGER REFERENCES items(id)",
+    "ALTER TABLE items ADD COLUMN sub_items_left INTEGER",
+    "CREATE INDEX items_by_parent ON items (parent_id) WHERE parent_id IS NOT NULL",
+    "CREATE INDEX items_joining ON items (run_id) WHERE hold = 'join'",
+    """
+    CREATE TRIGGER sub_item_settles AFTER UPDATE OF state ON items
+    WHEN NEW.parent_id IS NOT NULL
+    AND (NEW.state = 'completed' OR NEW.state = 'failed') != (OLD.state = 'completed' OR OLD.state = 'failed') BEGIN
+        UPDATE items SET sub_items_left = sub_items_left
+            + CASE WHEN NEW.state = 'completed' OR NEW.state = 'failed' THEN -1 ELSE 1 END
+        WHERE id = NEW.parent_id;
+    END
+    """,
+    "DROP TRIGGER items_change",
+    ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR NEW.batch_id IS NULL)"),
+]
+
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.
 UPGRADES: list[list[str]] = [
     CONTROLS,
@@ -331,4 +360,5 @@ UPGRADES: list[list[str]] = [
     PREPARING,
     STAGES,
     DECISIONS,
+    FAN_OUT,
 ]

@@ -5,15 +5,16 @@ transaction: each validated result of a pipeline (a job of ``[[stage]]``
 tables) saved under its stage in ``results``, with the stage's fingerprint
 (a job of one stage keeps its result as the item's output, as before); the items that go on moved to ``pending`` at the next
 stage the engine chose (``next_stage``, the rule's answer), the stages they
-skipped noted in their history; the others ``completed``. The counts and
+skipped noted in their history; those that fan out waiting at their join
+(:mod:`runner.store.fanout`); the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
-A run started again with changed stages (:class:`Stages`): its completed
-items whose results may be stale, and those left at a stage the job no
-longer has, are read (``stale_items``), the engine asks
-:func:`runner.rules.stages.resume_at` (or ``from_gone_stage``) where each
-must go, and ``rewind`` sends them there, forgetting the results from that
-stage on.
+A run started again with changed stages (:class:`Stages`): its items not in
+flight whose results may not stand for the stages now, and those left at a
+stage the job no longer has, are read (``stale_items``), the engine asks
+:func:`runner.rules.stages.onward` where each must go, and ``rewind`` sends
+them there, forgetting the results from that stage on (or keeps them
+failed there, or completes those whose stages are all done).
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
-from . import items
+from . import fanout, items
 from .connection import SQLiteFile
 from .items import move, move_each
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
+    from ..item_rows import ItemRow
 
 #: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
 SAVE_RESULTS = """
@@ -61,40 +63,47 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
                                for i, skipped in settlement.skipped.items() for stage in skipped])
+    fanout.fan_out(conn, settlement, params)
     if settlement.next_stage:  # those at a decide stage wait there for a person
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (params["batch"],)).fetchone()
         items.arrive(conn, run_id, params["now"])
-    done = [i for i in settlement.completed if i not in settlement.next_stage]
+    done = [i for i in settlement.completed if i not in settlement.next_stage and i not in settlement.fan_out]
     if done:
         move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
 
 
-#: Completed items whose results may be stale: one saved under a fingerprint the stage no longer has
-#: (``:fingerprints``, stage -> its fingerprint now), or completed before the last stage (``:last``: a stage
-#: added at the end, or skipped); and items left unfinished or failed at a stage the job no longer has. Each
-#: with its input, its results (stage -> [result, fingerprint]), its state and its failure's kind.
+#: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
+#: fingerprint] in order): any item left at a stage the job no longer has; completed, pending, waiting or failed
+#: with a result saved under a fingerprint its stage no longer has, or without a result of a stage before theirs
+#: (of any stage, for a completed one: a stage added, a ``when`` widened). Each with its input, its results
+#: (stage -> [result, fingerprint]), its state, its failure's kind and its stage. Stage names are compared as
+#: values, never spliced into a JSON path. Sub-items are left out: a fan-out made again replaces them.
 STALE = """
+WITH stage (name, fingerprint, place) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key FROM json_each(:stages))
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage
-FROM items WHERE run_id = :run AND (state = 'completed' AND (stage != :last OR EXISTS (
-    SELECT 1 FROM results WHERE item_id = items.id
-    AND fingerprint != coalesce(json_extract(:fingerprints, '$."' || stage || '"'), fingerprint)))
-    OR state != 'completed' AND json_extract(:fingerprints, '$."' || stage || '"') IS NULL)
+FROM items WHERE run_id = :run AND parent_id IS NULL AND (
+    NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
+    OR state IN ('completed', 'pending', 'waiting', 'failed') AND (
+        EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
+                WHERE results.item_id = items.id AND results.fingerprint != stage.fingerprint)
+        OR EXISTS (SELECT 1 FROM stage
+                   WHERE (items.state = 'completed'
+                          OR stage.place < (SELECT place FROM stage AS at WHERE at.name = items.stage))
+                   AND NOT EXISTS (SELECT 1 FROM results WHERE item_id = items.id AND results.stage = stage.name))))
 """
 
-#: An item left at a stage gone completes, every stage it needs having its result: its event and counts, as
-#: the trigger ``items_change`` writes them for other moves (it leaves moves to ``completed`` to their batch).
-FINISHED = [
-    "INSERT INTO events (run_id, item_id, at, from_state, to_state, message, items, stage, to_stage) "
-    "SELECT run_id, id, :now, state, 'completed', :why, 1, stage, :stage FROM items WHERE id = :id",
-    "INSERT INTO counts (run_id, stage, grp, state, n) SELECT run_id, stage, grp, state, -1 FROM items WHERE id = :id "
-    "UNION ALL SELECT run_id, :stage, grp, 'completed', 1 FROM items WHERE id = :id "
-    "ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n",
-]
+#: The items a re-run moves, but not one a person failed since it was read (a cancel, a rejection): that stands.
+UNLESS_A_PERSONS = ("items.id = :id AND (items.state != 'failed' OR coalesce(items.error_kind, '') "
+                    "NOT IN ('cancelled', 'rejected'))")
 
-#: Why an item left at a stage gone completed.
-NO_STAGE_LEFT = "its stage is no longer in the job, and every stage it needs has its result"
+#: A completed item's result kept as its first stage's (the stage asks what the old job asked).
+KEEP = "INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+
+#: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
+FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
 
 
 class Stale(NamedTuple):
@@ -109,10 +118,6 @@ class Stale(NamedTuple):
     stage: str
 
 
-#: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
-FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
-
-
 class Claiming(Protocol):
     """A store that forms batches (``sqlite.Store``), as :meth:`Stages.claim_first` uses it."""
 
@@ -123,9 +128,9 @@ class Claiming(Protocol):
     ) -> Batch | None: ...
 
 
-class Stages(SQLiteFile):
+class Stages(fanout.FanOuts):
     """The verbs of stages: forming a batch of the first stage with items in line, and a run whose stages changed
-    since its items completed."""
+    since its items went through them."""
 
     def claim_first(self: Claiming, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
         """Form a batch of the first of the ``claims``' stages that has items in line (one transaction)."""
@@ -138,30 +143,49 @@ class Stages(SQLiteFile):
         return None
 
 
-    def stale_items(self, run_id: int, fingerprints: Mapping[str, str], *, last: str) -> list[Stale]:
-        """Completed items whose results may be stale, and items left at a stage gone (``STALE``)."""
-        rows = self.rows(STALE, {"run": run_id, "fingerprints": json.dumps(fingerprints), "last": last})
+    def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Stale]:
+        """A pipeline's items whose results may not stand for its ``stages`` now ((name, fingerprint), in order),
+        and those left at a stage gone (``STALE``)."""
+        rows = self.rows(STALE, {"run": run_id, "stages": json.dumps(stages)})
         return [Stale(row["id"], row["input"], {stage: (result, fingerprint) for stage, (result, fingerprint)
                                                 in json.loads(row["saved"] or "{}").items()},
                       row["state"], row["error_kind"], row["stage"]) for row in rows]
+
+    def to_pipeline(
+        self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float
+    ) -> None:
+        """A run of one stage given ``[[stage]]`` tables, one chunk of its items (each row under the old job's rule
+        and the pipeline's), in one transaction: an item whose input is the same takes the pipeline's fingerprint
+        and input; a completed one keeps its output as the ``first`` stage's result when ``kept`` (that stage's
+        fingerprint) is given. Items whose input did change are left to the prepare (``input_changed``)."""
+        with self.write() as conn:
+            for old, new in pairs:
+                row = conn.execute(items.TO_PIPELINE, {"name": name, "key": new.key, "old": old.fingerprint,
+                                                       "new": new.fingerprint, "chars": new.chars, "now": now}
+                                   ).fetchone()
+                if row is None:
+                    continue
+                conn.execute(items.SAVE_INPUT, (row[0], new.input))
+                if kept is not None and row[1] == "completed" and row[2] is not None:
+                    conn.execute(KEEP, (row[0], first, row[2], kept, now))
 
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,
         finish: Mapping[int, str] | None = None,
     ) -> None:
-        """Send items back (or on) to a stage (item id -> stage), pending there, their results from it on
-        forgotten (``stages``: the job's, in order); failed items a person failed to the stage a retry sends
-        them to (``restage``); items every stage of whose has its result completed at a stage (``finish``).
-        One transaction."""
+        """In one transaction: items sent to a stage (item id -> stage), pending there, their results from it on
+        forgotten (``stages``: the job's, in order); failed items put at the stage a retry sends them to
+        (``restage``), failed still, their results from it on forgotten; items every stage of whose has its
+        result completed at a stage (``finish``: the change trigger logs and counts it). An item that moved
+        meanwhile (a person's cancel, rejection or retry) is left alone, its results kept."""
         with self.write() as conn:
-            move_each(conn, "rewind", where="items.id = :id", values={"stage": "stage = :stage", **items.FRESH_BUDGET},
-                      params=[{"id": i, "stage": stage, "now": now} for i, stage in moves.items()])
-            conn.executemany(FORGET, [{"id": i, "forget": json.dumps(list(stages[stages.index(stage):]))}
-                                      for i, stage in moves.items()])
-            move_each(conn, "restage", where="items.id = :id", values={"stage": "stage = :stage"},
-                      params=[{"id": i, "stage": stage, "now": now} for i, stage in (restage or {}).items()])
-            for i, stage in (finish or {}).items():
-                for statement in FINISHED:
-                    conn.execute(statement, {"id": i, "stage": stage, "now": now, "why": NO_STAGE_LEFT})
-            move_each(conn, "finish", where="items.id = :id", values={"stage": "stage = :stage"},
+            for name, where, values, each in [
+                ("rewind", UNLESS_A_PERSONS, {"stage": "stage = :stage", **items.FRESH_BUDGET}, moves),
+                ("restage", "items.id = :id", {"stage": "stage = :stage"}, restage or {}),
+            ]:
+                for item_id, stage in each.items():
+                    params = {"id": item_id, "stage": stage, "now": now}
+                    if move(conn, name, where=where, params=params, returning="items.id", values=values):
+                        conn.execute(FORGET, {"id": item_id, "forget": json.dumps(list(stages[stages.index(stage):]))})
+            move_each(conn, "finish", where=UNLESS_A_PERSONS, values={"stage": "stage = :stage"},
                       params=[{"id": i, "stage": stage, "now": now} for i, stage in (finish or {}).items()])

@@ -94,6 +94,24 @@ def test_bad_input_is_one_line_exit_1_and_the_store_unchanged(folder: Path, job_
     assert message in refused(folder)
 
 
+BAD_STAGES = {
+    "only a stage of kind decide": ('[[stage]]\nname = "review"\nkind = "decide"\n',
+                                    "every stage is of kind 'decide': a job needs a stage that calls"),
+    "a date in a when": ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n'
+                         'when = { field = "a.day", equals = 2026-01-02 }\n', "'equals' must be strings, numbers"),
+}
+
+
+@pytest.mark.parametrize("tables, message", BAD_STAGES.values(), ids=BAD_STAGES.keys())
+def test_a_bad_stage_is_refused_before_a_store_file_is_made(tmp_path: Path, tables: str, message: str) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(2))
+    (tmp_path / "job.toml").write_text(GOOD_JOB + tables, encoding="utf-8")
+    result = runner_cli("run", "job.toml", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr.count("\n")) == (1, "", 1), result.stderr
+    assert message in result.stderr
+    assert not (tmp_path / "runs.db").exists()
+
+
 CSV_JOB = GOOD_JOB.replace("posts.jsonl", "posts.csv")
 BAD_CSV = {
     "an unclosed quote is named where it opens": (

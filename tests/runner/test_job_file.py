@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import jobs
+from runner import export, job_stages, jobs
 from runner.errors import JobError
 from runner.validation import ResultCheck
 
@@ -160,6 +160,9 @@ STAGE_REFUSALS = [
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "a"\n', '[[stage]] 2 "a": stage \'a\' is named twice'),
     ('[[stage]]\nname = "_a"\n', "not starting with '_' (reserved)"),
     ('[[stage]]\nname = "a.b"\n', "without '.'"),
+    ("[[stage]]\nname = 'say \"hi\"'\n", "without '.' or '\"'"),
+    ('[[stage]]\nname = "two\\nlines"\n', '[[stage]] 1 "two\\nlines": \'name\' must be a name, printable'),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "message"\n', "stage 'message' has the name of a column of the export"),
     ('[[stage]]\nname = "a"\nwhen = { field = "x", equals = 1 }\n', "the first stage takes every item"),
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "c.label", in = ["x"] }\n',
      "'c.label' reads stage 'c', which is not an earlier stage (earlier: a)"),
@@ -167,12 +170,21 @@ STAGE_REFUSALS = [
     ('[[stage]]\nname = "a"\n[stage.batch]\nconcurrency = 3\n', "'concurrency' is the run's"),
     ('[[stage]]\nname = "a"\nkind = "openai-chatt"\n', "unknown kind 'openai-chatt'"),
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x" }\n', "give a 'field' and one of"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x", in = [] }\n', "list of one value or more"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.", equals = 1 }\n', "'a.' is not a path"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a..x", exists = true }\n',
+     "'a..x' is not a path"),
+    ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n[stage.prompt]\nfields = ["a."]\n', "'a.' is not a path"),
 ]
 
 
 @pytest.mark.parametrize("tables, said", STAGE_REFUSALS, ids=[said for _, said in STAGE_REFUSALS])
 def test_a_bad_stage_is_refused_with_the_stage_named(tmp_path: Path, tables: str, said: str) -> None:
     assert said in refusal(job_file(tmp_path, tables=tables))
+
+
+def test_no_stage_may_be_named_like_a_column_of_the_export() -> None:
+    assert set(export.OWN) | {"stage"} == set(job_stages.COLUMNS)
 
 
 def test_a_stage_inherits_the_top_level_sections_key_by_key(tmp_path: Path) -> None:
@@ -184,6 +196,14 @@ def test_a_stage_inherits_the_top_level_sections_key_by_key(tmp_path: Path) -> N
     assert (b.provider.model, b.provider.timeout, b.batch.max_items, b.batch.max_chars) == ("small", 9.0, 7, 100)
 
 
+def test_a_chat_stage_of_a_batch_api_job_takes_the_plain_batch_limits_not_the_batch_api_s(tmp_path: Path) -> None:
+    tables = ('[provider]\nkind = "openai-batch"\n[batch]\nmax_chars = 900\n'
+              '[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nkind = "openai-chat"\n')
+    a, b = jobs.load(job_file(tmp_path, tables=tables)).stages
+    assert (a.batch.max_items, a.batch.max_chars) == (50_000, 900)
+    assert (b.batch.max_items, b.batch.max_chars) == (jobs.BatchLimits().max_items, 900)
+
+
 def test_a_job_without_stages_has_one_named_after_its_provider_kind(tmp_path: Path) -> None:
     job = jobs.load(job_file(tmp_path, tables='[provider]\nkind = "openai-batch"\n'))
     assert [(s.name, s.kind) for s in job.stages] == [("openai-batch", "openai-batch")]
@@ -192,6 +212,6 @@ def test_a_job_without_stages_has_one_named_after_its_provider_kind(tmp_path: Pa
 
 def test_the_stages_round_trip_through_the_store_s_json(tmp_path: Path) -> None:
     tables = ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "a.x", in = [1, "y"] }\n'
-              '[[stage]]\nname = "c"\nkind = "decide"\nwhen = { field = "a.ok", equals = false }\n')
+              '[[stage]]\nname = "c"\nkind = "openai-batch"\nwhen = { field = "a.ok", equals = false }\n')
     job = jobs.load(job_file(tmp_path, tables=tables))
     assert jobs.Job.from_json(job.to_json()) == job

@@ -59,6 +59,18 @@ def run(folder: Path, *args: str, killer: KillAt | None = None) -> int:
     return engine.returncode
 
 
+def until_done(folder: Path, name: str, confirmed: Counter[str]) -> None:
+    """Run ``name`` again until it is done, a person confirming what it held (``confirmed``: those that may charge
+    twice), a few times at most."""
+    for _ in range(4):
+        if run(folder, "run", name) == 0:
+            return
+        with Store(folder / "runs.db") as store:
+            held = recovery.held(store, name)
+            confirmed.update(item.key for item in held if item.case.may_charge_twice)
+            recovery.confirm(store, name, now=0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("call, mode", KILLS, ids=[f"call {c} {m}" for c, m in KILLS])
 def test_a_kill_between_stages_loses_nothing_and_sends_no_call_again_unannounced(
@@ -69,13 +81,7 @@ def test_a_kill_between_stages_loses_nothing_and_sends_no_call_again_unannounced
     with Simulator(latency=0.01, on_request=killer).start() as sim:
         pipeline(tmp_path, sim.base_url, count=8, stages="classify summarize", max_items=4)
         assert run(tmp_path, "run", "pipeline.toml", killer=killer) == -signal.SIGKILL
-        for _ in range(4):
-            if run(tmp_path, "run", "triage") == 0:
-                break
-            with Store(tmp_path / "runs.db") as store:
-                held = recovery.held(store, "triage")
-                confirmed.update(item.key for item in held if item.case.may_charge_twice)
-                recovery.confirm(store, "triage", now=0)
+        until_done(tmp_path, "triage", confirmed)
         calls = sim.ledger.snapshot()["calls"]
     with Store(tmp_path / "runs.db") as store:
         assert views.status(store, "triage", now=0)["counts"][ItemState.COMPLETED] == 8

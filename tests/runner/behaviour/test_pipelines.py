@@ -132,3 +132,14 @@ async def test_a_stage_may_call_while_the_next_submits_a_batch_api_task(tmp_path
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 12
     assert ledger["batches_created"] >= 1
     assert sorted(results(store, "summarize")) == KEYS
+
+
+async def test_switching_a_stage_to_the_batch_api_keeps_its_results(tmp_path: Path, store: Store) -> None:
+    with Simulator(batch_seconds=0.05).start() as sim:
+        await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify summarize"))
+        sim.ledger.reset()
+        outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, stages="classify summarize",
+                                                     summarize_kind="openai-batch"))
+        ledger = sim.ledger.snapshot()
+    assert outcome.rewound == {}
+    assert ledger["requests"] == 0 and not ledger["billed"]

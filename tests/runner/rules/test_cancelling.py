@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.model import FailureKind, Settlement
+from runner.model import FailureKind, FanOut, Settlement
 from runner.rules.cancelling import settled
 
 CANCELLED = FailureKind.CANCELLED
@@ -32,3 +32,10 @@ def test_a_cancelled_item_keeps_a_completion_and_fails_cancelled_instead_of_any_
 
 def test_a_cancelled_item_says_what_its_batch_said_and_stays_retryable_by_a_person() -> None:
     assert settled(RETRY, [2]).failed[2] == (CANCELLED, "cancelled by a person; its batch finished: no label", True)
+
+
+def test_a_cancelled_item_that_would_fan_out_makes_no_sub_item_and_goes_to_its_join_to_fail_there() -> None:
+    fan = FanOut("split", "gather", "note", ('{"_chunk": 1}',), "{}")
+    settlement = Settlement(completed=[1, 2], fan_out={1: fan, 2: fan})
+    after = settled(settlement, [1])
+    assert (after.completed, after.fan_out, after.next_stage) == ([1, 2], {2: fan}, {1: "gather"})

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from runner.jobs import When
-from runner.rules.stages import Next, Onward, from_gone_stage, holds, next_stage, resume_at, sent_fields
+from runner.rules.stages import Next, Onward, from_gone_stage, holds, next_stage, onward, resume_at, sent_fields
 
 
 class S:
@@ -32,6 +32,12 @@ WHEN_CASES: list[tuple[str, When | None, dict[str, Any], bool]] = [
     ("exists: null is absent", When("c.version", exists=True), {"c": {"version": None}}, False),
     ("exists false: absent", When("c.version", exists=False), {"c": {}}, True),
     ("a path through a non-object", When("c.a.b", exists=True), {"c": {"a": 3}}, False),
+    ("equals 1: true is not 1", When("c.n", equals=1, has_equals=True), {"c": {"n": True}}, False),
+    ("equals false: 0 is not false", When("c.ok", equals=False, has_equals=True), {"c": {"ok": 0}}, False),
+    ("equals 1: 1.0 is 1", When("c.n", equals=1, has_equals=True), {"c": {"n": 1.0}}, True),
+    ("in: true is not 1", When("c.n", in_=(1, 2)), {"c": {"n": True}}, False),
+    ("in: 0 is not false", When("c.n", in_=(False,)), {"c": {"n": 0}}, False),
+    ("in: true is true", When("c.n", in_=(True,)), {"c": {"n": True}}, True),
 ]
 
 
@@ -102,3 +108,34 @@ def test_an_item_left_at_a_stage_gone_goes_on_to_the_next_stage_it_needs(
     saved: dict[str, tuple[Any, str]], by_a_person: bool, expected: Onward
 ) -> None:
     assert from_gone_stage(WITHOUT_EXTRACT, FP, {"title": "t"}, saved, failed_by_a_person=by_a_person) == expected
+
+
+#: Items at a stage the job still has, their results not standing (classify's fingerprint now c2).
+CLASSIFY_CHANGED = {**FP, "classify": "c2"}
+AT_A_STAGE_CASES = [
+    ("completed: back to the stage changed", CLASSIFY_CHANGED, BUG, "completed", "summarize",
+     Onward("rewind", "classify")),
+    ("pending after it: back there too", CLASSIFY_CHANGED, CLASSIFIED, "pending", "extract",
+     Onward("rewind", "classify")),
+    ("waiting at the stage it lacks: kept", FP, CLASSIFIED, "waiting", "extract", Onward("keep")),
+    ("failed after it: failed still, there", CLASSIFY_CHANGED, CLASSIFIED, "failed", "extract",
+     Onward("restage", "classify")),
+    ("failed at it: kept", CLASSIFY_CHANGED, {}, "failed", "classify", Onward("keep")),
+    ("pending at a stage it no longer needs: completed", FP, PRAISE, "pending", "extract",
+     Onward("finish", "summarize")),
+    ("completed, every result standing: kept", FP, PRAISE, "completed", "summarize", Onward("keep")),
+]
+
+
+@pytest.mark.parametrize("fingerprints, saved, state, at, expected", [c[1:] for c in AT_A_STAGE_CASES],
+                         ids=[c[0] for c in AT_A_STAGE_CASES])
+def test_an_item_whose_results_do_not_stand_goes_to_the_first_stage_it_needs_again_a_failed_one_failed_still(
+    fingerprints: dict[str, str], saved: dict[str, tuple[Any, str]], state: str, at: str, expected: Onward
+) -> None:
+    assert onward(PIPELINE, fingerprints, {"title": "t"}, saved, state=state, at=at,
+                  failed_by_a_person=False) == expected
+
+
+def test_an_item_at_a_stage_gone_goes_where_the_rule_for_a_stage_gone_says() -> None:
+    assert onward(WITHOUT_EXTRACT, FP, {"title": "t"}, CLASSIFIED, state="failed", at="extract",
+                  failed_by_a_person=True) == Onward("restage", "summarize")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from support import add_all, make_job, posts
 
 from runner.store import Store
@@ -27,7 +29,7 @@ def at(store: Store, key: str, state: str, stage: str, *results: tuple[str, str]
     """Put an item at a stage and state, with results (stage, fingerprint), as the engine would have left it."""
     with store.write() as conn:
         (item_id,) = conn.execute("SELECT id FROM items WHERE key = ?", (key,)).fetchone()
-        if state in ("queued", "running", "received", "completed"):
+        if state in ("queued", "running", "received"):  # completed with no batch: the trigger counts it
             for statement in BY_BATCH:
                 conn.execute(statement, {"id": item_id, "stage": stage, "state": state})
         else:
@@ -37,18 +39,20 @@ def at(store: Store, key: str, state: str, stage: str, *results: tuple[str, str]
     return int(item_id)
 
 
-def test_stale_items_are_completed_ones_with_a_changed_or_missing_stage_and_those_at_a_stage_gone(
-    tmp_path: Path, store: Store
-) -> None:
-    run_id = add_all(store, make_job(tmp_path, URL, posts(5)), now=1.0)
-    fresh = at(store, "p000", "completed", "b", ("a", "fa"), ("b", "fb"))
+def test_stale_items_are_those_whose_results_may_not_stand_for_the_stages_now(tmp_path: Path, store: Store) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(8)), now=1.0)
+    fresh = at(store, "p000", "completed", "b", ("a", "fa"), ("b", "fb"), ('say "hi"', "fq"))
     stale = at(store, "p001", "completed", "b", ("a", "fa"), ("b", "old"))
     short = at(store, "p002", "completed", "a", ("a", "fa"))
     gone = at(store, "p003", "pending", "renamed", ("a", "fa"))
     at(store, "p004", "pending", "b", ("a", "fa"))
-    found = store.stale_items(run_id, {"a": "fa", "b": "fb"}, last="b")
-    assert sorted(item.id for item in found) == sorted([stale, short, gone])
-    assert fresh not in {item.id for item in found}
+    waiting_stale = at(store, "p005", "waiting", "b", ("a", "old"))
+    lacking = at(store, "p006", "completed", "b", ("b", "fb"))
+    quoted = at(store, "p007", "completed", 'say "hi"', ('say "hi"', "old"))
+    stages = [("a", "fa"), ("b", "fb"), ('say "hi"', "fq")]
+    found = {item.id for item in store.stale_items(run_id, stages)}
+    assert found == {stale, short, gone, waiting_stale, lacking, quoted}
+    assert fresh not in found
 
 
 def test_a_rewind_sends_items_back_pending_at_a_stage_and_forgets_the_results_from_it_on(
@@ -83,10 +87,39 @@ def test_items_left_at_a_stage_gone_are_sent_on_kept_failed_or_completed_in_one_
     held = at(store, "p001", "running", "gone", ("a", "fa"))
     cancelled = at(store, "p002", "failed", "gone", ("a", "fa"))
     done = at(store, "p003", "failed", "gone", ("a", "fa"), ("b", "fb"))
-    found = {item.id: (item.state, item.stage) for item in store.stale_items(run_id, {"a": "fa", "b": "fb"}, last="b")}
+    found = {item.id: (item.state, item.stage) for item in store.stale_items(run_id, [("a", "fa"), ("b", "fb")])}
     assert found == {received: ("received", "gone"), held: ("running", "gone"), cancelled: ("failed", "gone"),
                      done: ("failed", "gone")}
     store.rewind({received: "b", held: "b"}, ["a", "b"], now=2.0, restage={cancelled: "b"}, finish={done: "b"})
     rows = store.rows("SELECT key, state, stage FROM items ORDER BY key")
     assert [(r["key"], r["state"], r["stage"]) for r in rows] == [
         ("p000", "pending", "b"), ("p001", "pending", "b"), ("p002", "failed", "b"), ("p003", "completed", "b")]
+
+
+def test_a_rewind_moves_no_item_a_person_cancelled_meanwhile_and_forgets_none_of_its_results(
+    tmp_path: Path, store: Store
+) -> None:
+    add_all(store, make_job(tmp_path, URL, posts(1)), now=1.0)
+    item_id = at(store, "p000", "failed", "b", ("a", "fa"))
+    with store.write() as conn:
+        conn.execute("UPDATE items SET error_kind = 'cancelled' WHERE id = ?", (item_id,))
+    store.rewind({item_id: "a"}, ["a", "b"], now=2.0)
+    [row] = store.rows("SELECT state, stage FROM items WHERE id = ?", [item_id])
+    assert (row["state"], row["stage"]) == ("failed", "b")
+    assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [item_id])] == ["a"]
+
+
+@pytest.mark.parametrize("hold", ["none", "decide", "join"])
+def test_an_item_waiting_at_a_stage_gone_with_its_stages_done_completes_counted_and_logged_once(
+    tmp_path: Path, store: Store, hold: str
+) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(1)), now=1.0)
+    item_id = at(store, "p000", "waiting", "gone", ("a", "fa"))
+    with store.write() as conn:  # waiting for a time, a person's decision, or its sub-items
+        conn.execute("UPDATE items SET hold = ? WHERE id = ?", (hold, item_id))
+    store.rewind({}, ["a"], now=2.0, finish={item_id: "a"})
+    [row] = store.rows("SELECT state, stage FROM items WHERE id = ?", [item_id])
+    assert (row["state"], row["stage"]) == ("completed", "a")
+    counts = {(r["stage"], r["state"]): r["n"] for r in store.rows(
+        "SELECT stage, state, n FROM counts WHERE run_id = ? AND n != 0", [run_id])}
+    assert counts == {("a", "completed"): 1}

@@ -1,0 +1,166 @@
+"""Fan-out and join: one sub-item per chunk, counted down to the parent's join, with its guards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fanouts import fan_job
+from support import posts, write_jsonl
+
+from runner import control, deciding, export, runs
+from runner.model import ItemState
+from runner.sim import Simulator
+from runner.store import Store, views
+
+PARENTS = ["p000", "p001", "p002"]
+SUBS = [f"{parent}/{n}" for parent in PARENTS for n in range(3)]
+
+
+def rows(store: Store) -> dict[str, dict[str, Any]]:
+    return {row["key"]: row for row in export.rows(store, "fan")}
+
+
+async def test_a_fan_out_makes_one_sub_item_per_chunk_with_stable_keys_and_joins_their_results_in_order(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    outcome = await runs.execute(store, fan_job(tmp_path, sim.base_url, after=True))
+    assert outcome.exit_code == 0
+    exported = rows(store)
+    assert sorted(exported) == sorted(PARENTS + SUBS)
+    assert {key: exported[key]["parent"] for key in SUBS} == {key: key.split("/")[0] for key in SUBS}
+    assert [exported[f"p001/{n}"]["input"]["_chunk"] for n in range(3)] == exported["p001"]["split"]["chunks"]
+    gathered = exported["p001"]["gather"]
+    assert [result["id"] for result in gathered["results"]] == ["p001/0", "p001/1", "p001/2"]
+    assert gathered["failed"] == []
+    assert (exported["p001"]["state"], exported["p001"]["stage"]) == ("completed", "after")
+    assert outcome.status["counts"][ItemState.COMPLETED] == 12 and outcome.status["waiting_for_sub_items"] == 0
+
+
+async def test_a_sub_item_is_sent_its_chunk_and_keeps_its_parents_results_without_the_list(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, fan_job(tmp_path, sim.base_url, count=1))
+    sent = [call for call in sim.ledger.snapshot()["calls"] if call["model"] == "m-note"]
+    assert sorted(key for call in sent for key in call["ids"]) == ["p000/0", "p000/1", "p000/2"]
+    sub = rows(store)["p000/1"]
+    assert set(sub["input"]) >= {"_chunk", "body"}
+    assert "chunks" not in sub["split"]
+
+
+async def test_a_rerun_adds_no_duplicate_sub_items_and_makes_no_call(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    job = fan_job(tmp_path, sim.base_url)
+    await runs.execute(store, job)
+    sim.ledger.reset()
+    outcome = await runs.execute(store, job)
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert sorted(rows(store)) == sorted(PARENTS + SUBS)
+    assert outcome.status["total"] == 12
+
+
+async def test_a_failed_sub_item_fails_its_parent_as_sub_item_failed_without_allow_failures(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p001/1"]}]}).start() as sim:
+        outcome = await runs.execute(store, fan_job(tmp_path, sim.base_url, after=True, max_attempts=1))
+    assert outcome.exit_code == 3
+    exported = rows(store)
+    assert (exported["p001"]["state"], exported["p001"]["kind"]) == ("failed", "sub_item_failed")
+    assert "p001/1" in exported["p001"]["message"] and "allow_failures" in exported["p001"]["message"]
+    assert exported["p001/1"]["state"] == "failed"
+    assert [exported[key]["state"] for key in ("p000", "p002")] == ["completed", "completed"]
+
+
+async def test_allow_failures_completes_the_parent_with_its_failed_sub_items_listed(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p001/1"]}]}).start() as sim:
+        job = fan_job(tmp_path, sim.base_url, after=True, max_attempts=1, join="allow_failures = true\n")
+        await runs.execute(store, job)
+    parent = rows(store)["p001"]
+    assert parent["state"] == "completed"
+    gathered = parent["gather"]
+    assert [None if result is None else result["id"] for result in gathered["results"]] == ["p001/0", None, "p001/2"]
+    assert [(failed["key"], failed["kind"]) for failed in gathered["failed"]] == [("p001/1", "item_invalid")]
+
+
+async def test_a_fan_out_over_max_fan_out_fails_the_item_as_item_invalid(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    outcome = await runs.execute(store, fan_job(tmp_path, sim.base_url, count=1, split="max_fan_out = 2\n"))
+    parent = rows(store)["p000"]
+    assert (parent["state"], parent["kind"]) == ("failed", "item_invalid")
+    assert "3 sub-items, over max_fan_out (2)" in parent["message"]
+    assert outcome.status["total"] == 1
+
+
+async def test_a_state_over_max_state_bytes_fails_the_item_as_item_invalid(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, fan_job(tmp_path, sim.base_url, count=1, split="max_state_bytes = 50\n"))
+    parent = rows(store)["p000"]
+    assert (parent["state"], parent["kind"]) == ("failed", "item_invalid")
+    assert "over max_state_bytes (50)" in parent["message"]
+
+
+async def test_a_fan_out_of_an_empty_list_goes_straight_through_the_join(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    job = fan_job(tmp_path, sim.base_url, count=1, chunks=0, after=True)
+    outcome = await runs.execute(store, job)
+    parent = rows(store)["p000"]
+    assert (parent["state"], parent["gather"]) == ("completed", {"results": [], "failed": []})
+    assert outcome.status["total"] == 1 and outcome.exit_code == 0
+
+
+async def test_a_parent_whose_input_changed_loses_its_sub_items_and_a_retry_fans_it_out_again(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, fan_job(tmp_path, sim.base_url))
+    changed = posts(3)
+    changed[1]["body"] = "an edited post"
+    job = fan_job(tmp_path, sim.base_url)
+    write_jsonl(tmp_path / "posts.jsonl", changed)
+    await runs.execute(store, job)
+    exported = rows(store)
+    assert (exported["p001"]["state"], exported["p001"]["kind"]) == ("failed", "input_changed")
+    assert not [key for key in exported if key.startswith("p001/")]
+    run_id = store.run_id("fan")
+    assert views.item(store, run_id, "p000/0")["state"] == "completed"
+    sim.ledger.reset()
+    control.retry(store, "fan", keys=["p001"], now=0.0)
+    outcome = await runs.execute(store, job, read_input=False)
+    assert outcome.exit_code == 0
+    assert sorted(key for key in rows(store) if key.startswith("p001/")) == ["p001/0", "p001/1", "p001/2"]
+    assert sorted(key for call in sim.ledger.snapshot()["calls"] for key in call["ids"]) == [
+        "p001", "p001/0", "p001/1", "p001/2"]
+
+
+async def test_a_persons_retry_of_a_failed_sub_item_and_its_parent_joins_the_parent_once_it_completes(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p001/1"], "times": 1}]}).start() as sim:
+        job = fan_job(tmp_path, sim.base_url, after=True, max_attempts=1)
+        await runs.execute(store, job)
+        assert control.retry(store, "fan", now=0.0) == 2
+        outcome = await runs.execute(store, job, read_input=False)
+    assert outcome.exit_code == 0
+    parent = rows(store)["p001"]
+    assert (parent["state"], parent["stage"]) == ("completed", "after")
+    assert [result["id"] for result in parent["gather"]["results"]] == ["p001/0", "p001/1", "p001/2"]
+
+
+async def test_a_parent_joined_before_a_decide_stage_waits_there_for_a_person_then_goes_on(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    job = fan_job(tmp_path, sim.base_url, review=True, after=True)
+    outcome = await runs.execute(store, job)
+    assert (outcome.exit_code, outcome.status["needs_decision"], outcome.status["waiting_for_sub_items"]) == (4, 3, 0)
+    assert {rows(store)[parent]["stage"] for parent in PARENTS} == {"review"}
+    deciding.decide(store, "fan", [], approve=True, data={"ok": True}, now=2e9)
+    outcome = await runs.execute(store, job)
+    assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 12
+    assert {(rows(store)[parent]["stage"], rows(store)[parent]["review"]["ok"]) for parent in PARENTS} == {
+        ("after", True)}
