@@ -16,6 +16,7 @@ import click
 from . import cli_words
 from .cli_options import db_option, plain_errors, wait_option
 from .errors import InputError, JobError, RunError
+from . import words
 from .words import command as spelt
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
@@ -57,7 +58,7 @@ def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
     store = Store(db)
     done = name in store.run_names() and not views.standing(store, name, now=time.time()).unfinished
     with Simulator(latency=latency, jitter=latency, seed=1).start() as sim:
-        job = dataclasses.replace(job.with_provider(base_url=sim.base_url, api_key_env=""), name=name)
+        job = dataclasses.replace(job.with_provider(base_url=sim.base_url, api_key_env="", demo=True), name=name)
         # the pipeline stops at its review (a person decides there, at leisure) unless told to wait
         outcome = run_in_terminal(store, job, read_input=True, wait_for_person=bool(wait) if pipeline else waits(wait))
     if done:  # the engine calls for unfinished items only
@@ -109,7 +110,11 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
             raise
     else:
         store = Store(db, create=False)
-        outcome = run_in_terminal(store, store.job(job_or_name), wait_for_person=waits(wait), read_input=False)
+        job = store.job(job_or_name)
+        if job.provider.demo:  # its simulator stopped with the demo: every call would fail
+            raise JobError(f"run {job.name!r} is runner demo's: its simulator stops with the demo; "
+                           f"go on with: {words.go_on(job, db)}")
+        outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=False)
     sys.exit(outcome.exit_code)
 
 

@@ -218,13 +218,15 @@ def cancel(name: str, keys: tuple[str, ...], db: str) -> None:
 @click.command()
 @click.argument("name")
 @click.argument("keys", nargs=-1)
-@click.option("--approve", "verdict", flag_value="approve", help="Approve: the item goes on to the next stage.")
-@click.option("--reject", "verdict", flag_value="reject", help="Reject: the item fails (kind rejected).")
+@click.option("--approve", is_flag=True, help="Approve: the item goes on to the next stage.")
+@click.option("--reject", is_flag=True, help="Reject: the item fails (kind rejected).")
 @click.option("--data", metavar="JSON", help="With --approve: a JSON object, saved as the stage's result (default {}).")
 @click.option("--all-waiting", is_flag=True, help="Every item waiting for a decision now.")
 @db_option
 @plain_errors
-def decide(name: str, keys: tuple[str, ...], verdict: str | None, data: str | None, all_waiting: bool, db: str) -> None:
+def decide(
+    name: str, keys: tuple[str, ...], approve: bool, reject: bool, data: str | None, all_waiting: bool, db: str
+) -> None:
     """Approve or reject items at a decide stage (kind = "decide").
 
     The KEYS given, or --all-waiting. An approval saves --data (a JSON
@@ -241,18 +243,18 @@ def decide(name: str, keys: tuple[str, ...], verdict: str | None, data: str | No
     from . import deciding
     from .store import Store
 
-    if verdict is None:
-        raise click.UsageError("give --approve or --reject")
+    if approve == reject:
+        raise click.UsageError("give one of --approve or --reject")
     if all_waiting == bool(keys):
         raise click.UsageError("give either the KEYS to decide or --all-waiting")
-    if data is not None and verdict == "reject":
+    if data is not None and reject:
         raise click.UsageError("--data goes with --approve (a rejection saves no result)")
     try:
         given = deciding.parse_data(data)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--data") from exc
     store = Store(db, create=False)
-    done = deciding.decide(store, name, keys, approve=verdict == "approve", data=given, now=time.time())
+    done = deciding.decide(store, name, keys, approve=approve, data=given, now=time.time())
     if not any(done):
         click.echo(f"nothing to decide: no item of run {name!r} waits for a decision")
         return

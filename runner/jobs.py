@@ -91,6 +91,8 @@ class ProviderConfig:
     max_tokens: int = 4096  #: The most tokens an answer may take (anthropic kinds: Anthropic's API requires it).
     #: A ``python`` run's handler by qualified name, for people to read; set from Python, not in a job file.
     handler: str = field(default="", metadata={"job_file": False})
+    #: Served by ``runner demo``'s own simulator, which stops with the demo: the run goes on by ``runner demo``.
+    demo: bool = field(default=False, metadata={"job_file": False})
 
     def describe(self) -> str:
         """The kind and what it calls, as the UIs show it: ``openai-chat · gpt-4o-mini``, ``python · my.classify``."""

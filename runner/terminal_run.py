@@ -30,7 +30,7 @@ from .jobs import Job
 from .model import ItemState
 from .store import Store, views
 from .store.answers import time_left
-from .words import command, plural
+from .words import command, go_on, plural
 
 
 #: Why a run stopped after one Ctrl-C.
@@ -65,7 +65,7 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     tables.echo(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
-        for line in _next_steps(job.name, outcome, store.path):
+        for line in _next_steps(job, outcome, store.path):
             console.print(escape(line), soft_wrap=True)
     elif failed := outcome.status["counts"][ItemState.FAILED]:
         console.print(f"{plural(failed, 'item')} failed; see why:")
@@ -179,8 +179,9 @@ class TimeLeftColumn(ProgressColumn):
         return Text(progress_line.time_left(task.fields.get("left")), style="progress.remaining")
 
 
-def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:
+def _next_steps(job: Job, outcome: Outcome, db: Path) -> list[str]:
     """What a person does after a stop, by its cause: what to do, then each command on a line of its own."""
+    name, again = job.name, go_on(job, db)
     if outcome.status["needs_confirmation"]:
         return ["see what waits, then release it:", command("status", name, db=db),
                 command("confirm", name, "--all", db=db)]
@@ -191,8 +192,8 @@ def _next_steps(name: str, outcome: Outcome, db: Path) -> list[str]:
     kind = outcome.stop_kind
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
     if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume
-        return ["to go on:", command("run", name, db=db)]
+        return ["to go on:", again]
     if kind in progress_line.FIX_FIRST:
         return ["fix the cause, then:", command("resume", name, db=db),
-                command("retry", name, "--kind", kind, db=db), command("run", name, db=db)]
-    return ["to go on:", command("resume", name, db=db), command("run", name, db=db)]
+                command("retry", name, "--kind", kind, db=db), again]
+    return ["to go on:", command("resume", name, db=db), again]

@@ -64,7 +64,10 @@ def python_go_on(name: str, db: str | Path) -> str:
 
 
 def go_on(job: Job, db: str | Path) -> str:
-    """What continues the run: ``runner run NAME`` (with its ``--db``), or the Python call for a Python-defined run."""
+    """What continues the run: ``runner run NAME`` (with its ``--db``), the Python call for a Python-defined run, or
+    ``runner demo`` for the demo's run (its simulator stopped with it)."""
     from .jobs import PYTHON
 
+    if job.provider.demo:
+        return command("demo", *(["--pipeline"] if job.staged else []), db=db)
     return python_go_on(job.name, db) if job.provider.kind == PYTHON else command("run", job.name, db=db)

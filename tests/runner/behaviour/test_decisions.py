@@ -133,6 +133,8 @@ def test_runner_run_stops_at_the_decisions_with_the_commands_and_runner_decide_t
     shown = runner_cli("status", "triage", cwd=tmp_path, columns=120).stdout
     assert "5 items waiting for a decision (not for a time)" in shown
     assert shown.endswith("runner decide triage --all-waiting --approve\n")
+    both = runner_cli("decide", "triage", "p001", "--approve", "--reject", cwd=tmp_path)
+    assert both.returncode == 2 and "give one of --approve or --reject" in both.stderr
     not_object = runner_cli("decide", "triage", "p001", "--approve", "--data", "[1]", cwd=tmp_path)
     assert not_object.returncode == 2 and "a JSON object" in not_object.stderr
     unknown = runner_cli("decide", "triage", "nope", "--reject", cwd=tmp_path)

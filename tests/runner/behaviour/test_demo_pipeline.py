@@ -58,3 +58,12 @@ def test_once_approved_the_pipeline_demo_summarizes_every_post_and_a_third_calls
     assert again.returncode == 0, again.stderr
     assert "Every item of run 'pipeline' was already done: no call was made." in again.stdout.splitlines()
     assert json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid
+
+
+def test_the_demo_s_run_goes_on_by_runner_demo_its_simulator_having_stopped_with_it(tmp_path: Path) -> None:
+    assert runner_cli("demo", "--pipeline", "--latency", "0", cwd=tmp_path).returncode == 4
+    decided = runner_cli("decide", "pipeline", "post-00001", "--approve", cwd=tmp_path)
+    assert decided.returncode == 0 and decided.stdout.splitlines()[-1] == "runner demo --pipeline"
+    by_name = runner_cli("run", "pipeline", cwd=tmp_path)
+    assert by_name.returncode == 1 and by_name.stderr.strip().endswith("go on with: runner demo --pipeline")
+    assert tallies(tmp_path)["summarize"] == (0, 0)  # nothing was sent to the simulator gone
