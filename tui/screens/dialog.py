@@ -36,7 +36,7 @@ class AskScreen(ModalScreen[bool]):
                 yield Static(Text(f"⚠ {self.warning}"), id="ask-warning")
             with Horizontal(id="ask-buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error" if self.warning else "primary")
-                yield Button("Cancel (n)", id="no")
+                yield Button("Back (n)", id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
