@@ -61,8 +61,20 @@ SELECT run_id, id, :now, 'pending', 'fan_out', :n || ' sub-items', :n, :first FR
 #: totals stay whole).
 REMOVED = """
 INSERT INTO events (run_id, item_id, at, to_state, kind, message, items, stage)
-SELECT run_id, id, :now, state, 'removed', 'replaced by its parent''s new fan-out or new input', -1, stage
-FROM items WHERE parent_id = :parent
+SELECT run_id, id, :now, state, 'removed', :why, -1, stage FROM items WHERE parent_id = :parent
+"""
+#: Why a parent's sub-items were removed: a new fan-out, or a new input, replaces them.
+REPLACED = "replaced by its parent's new fan-out or new input"
+#: ... or a re-run sent their parent back to its fan-out or before (or its fan-out is gone): retired at once.
+RETIRED = ("retired: a re-run sent its parent back to its fan-out or before, or the job no longer fans out there "
+           "(a call it had in flight may have been billed, and is never sent again)")
+
+#: A parent's sub-items whose call is in an upstream task that may still run (and bill): each counted as maybe
+#: paid (a call's was counted when its engine's recovery held it).
+TASK_LINES = """
+UPDATE items SET maybe_paid = maybe_paid + 1
+WHERE parent_id = :parent AND state = 'running' AND batch_id IN (SELECT id FROM batches WHERE submits = 1)
+RETURNING run_id
 """
 FORGET = [
     "DELETE FROM results WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
@@ -117,12 +129,23 @@ def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[st
         conn.execute(FANNED_OUT, {"parent": parent, "now": params["now"], "n": len(fan.inputs), "first": fan.first})
 
 
-def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
+def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float, why: str = REPLACED) -> None:
     """A parent's sub-items removed (its fan-out is made again, or its input changed), accounted for."""
-    conn.execute(REMOVED, {"parent": parent, "now": now})
+    conn.execute(REMOVED, {"parent": parent, "now": now, "why": why})
     conn.execute(items.KEEP_PAID, {"parent": parent})
     for statement in FORGET:
         conn.execute(statement, {"parent": parent})
+
+
+def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
+    """A parent a re-run sent back to its fan-out or before (or whose fan-out is gone): its sub-items removed now,
+    whatever their state, rather than worked (and paid) until its new fan-out replaces them. Those held for a
+    person are never sent again; those of an upstream task that may still run are counted as maybe paid (the
+    task runs on: other items may share it)."""
+    lines = conn.execute(TASK_LINES, {"parent": parent}).fetchall()
+    if lines:
+        items.add_to_run(conn, run_id=lines[0][0], maybe_paid=len(lines))
+    remove_sub_items(conn, parent, now, RETIRED)
 
 
 class Parent(NamedTuple):
