@@ -8,7 +8,9 @@ the number of its sub-items in ``sub_items_left``; its sub-items (keys
 fan-out, each with its parent's results (the fan-out stage's without its
 list) and its own input. Sub-items a parent had from an earlier fan-out are
 removed first (:func:`remove_sub_items`), so a fan-out made again replaces
-them and never duplicates them.
+them and never duplicates them; a re-run that sends a parent back to its
+fan-out or before retires them at once (:func:`retire_sub_items`), so none
+is worked (and paid) in the meantime.
 
 The count-down is the trigger ``sub_item_settles`` (schema 13): each
 sub-item's move into ``completed`` or ``failed`` takes one from its parent's

@@ -14,7 +14,10 @@ flight whose results may not stand for the stages now, and those left at a
 stage the job no longer has, are read (``stale_items``), the engine asks
 :func:`runner.rules.stages.onward` where each must go, and ``rewind`` sends
 them there, forgetting the results from that stage on (or keeps them
-failed there, or completes those whose stages are all done).
+failed there, or completes those whose stages are all done, saying why). A
+sub-item left unsettled at a stage gone goes on inside its fan-out (or
+completes), so its parent joins; a parent sent back to its fan-out or before
+retires its sub-items in the same transaction.
 """
 
 from __future__ import annotations

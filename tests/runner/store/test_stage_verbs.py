@@ -146,8 +146,9 @@ def test_an_item_completed_because_its_stage_is_gone_says_why_in_its_history_cou
 
 def two_stages(tmp_path: Path) -> Job:
     write_jsonl(tmp_path / "posts.jsonl", posts(2))
-    (tmp_path / "two.toml").write_text(f'name = "two"\ninput = "posts.jsonl"\nkey = "id"\n[provider]\nbase_url = "{URL}"\n'
-                                       '[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n', encoding="utf-8")
+    (tmp_path / "two.toml").write_text(
+        f'name = "two"\ninput = "posts.jsonl"\nkey = "id"\n[provider]\nbase_url = "{URL}"\n'
+        '[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n', encoding="utf-8")
     return jobs.load(tmp_path / "two.toml")
 
 
