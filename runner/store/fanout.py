@@ -70,14 +70,6 @@ REPLACED = "replaced by its parent's new fan-out or new input"
 #: ... or a re-run sent their parent back to its fan-out or before (or its fan-out is gone): retired at once.
 RETIRED = ("retired: a re-run sent its parent back to its fan-out or before, or the job no longer fans out there "
            "(a call it had in flight may have been billed, and is never sent again)")
-
-#: A parent's sub-items whose call is in an upstream task that may still run (and bill): each counted as maybe
-#: paid (a call's was counted when its engine's recovery held it).
-TASK_LINES = """
-UPDATE items SET maybe_paid = maybe_paid + 1
-WHERE parent_id = :parent AND state = 'running' AND batch_id IN (SELECT id FROM batches WHERE submits = 1)
-RETURNING run_id
-"""
 FORGET = [
     "DELETE FROM results WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
     "DELETE FROM inputs WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
@@ -144,9 +136,7 @@ def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
     whatever their state, rather than worked (and paid) until its new fan-out replaces them. Those held for a
     person are never sent again; those of an upstream task that may still run are counted as maybe paid (the
     task runs on: other items may share it)."""
-    lines = conn.execute(TASK_LINES, {"parent": parent}).fetchall()
-    if lines:
-        items.add_to_run(conn, run_id=lines[0][0], maybe_paid=len(lines))
+    items.count_task_lines(conn, "parent_id = :parent", {"parent": parent})
     remove_sub_items(conn, parent, now, RETIRED)
 
 

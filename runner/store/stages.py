@@ -117,14 +117,8 @@ NOT_NEEDED = "every stage it needs has its result: its stage no longer takes it"
 FINISH = {"stage": "stage = :stage",
           "output": "output = (SELECT result FROM results WHERE results.item_id = items.id AND results.stage = :stage)"}
 
-#: An item a person cancelled in flight at a stage gone, still so; its call, when of an upstream task that may
-#: still run (and bill), counted as maybe paid.
+#: An item a person cancelled in flight at a stage gone, still so.
 STILL_CANCELLED = "items.id = :id AND items.error_kind IS 'cancelled'"
-TASK_LINE = f"""
-UPDATE items SET maybe_paid = maybe_paid + 1
-WHERE {STILL_CANCELLED} AND state = 'running' AND batch_id IN (SELECT id FROM batches WHERE submits = 1)
-RETURNING run_id
-"""
 #: Why it failed.
 CANCELLED_AT_GONE = ("cancelled by a person; its stage is no longer in the job, where its call was in flight "
                      "(it may have been billed)")
@@ -252,9 +246,7 @@ def _cancel(conn: sqlite3.Connection, item_id: int, stage: str, stages: Sequence
     """An item a person cancelled in flight, at a stage gone: failed ``cancelled`` now (a call of an upstream task
     that may still run counted as maybe paid), then at the stage a retry sends it to."""
     params = {"id": item_id, "stage": stage, "now": now, "message": CANCELLED_AT_GONE}
-    lines = conn.execute(TASK_LINE, params).fetchall()
-    if lines:
-        items.add_to_run(conn, run_id=lines[0][0], maybe_paid=1)
+    items.count_task_lines(conn, STILL_CANCELLED, params)
     if move(conn, "cancel", where=STILL_CANCELLED, values=items.CANCELLED, params=params, returning="items.id"):
         if move(conn, "restage", where="items.id = :id AND items.stage != :stage", values={"stage": "stage = :stage"},
                 params=params, returning="items.id"):
