@@ -163,10 +163,10 @@ MOVES: dict[str, Move] = {
     "rewind": _move("completed pending waiting received running failed", ItemState.PENDING,
                     sets="stage retry_base refused_streak",
                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
-    # ... or, when every stage it needs has its result, it completes at the last it passed (one completed at a
-    # stage gone moves there); logged and counted by its verb, as a batch's completion is by its event.
-    "finish": _move("pending waiting received running failed completed", ItemState.COMPLETED, sets="stage",
-                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+    # ... or, when every stage it needs has its result, it completes at the last it passed, that stage's result
+    # its output (one completed at a stage gone moves there); counted and logged per item, with why.
+    "finish": _move("pending waiting received running failed completed", ItemState.COMPLETED, sets="stage output",
+                    clears="batch_id error_kind error retryable not_before", to_hold=Hold.NONE),
     # ... and a failed item stays failed (a person's retry sends it) at the stage it must go through again: one
     # a person failed at a stage gone, or one failed after a stage whose result went stale.
     "restage": _move("failed", ItemState.FAILED, sets="stage"),

@@ -31,8 +31,9 @@ from ..busy import StoreSteps
 from ..clock import Clock
 from ..errors import StoreBusy
 from ..rules import fanout
-from ..rules.stages import next_stage, onward, sent_fields, state_of
+from ..rules.stages import Onward, next_stage, onward, sent_fields, state_of
 from ..store.protocol import RunStore
+from ..store.stages import Stale
 from ..tasks import TaskDriver
 from ..validation import ResultCheck
 
@@ -108,6 +109,8 @@ def begin(work: StageWork, store: RunStore, run_id: int, *, clock: Clock, steps:
 
 #: Failures a person made: they stand when the item's stage is gone (a retry sends it on from there).
 BY_A_PERSON = (FailureKind.CANCELLED, FailureKind.REJECTED)
+#: States of an item whose call is in flight: one a person cancelled there is marked, not failed yet.
+IN_FLIGHT = (ItemState.RUNNING, ItemState.RECEIVED)
 
 
 class Rewound(NamedTuple):
@@ -123,32 +126,57 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
     """Send each item whose results do not stand for the stages now where :func:`runner.rules.stages.onward`
     says: to the first stage it must go through again (a result missing, as for a stage added or a ``when``
     widened, or stale), so that only that stage's calls, and those after it, are made again; items left at a
-    stage the job no longer has on to the next stage they need, or completed. Items pending at a decide stage
+    stage the job no longer has on to the next stage they need, or completed (a sub-item: inside its fan-out,
+    or completed there, counting its parent down). An item a person cancelled in flight at a stage gone fails
+    cancelled. A parent moved back to (or before) its fan-out, or whose fan-out is gone, has its sub-items
+    retired in the same transaction (:meth:`runner.store.stages.Stages.rewind`). Items pending at a decide stage
     (sent back there, or at the first stage) wait there for a person."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
         return Rewound({}, {})
     fingerprints = {stage.name: stage.fingerprint(job.version) for stage in job.stages}
-    # A parent goes from its fan-out to its join: the stages between are its sub-items' (made again by a fan-out,
-    # and left out of stale_items).
+    # A parent goes from its fan-out to its join: the stages between are its sub-items'.
     passed_by_parents = [stage for stage in job.stages if not fanout.inside(job.stages, stage.name)]
     order = [stage.name for stage in passed_by_parents]
-    moves: dict[str, dict[int, str]] = {"rewind": {}, "restage": {}, "finish": {}, "keep": {}}
+    moves: dict[str, dict[int, str]] = {"rewind": {}, "restage": {}, "finish": {}, "keep": {}, "cancel": {}}
+    retire: list[int] = []
     again, gone = Counter[str](), Counter[str]()
-    for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order]):
-        to = onward(passed_by_parents, fingerprints, json.loads(item.input), item.saved, state=item.state,
-                    at=item.stage, failed_by_a_person=item.state == ItemState.FAILED and item.kind in BY_A_PERSON)
+    for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order],
+                                  [stage.name for stage in job.stages]):
+        stages, known = passed_by_parents, fingerprints
+        if item.parent is not None:  # its parent's results count as they are: a changed one rewinds the parent
+            stages = fanout.sub_item_stages(job.stages, item.saved)
+            known = {**fingerprints, **{name: fingerprint for name, (_, fingerprint) in item.saved.items()
+                                        if name in order}}
+        to = _onward(stages, known, item)
         moves[to.move][item.id] = to.stage or ""
+        if item.parent is None and to.move != "keep" and not fanout.fan_out_stands(
+                passed_by_parents, item.saved, to=None if to.move == "finish" else to.stage):
+            retire.append(item.id)
         completed = item.state == ItemState.COMPLETED
         if item.stage not in order and not completed:
             gone[item.stage] += to.move != "keep"
         elif to.move == "rewind" and (completed or to.stage in item.saved
                                       or order.index(to.stage or "") < order.index(item.stage)):
             again[to.stage or ""] += 1
-    if any(moves[name] for name in ("rewind", "restage", "finish")):
-        store.rewind(moves["rewind"], order, now=now, restage=moves["restage"], finish=moves["finish"])
+    if any(moves[name] for name in ("rewind", "restage", "finish", "cancel")):
+        store.rewind(moves["rewind"], [stage.name for stage in job.stages], now=now, restage=moves["restage"],
+                     finish=moves["finish"], cancel=moves["cancel"], retire=retire)
     if any(stage.kind == DECIDE for stage in job.stages):  # those now at a decide stage wait for a person there
         store.arrive(run_id, now=now)
     return Rewound(dict(again), {stage: n for stage, n in gone.items() if n})
+
+
+def _onward(stages: Sequence[Stage], fingerprints: Mapping[str, str], item: Stale) -> Onward:
+    """Where a stale item goes (:func:`runner.rules.stages.onward`); one a person cancelled in flight at a stage
+    gone fails cancelled (``cancel``), at the stage a retry sends it to; a sub-item whose fan-out is gone stays."""
+    if not stages:
+        return Onward("keep")
+    by_a_person = item.kind in BY_A_PERSON
+    to = onward(stages, fingerprints, json.loads(item.input), item.saved, state=item.state, at=item.stage,
+                failed_by_a_person=by_a_person)
+    if by_a_person and item.state in IN_FLIGHT and item.stage not in {stage.name for stage in stages}:
+        return Onward("cancel", to.stage or item.stage)
+    return to
 
 
 def sent(job: Job, stage: Stage, items: Sequence[StartedItem]) -> protocol.BatchItems:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 #: A sub-item's element of its parent's list, in its state.
 CHUNK = "_chunk"
@@ -76,6 +76,30 @@ def inside(stages: Sequence[Fanning], name: str) -> bool:
             return open_fan and stage.kind != "join"
         open_fan = bool(stage.fan_out) or (open_fan and stage.kind != "join")
     return False
+
+
+S = TypeVar("S", bound=Fanning)
+
+
+def sub_item_stages(stages: Sequence[S], saved: Mapping[str, Any]) -> list[S]:
+    """The stages a sub-item goes through, as a re-run reads them: those of its parent it has a result of (its
+    state so far), then those inside its fan-out (the last fan-out stage it has a result of) up to its join;
+    none when the job no longer fans out where it came from."""
+    fans = [stage.name for stage in stages if stage.fan_out and stage.name in saved]
+    if not fans:
+        return []
+    at = [stage.name for stage in stages].index(fans[-1])
+    span = stages[at + 1:]
+    end = next((n for n, stage in enumerate(span) if stage.kind == "join"), len(span))
+    return [stage for stage in stages[:at + 1] if stage.name in saved] + list(span[:end])
+
+
+def fan_out_stands(stages: Sequence[Fanning], saved: Mapping[str, Any], *, to: str | None) -> bool:
+    """Whether an item a re-run moves to stage ``to`` (None: completed where it is) keeps its fan-out's sub-items:
+    it keeps the result of a fan-out stage of the job, the last it has, and goes on after it."""
+    names = [stage.name for stage in stages]
+    fans = [stage.name for stage in stages if stage.fan_out and stage.name in saved]
+    return bool(fans) and (to is None or names.index(to) > names.index(fans[-1]))
 
 
 def fanned(stage: Fanning, record: Mapping[str, Any], results: Mapping[str, Any]) -> Fan | str:

@@ -8,7 +8,9 @@ the number of its sub-items in ``sub_items_left``; its sub-items (keys
 fan-out, each with its parent's results (the fan-out stage's without its
 list) and its own input. Sub-items a parent had from an earlier fan-out are
 removed first (:func:`remove_sub_items`), so a fan-out made again replaces
-them and never duplicates them.
+them and never duplicates them; a re-run that sends a parent back to its
+fan-out or before retires them at once (:func:`retire_sub_items`), so none
+is worked (and paid) in the meantime.
 
 The count-down is the trigger ``sub_item_settles`` (schema 13): each
 sub-item's move into ``completed`` or ``failed`` takes one from its parent's
@@ -61,9 +63,13 @@ SELECT run_id, id, :now, 'pending', 'fan_out', :n || ' sub-items', :n, :first FR
 #: totals stay whole).
 REMOVED = """
 INSERT INTO events (run_id, item_id, at, to_state, kind, message, items, stage)
-SELECT run_id, id, :now, state, 'removed', 'replaced by its parent''s new fan-out or new input', -1, stage
-FROM items WHERE parent_id = :parent
+SELECT run_id, id, :now, state, 'removed', :why, -1, stage FROM items WHERE parent_id = :parent
 """
+#: Why a parent's sub-items were removed: a new fan-out, or a new input, replaces them.
+REPLACED = "replaced by its parent's new fan-out or new input"
+#: ... or a re-run sent their parent back to its fan-out or before (or its fan-out is gone): retired at once.
+RETIRED = ("retired: a re-run sent its parent back to its fan-out or before, or the job no longer fans out there "
+           "(a call it had in flight may have been billed, and is never sent again)")
 FORGET = [
     "DELETE FROM results WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
     "DELETE FROM inputs WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
@@ -117,12 +123,21 @@ def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[st
         conn.execute(FANNED_OUT, {"parent": parent, "now": params["now"], "n": len(fan.inputs), "first": fan.first})
 
 
-def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
+def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float, why: str = REPLACED) -> None:
     """A parent's sub-items removed (its fan-out is made again, or its input changed), accounted for."""
-    conn.execute(REMOVED, {"parent": parent, "now": now})
+    conn.execute(REMOVED, {"parent": parent, "now": now, "why": why})
     conn.execute(items.KEEP_PAID, {"parent": parent})
     for statement in FORGET:
         conn.execute(statement, {"parent": parent})
+
+
+def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
+    """A parent a re-run sent back to its fan-out or before (or whose fan-out is gone): its sub-items removed now,
+    whatever their state, rather than worked (and paid) until its new fan-out replaces them. Those held for a
+    person are never sent again; those of an upstream task that may still run are counted as maybe paid (the
+    task runs on: other items may share it)."""
+    items.count_task_lines(conn, "parent_id = :parent", {"parent": parent})
+    remove_sub_items(conn, parent, now, RETIRED)
 
 
 class Parent(NamedTuple):

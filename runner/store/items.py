@@ -168,6 +168,23 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
     return counted
 
 
+#: Items (``{where}`` narrows them) whose call is a line of an upstream task that may still run, and bill, as they
+#: leave it (a call's was counted when its engine's recovery held it): each counted as maybe paid.
+TASK_LINES = """
+UPDATE items SET maybe_paid = maybe_paid + 1
+WHERE {where} AND state = 'running' AND batch_id IN (SELECT id FROM batches WHERE submits = 1)
+RETURNING run_id
+"""
+
+
+def count_task_lines(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> None:
+    """Count as maybe paid the items ``where`` selects whose call is a line of an upstream task that may still
+    run, their run's totals with them, in the caller's transaction."""
+    lines = conn.execute(TASK_LINES.format(where=where), params).fetchall()
+    if lines:
+        add_to_run(conn, run_id=lines[0][0], maybe_paid=len(lines))
+
+
 #: A parent's sub-items about to be removed (``:parent``): their paid and maybe-paid calls kept by the parent.
 KEEP_PAID = """
 UPDATE items SET

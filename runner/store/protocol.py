@@ -11,7 +11,7 @@ SQLite store: a second backend brings its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -85,10 +85,13 @@ class RunStore(Protocol):
     def to_pipeline(
         self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float
     ) -> None: ...
-    def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Stale]: ...
+    def stale_items(
+        self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None
+    ) -> list[Stale]: ...
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,
-        finish: Mapping[int, str] | None = None,
+        finish: Mapping[int, str] | None = None, cancel: Mapping[int, str] | None = None,
+        retire: Collection[int] = (),
     ) -> None: ...
     def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]: ...
     def join(self, joined: Sequence[Joined], *, now: float) -> None: ...

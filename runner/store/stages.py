@@ -14,14 +14,17 @@ flight whose results may not stand for the stages now, and those left at a
 stage the job no longer has, are read (``stale_items``), the engine asks
 :func:`runner.rules.stages.onward` where each must go, and ``rewind`` sends
 them there, forgetting the results from that stage on (or keeps them
-failed there, or completes those whose stages are all done).
+failed there, or completes those whose stages are all done, saying why). A
+sub-item left unsettled at a stage gone goes on inside its fan-out (or
+completes), so its parent joins; a parent sent back to its fan-out or before
+retires its sub-items in the same transaction.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -73,18 +76,20 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 
 
 #: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
-#: fingerprint] in order): any item left at a stage the job no longer has; completed, pending, waiting or failed
-#: with a result saved under a fingerprint its stage no longer has, or without a result of a stage before theirs
-#: (of any stage, for a completed one: a stage added, a ``when`` widened). Each with its input, its results
-#: (stage -> [result, fingerprint]), its state, its failure's kind and its stage. Stage names are compared as
-#: values, never spliced into a JSON path. Sub-items are left out: a fan-out made again replaces them.
+#: fingerprint] in order, the stages its items pass, outside any fan-out): any item left at a stage the job no
+#: longer has; completed, pending, waiting or failed with a result saved under a fingerprint its stage no longer
+#: has, or without a result of a stage before theirs (of any stage, for a completed one: a stage added, a
+#: ``when`` widened). A sub-item only when it is left unsettled at a stage the job (``:names``, every stage's
+#: name) no longer has: its parent waits for it at its join. Each with its input, its results (stage ->
+#: [result, fingerprint]), its state, its failure's kind, its stage and its parent. Stage names are compared
+#: as values, never spliced into a JSON path.
 STALE = """
 WITH stage (name, fingerprint, place) AS (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key FROM json_each(:stages))
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
-     WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage
-FROM items WHERE run_id = :run AND parent_id IS NULL AND (
+     WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage, items.parent_id
+FROM items WHERE run_id = :run AND (parent_id IS NULL AND (
     NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
     OR state IN ('completed', 'pending', 'waiting', 'failed') AND (
         EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
@@ -93,7 +98,30 @@ FROM items WHERE run_id = :run AND parent_id IS NULL AND (
                    WHERE (items.state = 'completed'
                           OR stage.place < (SELECT place FROM stage AS at WHERE at.name = items.stage))
                    AND NOT EXISTS (SELECT 1 FROM results WHERE item_id = items.id AND results.stage = stage.name))))
+    OR parent_id IS NOT NULL AND state IN ('pending', 'waiting', 'running', 'received')
+    AND NOT EXISTS (SELECT 1 FROM json_each(:names) WHERE value = items.stage))
 """
+
+#: Why a re-run completed an item (``finish``), in its history after the move's own event: an event that moves
+#: nothing (the change trigger counts and logs the move).
+FINISHED = """
+INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
+SELECT run_id, id, :now, state, state, 'finished', :why, 0, stage FROM items WHERE id = :id
+"""
+#: Whether an item is at a stage the job (``:names``) no longer has.
+GONE = "SELECT stage NOT IN (SELECT value FROM json_each(:names)) FROM items WHERE id = :id"
+NO_STAGE_LEFT = "its stage is no longer in the job, and every stage it needs has its result"
+NOT_NEEDED = "every stage it needs has its result: its stage no longer takes it"
+
+#: A completion's values: at its last stage, that stage's result its output (as a batch's completion leaves it).
+FINISH = {"stage": "stage = :stage",
+          "output": "output = (SELECT result FROM results WHERE results.item_id = items.id AND results.stage = :stage)"}
+
+#: An item a person cancelled in flight at a stage gone, still so.
+STILL_CANCELLED = "items.id = :id AND items.error_kind IS 'cancelled'"
+#: Why it failed.
+CANCELLED_AT_GONE = ("cancelled by a person; its stage is no longer in the job, where its call was in flight "
+                     "(it may have been billed)")
 
 #: The items a re-run moves, but not one a person failed since it was read (a cancel, a rejection): that stands.
 UNLESS_A_PERSONS = ("items.id = :id AND (items.state != 'failed' OR coalesce(items.error_kind, '') "
@@ -108,7 +136,7 @@ FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FRO
 
 class Stale(NamedTuple):
     """An item a re-run may send on: its id, input, results (stage -> (result, fingerprint)), state, failure's
-    kind and stage."""
+    kind, stage, and its parent's id (a sub-item's)."""
 
     id: int
     input: str
@@ -116,6 +144,7 @@ class Stale(NamedTuple):
     state: str
     kind: str | None
     stage: str
+    parent: int | None = None
 
 
 class Claiming(Protocol):
@@ -143,13 +172,17 @@ class Stages(fanout.FanOuts):
         return None
 
 
-    def stale_items(self, run_id: int, stages: Sequence[tuple[str, str]]) -> list[Stale]:
-        """A pipeline's items whose results may not stand for its ``stages`` now ((name, fingerprint), in order),
-        and those left at a stage gone (``STALE``)."""
-        rows = self.rows(STALE, {"run": run_id, "stages": json.dumps(stages)})
+    def stale_items(
+        self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None
+    ) -> list[Stale]:
+        """A pipeline's items whose results may not stand for its ``stages`` now ((name, fingerprint), in order,
+        outside any fan-out), and those left at a stage gone; sub-items left unsettled at a stage not among
+        ``names`` (every stage of the job; by default, ``stages``'). See ``STALE``."""
+        names = [name for name, _ in stages] if names is None else names
+        rows = self.rows(STALE, {"run": run_id, "stages": json.dumps(stages), "names": json.dumps(list(names))})
         return [Stale(row["id"], row["input"], {stage: (result, fingerprint) for stage, (result, fingerprint)
                                                 in json.loads(row["saved"] or "{}").items()},
-                      row["state"], row["error_kind"], row["stage"]) for row in rows]
+                      row["state"], row["error_kind"], row["stage"], row["parent_id"]) for row in rows]
 
     def to_pipeline(
         self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float
@@ -171,21 +204,50 @@ class Stages(fanout.FanOuts):
 
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,
-        finish: Mapping[int, str] | None = None,
+        finish: Mapping[int, str] | None = None, cancel: Mapping[int, str] | None = None,
+        retire: Collection[int] = (),
     ) -> None:
         """In one transaction: items sent to a stage (item id -> stage), pending there, their results from it on
         forgotten (``stages``: the job's, in order); failed items put at the stage a retry sends them to
         (``restage``), failed still, their results from it on forgotten; items every stage of whose has its
-        result completed at a stage (``finish``: the change trigger logs and counts it). An item that moved
-        meanwhile (a person's cancel, rejection or retry) is left alone, its results kept."""
+        result completed at a stage, its result their output (``finish``: the change trigger logs and counts it,
+        and an event that moves nothing says why); items a person cancelled in flight failed ``cancelled``, at
+        the stage a retry sends them to (``cancel``). The sub-items of each of ``retire`` that moved are removed
+        (:func:`runner.store.fanout.retire_sub_items`). An item that moved meanwhile (a person's cancel,
+        rejection or retry) is left alone, its results kept."""
         with self.write() as conn:
             for name, where, values, each in [
                 ("rewind", UNLESS_A_PERSONS, {"stage": "stage = :stage", **items.FRESH_BUDGET}, moves),
                 ("restage", "items.id = :id", {"stage": "stage = :stage"}, restage or {}),
+                ("finish", UNLESS_A_PERSONS, FINISH, finish or {}),
             ]:
                 for item_id, stage in each.items():
-                    params = {"id": item_id, "stage": stage, "now": now}
+                    params = {"id": item_id, "stage": stage, "now": now, "names": json.dumps(list(stages))}
+                    gone = conn.execute(GONE, params).fetchone() if name == "finish" else None
                     if move(conn, name, where=where, params=params, returning="items.id", values=values):
-                        conn.execute(FORGET, {"id": item_id, "forget": json.dumps(list(stages[stages.index(stage):]))})
-            move_each(conn, "finish", where=UNLESS_A_PERSONS, values={"stage": "stage = :stage"},
-                      params=[{"id": i, "stage": stage, "now": now} for i, stage in (finish or {}).items()])
+                        _moved(conn, name, params, stages, retire)
+                        if gone is not None:
+                            conn.execute(FINISHED, {**params, "why": NO_STAGE_LEFT if gone[0] else NOT_NEEDED})
+            for item_id, stage in (cancel or {}).items():
+                _cancel(conn, item_id, stage, stages, now)
+
+
+def _moved(conn: sqlite3.Connection, name: str, params: dict[str, Any], stages: Sequence[str],
+           retire: Collection[int]) -> None:
+    """What follows a re-run's move of one item: its results from its stage on forgotten (not a completion's), its
+    sub-items retired when its fan-out no longer stands."""
+    if name != "finish":
+        conn.execute(FORGET, {**params, "forget": json.dumps(list(stages[stages.index(params["stage"]):]))})
+    if params["id"] in retire:
+        fanout.retire_sub_items(conn, params["id"], params["now"])
+
+
+def _cancel(conn: sqlite3.Connection, item_id: int, stage: str, stages: Sequence[str], now: float) -> None:
+    """An item a person cancelled in flight, at a stage gone: failed ``cancelled`` now (a call of an upstream task
+    that may still run counted as maybe paid), then at the stage a retry sends it to."""
+    params = {"id": item_id, "stage": stage, "now": now, "message": CANCELLED_AT_GONE}
+    items.count_task_lines(conn, STILL_CANCELLED, params)
+    if move(conn, "cancel", where=STILL_CANCELLED, values=items.CANCELLED, params=params, returning="items.id"):
+        if move(conn, "restage", where="items.id = :id AND items.stage != :stage", values={"stage": "stage = :stage"},
+                params=params, returning="items.id"):
+            _moved(conn, "restage", params, stages, ())

@@ -15,6 +15,7 @@ from runner.engine import joins
 from runner.model import FanOut, Settlement
 from runner.rules import fanout
 from runner.store import Store, views
+from runner.store.fanout import RETIRED
 
 URL = "http://127.0.0.1:9/v1"
 LEASE = ("fan", "t")
@@ -153,3 +154,25 @@ def test_a_parent_whose_sub_items_settled_before_a_stop_is_joined_from_the_store
     assert (row["state"], row["stage"], row["hold"]) == ("completed", "gather", "none")
     assert [r["note"] for r in json.loads(row["output"])["results"]] == ["n", "n"]
     assert joins.join(store, run_id, job, now=4.0) == 0
+
+
+def test_a_parent_sent_back_before_its_fan_out_retires_its_sub_items_in_flight_too_never_sending_them_again(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id, parent = fanned_out(store, tmp_path, ["a", "b", "c"])
+    call, task = (store.claim_batch(run_id, max_items=1, max_chars=10**6, now=1.0, stage="note") for _ in range(2))
+    assert call is not None and task is not None
+    for batch in (call, task):
+        store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=1.0)
+    with store.write() as conn:  # a call held for a person (counted as maybe paid), a line of an upstream task
+        conn.execute("UPDATE items SET hold = 'confirm', maybe_paid = 1 WHERE batch_id = ?", (call.id,))
+        conn.execute("UPDATE runs SET maybe_paid = maybe_paid + 1 WHERE id = ?", (run_id,))
+        conn.execute("UPDATE batches SET submits = 1 WHERE id = ?", (task.id,))
+    store.rewind({parent: "split"}, ["split", "note", "gather"], now=3.0, retire=[parent])
+    assert store.rows("SELECT key FROM items WHERE parent_id IS NOT NULL") == []
+    assert store.rows("SELECT maybe_paid FROM items WHERE id = ?", [parent]) == [{"maybe_paid": 2}]
+    assert store.rows("SELECT maybe_paid FROM runs WHERE id = ?", [run_id]) == [{"maybe_paid": 2}]
+    removed = store.rows("SELECT to_state, items FROM events WHERE kind = 'removed' AND message = ?", [RETIRED])
+    assert sorted((e["to_state"], e["items"]) for e in removed) == [("pending", -1), ("running", -1), ("running", -1)]
+    status = views.status(store, "fan", now=3.0)
+    assert (status["total"], status["waiting_for_sub_items"]) == (1, 0)

@@ -6,11 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from support import add_all, make_job, posts
+from support import add_all, make_job, posts, write_jsonl
 
+from runner import jobs
+from runner.engine import stages as engine_stages
+from runner.jobs import Job
 from runner.store import Store
 
 URL = "http://127.0.0.1:9/v1"
+GONE = "its stage is no longer in the job, and every stage it needs has its result"
 
 
 #: A pending item moved to a state of the batch path (``:state``) at a stage by hand, with the event and counts
@@ -123,3 +127,44 @@ def test_an_item_waiting_at_a_stage_gone_with_its_stages_done_completes_counted_
     counts = {(r["stage"], r["state"]): r["n"] for r in store.rows(
         "SELECT stage, state, n FROM counts WHERE run_id = ? AND n != 0", [run_id])}
     assert counts == {("a", "completed"): 1}
+
+
+def test_an_item_completed_because_its_stage_is_gone_says_why_in_its_history_counted_once(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id = add_all(store, make_job(tmp_path, URL, posts(1)), now=1.0)
+    item_id = at(store, "p000", "waiting", "gone", ("a", "fa"))
+    store.rewind({}, ["a"], now=2.0, finish={item_id: "a"})
+    history = store.rows("SELECT from_state, to_state, kind, message, items FROM events WHERE item_id = ? AND at = 2",
+                         [item_id])
+    assert [(e["from_state"], e["to_state"], e["kind"], e["message"], e["items"]) for e in history] == [
+        ("waiting", "completed", None, None, 1), ("completed", "completed", "finished", GONE, 0)]
+    assert store.rows("SELECT output FROM items WHERE id = ?", [item_id]) == [{"output": "{}"}]
+    counts = store.rows("SELECT stage, state, n FROM counts WHERE run_id = ? AND n != 0", [run_id])
+    assert [(r["stage"], r["state"], r["n"]) for r in counts] == [("a", "completed", 1)]
+
+
+def two_stages(tmp_path: Path) -> Job:
+    write_jsonl(tmp_path / "posts.jsonl", posts(2))
+    (tmp_path / "two.toml").write_text(
+        f'name = "two"\ninput = "posts.jsonl"\nkey = "id"\n[provider]\nbase_url = "{URL}"\n'
+        '[[stage]]\nname = "a"\n[[stage]]\nname = "b"\n', encoding="utf-8")
+    return jobs.load(tmp_path / "two.toml")
+
+
+def test_a_persons_cancel_of_an_item_in_flight_at_a_stage_gone_stands_failed_cancelled_at_its_next_stage(
+    tmp_path: Path, store: Store
+) -> None:
+    job = two_stages(tmp_path)
+    run_id = add_all(store, job, now=1.0)
+    a = ("a", job.stage("a").fingerprint(job.version))
+    cancelled, other = at(store, "p000", "running", "gone", a), at(store, "p001", "running", "gone", a)
+    with store.write() as conn:
+        conn.execute("UPDATE items SET error_kind = 'cancelled', error = 'cancelled by a person' WHERE id = ?",
+                     (cancelled,))
+    assert engine_stages.rewind(store, run_id, job, {}, now=2.0).gone == {"gone": 2}
+    rows = {r["id"]: (r["state"], r["stage"], r["error_kind"]) for r in store.rows(
+        "SELECT id, state, stage, error_kind FROM items")}
+    assert rows == {cancelled: ("failed", "b", "cancelled"), other: ("pending", "b", None)}
+    counts = store.rows("SELECT stage, state, n FROM counts WHERE run_id = ? AND n != 0 ORDER BY state", [run_id])
+    assert [(r["stage"], r["state"], r["n"]) for r in counts] == [("b", "failed", 1), ("b", "pending", 1)]
