@@ -119,6 +119,9 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     if standing.needs_decision:
         held.append(f"{plural(standing.needs_decision, 'item')} waiting for a decision")
         brief.append(f"{standing.needs_decision:,} to decide")
+    if standing.waiting_for_sub_items:
+        held.append(f"{plural(standing.waiting_for_sub_items, 'item')} waiting for sub-items")
+        brief.append(f"{standing.waiting_for_sub_items:,} joining")
     if upstream:
         held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
         brief.append(f"{upstream:,} upstream")

@@ -84,6 +84,12 @@ def test_a_running_line_counts_the_batches_an_upstream_holds_as_tasks() -> None:
                                         "posts: running (49 held, 1 upstream)")
 
 
+def test_a_running_line_counts_the_parents_waiting_at_their_join_for_sub_items() -> None:
+    said = progress_line.line(standing(running=40, pending=3)._replace(waiting_for_sub_items=3), waits=True,
+                              db="runs.db")
+    assert (said.state, said.short) == ("posts: running (3 items waiting for sub-items)", "posts: running (3 joining)")
+
+
 def test_a_running_line_with_held_items_has_brief_words_for_a_narrow_terminal_and_others_need_none() -> None:
     assert progress_line.line(standing(running=1300, held=1200), waits=True, db="runs.db").short == (
         "posts: running (1,200 held)")
