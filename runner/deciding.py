@@ -48,6 +48,8 @@ def decide(
     A key the run does not have, or an item past its decide stage (or failed),
     refuses the whole decision (``RunError``), and nothing changes.
     """
+    if data is not None and not isinstance(data, Mapping):
+        raise RunError(f"data must be a mapping (a dict, saved as the stage's result), not {type(data).__name__}")
     job = store.job(name)
     if not any(stage.kind == DECIDE for stage in job.stages):
         raise RunError(f"run {name!r} has no decide stage: nothing to decide")

@@ -204,3 +204,12 @@ async def test_an_item_whose_input_changes_while_it_waits_for_a_decision_starts_
     await runs.execute(store, jobs.load(tmp_path / "pipeline.toml"))
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": ["p000"]}
     assert state(store, "p000") == ("review", ItemState.WAITING, "decide")
+
+
+async def test_data_that_is_not_a_mapping_is_refused_with_a_run_error_saying_so(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await reviewed(tmp_path, sim, store)
+    with pytest.raises(RunError, match="data must be a mapping"):
+        deciding.decide(store, "triage", ["p001"], approve=True, data="abc", now=2e9)  # type: ignore[arg-type]
+    assert state(store, "p001") == ("review", ItemState.WAITING, "decide")
