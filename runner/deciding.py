@@ -62,6 +62,17 @@ def apply_kept(store: RunStore, run_id: int, job: Job, *, now: float) -> int:
     return store.apply_kept(run_id, plan=planner(job), fingerprints=fingerprints(job), now=now)
 
 
+def kept_words(job: Job, kept: int = 1) -> str:
+    """What happens to a decision kept for items not at their decide stage yet, in words: applied when they
+    arrive, or, at a decide stage with a ``when``, only if they do (a ``when`` false drops it, in the run's log)."""
+    maybe = [stage.name for stage in job.stages if stage.kind == DECIDE and stage.when is not None]
+    if not maybe:
+        return f"the decision is kept and applied when {'it arrives' if kept == 1 else 'they arrive'}"
+    stages = " or ".join(f"stage {name}" for name in maybe)
+    return (f"kept; applied if the item reaches {stages} (its when may skip it: the decision is then dropped, "
+            "and the run's log says so)")
+
+
 def parse_data(text: str | None) -> dict[str, Any]:
     """A decision's ``--data``: a JSON object (None: ``{}``); anything else raises ValueError, saying what it is."""
     if text is None:
