@@ -71,3 +71,41 @@ async def test_the_panel_decisions_tab_approves_with_its_data_and_refuses_data_t
         panel.close()
     assert [row["key"] for row in run.failures()] == ["p001"]
     assert run.item("p000")["stage"] == "summarize"
+
+
+async def test_the_panel_decisions_tab_types_each_items_data_afresh_and_unchooses_an_item_decided_elsewhere(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    from runner.widgets import RunPanel
+
+    run = reviewed(tmp_path, sim)
+    await run.go()
+    panel = RunPanel(tmp_path / "runs.db", "reviewed", live=False)
+    try:
+        tab = panel.decisions
+        assert tab.key == "p000" and tab.items.options[0] == ("p000 · review", "p000")
+        tab.data.value = '{"by": "ana"}'
+        tab.items.value = "p001"
+        assert tab.data.value == "{}"
+        tab.items.value = "p000"
+        tab.data.value = '{"by": "ana"}'
+        tab.approve.click()
+        assert "p000 approved" in panel.message.value and tab.key == "p001" and tab.data.value == "{}"
+        run.decide("p001", data={"by": "bo"})
+        panel.refresh()
+        assert tab.key is None and tab.approve.disabled and tab.reject.disabled
+        assert "p001 was decided elsewhere" in panel.message.value
+        assert "choose an item to decide" in tab.detail.value
+        panel.refresh()
+        assert tab.key is None
+        tab.items.value = "p002"
+        assert not tab.approve.disabled
+        tab.approve.click()
+    finally:
+        panel.close()
+    from runner import export
+    from runner.store import Store
+
+    with Store(tmp_path / "runs.db", create=False) as store:
+        reviews = {row["key"]: row["review"] for row in export.rows(store, "reviewed")}
+    assert reviews == {"p000": {"by": "ana"}, "p001": {"by": "bo"}, "p002": {}}
