@@ -108,4 +108,5 @@ async def test_the_panel_decisions_tab_types_each_items_data_afresh_and_unchoose
 
     with Store(tmp_path / "runs.db", create=False) as store:
         reviews = {row["key"]: row["review"] for row in export.rows(store, "reviewed")}
-    assert reviews == {"p000": {"by": "ana"}, "p001": {"by": "bo"}, "p002": {}}
+    assert reviews == {"p000": {"approved": True, "by": "ana"}, "p001": {"approved": True, "by": "bo"},
+                       "p002": {"approved": True}}

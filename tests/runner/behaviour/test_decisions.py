@@ -54,7 +54,7 @@ async def test_approve_moves_on_with_data_saved_under_the_stage(tmp_path: Path, 
     await reviewed(tmp_path, sim, store)
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"summarize": ["p001"]}
     (row,) = [row for row in export.rows(store, "triage") if row["key"] == "p001"]
-    assert row["review"] == {"ok": True} and "summary" in row["summarize"]
+    assert row["review"] == {"approved": True, "ok": True} and "summary" in row["summarize"]
 
 
 async def test_approve_at_the_last_stage_completes_the_item_with_its_data(
