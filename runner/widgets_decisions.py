@@ -15,7 +15,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from . import deciding
-from .panel_html import decision_html, error
+from .panel_html import decision_html, error, note
 from .store.answers import DecisionsView
 
 
@@ -75,8 +75,8 @@ class DecisionsTab:
             return chosen
         if chosen is not None and chosen != self._decided:
             self._unchosen = True
-            self._message.value = error(f"{chosen} was decided elsewhere (it no longer waits here): choose the "
-                                        "item to decide")
+            self._message.value = note(f"{chosen} was decided elsewhere (it no longer waits here): choose the "
+                                       "item to decide")
             return None
         if self._unchosen or not keys:
             return None
