@@ -89,7 +89,8 @@ class Shape(NamedTuple):
 
 def _shape(store: Store, run_id: int) -> Shape:
     stages = views.stage_kinds(store, run_id)
-    return Shape({name: n for n, (name, _) in enumerate(stages)}, frozenset(name for name, kind in stages if kind == DECIDE))
+    return Shape({name: n for n, (name, _) in enumerate(stages)},
+                 frozenset(name for name, kind in stages if kind == DECIDE))
 
 
 def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

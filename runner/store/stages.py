@@ -5,7 +5,8 @@ transaction: each validated result of a pipeline (a job of ``[[stage]]``
 tables) saved under its stage in ``results``, with the stage's fingerprint
 (a job of one stage keeps its result as the item's output, as before); the items that go on moved to ``pending`` at the next
 stage the engine chose (``next_stage``, the rule's answer), the stages they
-skipped noted in their history (a decision kept for one dropped, noted: :mod:`runner.store.skips`); those that fan out waiting at their join
+skipped noted in their history (a decision kept for one dropped, noted:
+:mod:`runner.store.skips`); those that fan out waiting at their join
 (:mod:`runner.store.fanout`); the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
