@@ -263,8 +263,8 @@ def decide(
     if done.rejected:
         click.echo(f"{plural(done.rejected, 'item')} of run {name!r} rejected (failed, kind rejected)")
     if done.kept:
-        click.echo(f"{plural(done.kept, 'item')} not at the decide stage yet: the decision is kept and applied when "
-                   f"{'it arrives' if done.kept == 1 else 'they arrive'}")
+        kept = deciding.kept_words(store.job(name), done.kept)
+        click.echo(f"{plural(done.kept, 'item')} not at the decide stage yet: {kept}")
     if done.rejected:
         hint("to send them back for a decision:", spelt("retry", name, "--kind", FailureKind.REJECTED.value, db=store.path))
     if done.approved:

@@ -48,6 +48,8 @@ def decide(
     A key the run does not have, or an item past its decide stage (or failed),
     refuses the whole decision (``RunError``), and nothing changes.
     """
+    if data is not None and not isinstance(data, Mapping):
+        raise RunError(f"data must be a mapping (a dict, saved as the stage's result), not {type(data).__name__}")
     job = store.job(name)
     if not any(stage.kind == DECIDE for stage in job.stages):
         raise RunError(f"run {name!r} has no decide stage: nothing to decide")
@@ -58,6 +60,17 @@ def decide(
 def apply_kept(store: RunStore, run_id: int, job: Job, *, now: float) -> int:
     """Apply the decisions kept for items that have since reached their decide stage; how many."""
     return store.apply_kept(run_id, plan=planner(job), fingerprints=fingerprints(job), now=now)
+
+
+def kept_words(job: Job, kept: int = 1) -> str:
+    """What happens to a decision kept for items not at their decide stage yet, in words: applied when they
+    arrive, or, at a decide stage with a ``when``, only if they do (a ``when`` false drops it, in the run's log)."""
+    maybe = [stage.name for stage in job.stages if stage.kind == DECIDE and stage.when is not None]
+    if not maybe:
+        return f"the decision is kept and applied when {'it arrives' if kept == 1 else 'they arrive'}"
+    stages = " or ".join(f"stage {name}" for name in maybe)
+    return (f"kept; applied if the item reaches {stages} (its when may skip it: the decision is then dropped, "
+            "and the run's log says so)")
 
 
 def parse_data(text: str | None) -> dict[str, Any]:

@@ -6,8 +6,12 @@ One row per item, as JSONL writes it::
      "kind", "message", "attempts", "paid_calls", "maybe_paid"}
 
 A pipeline's row (a job of ``[[stage]]`` tables) has, in place of the result's
-fields, the ``stage`` the item is at and one group per stage it passed:
-``{"classify": {"label": ...}, "extract": {...}}`` (flat: ``classify.label``).
+fields, the ``stage`` the item is at and one group per stage it passed, in the
+job's stage order: ``{"classify": {"label": ...}, "extract": {...}}`` (flat:
+``classify.label``; the flat columns too come in stage order, whichever item
+had them first). A decide stage's group says the person's decision:
+``{"approved": true, <the data approved with>}``, and ``{"approved": false}``
+for an item rejected there (flat: ``review.approved``).
 
 An item that is not completed has no result fields; ``kind`` and ``message``
 say why a failed item failed. A result field named like one of the row's own
@@ -34,9 +38,11 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .errors import ExportError
+from .model import FailureKind
+from .rules.deciding import DECIDE
 from .store import Store, views
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -67,10 +73,24 @@ def pages(store: Store, name: str, *, state: str = "all", size: int = PAGE) -> I
     _check_state(state)
     run_id = store.run_id(name)
     staged = views.staged(store, run_id)
+    shape = _shape(store, run_id) if staged else Shape({}, frozenset())
     after = 0
     while items := views.export_page(store, run_id, state=state, after=after, limit=size, staged=staged):
-        yield [_staged_row(item) if staged else _row(item) for item in items]
+        yield [_staged_row(item, shape) if staged else _row(item) for item in items]
         after = items[-1]["id"]
+
+
+class Shape(NamedTuple):
+    """A pipeline's stages as its export places them: each stage's place in order, and its decide stages."""
+
+    places: dict[str, int]
+    decide: frozenset[str]
+
+
+def _shape(store: Store, run_id: int) -> Shape:
+    stages = views.stage_kinds(store, run_id)
+    return Shape({name: n for n, (name, _) in enumerate(stages)},
+                 frozenset(name for name, kind in stages if kind == DECIDE))
 
 
 def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -87,12 +107,14 @@ def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def columns(store: Store, name: str, *, state: str) -> dict[str, set[str]]:
     """The flat columns of an export, in the row's order, each with the type names of its values (None left out)."""
     seen: dict[str, set[str]] = {}
+    run_id = store.run_id(name)
+    places = _shape(store, run_id).places if views.staged(store, run_id) else {}
     for row in rows(store, name, state=state):
         for column, value in flat(row).items():
             types = seen.setdefault(column, set())
             if value is not None:
                 types.add(type(value).__name__)
-    ordered = sorted(seen, key=_section)
+    ordered = sorted(seen, key=lambda column: _section(column, places))
     return {column: seen[column] for column in ordered}
 
 
@@ -107,25 +129,35 @@ def _row(item: Mapping[str, Any]) -> dict[str, Any]:
     return row | {column: item[column] for column in TAIL}
 
 
-def _staged_row(item: Mapping[str, Any]) -> dict[str, Any]:
-    """A pipeline's row: its stage, then each passed stage's result under the stage's name (the key left out)."""
+def _staged_row(item: Mapping[str, Any], shape: Shape) -> dict[str, Any]:
+    """A pipeline's row: its stage, then each passed stage's result under the stage's name (the key left out), in
+    stage order; a decide stage's as the decision (approved, with its data; rejected)."""
     row: dict[str, Any] = {column: item[column] for column in HEAD} | {"stage": item["stage"]}
     if item["parent"] is not None:  # a sub-item of a fan-out
         row["parent"] = item["parent"]
-    for stage, result in json.loads(item["stages"]).items():
+    results = json.loads(item["stages"])
+    if item["kind"] == FailureKind.REJECTED and item["stage"] in shape.decide:
+        results[item["stage"]] = {"approved": False}
+    for stage in sorted(results, key=lambda stage: shape.places.get(stage, len(shape.places))):
+        result = results[stage]
+        if stage in shape.decide and isinstance(result, dict) and "approved" not in result:
+            result = {"approved": True, **result}  # data of its own "approved" is kept as the person typed it
         row[stage] = {f: v for f, v in result.items() if (f, v) != ("id", item["key"])} if isinstance(
             result, dict) else result
     row["input"] = {field: value for field, value in json.loads(item["input"]).items() if field != "id"}
     return row | {column: item[column] for column in TAIL}
 
 
-def _section(column: str) -> int:
-    """Where a flat column stands: the row's head, the result's fields, the input's, the row's tail."""
+def _section(column: str, places: Mapping[str, int]) -> tuple[int, int]:
+    """Where a flat column stands: the row's head, the result's fields (a pipeline's by its stage's place), the
+    input's, the row's tail."""
     if column in HEAD or column in ("stage", "parent"):
-        return 0
+        return 0, 0
     if column in TAIL:
-        return 3
-    return 2 if column.startswith("input.") or column == "input" else 1
+        return 3, 0
+    if column.startswith("input.") or column == "input":
+        return 2, 0
+    return 1, places.get(column.partition(".")[0], len(places))
 
 
 def _check_state(state: str) -> None:

@@ -36,6 +36,11 @@ def error(text: str) -> str:
     return f"<span style='color:{ERROR_COLOUR}'>{escape(text)}</span>"
 
 
+def note(text: str) -> str:
+    """A notice that is no error: something changed under the person's eyes."""
+    return f"<span style='color:#8d6e63'>{escape(text)}</span>"
+
+
 def badge(text: str, colour: str) -> str:
     return (f"<span style='background:{colour};color:white;border-radius:4px;padding:1px 7px;"
             f"font-weight:bold'>{escape(text)}</span>")

@@ -5,9 +5,12 @@
   :func:`runner.rules.stages.next_stage` says over its state with that result
   (the next stage, pending there, or none: completed); a rejection fails it;
 - unfinished before a decide stage: the decision is kept for the first decide
-  stage at or after its current one, applied when the item waits there;
-- anywhere else (completed, failed, past the last decide stage): refused,
-  with why in words.
+  stage at or after its current one that the item can reach, applied when the
+  item waits there (a stage whose ``when`` turns out false drops it, noted:
+  :mod:`runner.store.skips`);
+- anywhere else (completed, failed, past the last decide stage it can reach:
+  a sub-item stops at its join, a parent passes over its sub-items' stages):
+  refused, with why in words.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from ..model import FailureKind, Hold, ItemState
+from .fanout import inside
 from .stages import Next, StageLike, next_stage, state_of
 
 #: The kind of a stage where a person decides (``runner.jobs.DECIDE``).
@@ -26,10 +30,12 @@ REJECTED = "rejected by a person at stage {stage!r}"
 
 
 class Kinded(StageLike, Protocol):
-    """A stage as this rule reads it: its name, its ``when`` and its kind."""
+    """A stage as this rule reads it: its name, its ``when``, its kind and what it fans out."""
 
     @property
     def kind(self) -> str: ...
+    @property
+    def fan_out(self) -> str: ...
 
 
 class At(NamedTuple):
@@ -43,6 +49,8 @@ class At(NamedTuple):
     #: Its input fields, and the results of the stages it passed (stage -> result).
     record: Mapping[str, Any]
     results: Mapping[str, Any]
+    #: A fan-out's sub-item: it goes through the stages up to its join, never past it.
+    sub_item: bool = False
 
 
 class Plan(NamedTuple):
@@ -78,6 +86,23 @@ def plan(stages: Sequence[Kinded], item: At, *, approve: bool, data: Mapping[str
                                   "back to wait there")
         return Plan(None, why=f"it failed at stage {item.stage!r} ({item.error_kind}), not at a decide stage")
     later = [name for name in deciding if names.index(name) >= names.index(item.stage)]
+    reached = _reachable(stages, item)
     if not later:
         return Plan(None, why=f"it is at stage {item.stage!r}, past the last decide stage")
-    return Plan(later[0])
+    if not reached:
+        return Plan(None, why=(
+            f"it is a sub-item: it stops at its join, and decide stage {later[0]!r} after it is its parent's"
+            if item.sub_item else f"decide stage {later[0]!r} is its sub-items' (after its fan-out): decide those"))
+    return Plan(reached[0])
+
+
+def _reachable(stages: Sequence[Kinded], item: At) -> list[str]:
+    """The decide stages from the item's own on that it can reach: a sub-item's up to its join, an item's
+    outside any fan-out."""
+    names = [stage.name for stage in stages]
+    onward = stages[names.index(item.stage):]
+    if item.sub_item:
+        ends = [n for n, stage in enumerate(onward) if stage.kind == "join"]
+        onward = onward[:ends[0]] if ends else onward
+        return [stage.name for stage in onward if stage.kind == DECIDE]
+    return [stage.name for stage in onward if stage.kind == DECIDE and not inside(stages, stage.name)]

@@ -26,8 +26,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 CHUNK = "_chunk"
 
 
-class Fanning(Protocol):
-    """A stage as these rules read it (:class:`runner.jobs.Stage`)."""
+class Spanning(Protocol):
+    """A stage as :func:`inside` reads it: its name, kind and what it fans out."""
 
     @property
     def name(self) -> str: ...
@@ -35,6 +35,11 @@ class Fanning(Protocol):
     def kind(self) -> str: ...
     @property
     def fan_out(self) -> str: ...
+
+
+class Fanning(Spanning, Protocol):
+    """A stage as these rules read it (:class:`runner.jobs.Stage`)."""
+
     @property
     def max_fan_out(self) -> int: ...
     @property
@@ -68,7 +73,7 @@ def span(stages: Sequence[Fanning], fan_stage: str) -> tuple[str, str]:
     return names[at + 1], join
 
 
-def inside(stages: Sequence[Fanning], name: str) -> bool:
+def inside(stages: Sequence[Spanning], name: str) -> bool:
     """Whether stage ``name`` lies between a fan-out and its join: only sub-items reach it."""
     open_fan = False
     for stage in stages:

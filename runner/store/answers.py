@@ -300,9 +300,12 @@ class HistoryLine(NamedTuple):
 
 
 def stage_note(kind: str | None, stage: str | None, to_stage: str | None) -> str | None:
-    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (else None)."""
+    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (and
+    dropped the decision kept for it) (else None)."""
     if to_stage:
         return f"on to stage {to_stage}"
+    if kind == "decision_dropped":
+        return f"stage {stage} skipped: its when is false; the decision kept for it was dropped (never applied)"
     return f"stage {stage} skipped: its when is false" if kind == "skipped" else None
 
 

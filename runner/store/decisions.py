@@ -29,13 +29,14 @@ from ..rules.deciding import REJECTED, At, Plan
 from . import items
 from .connection import SQLiteFile
 from .items import arrive, move_each
-from .stages import SKIPPED
+from .skips import skip
 
 #: Where items stand, with their input and the results of the stages they passed (``{chosen}`` selects them).
 AT = """
 SELECT items.id, items.key, items.stage, items.state, items.hold, items.error_kind,
     (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT coalesce(json_group_object(stage, json(result)), '{{}}') FROM results WHERE item_id = items.id) AS results
+    (SELECT coalesce(json_group_object(stage, json(result)), '{{}}') FROM results WHERE item_id = items.id) AS results,
+    items.parent_id IS NOT NULL AS sub_item
     {more}
 FROM items {join} WHERE items.run_id = :run AND {chosen} ORDER BY items.seq
 """
@@ -91,7 +92,7 @@ class Deciding(Protocol):
 
 def _at(row: Mapping[str, Any]) -> At:
     return At(row["key"], row["stage"], row["state"], row["hold"], row["error_kind"], json.loads(row["input"]),
-              json.loads(row["results"]))
+              json.loads(row["results"]), bool(row["sub_item"]))
 
 
 class Decisions(SQLiteFile):
@@ -167,8 +168,8 @@ def _apply(
               values={"stage": "stage = :stage", **items.FRESH_BUDGET}, params=approved)
     move_each(conn, "approve_last", where=f"{one} AND :stage IS NULL", values={"output": "output = :data"},
               params=approved)
-    conn.executemany(SKIPPED, [{**each, "stage": stage} for each, p in zip(params, plans)
-                               if p.goes is not None for stage in p.goes.skipped])
+    skip(conn, [{**each, "stage": stage} for each, p in zip(params, plans) if p.goes is not None
+                for stage in p.goes.skipped])
     move_each(conn, "reject", where=one, values=REJECT,
               params=[each for each, p in zip(params, plans) if p.goes is None])
     conn.executemany(FORGET, params)

@@ -35,6 +35,7 @@ from ..rules.fanout import Settled
 from . import items
 from .connection import SQLiteFile
 from .items import move
+from .skips import skip
 
 #: A parent of batch ``:batch`` that fans out: waiting at its join, its sub-items yet to settle.
 FANNED = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
@@ -97,11 +98,6 @@ ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint
 """
 #: The parent still at its join, every sub-item settled.
 AT_JOIN = "items.id = :id AND items.stage = :stage AND items.sub_items_left = 0"
-SKIPPED = """
-INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
-SELECT run_id, id, :now, 'pending', 'pending', 'skipped', 'its when is false: stage skipped', 0, :skipped
-FROM items WHERE id = :id
-"""
 
 
 def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[str, Any]) -> None:
@@ -190,13 +186,13 @@ class FanOuts(SQLiteFile):
                         "error": "error = :message", "retryable": "retryable = 1"})
                     continue
                 conn.execute(SAVE_RESULT, {**params, "result": end.result, "fingerprint": end.fingerprint})
+                skip(conn, [{"id": end.id, "now": now, "stage": stage} for stage in end.skipped])
                 if end.next_stage is None:
                     move(conn, "join_last", where=AT_JOIN, values={"output": "output = :result"},
                          params={**params, "result": end.result})
                     continue
                 move(conn, "join", where=AT_JOIN, values={"stage": "stage = :next", **items.FRESH_BUDGET},
                      params={**params, "next": end.next_stage})
-                conn.executemany(SKIPPED, [{"id": end.id, "now": now, "skipped": stage} for stage in end.skipped])
             if any(end.next_stage is not None for end in joined):  # those now at a decide stage wait for a person
                 (run_id,) = conn.execute("SELECT run_id FROM items WHERE id = ?", (joined[0].id,)).fetchone()
                 items.arrive(conn, run_id, now)

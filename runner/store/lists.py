@@ -50,6 +50,13 @@ def staged(store: Store, run_id: int) -> bool:
     return bool(row["staged"])
 
 
+def stage_kinds(store: Store, run_id: int) -> list[tuple[str, str]]:
+    """The run's stages in order, each (name, kind), read from its saved job (without loading the job)."""
+    return [(row["name"], row["kind"]) for row in store.rows(
+        "SELECT json_extract(value, '$.name') AS name, json_extract(value, '$.kind') AS kind "
+        "FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ? ORDER BY CAST(key AS INTEGER)", [run_id])]
+
+
 def export_page(
     store: Store, run_id: int, *, state: str, after: int, limit: int, staged: bool = False
 ) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ transaction: each validated result of a pipeline (a job of ``[[stage]]``
 tables) saved under its stage in ``results``, with the stage's fingerprint
 (a job of one stage keeps its result as the item's output, as before); the items that go on moved to ``pending`` at the next
 stage the engine chose (``next_stage``, the rule's answer), the stages they
-skipped noted in their history; those that fan out waiting at their join
+skipped noted in their history (a decision kept for one dropped, noted:
+:mod:`runner.store.skips`); those that fan out waiting at their join
 (:mod:`runner.store.fanout`); the others ``completed``. The counts and
 events follow from the moves (``items_change``, ``LOG_BATCH``).
 
@@ -32,6 +33,7 @@ from ..model import Batch, Claim, Settlement
 from . import fanout, items
 from .connection import SQLiteFile
 from .items import move, move_each
+from .skips import skip
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
@@ -43,13 +45,6 @@ INSERT INTO results (item_id, stage, result, fingerprint, at)
 SELECT id, stage, output, :fingerprint, :now FROM items
 WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state = 'received' AND output IS NOT NULL
 ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
-"""
-
-#: A stage an item skipped (its ``when`` false), in its history: an event that moves nothing.
-SKIPPED = """
-INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
-SELECT run_id, id, :now, 'pending', 'pending', 'skipped', 'its when is false: stage skipped', 0, :stage
-FROM items WHERE id = :id
 """
 
 IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
@@ -64,8 +59,7 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
                                     "fingerprint": settlement.fingerprint})
     move_each(conn, "next_stage", where=IN_BATCH, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
-    conn.executemany(SKIPPED, [{**params, "id": i, "stage": stage}
-                               for i, skipped in settlement.skipped.items() for stage in skipped])
+    skip(conn, [{**params, "id": i, "stage": stage} for i, skipped in settlement.skipped.items() for stage in skipped])
     fanout.fan_out(conn, settlement, params)
     if settlement.next_stage:  # those at a decide stage wait there for a person
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (params["batch"],)).fetchone()

@@ -39,7 +39,9 @@ from .answers import (
     Standing,
 )
 
-from .lists import EXPORT_STATES, batches, export_page, history, holds, items, results, stage_tally, staged
+from .lists import (
+    EXPORT_STATES, batches, export_page, history, holds, items, results, stage_kinds, stage_tally, staged,
+)
 from .live import (
     batches_in_flight,
     batches_upstream,
@@ -59,9 +61,9 @@ if TYPE_CHECKING:
     from .sqlite import Store
 
 __all__ = [  # from lists and live
-    "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page", "failed_items",
-    "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace", "results",
-    "stage_tally", "staged", "waiting_decisions", "work_span",
+    "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page",
+    "failed_items", "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace",
+    "results", "stage_kinds", "stage_tally", "staged", "waiting_decisions", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)

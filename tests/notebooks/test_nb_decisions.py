@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 import support
@@ -18,6 +19,15 @@ def reviewed(tmp_path: Path, sim: Simulator) -> Run:
     """Each post classified, then reviewed by a person, then summarized."""
     job = support.reviewed(tmp_path, stages="classify review summarize", base_url=sim.base_url)
     return Run.from_job_file(job, db=tmp_path / "runs.db")
+
+
+async def reviewed_panel(tmp_path: Path, sim: Simulator) -> tuple[Run, Any]:
+    """The run stopped at the review (three items waiting), and a panel over it (not live)."""
+    from runner.widgets import RunPanel
+
+    run = reviewed(tmp_path, sim)
+    await run.go()
+    return run, RunPanel(tmp_path / "runs.db", "reviewed", live=False)
 
 
 async def test_the_notebook_lists_the_decisions_waiting_and_decides_them(tmp_path: Path, sim: Simulator) -> None:
@@ -48,11 +58,7 @@ def test_the_decisions_come_as_a_dataframe_when_asked(tmp_path: Path, sim: Simul
 async def test_the_panel_decisions_tab_approves_with_its_data_and_refuses_data_that_is_not_an_object(
     tmp_path: Path, sim: Simulator
 ) -> None:
-    from runner.widgets import RunPanel
-
-    run = reviewed(tmp_path, sim)
-    await run.go()
-    panel = RunPanel(tmp_path / "runs.db", "reviewed", live=False)
+    run, panel = await reviewed_panel(tmp_path, sim)
     try:
         tab = panel.decisions
         assert panel.tabs.titles[3] == "Decisions (3)" and tab.key == "p000"
@@ -71,3 +77,38 @@ async def test_the_panel_decisions_tab_approves_with_its_data_and_refuses_data_t
         panel.close()
     assert [row["key"] for row in run.failures()] == ["p001"]
     assert run.item("p000")["stage"] == "summarize"
+
+
+async def test_the_panel_decisions_tab_types_each_items_data_afresh_and_unchooses_an_item_decided_elsewhere(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    run, panel = await reviewed_panel(tmp_path, sim)
+    try:
+        tab = panel.decisions
+        assert tab.key == "p000" and tab.items.options[0] == ("p000 · review", "p000")
+        tab.data.value = '{"by": "ana"}'
+        tab.items.value = "p001"
+        assert tab.data.value == "{}"
+        tab.items.value = "p000"
+        tab.data.value = '{"by": "ana"}'
+        tab.approve.click()
+        assert "p000 approved" in panel.message.value and tab.key == "p001" and tab.data.value == "{}"
+        run.decide("p001", data={"by": "bo"})
+        panel.refresh()
+        assert tab.key is None and tab.approve.disabled and tab.reject.disabled
+        assert "p001 was decided elsewhere" in panel.message.value
+        assert "choose an item to decide" in tab.detail.value
+        panel.refresh()
+        assert tab.key is None
+        tab.items.value = "p002"
+        assert not tab.approve.disabled
+        tab.approve.click()
+    finally:
+        panel.close()
+    from runner import export
+    from runner.store import Store
+
+    with Store(tmp_path / "runs.db", create=False) as store:
+        reviews = {row["key"]: row["review"] for row in export.rows(store, "reviewed")}
+    assert reviews == {"p000": {"approved": True, "by": "ana"}, "p001": {"approved": True, "by": "bo"},
+                       "p002": {"approved": True}}

@@ -53,7 +53,8 @@ async def test_the_decisions_screen_approves_with_edited_data_and_rejects_one_it
         await settle(pilot, read=True)
         assert screen.key == "p002"
     assert where(store, "p000") == ("summarize", ItemState.PENDING)
-    assert [row["review"] for row in export.rows(store, "reviewed") if row["key"] == "p000"] == [{"ok": True}]
+    reviews = [row["review"] for row in export.rows(store, "reviewed") if row["key"] == "p000"]
+    assert reviews == [{"approved": True, "ok": True}]
     (rejected,) = views.failures(store, "reviewed")
     assert (rejected["key"], rejected["kind"]) == ("p001", FailureKind.REJECTED)
     assert where(store, "p002") == ("review", ItemState.WAITING)

@@ -54,7 +54,7 @@ async def test_approve_moves_on_with_data_saved_under_the_stage(tmp_path: Path, 
     await reviewed(tmp_path, sim, store)
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"summarize": ["p001"]}
     (row,) = [row for row in export.rows(store, "triage") if row["key"] == "p001"]
-    assert row["review"] == {"ok": True} and "summary" in row["summarize"]
+    assert row["review"] == {"approved": True, "ok": True} and "summary" in row["summarize"]
 
 
 async def test_approve_at_the_last_stage_completes_the_item_with_its_data(
@@ -206,3 +206,44 @@ async def test_an_item_whose_input_changes_while_it_waits_for_a_decision_starts_
     await runs.execute(store, jobs.load(tmp_path / "pipeline.toml"))
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": ["p000"]}
     assert state(store, "p000") == ("review", ItemState.WAITING, "decide")
+
+
+async def test_data_that_is_not_a_mapping_is_refused_with_a_run_error_saying_so(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await reviewed(tmp_path, sim, store)
+    with pytest.raises(RunError, match="data must be a mapping"):
+        deciding.decide(store, "triage", ["p001"], approve=True, data="abc", now=2e9)  # type: ignore[arg-type]
+    assert state(store, "p001") == ("review", ItemState.WAITING, "decide")
+
+
+async def test_a_decision_kept_for_a_decide_stage_its_when_skips_is_dropped_and_logged_and_the_item_goes_on(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    pipeline(tmp_path, sim.base_url, count=6, stages=REVIEWED)
+    job_file = tmp_path / "pipeline.toml"
+    job_file.write_text(job_file.read_text().replace(
+        'kind = "decide"\n', 'kind = "decide"\nwhen = { field = "classify.label", equals = "bug" }\n'))
+    job = jobs.load(job_file)
+    runs.prepare(store, job, now=1e9)
+    told = runner_cli("decide", "triage", *KEYS, "--reject", cwd=tmp_path)
+    assert told.returncode == 0, told.stderr
+    assert "kept; applied if the item reaches stage review (its when may skip it" in told.stdout
+    await runs.execute(store, job)
+    labels = {row["key"]: export_label(row) for row in export.rows(store, "triage")}
+    skipped = {key for key, label in labels.items() if label != "bug"}
+    assert skipped and skipped != set(KEYS)
+    for key in KEYS:
+        assert state(store, key)[1] == (ItemState.COMPLETED if key in skipped else ItemState.FAILED)
+    run_id = store.run_id("triage")
+    dropped = {key for key in KEYS if any(
+        (event["kind"], event["stage"]) == ("decision_dropped", "review")
+        for event in views.item_history(store, views.item(store, run_id, key)["id"]))}
+    assert dropped == skipped
+    log = "\n".join(line.detail for line in views.run_view(store, "triage", now=2e9).log)
+    assert "the decision kept for it was dropped" in log
+
+
+def export_label(row: dict[str, object]) -> object:
+    classify = row["classify"]
+    return classify.get("label") if isinstance(classify, dict) else None

@@ -164,3 +164,20 @@ async def test_a_parent_joined_before_a_decide_stage_waits_there_for_a_person_th
     assert outcome.exit_code == 0 and outcome.status["counts"][ItemState.COMPLETED] == 12
     assert {(rows(store)[parent]["stage"], rows(store)[parent]["review"]["ok"]) for parent in PARENTS} == {
         ("after", True)}
+
+
+async def test_a_decision_for_a_sub_item_whose_decide_stage_lies_past_its_join_is_refused_exit_1(
+    tmp_path: Path, store: Store
+) -> None:
+    from support import runner_cli
+
+    with Simulator(faults={"rules": [{"fault": "http_500", "keys": SUBS}]}).start() as failing:
+        job = fan_job(tmp_path, failing.base_url, review=True)
+        await runs.execute(store, job)
+    before = rows(store)
+    assert before["p001/0"]["stage"] == "note" and before["p001/0"]["state"] != ItemState.COMPLETED
+    refused = runner_cli("decide", "fan", "p001/0", "--reject", cwd=tmp_path)
+    assert refused.returncode == 1, refused.stdout
+    assert "it is a sub-item: it stops at its join, and decide stage 'review' after it is its parent's" in (
+        refused.stderr)
+    assert rows(store) == before

@@ -143,3 +143,30 @@ async def test_switching_a_stage_to_the_batch_api_keeps_its_results(tmp_path: Pa
         ledger = sim.ledger.snapshot()
     assert outcome.rewound == {}
     assert ledger["requests"] == 0 and not ledger["billed"]
+
+
+async def test_an_export_writes_the_stage_groups_in_stage_order_and_a_decision_as_approved_true_or_false(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    from runner import deciding, jobs
+
+    stages = "classify extract review summarize"
+    pipeline(tmp_path, sim.base_url, stages=stages)
+    job_file = tmp_path / "pipeline.toml"  # praise alone is extracted: p000 (a bug, seen first) skips extract
+    job_file.write_text(job_file.read_text().replace('in = ["bug", "complaint"]', 'in = ["praise"]'))
+    job = jobs.load(job_file)
+    await runs.execute(store, job)
+    assert "p000" in bugs_and_complaints(store) and "p000" not in results(store, "extract")
+    assert results(store, "extract")
+    deciding.decide(store, "triage", ["p001"], approve=False, now=2e9)
+    deciding.decide(store, "triage", [], approve=True, now=2e9)
+    await runs.execute(store, job)
+    out = tmp_path / "triage.csv"
+    export.write(store, "triage", str(out), fmt="csv")
+    header = out.read_text(encoding="utf-8").splitlines()[0].split(",")
+    groups = [column.partition(".")[0] for column in header if column.partition(".")[0] in stages.split()]
+    assert list(dict.fromkeys(groups)) == stages.split()
+    assert "review.approved" in header and "review" not in header
+    rows = {row["key"]: row for row in export.rows(store, "triage")}
+    assert [group for group in rows["p000"] if group in stages.split()] == ["classify", "review", "summarize"]
+    assert rows["p000"]["review"] == {"approved": True} and rows["p001"]["review"] == {"approved": False}

@@ -10,8 +10,8 @@ from runner.rules.stages import Next
 
 
 class S:
-    def __init__(self, name: str, kind: str = "openai-chat", when: When | None = None) -> None:
-        self.name, self.kind, self.when = name, kind, when
+    def __init__(self, name: str, kind: str = "openai-chat", when: When | None = None, fan_out: str = "") -> None:
+        self.name, self.kind, self.when, self.fan_out = name, kind, when, fan_out
 
 
 APPROVED = When("review.ok", equals=True, has_equals=True)
@@ -57,3 +57,19 @@ def test_approving_at_the_last_stage_completes_the_item() -> None:
 
 def test_a_run_without_a_decide_stage_refuses_every_decision() -> None:
     assert plan([S("classify")], at("classify", "pending"), approve=True, data={}).why == "the run has no decide stage"
+
+
+FANNED = [S("split", fan_out="chunks"), S("note"), S("check", "decide"), S("gather", "join"), S("review", "decide")]
+
+
+def test_a_sub_item_is_refused_a_decision_for_a_decide_stage_past_its_join() -> None:
+    sub = at("note", "pending")._replace(sub_item=True)
+    assert plan(FANNED, sub, approve=False, data={}) == Plan("check")
+    refused = plan([*FANNED[:2], *FANNED[3:]], sub, approve=False, data={})
+    assert refused.why == "it is a sub-item: it stops at its join, and decide stage 'review' after it is its parent's"
+
+
+def test_a_parent_keeps_a_decision_for_the_decide_stage_after_its_join_not_its_sub_items_one() -> None:
+    assert plan(FANNED, at("split", "pending"), approve=True, data={}) == Plan("review")
+    refused = plan(FANNED[:4], at("split", "pending"), approve=True, data={})
+    assert refused.why == "decide stage 'check' is its sub-items' (after its fan-out): decide those"
