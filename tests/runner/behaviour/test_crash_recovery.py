@@ -92,6 +92,15 @@ def run_engine(folder: Path, killer: Killer, *, kill: bool) -> int:
     return engine.returncode
 
 
+def confirm_held(db: Path, totals: Counter[str], confirmed: Counter[str]) -> None:
+    """A person confirms every item held in run ``crash``: each case counted, and each item that may charge twice."""
+    with Store(db) as store:
+        held = recovery.held(store, "crash")
+        totals.update(f"case {item.case.value}" for item in held)
+        confirmed.update(item.key for item in held if item.case.may_charge_twice)
+        recovery.confirm(store, "crash", now=0)
+
+
 def states_of(db: Path) -> set[str]:
     with Store(db) as store:
         counts = views.status(store, "crash", now=0)["counts"]
@@ -142,11 +151,7 @@ def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: P
                     continue
                 if code == 0:
                     break
-                with Store(folder / "runs.db") as store:
-                    held = recovery.held(store, "crash")
-                    totals.update(f"case {item.case.value}" for item in held)
-                    confirmed.update(item.key for item in held if item.case.may_charge_twice)
-                    recovery.confirm(store, "crash", now=0)
+                confirm_held(folder / "runs.db", totals, confirmed)
             billed = sim.ledger.snapshot()["billed"]
         landed += killer.landed
         assert code == 0, f"trial {trial} did not finish"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pipelines import CLASSIFY, stage
 from support import posts, write_jsonl
-from test_crash_recovery import Killer, run_engine
+from test_crash_recovery import Killer, confirm_held, run_engine
 
 from runner import export, recovery
 from runner.model import ItemState
@@ -106,11 +106,7 @@ def test_killed_two_stage_engines_never_lose_an_item_nor_pay_twice_unannounced_n
                     continue
                 if code == 0:
                     break
-                with Store(folder / "runs.db") as store:
-                    held = recovery.held(store, "crash")
-                    totals.update(f"case {item.case.value}" for item in held)
-                    confirmed.update(item.key for item in held if item.case.may_charge_twice)
-                    recovery.confirm(store, "crash", now=0)
+                confirm_held(folder / "runs.db", totals, confirmed)
             ledger = sim.ledger.snapshot()
         billed = ledger["billed"]
         repeated = [key for index, classified in saved_at for call in ledger["calls"][index:]
