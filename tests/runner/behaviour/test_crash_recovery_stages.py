@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pipelines import CLASSIFY, stage
 from support import posts, write_jsonl
-from test_crash_recovery import Killer, confirm_held, run_engine
+from test_crash_recovery import JOB, Killer, confirm_held, run_engine
 
 from runner import export, recovery
 from runner.model import ItemState
@@ -29,25 +29,10 @@ from runner.store import Store, views
 TRIALS = 16
 ITEMS = 20
 
-JOB = """name = "crash"
-input = "posts.jsonl"
-group = "month"
-[batch]
-max_items = 5
-concurrency = 2
-[provider]
-base_url = "{base_url}"
-timeout = 2
-create_margin = 0.5
-[retry]
-backoff = 0.02
-max_backoff = 0.2
-"""
-
 
 def job(base_url: str, kind: str) -> str:
     """Classify (a call), then summarize with ``kind``."""
-    return JOB.format(base_url=base_url) + CLASSIFY + stage(
+    return JOB.format(kind="openai-chat", base_url=base_url) + CLASSIFY + stage(
         "summarize", "Summarize each post.", "summary", 'type = "string"', more=f'kind = "{kind}"\n')
 
 
