@@ -148,6 +148,10 @@ MOVES: dict[str, Move] = {
                          to_hold=Hold.NONE),
     # A parent a person retried (pending at its join) waits there again before it is joined.
     "rejoin": _move("pending", ItemState.WAITING, to_hold=Hold.JOIN),
+    # ... and one whose sub-item was sent again (a person's retry, a re-run's changed stage inside its fan-out),
+    # joined, failed or gone on past its join, waits there again, its results from the join on forgotten.
+    "reopen": _move("completed failed pending waiting", ItemState.WAITING, sets="stage retry_base refused_streak",
+                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.JOIN),
     "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
     # A verdict's other ends.
     "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before",

@@ -58,6 +58,11 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     for stage, count in outcome.rewound.items():
         console.print(f"stage {escape(stage)} changed (or was added): {plural(count, 'item')} sent again "
                       "from it, the results of the stages before it kept", soft_wrap=True)
+    for stage, (count, parents) in outcome.inside.items():
+        console.print(f"stage {escape(stage)} inside a fan-out changed (or was added): {plural(count, 'sub-item')} "
+                      "sent again from it, the results of the stages before it kept; their "
+                      f"{plural(parents, 'parent')} wait at the join again, then go through the stages after it "
+                      "again", soft_wrap=True)
     for stage, count in outcome.gone.items():
         console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "
                       "to the next stage each needs, or completed if it needs none (a failed one with a fresh budget; "

@@ -108,8 +108,9 @@ class Engine:
         self._breaker_unsaved: str | None = None
         #: What the run remembers between verdicts: rate limits in a row, the last refusal.
         self.streaks = Streaks()
-        #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on.
-        self.rewound = stages.Rewound({}, {})
+        #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on,
+        #: sub-items sent back to a stage inside their fan-out.
+        self.rewound = stages.Rewound({}, {}, {})
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.

@@ -20,6 +20,9 @@ class Outcome:
     #: longer in the job -> items left at it sent on (``stages.rewind``).
     rewound: Mapping[str, int] = field(default_factory=dict)
     gone: Mapping[str, int] = field(default_factory=dict)
+    #: As the run started: stage inside a fan-out -> (sub-items sent back to it, their parents, waiting at their
+    #: join again).
+    inside: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

@@ -115,11 +115,13 @@ IN_FLIGHT = (ItemState.RUNNING, ItemState.RECEIVED)
 
 class Rewound(NamedTuple):
     """What a re-run sent on as it started: stage -> items sent back to it (that stage, or one before it,
-    changed, or it was added), and stage gone -> items left at it sent on (or completed, or kept failed at
-    their next stage)."""
+    changed, or it was added); stage gone -> items left at it sent on (or completed, or kept failed at
+    their next stage); stage inside a fan-out -> (sub-items sent back to it, their parents, which wait at their
+    join again)."""
 
     again: dict[str, int]
     gone: dict[str, int]
+    inside: dict[str, tuple[int, int]]
 
 
 def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork], *, now: float) -> Rewound:
@@ -127,21 +129,29 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
     says: to the first stage it must go through again (a result missing, as for a stage added or a ``when``
     widened, or stale), so that only that stage's calls, and those after it, are made again; items left at a
     stage the job no longer has on to the next stage they need, or completed (a sub-item: inside its fan-out,
-    or completed there, counting its parent down). An item a person cancelled in flight at a stage gone fails
-    cancelled. A parent moved back to (or before) its fan-out, or whose fan-out is gone, has its sub-items
-    retired in the same transaction (:meth:`runner.store.stages.Stages.rewind`). Items pending at a decide stage
-    (sent back there, or at the first stage) wait there for a person."""
+    or completed there, counting its parent down). A sub-item whose result of a stage inside its fan-out is
+    stale (or missing) goes back to that stage, and its parent waits at its join again, to be joined again and
+    go through the stages after the join again (:func:`runner.store.fanout.reopen`). An item a person cancelled
+    in flight at a stage gone fails cancelled. A parent moved back to (or before) its fan-out, or whose fan-out
+    is gone, has its sub-items retired in the same transaction (:meth:`runner.store.stages.Stages.rewind`):
+    its fan-out made again replaces them. Items pending at a decide stage (sent back there, or at the first
+    stage) wait there for a person."""
     if not job.staged:  # one stage: a changed prompt changes the items' own fingerprint (input_changed)
-        return Rewound({}, {})
+        return Rewound({}, {}, {})
     fingerprints = {stage.name: stage.fingerprint(job.version) for stage in job.stages}
     # A parent goes from its fan-out to its join: the stages between are its sub-items'.
     passed_by_parents = [stage for stage in job.stages if not fanout.inside(job.stages, stage.name)]
     order = [stage.name for stage in passed_by_parents]
+    inside = [stage.name for stage in job.stages if stage.name not in order]
     moves: dict[str, dict[int, str]] = {"rewind": {}, "restage": {}, "finish": {}, "keep": {}, "cancel": {}}
     retire: list[int] = []
-    again, gone = Counter[str](), Counter[str]()
-    for item in store.stale_items(run_id, [(name, fingerprints[name]) for name in order],
-                                  [stage.name for stage in job.stages]):
+    again, gone, sub_items = Counter[str](), Counter[str](), dict[str, set[tuple[int, int]]]()
+    stale = store.stale_items(run_id, [(name, fingerprints[name]) for name in order],
+                              [stage.name for stage in job.stages],
+                              inside=[(name, fingerprints[name]) for name in inside])
+    for item in sorted(stale, key=lambda item: item.parent is not None):  # parents first: retiring sub-items
+        if item.parent in retire:  # its parent's fan-out is made again: it is retired, not sent again
+            continue
         stages, known = passed_by_parents, fingerprints
         if item.parent is not None:  # its parent's results count as they are: a changed one rewinds the parent
             stages = fanout.sub_item_stages(job.stages, item.saved)
@@ -152,18 +162,23 @@ def rewind(store: RunStore, run_id: int, job: Job, works: Mapping[str, StageWork
         if item.parent is None and to.move != "keep" and not fanout.fan_out_stands(
                 passed_by_parents, item.saved, to=None if to.move == "finish" else to.stage):
             retire.append(item.id)
+        names = [stage.name for stage in stages]
         completed = item.state == ItemState.COMPLETED
-        if item.stage not in order and not completed:
+        if item.stage not in names and not completed:
             gone[item.stage] += to.move != "keep"
         elif to.move == "rewind" and (completed or to.stage in item.saved
-                                      or order.index(to.stage or "") < order.index(item.stage)):
-            again[to.stage or ""] += 1
+                                      or names.index(to.stage or "") < names.index(item.stage)):
+            if item.parent is None:
+                again[to.stage or ""] += 1
+            else:
+                sub_items.setdefault(to.stage or "", set()).add((item.id, item.parent))
     if any(moves[name] for name in ("rewind", "restage", "finish", "cancel")):
         store.rewind(moves["rewind"], [stage.name for stage in job.stages], now=now, restage=moves["restage"],
                      finish=moves["finish"], cancel=moves["cancel"], retire=retire)
     if any(stage.kind == DECIDE for stage in job.stages):  # those now at a decide stage wait for a person there
         store.arrive(run_id, now=now)
-    return Rewound(dict(again), {stage: n for stage, n in gone.items() if n})
+    return Rewound(dict(again), {stage: n for stage, n in gone.items() if n},
+                   {stage: (len(subs), len({parent for _, parent in subs})) for stage, subs in sub_items.items()})
 
 
 def _onward(stages: Sequence[Stage], fingerprints: Mapping[str, str], item: Stale) -> Onward:

@@ -17,7 +17,7 @@ from ..model import BreakerState, FailureKind
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
 from .connection import SQLiteFile
-from . import items
+from . import fanout, items
 from .items import move
 
 #: Items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all), with the sub-items
@@ -113,7 +113,8 @@ class Commands(SQLiteFile):
         self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float, stage: str | None = None
     ) -> int:
         """Failed items (all, one kind, some keys, those of one stage) back to pending, each with a fresh attempt
-        budget, at the stage where they failed: the results of the stages before it are kept.
+        budget, at the stage where they failed: the results of the stages before it are kept. A retried sub-item's
+        parent that was joined or failed waits at its join again (:func:`runner.store.fanout.reopen`).
 
         Items a person cancelled are retried only when named: by their kind or their keys. A stage the run
         does not have is refused (``UnknownStage``), and nothing changes.
@@ -126,6 +127,8 @@ class Commands(SQLiteFile):
             released = move(conn, "retry_failed", where=f"{CHOSEN} AND {RETRIED_KIND} AND {AT_STAGE}",
                             values=items.FRESH_BUDGET,
                             params=params, returning="id")
+            # A retried sub-item's parent, joined or failed by it, waits at its join again.
+            fanout.reopen(conn, [item_id for item_id, in released], now)
             items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
             if released:  # a retry that found nothing to retry changed nothing: no command to log
                 asked = {"kind": kind, "keys": list(keys), **({"stage": stage} if stage is not None else {})}

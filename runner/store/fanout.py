@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..model import FailureKind, Settlement
@@ -75,7 +75,42 @@ FORGET = [
     "DELETE FROM results WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
     "DELETE FROM inputs WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
     "DELETE FROM items WHERE parent_id = :parent",
+    # A count stands only while its parent waits at its join (a fan-out made again sets its own).
+    "UPDATE items SET sub_items_left = NULL WHERE id = :parent AND hold != 'join'",
 ]
+
+#: A parent whose sub-items a person's retry or a re-run may send again, the parent then waiting at its join
+#: again: not failed by a person (a cancel, a rejection stands) and not in flight at a stage past its join.
+REOPENABLE = ("parent.state IN ('completed', 'failed', 'pending', 'waiting') "
+              "AND NOT (parent.state = 'failed' AND coalesce(parent.error_kind, '') IN ('cancelled', 'rejected'))")
+
+#: The parents of some sub-items (``:subs``, a JSON list of ids) sent again, not waiting at their join: each with
+#: its join stage (the job's first join after the sub-item's stage) and that join's place among the job's stages.
+TO_REOPEN = f"""
+SELECT parent.id, json_extract(joins.value, '$.name') AS stage, joins.key AS place
+FROM items AS parent JOIN runs ON runs.id = parent.run_id, json_each(runs.job, '$.stages') AS joins
+WHERE parent.id IN (SELECT parent_id FROM items WHERE id IN (SELECT value FROM json_each(:subs))
+                    AND state NOT IN ('completed', 'failed'))
+AND {REOPENABLE} AND parent.hold != 'join'
+AND joins.key = (SELECT min(later.key) FROM json_each(runs.job, '$.stages') AS later
+                 WHERE json_extract(later.value, '$.kind') = 'join' AND later.key > (
+                     SELECT min(at.key) FROM items AS sub, json_each(runs.job, '$.stages') AS at
+                     WHERE sub.parent_id = parent.id AND sub.id IN (SELECT value FROM json_each(:subs))
+                     AND json_extract(at.value, '$.name') = sub.stage))
+"""
+#: A parent's results from its join on (``:place``), forgotten as it waits there again: they came of the old join.
+FORGET_FROM_JOIN = """
+DELETE FROM results WHERE item_id = :id AND stage IN (
+    SELECT json_extract(later.value, '$.name') FROM items JOIN runs ON runs.id = items.run_id,
+    json_each(runs.job, '$.stages') AS later WHERE items.id = :id AND later.key >= :place)
+"""
+#: Why a parent waits at its join again, in its history after the move's own event.
+REOPENED = """
+INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
+SELECT run_id, id, :now, state, state, 'reopened', :why, 0, stage FROM items WHERE id = :id
+"""
+SENT_AGAIN = ("a sub-item was sent again: the parent waits at its join again, and goes through the stages after it "
+              "again once its sub-items settle")
 
 #: Parents ready to join: at a join stage (``:joins``, a JSON list), every sub-item settled; waiting there,
 #: or pending (a person retried the parent). Each with its input, results and sub-items' ends, in order.
@@ -134,6 +169,23 @@ def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
     task runs on: other items may share it)."""
     items.count_task_lines(conn, "parent_id = :parent", {"parent": parent})
     remove_sub_items(conn, parent, now, RETIRED)
+
+
+def reopen(conn: sqlite3.Connection, subs: Collection[int], now: float) -> int:
+    """The parents of sub-items sent again (``subs``, now unsettled) wait at their join again, in the caller's
+    transaction: joined, failed (not by a person) or gone on past it, their results from the join on forgotten
+    (the join is made again, so what came after it is done again). Their count of sub-items left is the
+    trigger's (each sub-item sent again gave one back). How many."""
+    if not subs:
+        return 0
+    rows = conn.execute(TO_REOPEN, {"subs": json.dumps(list(subs))}).fetchall()
+    for parent, stage, place in rows:
+        params = {"id": parent, "stage": stage, "place": place, "now": now, "why": SENT_AGAIN}
+        move(conn, "reopen", where="items.id = :id", values={"stage": "stage = :stage", **items.FRESH_BUDGET},
+             params=params)
+        conn.execute(FORGET_FROM_JOIN, params)
+        conn.execute(REOPENED, params)
+    return len(rows)
 
 
 class Parent(NamedTuple):

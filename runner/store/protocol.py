@@ -86,7 +86,8 @@ class RunStore(Protocol):
         self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float
     ) -> None: ...
     def stale_items(
-        self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None
+        self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None, *,
+        inside: Sequence[tuple[str, str]] = (),
     ) -> list[Stale]: ...
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,

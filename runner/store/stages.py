@@ -70,30 +70,36 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 
 
 #: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
-#: fingerprint] in order, the stages its items pass, outside any fan-out): any item left at a stage the job no
-#: longer has; completed, pending, waiting or failed with a result saved under a fingerprint its stage no longer
-#: has, or without a result of a stage before theirs (of any stage, for a completed one: a stage added, a
-#: ``when`` widened). A sub-item only when it is left unsettled at a stage the job (``:names``, every stage's
-#: name) no longer has: its parent waits for it at its join. Each with its input, its results (stage ->
-#: [result, fingerprint]), its state, its failure's kind, its stage and its parent. Stage names are compared
-#: as values, never spliced into a JSON path.
-STALE = """
-WITH stage (name, fingerprint, place) AS (
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key FROM json_each(:stages))
+#: fingerprint, inside] in order: the stages its items pass outside any fan-out, inside 0, then those its
+#: sub-items pass inside one, inside 1): a parent (an item of no parent) left at a stage the job no longer has, a
+#: sub-item left unsettled at a stage the job (``:names``, every stage's name) no longer has (its parent waits for
+#: it at its join); completed, pending, waiting or failed with a result saved under a fingerprint its stage no
+#: longer has, or without a result of a stage before theirs (of any stage, for a completed one: a stage added, a
+#: ``when`` widened), a parent over the stages outside a fan-out, a sub-item over those inside, whose parent
+#: ``fanout.REOPENABLE`` may wait at its join again. Each with its input, its results (stage -> [result,
+#: fingerprint]), its state, its failure's kind, its stage and its parent. Stage names are compared as values,
+#: never spliced into a JSON path.
+STALE = f"""
+WITH stage (name, fingerprint, place, inside) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key, json_extract(value, '$[2]')
+    FROM json_each(:stages))
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
     (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage, items.parent_id
-FROM items WHERE run_id = :run AND (parent_id IS NULL AND (
-    NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage)
-    OR state IN ('completed', 'pending', 'waiting', 'failed') AND (
-        EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
-                WHERE results.item_id = items.id AND results.fingerprint != stage.fingerprint)
-        OR EXISTS (SELECT 1 FROM stage
-                   WHERE (items.state = 'completed'
-                          OR stage.place < (SELECT place FROM stage AS at WHERE at.name = items.stage))
-                   AND NOT EXISTS (SELECT 1 FROM results WHERE item_id = items.id AND results.stage = stage.name))))
+FROM items WHERE run_id = :run AND (
+    parent_id IS NULL AND NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage AND NOT stage.inside)
     OR parent_id IS NOT NULL AND state IN ('pending', 'waiting', 'running', 'received')
-    AND NOT EXISTS (SELECT 1 FROM json_each(:names) WHERE value = items.stage))
+    AND NOT EXISTS (SELECT 1 FROM json_each(:names) WHERE value = items.stage)
+    OR state IN ('completed', 'pending', 'waiting', 'failed')
+    AND (parent_id IS NULL OR parent_id IN (SELECT id FROM items AS parent WHERE {fanout.REOPENABLE})) AND (
+        EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
+                WHERE results.item_id = items.id AND stage.inside = (items.parent_id IS NOT NULL)
+                AND results.fingerprint != stage.fingerprint)
+        OR EXISTS (SELECT 1 FROM stage
+                   WHERE stage.inside = (items.parent_id IS NOT NULL)
+                   AND (items.state = 'completed'
+                        OR stage.place < (SELECT place FROM stage AS at WHERE at.name = items.stage))
+                   AND NOT EXISTS (SELECT 1 FROM results WHERE item_id = items.id AND results.stage = stage.name))))
 """
 
 #: Why a re-run completed an item (``finish``), in its history after the move's own event: an event that moves
@@ -167,13 +173,17 @@ class Stages(fanout.FanOuts):
 
 
     def stale_items(
-        self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None
+        self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None, *,
+        inside: Sequence[tuple[str, str]] = (),
     ) -> list[Stale]:
         """A pipeline's items whose results may not stand for its ``stages`` now ((name, fingerprint), in order,
-        outside any fan-out), and those left at a stage gone; sub-items left unsettled at a stage not among
+        outside any fan-out), and those left at a stage gone; sub-items whose results may not stand for the stages
+        ``inside`` a fan-out ((name, fingerprint), in order), and those left unsettled at a stage not among
         ``names`` (every stage of the job; by default, ``stages``'). See ``STALE``."""
         names = [name for name, _ in stages] if names is None else names
-        rows = self.rows(STALE, {"run": run_id, "stages": json.dumps(stages), "names": json.dumps(list(names))})
+        placed = [[name, fingerprint, 0] for name, fingerprint in stages] + [
+            [name, fingerprint, 1] for name, fingerprint in inside]
+        rows = self.rows(STALE, {"run": run_id, "stages": json.dumps(placed), "names": json.dumps(list(names))})
         return [Stale(row["id"], row["input"], {stage: (result, fingerprint) for stage, (result, fingerprint)
                                                 in json.loads(row["saved"] or "{}").items()},
                       row["state"], row["error_kind"], row["stage"], row["parent_id"]) for row in rows]
@@ -209,6 +219,7 @@ class Stages(fanout.FanOuts):
         the stage a retry sends them to (``cancel``). The sub-items of each of ``retire`` that moved are removed
         (:func:`runner.store.fanout.retire_sub_items`). An item that moved meanwhile (a person's cancel,
         rejection or retry) is left alone, its results kept."""
+        sent_again: list[int] = []
         with self.write() as conn:
             for name, where, values, each in [
                 ("rewind", UNLESS_A_PERSONS, {"stage": "stage = :stage", **items.FRESH_BUDGET}, moves),
@@ -220,10 +231,12 @@ class Stages(fanout.FanOuts):
                     gone = conn.execute(GONE, params).fetchone() if name == "finish" else None
                     if move(conn, name, where=where, params=params, returning="items.id", values=values):
                         _moved(conn, name, params, stages, retire)
+                        sent_again.append(item_id)
                         if gone is not None:
                             conn.execute(FINISHED, {**params, "why": NO_STAGE_LEFT if gone[0] else NOT_NEEDED})
             for item_id, stage in (cancel or {}).items():
                 _cancel(conn, item_id, stage, stages, now)
+            fanout.reopen(conn, sent_again, now)
 
 
 def _moved(conn: sqlite3.Connection, name: str, params: dict[str, Any], stages: Sequence[str],
