@@ -17,8 +17,10 @@ stage the job no longer has, are read (``stale_items``), the engine asks
 them there, forgetting the results from that stage on (or keeps them
 failed there, or completes those whose stages are all done, saying why). A
 sub-item left unsettled at a stage gone goes on inside its fan-out (or
-completes), so its parent joins; a parent sent back to its fan-out or before
-retires its sub-items in the same transaction.
+completes), so its parent joins; one whose result of a stage inside its
+fan-out is stale goes back there, its parent waiting at its join again
+(:func:`runner.store.fanout.reopen`); a parent sent back to its fan-out or
+before retires its sub-items in the same transaction.
 """
 
 from __future__ import annotations

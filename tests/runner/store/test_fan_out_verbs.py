@@ -176,3 +176,56 @@ def test_a_parent_sent_back_before_its_fan_out_retires_its_sub_items_in_flight_t
     assert sorted((e["to_state"], e["items"]) for e in removed) == [("pending", -1), ("running", -1), ("running", -1)]
     status = views.status(store, "fan", now=3.0)
     assert (status["total"], status["waiting_for_sub_items"]) == (1, 0)
+
+
+def joined(store: Store, tmp_path: Path) -> tuple[int, int, list[int]]:
+    """The one post fanned out into two sub-items, both noted, and joined: (run id, parent id, sub-item ids)."""
+    run_id, parent = fanned_out(store, tmp_path, ["a", "b"])
+    subs = []
+    for batch_id, item_id in [answered(store, run_id, "note", {"note": "n"}) for _ in range(2)]:
+        store.settle_batch(batch_id, Settlement(completed=[item_id], fingerprint="f"), now=2.0)
+        subs.append(item_id)
+    assert joins.join(store, run_id, fan_job(tmp_path), now=3.0) == 1
+    return run_id, parent, subs
+
+
+def test_a_sub_item_sent_again_sends_its_joined_parent_back_to_wait_at_its_join_its_results_from_it_forgotten(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id, parent, subs = joined(store, tmp_path)
+    store.rewind({subs[1]: "note"}, ["split", "note", "gather"], now=4.0)
+    [row] = store.rows("SELECT state, stage, hold, output FROM items WHERE id = ?", [parent])
+    assert (row["state"], row["stage"], row["hold"], row["output"]) == ("waiting", "gather", "join", None)
+    assert left(store, parent) == 1
+    assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [parent])] == ["split"]
+    assert [r["kind"] for r in store.rows("SELECT kind FROM events WHERE item_id = ? AND at = 4.0", [parent])] == [
+        None, "reopened"]
+    assert views.status(store, "fan", now=4.0)["waiting_for_sub_items"] == 1
+
+
+def test_the_sub_items_of_a_parent_a_person_failed_are_not_found_stale_its_failure_stands(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id, parent, subs = joined(store, tmp_path)
+
+    def stale_sub_items() -> set[int]:
+        found = store.stale_items(run_id, [], ["split", "note", "gather"], inside=[("note", "changed")])
+        return {item.id for item in found if item.parent is not None}
+
+    assert stale_sub_items() == set(subs)
+    with store.write() as conn:
+        conn.execute("UPDATE items SET state = 'failed', error_kind = 'rejected', updated_at = 5.0 WHERE id = ?",
+                     (parent,))
+    assert stale_sub_items() == set()
+
+
+def test_a_parent_whose_input_changed_keeps_no_count_of_the_sub_items_it_lost(tmp_path: Path, store: Store) -> None:
+    run_id, parent = fanned_out(store, tmp_path, ["a", "b", "c"])
+    assert left(store, parent) == 3
+    changed = posts(1)
+    changed[0]["body"] = "an edited post"
+    write_jsonl(tmp_path / "posts.jsonl", changed)
+    add_all(store, jobs.load(tmp_path / "fan.toml"), now=2.0)
+    [row] = store.rows("SELECT state, error_kind, sub_items_left FROM items WHERE id = ?", [parent])
+    assert (row["state"], row["error_kind"], row["sub_items_left"]) == ("failed", "input_changed", None)
+    assert store.rows("SELECT key FROM items WHERE parent_id IS NOT NULL") == []
