@@ -2,7 +2,7 @@
 
 ``split`` answers ``chunks`` (the simulator makes ``minItems`` of them), ``note`` works each sub-item (told
 its ``_chunk``), ``gather`` joins them; ``review`` (optional) is a person's decision after the join, ``after``
-(optional) goes on past them.
+(optional) goes on past them; ``fan_with_recap`` puts a second stage (``recap``) between the fan-out and its join.
 """
 
 from __future__ import annotations
@@ -37,3 +37,23 @@ def fan_job(
     )
     (tmp_path / "fan.toml").write_text(text, encoding="utf-8")
     return jobs.load(tmp_path / "fan.toml")
+
+
+DEAD = "http://127.0.0.1:9/v1"
+RECAP = stage("recap", "Recap each chunk.", "recap", 'type = "string"')
+
+
+def fan_with_recap(tmp_path: Path, base_url: str, *, dead: str = "", drop: str = "", split: str = "") -> Job:
+    """split (fan-out), note, recap, gather (join): stage ``dead`` calls nowhere, stage ``drop`` is left out."""
+    fan_job(tmp_path, base_url)
+    path = tmp_path / "fan.toml"
+    text = path.read_text().replace('[[stage]]\nname = "gather"', RECAP + '[[stage]]\nname = "gather"')
+    if dead:
+        text = text.replace(f'model = "m-{dead}"\n', f'model = "m-{dead}"\nbase_url = "{DEAD}"\n')
+    if drop:
+        start = text.index(f'[[stage]]\nname = "{drop}"')
+        text = text[:start] + text[text.index("[[stage]]", start + 1):]
+    if split:
+        text = text.replace("Split each post.", split)
+    path.write_text(text, encoding="utf-8")
+    return jobs.load(path)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from fanouts import fan_job
-from pipelines import calls_by_stage, stage
+from fanouts import fan_with_recap
+from pipelines import calls_by_stage
 
-from runner import control, export, jobs, runs
+from runner import control, export, runs
 from runner.engine.outcome import Outcome
 from runner.model import ItemState
 from runner.sim import Simulator
@@ -17,26 +17,6 @@ from runner.store import Store
 
 PARENTS = ["p000", "p001", "p002"]
 SUBS = sorted(f"{parent}/{n}" for parent in PARENTS for n in range(3))
-DEAD = "http://127.0.0.1:9/v1"
-RECAP = stage("recap", "Recap each chunk.", "recap", 'type = "string"')
-
-
-def fan_with_recap(tmp_path: Path, base_url: str, *, dead: str = "", drop: str = "", split: str = "") -> jobs.Job:
-    """split (fan-out), note, recap, gather (join): stage ``dead`` calls nowhere, stage ``drop`` is left out."""
-    fan_job(tmp_path, base_url)
-    path = tmp_path / "fan.toml"
-    text = path.read_text().replace('[[stage]]\nname = "gather"', RECAP + '[[stage]]\nname = "gather"')
-    if dead:
-        text = text.replace(f'model = "m-{dead}"\n', f'model = "m-{dead}"\nbase_url = "{DEAD}"\n')
-    if drop:
-        start = text.index(f'[[stage]]\nname = "{drop}"')
-        text = text[:start] + text[text.index("[[stage]]", start + 1):]
-    if split:
-        text = text.replace("Split each post.", split)
-    path.write_text(text, encoding="utf-8")
-    return jobs.load(path)
-
-
 async def stuck_at(store: Store, tmp_path: Path, sim: Simulator, dead: str) -> None:
     """Run until every sub-item is left unsettled at stage ``dead``, which calls nowhere (its breaker opens); the
     run resumed for the next."""

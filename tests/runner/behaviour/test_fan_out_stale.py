@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fanouts import fan_job
+from fanouts import fan_job, fan_with_recap
 from pipelines import calls_by_stage
 from support import runner_cli
 
@@ -52,6 +52,18 @@ async def test_a_changed_stage_inside_a_fan_out_is_sent_again_for_the_sub_items_
     assert {(exported[parent]["state"], exported[parent]["stage"]) for parent in PARENTS} == {("completed", "after")}
     assert outcome.status["counts"][ItemState.COMPLETED] == len(PARENTS + SUBS)
     assert outcome.status["waiting_for_sub_items"] == 0
+
+
+async def test_a_stage_added_inside_a_fan_out_is_sent_for_the_sub_items_alone_and_their_parents_join_again(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, fan_job(tmp_path, sim.base_url))
+    sim.ledger.reset()
+    outcome = await runs.execute(store, fan_with_recap(tmp_path, sim.base_url))
+    assert outcome.exit_code == 0 and outcome.inside == {"recap": (len(SUBS), len(PARENTS))}
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"recap": SUBS}
+    results = rows(store)["p001"]["gather"]["results"]  # type: ignore[index]
+    assert [sorted(result) for result in results] == [["id", "recap"]] * 3
 
 
 async def test_a_rerun_after_a_stage_inside_a_fan_out_changed_sends_nothing_more(
