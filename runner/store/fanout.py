@@ -19,8 +19,8 @@ re-run that sends one again, gives it back, and :func:`reopen` sends its
 parent, joined or failed or gone on past its join, back to wait there, its
 results from the join on forgotten). A count stands only while its parent
 waits at its join: one that loses its sub-items otherwise (its input
-changed, its fan-out retired) keeps none. A parent whose count is 0 is read by :meth:`FanOuts.joinable`, with its
-sub-items' ends; the engine asks the rule how it ends, and
+changed, its fan-out retired) keeps none. A parent whose count is 0 is read
+by :meth:`FanOuts.joinable`, with its sub-items' ends; the engine asks the rule how it ends, and
 :meth:`FanOuts.join` makes that end durable in one transaction: the join's
 result saved under the join stage, the parent pending at its next stage
 (waiting there, at a decide stage), completed, or failed ``sub_item_failed`` (a parent a person retried, pending at
