@@ -10,7 +10,7 @@ from fanouts import fan_job, fan_with_recap
 from pipelines import calls_by_stage
 from support import runner_cli
 
-from runner import control, export, jobs, runs
+from runner import control, deciding, export, jobs, runs
 from runner.jobs import Job
 from runner.model import ItemState
 from runner.sim import Simulator
@@ -52,6 +52,21 @@ async def test_a_changed_stage_inside_a_fan_out_is_sent_again_for_the_sub_items_
     assert {(exported[parent]["state"], exported[parent]["stage"]) for parent in PARENTS} == {("completed", "after")}
     assert outcome.status["counts"][ItemState.COMPLETED] == len(PARENTS + SUBS)
     assert outcome.status["waiting_for_sub_items"] == 0
+
+
+async def test_a_parent_approved_after_its_join_waits_for_a_person_again_once_its_sub_items_are_sent_again(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, fan_job(tmp_path, sim.base_url, review=True, after=True))
+    deciding.decide(store, "fan", [], approve=True, data={"ok": True}, now=2e9)
+    assert (await runs.execute(store, fan_job(tmp_path, sim.base_url, review=True, after=True))).exit_code == 0
+    sim.ledger.reset()
+    outcome = await runs.execute(store, with_note(tmp_path, "Note each chunk, v2."))
+    assert (outcome.exit_code, outcome.status["needs_decision"]) == (4, len(PARENTS))
+    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"note": SUBS}
+    exported = rows(store)
+    assert {(exported[parent]["state"], exported[parent]["stage"]) for parent in PARENTS} == {("waiting", "review")}
+    assert all({"review", "after"}.isdisjoint(exported[parent]) for parent in PARENTS)  # made from the old join
 
 
 async def test_a_stage_added_inside_a_fan_out_is_sent_for_the_sub_items_alone_and_their_parents_join_again(
