@@ -79,8 +79,7 @@ FORGET = [
     "DELETE FROM results WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
     "DELETE FROM inputs WHERE item_id IN (SELECT id FROM items WHERE parent_id = :parent)",
     "DELETE FROM items WHERE parent_id = :parent",
-    # A count stands only while its parent waits at its join (a fan-out made again sets its own).
-    "UPDATE items SET sub_items_left = NULL WHERE id = :parent AND hold != 'join'",
+    items.NO_SUB_ITEMS_LEFT,
 ]
 
 #: A parent whose sub-items a person's retry or a re-run may send again, the parent then waiting at its join

@@ -192,6 +192,9 @@ UPDATE items SET
     maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent)
 WHERE id = :parent
 """
+#: A parent's sub-items removed (``:parent``): its count of them cleared, unless it waits at its join (a fan-out
+#: made again sets its own count).
+NO_SUB_ITEMS_LEFT = "UPDATE items SET sub_items_left = NULL WHERE id = :parent AND hold != 'join'"
 
 #: Calls a dead engine sent with no answer saved (the items the recovery is about to hold, of batches that
 #: are calls, not tasks whose answer may still be fetched), or only those a person cancelled (``:cancelled``):
