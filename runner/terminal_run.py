@@ -189,6 +189,8 @@ def _next_steps(job: Job, outcome: Outcome, db: Path) -> list[str]:
         return ["decide them (the KEYS given, or every one waiting; d in runner tui shows them one at a time):",
                 command("decide", name, "KEY", "--approve", db=db), command("decide", name, "KEY", "--reject", db=db),
                 command("decide", name, "--all-waiting", "--approve", db=db)]
+    if outcome.needs_handler:  # the reason says the notebook call that gives the python stages their handlers
+        return []
     kind = outcome.stop_kind
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
     if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume

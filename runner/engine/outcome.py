@@ -20,6 +20,8 @@ class Outcome:
     #: longer in the job -> items left at it sent on (``stages.rewind``).
     rewound: Mapping[str, int] = field(default_factory=dict)
     gone: Mapping[str, int] = field(default_factory=dict)
+    #: The python stages given no handler at which items were left: the run goes on from Python with them.
+    needs_handler: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:

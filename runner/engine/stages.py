@@ -59,7 +59,9 @@ def works_of(job: Job, providers: Mapping[str, Provider | TaskProvider]) -> dict
     for stage in job.stages:
         if stage.kind in NO_CALL:  # worked by no call: a join by the engine's turn (``runner.engine.joins``)
             continue
-        provider = providers[stage.name]
+        provider = providers.get(stage.name)
+        if provider is None:  # a python stage given no handler: its items wait there
+            continue
         works[stage.name] = StageWork(
             stage, provider, ResultCheck(stage.output_schema, job.check), stage.fingerprint(job.version),
             file=provider.sizing() if isinstance(provider, SizedTasks) else None,
@@ -84,9 +86,9 @@ def take_decisions(store: RunStore, run_id: int, job: Job, *, now: float) -> Non
             return
 
 
-def left_for_person(store: RunStore, name: str, now: float) -> str:
-    """Why only a person can move the items left: confirmations after a crash, decisions, or both."""
-    status = store.status(name, now=now)
+def left_for_person(status: Mapping[str, Any]) -> str:
+    """Why only a person can move the items left, by the run's ``status``: confirmations after a crash,
+    decisions, or both."""
     reasons = []
     if status["needs_confirmation"]:
         reasons.append("items need a person's confirmation")
