@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,12 @@ import pytest
 from pipelines import CLASSIFY, calls_by_stage, stage
 from support import posts, runner_cli, write_jsonl
 
-from runner import jobs
+from runner import jobs, runs
+from runner.engine import Engine
 from runner.errors import JobError
 from runner.model import ItemState
 from runner.notebook import Run
+from runner.providers.handler import PythonHandler
 from runner.sim import Simulator
 from runner.store import Store
 
@@ -99,7 +102,7 @@ def test_runner_run_stops_at_the_python_stage_saying_which_stage_needs_its_handl
     status = json.loads(runner_cli("status", "triage", "--json", cwd=tmp_path).stdout)
     assert status["stages"]["extract"]["pending"] == len(KEYS)
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": KEYS}
-    again = runner_cli("run", "triage", cwd=tmp_path)
+    again = runner_cli("run", "triage", "--wait", cwd=tmp_path)  # nobody can give it a handler from here: no wait
     assert (again.returncode, calls_by_stage(sim.ledger.snapshot()["calls"])) == (4, {"classify": KEYS})
 
 
@@ -187,3 +190,22 @@ async def test_status_of_a_run_stopped_at_its_python_stage_reads_as_any_other(tm
     assert (status.returncode, status.stderr, "extract" in status.stdout) == (0, "", True)
     with Store(tmp_path / "runs.db", read_only=True) as store:
         assert store.job("triage").stage("extract").provider.describe() == "python · extract-v1"
+
+
+async def test_items_waiting_to_be_tried_again_at_a_python_stage_given_no_handler_stop_the_run_not_keep_it(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    path = job_file(tmp_path, sim.base_url)
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "[batch]", "[retry]\nrequest_retries = 0\nbackoff = 3600.0\nmax_backoff = 3600.0\n[batch]"), encoding="utf-8")
+    engines: list[Engine] = []
+
+    async def cut_off(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        engines[0].request_stop("the test stops it")
+        raise TimeoutError("no answer")
+
+    await runs.execute(store, jobs.load(path), handlers={"extract": PythonHandler(cut_off)}, started=engines.append)
+    extract = store.status("triage", now=time.time())["stages"]["extract"]
+    assert (extract["waiting"] > 0, extract["waiting"] + extract["pending"]) == (True, len(KEYS))
+    stopped = runner_cli("run", "triage", "--wait", cwd=tmp_path)
+    assert (stopped.returncode, "items wait at python stage 'extract'" in stopped.stderr) == (4, True)
