@@ -114,7 +114,7 @@ class Engine:
         self.streaks = Streaks()
         #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on.
         self.rewound = stages.Rewound({}, {})
-        #: The python stages given no handler here at which items were left when the run stopped.
+        #: The python stages given no handler here at which the run stopped, its items left there.
         self.needs_handler: tuple[str, ...] = ()
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
@@ -277,17 +277,11 @@ class Engine:
         return True
 
     async def _left(self) -> bool:
-        """Only items no call of this engine can move are left: wait for a person's act (a confirmation, a
-        decision), or stop where items wait at python stages given no handler here, and nobody else is needed."""
-        status = self.store.status(self.job.name, now=self.clock.now())
-        unhandled = python_stages.waiting(self.job, self.works, status["stages"])
-        if not unhandled:
-            return await self._wait_for_person(stages.left_for_person(status), None)
-        self.needs_handler = tuple(unhandled)
-        reason = python_stages.go_on(self.job, self.store.path, unhandled)
-        if status["needs_confirmation"] or status["needs_decision"]:
-            return await self._wait_for_person(f"{stages.left_for_person(status)}; {reason}", None)
-        self.stopped_for, self.stop_kind = reason, None
+        """Only items no call of this engine can move are left: wait for a person's act, or stop (``stages.left``)."""
+        left = stages.left(self.store, self.job, self.works, now=self.clock.now())
+        if left.for_person:
+            return await self._wait_for_person(left.reason, None)
+        self.stopped_for, self.stop_kind, self.needs_handler = left.reason, None, left.unhandled
         return False
 
     async def _wait_for_person(self, reason: str, kind: FailureKind | None) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .. import deciding, protocol, words
+from .. import deciding, protocol, python_stages, words
 from ..jobs import DECIDE, JOIN, NO_CALL, Job, Stage
 from ..model import Claim, FailureKind, FanOut, ItemState, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
@@ -86,7 +86,29 @@ def take_decisions(store: RunStore, run_id: int, job: Job, *, now: float) -> Non
             return
 
 
-def left_for_person(status: Mapping[str, Any]) -> str:
+class Left(NamedTuple):
+    """What moves the items left when the engine can form no batch: ``for_person`` (a person's act, which a
+    waiting engine waits for) or nobody here, stopping at the python stages given no handler (``unhandled``)."""
+
+    reason: str
+    for_person: bool
+    unhandled: tuple[str, ...]
+
+
+def left(store: RunStore, job: Job, works: Mapping[str, StageWork], *, now: float) -> Left:
+    """Why the items left wait: for a person (a confirmation, a decision), for a python stage's handler (given
+    from Python: the run stops, unless a person is needed too), or both."""
+    status = store.status(job.name, now=now)
+    unhandled = tuple(python_stages.waiting(job, works, status["stages"]))
+    if not unhandled:
+        return Left(_for_person(status), True, ())
+    reason = python_stages.go_on(job, store.path, list(unhandled))
+    if status["needs_confirmation"] or status["needs_decision"]:
+        return Left(f"{_for_person(status)}; {reason}", True, unhandled)
+    return Left(reason, False, unhandled)
+
+
+def _for_person(status: Mapping[str, Any]) -> str:
     """Why only a person can move the items left, by the run's ``status``: confirmations after a crash,
     decisions, or both."""
     reasons = []
