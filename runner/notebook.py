@@ -160,7 +160,8 @@ class Run(Controls, Decisions):
         run.on_cancel = on_cancel
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
         given = {name: _provider(spec) for name, spec in (handlers or {}).items()}
-        if job.staged and run.provider is not None:  # one handler for a pipeline: its one python stage's
+        # one handler for a pipeline: its one python stage's (unless it was the whole job's when the run was made)
+        if job.staged and run.provider is not None and job.provider.kind != jobs.PYTHON:
             if given:
                 raise JobError("give a pipeline's python stages their functions by handlers= alone, not provider=")
             given, run.provider = python_stages.single(job, run.provider), None

@@ -209,3 +209,16 @@ async def test_items_waiting_to_be_tried_again_at_a_python_stage_given_no_handle
     assert (extract["waiting"] > 0, extract["waiting"] + extract["pending"]) == (True, len(KEYS))
     stopped = runner_cli("run", "triage", "--wait", cwd=tmp_path)
     assert (stopped.returncode, "items wait at python stage 'extract'" in stopped.stderr) == (4, True)
+
+
+async def test_a_pipeline_made_with_one_handler_for_every_stage_goes_on_with_it_as_before(
+    tmp_path: Path, store: Store
+) -> None:
+    job = jobs.load(job_file(tmp_path, "http://127.0.0.1:9/v1", tables=CLASSIFY + SUMMARIZE))
+
+    async def everything(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"id": item["id"], "label": "bug", "summary": "s"} for item in items]
+
+    await runs.execute(store, job, provider=PythonHandler(everything), read_input=True)
+    outcome = await Run.attach("triage", db=tmp_path / "runs.db", provider=everything).go()
+    assert (outcome.exit_code, outcome.status["counts"][ItemState.COMPLETED]) == (0, len(KEYS))
