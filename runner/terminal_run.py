@@ -64,7 +64,8 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
                       "one a person cancelled or rejected stays failed, its retry sends it there)", soft_wrap=True)
     tables.echo(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
-        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
+        # the notebook call that gives python stages their handlers ends the line: unbroken, to be copied
+        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}", soft_wrap=bool(outcome.needs_handler))
         for line in _next_steps(job, outcome, store.path):
             console.print(escape(line), soft_wrap=True)
     elif failed := outcome.status["counts"][ItemState.FAILED]:
