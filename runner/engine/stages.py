@@ -5,7 +5,10 @@ A stage's ``kind`` says how it is worked: a provider that calls
 and polls (``openai-batch``, a Python submit/poll pair) a ``tasks`` driver;
 ``decide`` (a person's decision, no call) is never sent: its items wait for
 a person (:mod:`runner.deciding`), and the decisions kept for items that
-have since arrived are applied at each turn (:func:`take_decisions`). Batches are formed per stage and group, later
+have since arrived are applied at each turn (:func:`take_decisions`). A
+job file's ``python`` stage is worked by the function given for it
+(:mod:`runner.python_stages`); given none, its items wait there and the
+run stops once nothing else moves (:func:`left`). Batches are formed per stage and group, later
 stages first (:func:`claims`), so items finish rather than pile up at the
 first stage. Concurrency is the run's (``[batch] concurrency``), shared by
 every stage.
