@@ -14,8 +14,12 @@ has no ``.`` (``stage.field`` reads a result) and no ``"``, does not start
 with ``_`` (reserved) and is not a column of the export (``COLUMNS``:
 ``message``, ...); the first stage takes
 every item (no ``when``). ``kind`` is a provider
-kind (the default: its provider's), ``decide`` (a person decides; no
-call) or ``join`` (see below); a job needs a stage that calls.
+kind (the default: its provider's), ``python`` (a function the notebook API
+is given for the stage makes its calls: ``Run.from_job_file(...,
+handlers={"extract": f})``; ``handler = "label"`` names it, for people and
+for the stage's fingerprint, by default the stage's name), ``decide`` (a
+person decides; no call) or ``join`` (see below); a job needs a stage that
+calls (or a ``python`` one).
 
 A fan-out (issue 17, seed 001's WeKnora count)::
 
@@ -54,18 +58,18 @@ from . import batch_api, kinds, words
 from .errors import JobError
 from .job_values import typed
 from .jobs import (
-    DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When,
+    DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When,
     _check_values, _output, _prompt_from_json, _refuse_unknown, _text, file_keys,
 )
 
-STAGE_KEYS = ("name", "kind", "when", "provider", "prompt", "output", "batch", "retry", "fan_out", "max_fan_out",
-              "max_state_bytes", "allow_failures")
+STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "fan_out",
+              "max_fan_out", "max_state_bytes", "allow_failures")
 #: A fan-out's keys, and a join's.
 FAN_OUT_KEYS = ("fan_out", "max_fan_out", "max_state_bytes")
 JOIN_KEYS = ("allow_failures",)
 KEY_TYPES = {"fan_out": str, "max_fan_out": int, "max_state_bytes": int, "allow_failures": bool}
 WHEN_KEYS = ("field", "in", "equals", "exists")
-KINDS = (*PROVIDER_KINDS, *NO_CALL)
+KINDS = (*PROVIDER_KINDS, PYTHON, *NO_CALL)
 #: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
 COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid")
 #: A sub-item's element of its parent's list, in its state (a reserved name: it starts with ``_``).
@@ -117,6 +121,7 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     if kind not in NO_CALL:
         sections["provider"] = kinds.defaults(dataclasses.replace(sections["provider"], kind=kind), kind,
                                               given=[*data.get("provider", {}), *given["provider"]])
+    sections["provider"] = dataclasses.replace(sections["provider"], handler=_handler(table, kind, name, where))
     sections["batch"] = batch_api.limits_for(
         kind, sections["batch"], given=[*data.get("batch", {}), *given["batch"]], where=f"{where} [stage.batch]")
     schema = _output(table["output"], base, f"{where} [stage.output]") if "output" in table else job.output_schema
@@ -127,6 +132,18 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     _check_values(stage, where)
     _check_reads(stage, earlier, where)
     return stage
+
+
+def _handler(table: dict[str, Any], kind: str, name: str, where: str) -> str:
+    """A ``python`` stage's handler label: given, or the stage's name; no other stage has one."""
+    if kind != PYTHON:
+        if "handler" in table:
+            raise JobError(f"{where}: 'handler' belongs on a stage of kind 'python' (its function, given from Python)")
+        return ""
+    label = _text(table, "handler", where) if "handler" in table else name
+    if not label.isprintable():
+        raise JobError(f"{where}: 'handler' must be printable (messages stay one line)")
+    return label
 
 
 def _plain(batch: BatchLimits, given: Mapping[str, Any]) -> BatchLimits:

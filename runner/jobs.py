@@ -89,7 +89,8 @@ class ProviderConfig:
     #: only after both is "nothing was created" concluded.
     create_margin: float = 60.0
     max_tokens: int = 4096  #: The most tokens an answer may take (anthropic kinds: Anthropic's API requires it).
-    #: A ``python`` run's handler by qualified name, for people to read; set from Python, not in a job file.
+    #: A ``python`` run's handler by qualified name, for people to read, set from Python; a job file's ``python``
+    #: stage's ``handler`` label (``[[stage]] handler``, its fingerprint's part), never in ``[provider]``.
     handler: str = field(default="", metadata={"job_file": False})
     #: Served by ``runner demo``'s own simulator, which stops with the demo: the run goes on by ``runner demo``.
     demo: bool = field(default=False, metadata={"job_file": False})
@@ -159,10 +160,14 @@ class Stage:
 
     def fingerprint(self, version: str) -> str:
         """A hash of what determines this stage's result beside the item's input and the results it reads: not
-        how the stage is worked (its ``kind``, a handler's name), so switching to the Batch API sends nothing again."""
+        how the stage is worked (its ``kind``, a handler's name), so switching to the Batch API sends nothing again.
+
+        A job file's ``python`` stage has no model: its ``handler`` label stands for it (a new label, say
+        ``extract-v2``, sends its items to the new handler again), beside its prompt and schema."""
         import hashlib  # here: the light commands never hash
 
-        sent = ([self.provider.model, dataclasses.asdict(self.prompt), self.output_schema, version]
+        made_by = self.provider.handler if self.kind == PYTHON else self.provider.model
+        sent = ([made_by, dataclasses.asdict(self.prompt), self.output_schema, version]
                 if self.kind not in NO_CALL else [self.kind, version])  # no call: a person decides, or a join
         if self.fan_out:  # only then: the stages of older stores keep their fingerprints
             sent.append(self.fan_out)
@@ -205,10 +210,17 @@ class Job:
         raise KeyError(name)
 
     def with_provider(self, **changes: Any) -> Job:
-        """The job with ``changes`` made to its provider and to every stage's (a simulator's base_url, say)."""
-        stages = tuple(dataclasses.replace(
-            s, provider=dataclasses.replace(s.provider, **changes),
-            kind=changes.get("kind", s.kind) if s.kind not in NO_CALL else s.kind) for s in self.stages)
+        """The job with ``changes`` made to its provider and to every stage's (a simulator's base_url, say).
+
+        A job file's ``python`` stage keeps its kind and handler label: its function is given for it alone."""
+        kept = ("kind", "handler")
+        stages = tuple(
+            dataclasses.replace(s, provider=dataclasses.replace(
+                s.provider, **{k: v for k, v in changes.items() if k not in kept}))
+            if self.staged and s.kind == PYTHON else
+            dataclasses.replace(s, provider=dataclasses.replace(s.provider, **changes),
+                                kind=changes.get("kind", s.kind) if s.kind not in NO_CALL else s.kind)
+            for s in self.stages)
         return dataclasses.replace(self, provider=dataclasses.replace(self.provider, **changes), stages=stages)
 
     def to_json(self) -> str:
@@ -356,7 +368,7 @@ def _check_values(job: Job | Stage, where: str) -> None:
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
-    if getattr(job, "kind", None) not in NO_CALL:
+    if getattr(job, "kind", None) not in (*NO_CALL, PYTHON):  # a python stage calls no provider of its own
         _check_provider(job.provider, f"{where} [provider]")
 
 

@@ -13,6 +13,7 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     run.failures(), run.results(), run.events("p001")
     run.cancel()                      # unfinished items fail as cancelled; on_cancel=f compensates each
     run.decisions(), run.decide("p001", approve=True, data={...})   # a decide stage's items
+    Run.from_job_file("triage.toml", handlers={"extract": extract})   # a pipeline's python stage's function
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
 SQLite with ``table=``). The core streams items from a file, so records given
@@ -40,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import compensation, control, export, jobs, records, recovery, runs
+from . import compensation, control, export, jobs, python_stages, records, recovery, runs
 from .background import Background, launch, live
 from .clock import Clock, SystemClock
 from .compensation import Compensated, OnCancel
@@ -116,6 +117,7 @@ class Run(Controls, Decisions):
         self.on_cancel = on_cancel
         kind = provider if isinstance(provider, str) else "openai-chat"
         self.provider: Provider | TaskProvider | None = None if isinstance(provider, str) else _provider(provider)
+        self.handlers: dict[str, Provider | TaskProvider] = {}
         prompt_section: dict[str, Any] = {"fields": list(fields)}
         for field, value in (("instructions", prompt), ("system", system), ("template", template)):
             if value is not None:
@@ -143,13 +145,27 @@ class Run(Controls, Decisions):
     @classmethod
     def from_job(
         cls, job: Job, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
-        clock: Clock | None = None, read_input: bool = True, on_cancel: OnCancel | None = None,
+        handlers: Mapping[str, ProviderSpec] | None = None, clock: Clock | None = None, read_input: bool = True,
+        on_cancel: OnCancel | None = None,
     ) -> Run:
-        """A run of a ready :class:`~runner.jobs.Job`; ``provider`` replaces the one it names."""
+        """A run of a ready :class:`~runner.jobs.Job`; ``provider`` replaces the one it names.
+
+        ``handlers`` give a pipeline's ``python`` stages their functions, by stage name (each an async handler,
+        a submit/poll pair or a provider): given, every python stage needs one. For a pipeline, one handler
+        given as ``provider`` is its one python stage's; a pipeline of several python stages takes ``handlers``.
+        A handler that names no python stage, or a python stage left without one, raises a JobError here.
+        """
         run = cls.__new__(cls)
         run.db = Path(db).resolve()
         run.on_cancel = on_cancel
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
+        given = {name: _provider(spec) for name, spec in (handlers or {}).items()}
+        # one handler for a pipeline: its one python stage's (unless it was the whole job's when the run was made)
+        if job.staged and run.provider is not None and job.provider.kind != jobs.PYTHON:
+            if given:
+                raise JobError("give a pipeline's python stages their functions by handlers= alone, not provider=")
+            given, run.provider = python_stages.single(job, run.provider), None
+        run.handlers = python_stages.checked(job, given)
         run.job = runs.defined_with(job, run.provider)
         if isinstance(provider, str):
             run.job = job.with_provider(kind=provider, handler="")
@@ -160,26 +176,31 @@ class Run(Controls, Decisions):
     @classmethod
     def from_job_file(
         cls, path: str | Path, *, db: str | Path = "runs.db", name: str | None = None,
-        base_url: str | None = None, provider: ProviderSpec | None = None, clock: Clock | None = None,
+        base_url: str | None = None, provider: ProviderSpec | None = None,
+        handlers: Mapping[str, ProviderSpec] | None = None, clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
     ) -> Run:
-        """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's)."""
+        """A run of a TOML job file; ``name`` and ``base_url`` replace the file's (say, a simulator's);
+        ``handlers``: its python stages' functions (:meth:`from_job`)."""
         job = jobs.load(path)
         if base_url is not None:
             job = job.with_provider(base_url=base_url)
         if name is not None:
             job = dataclasses.replace(job, name=name)
-        return cls.from_job(job, db=db, provider=provider, clock=clock, on_cancel=on_cancel)
+        return cls.from_job(job, db=db, provider=provider, handlers=handlers, clock=clock, on_cancel=on_cancel)
 
     @classmethod
     def attach(
         cls, name: str, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
-        clock: Clock | None = None, on_cancel: OnCancel | None = None,
+        handlers: Mapping[str, ProviderSpec] | None = None, clock: Clock | None = None,
+        on_cancel: OnCancel | None = None,
     ) -> Run:
-        """The run ``name`` as the store has it (started from the CLI, another kernel...): its saved job."""
+        """The run ``name`` as the store has it (started from the CLI, another kernel...): its saved job;
+        ``handlers``: its python stages' functions (:meth:`from_job`)."""
         with Store(db, create=False) as store:
             job = store.job(name)
-        return cls.from_job(job, db=db, provider=provider, clock=clock, read_input=False, on_cancel=on_cancel)
+        return cls.from_job(job, db=db, provider=provider, handlers=handlers, clock=clock, read_input=False,
+                            on_cancel=on_cancel)
 
     @property
     def name(self) -> str:
@@ -231,8 +252,9 @@ class Run(Controls, Decisions):
     async def _execute(self, *, wait_for_person: bool, read_input: bool, handle: Background | None = None) -> Outcome:
         with self._store() as store:
             outcome = await runs.execute(
-                store, self.job, provider=self.provider, clock=self.clock, wait_for_person=wait_for_person,
-                read_input=read_input, started=handle.attach if handle is not None else None,
+                store, self.job, provider=self.provider, handlers=self.handlers, clock=self.clock,
+                wait_for_person=wait_for_person, read_input=read_input,
+                started=handle.attach if handle is not None else None,
             )
             self._compensate(store)  # items whose batch was in flight at a cancel, and cancels from elsewhere
         return outcome

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import httpx
 
-from . import jobs, lease, preparing, words
+from . import jobs, lease, preparing, python_stages, words
 from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
@@ -91,6 +91,7 @@ async def execute(
     *,
     client: httpx.AsyncClient | None = None,
     provider: Provider | TaskProvider | None = None,
+    handlers: Mapping[str, Provider | TaskProvider] | None = None,
     clock: Clock | None = None,
     wait_for_person: bool = False,
     read_input: bool = True,
@@ -104,15 +105,19 @@ async def execute(
     changed ones marked), under the engine's lease; without, the run goes on
     with the items the store has, unless a prepare of the run was cut short:
     then its input is read again. ``provider`` (say, a ``PythonHandler``)
-    replaces the one the job names; a ``python`` run needs it.
+    replaces the one the job names; a ``python`` run needs it. ``handlers``
+    give a pipeline's ``python`` stages their functions, by stage: given,
+    every python stage needs one (:func:`runner.python_stages.checked`);
+    without, the run stops where its items reach a python stage, saying so.
     ``started`` receives the engine, to stop it; while the input is read,
     ``reading`` how many records were checked so far, and ``adding`` how
     many items were added, of how many.
     """
     if provider is None and job.provider.kind == jobs.PYTHON:
         raise JobError(continued_from_python(job, store.path))
+    handled = python_stages.checked(job, handlers or {})
     job = defined_with(job, provider)
-    called = [stage for stage in job.stages if stage.kind not in jobs.NO_CALL] if provider is None else []
+    called = [stage for stage in job.stages if stage.kind in jobs.PROVIDER_KINDS] if provider is None else []
     keys = {stage.name: api_key(job, stage) for stage in called}
     clock = clock or SystemClock()
     async with AsyncExitStack() as stack:
@@ -123,8 +128,8 @@ async def execute(
             if base_url not in clients:
                 clients[base_url] = await stack.enter_async_context(lanes.client(base_url, job.batch.concurrency))
             stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name), store.path.parent)
-        engine = Engine(store, job, provider or stage_providers[called[0].name], clock=clock,
-                        wait_for_person=wait_for_person, stage_providers=stage_providers)
+        engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person,
+                        stage_providers={**stage_providers, **handled})
         if started is not None:
             started(engine)
         if not (read_input or store.preparing(job.name)):

@@ -69,7 +69,8 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
                       "one a person cancelled or rejected stays failed, its retry sends it there)", soft_wrap=True)
     tables.echo(tables.status_table(views.standing(store, job.name, now=time.time())))
     if outcome.stopped_for:
-        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}")
+        # the notebook call that gives python stages their handlers ends the line: unbroken, to be copied
+        console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}", soft_wrap=bool(outcome.needs_handler))
         for line in _next_steps(job, outcome, store.path):
             console.print(escape(line), soft_wrap=True)
     elif failed := outcome.status["counts"][ItemState.FAILED]:
@@ -194,6 +195,8 @@ def _next_steps(job: Job, outcome: Outcome, db: Path) -> list[str]:
         return ["decide them (the KEYS given, or every one waiting; d in runner tui shows them one at a time):",
                 command("decide", name, "KEY", "--approve", db=db), command("decide", name, "KEY", "--reject", db=db),
                 command("decide", name, "--all-waiting", "--approve", db=db)]
+    if outcome.needs_handler:  # the reason says the notebook call that gives the python stages their handlers
+        return []
     kind = outcome.stop_kind
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
     if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume

@@ -34,7 +34,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from .. import busy, lease
+from .. import busy, lease, python_stages
 from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
@@ -67,7 +67,7 @@ class Engine:
         self,
         store: RunStore,
         job: Job,
-        provider: Provider | TaskProvider,
+        provider: Provider | TaskProvider | None,
         *,
         clock: Clock | None = None,
         wait_for_person: bool = False,
@@ -78,8 +78,12 @@ class Engine:
         self.job = job
         self.clock = clock or SystemClock()
         #: Each stage's provider, its check, and (once the run starts) its caller or its task driver;
-        #: ``provider`` serves every stage not in ``stage_providers``.
-        self.works = stages.works_of(job, {s.name: (stage_providers or {}).get(s.name, provider) for s in job.stages})
+        #: ``provider`` serves every stage not in ``stage_providers``; a python stage given neither is not worked
+        #: here: its items wait there for its handler (``python_stages``).
+        given = {s.name: (stage_providers or {}).get(s.name, provider) for s in job.stages}
+        self.works = stages.works_of(job, {name: given for name, given in given.items() if given is not None})
+        #: The python stages given no handler here: their items are not tried.
+        self.unworked = [name for name in python_stages.names(job) if name not in self.works]
         #: The stages to form batches of, later stages first.
         self.claims = stages.claims(self.works, job)
         self.wait_for_person = wait_for_person
@@ -111,6 +115,8 @@ class Engine:
         #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on,
         #: sub-items sent back to a stage inside their fan-out.
         self.rewound = stages.Rewound({}, {}, {})
+        #: The python stages given no handler here at which the run stopped, its items left there.
+        self.needs_handler: tuple[str, ...] = ()
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -139,7 +145,8 @@ class Engine:
             raise
         finally:
             await self._tidy(name, cut_short=cut_short)
-        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, *self.rewound)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, *self.rewound,
+                       needs_handler=self.needs_handler)
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.
@@ -258,17 +265,25 @@ class Engine:
             return False
         if gate.held(control):
             return await self._wait_for_person(gate.held_reason(control), control.kind)
-        due = self.store.next_due(self.run_id)
+        due = self.store.next_due(self.run_id, skip=self.unworked)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
             self.formed.extend([formed] if formed is not None else [])
             self._forming_held_up = False
             return True
-        if due is None and not self.formed:  # only items held for a person (a confirmation, a decision) are left
-            return await self._wait_for_person(stages.left_for_person(self.store, self.job.name, self.clock.now()), None)
+        if due is None and not self.formed:  # only items held for a person, or at a python stage given no handler
+            return await self._left()
         due = max(due or 0.0, self.quiet_until)
         await self.clock.sleep(min(max(due - self.clock.now(), 0.0), POLL_SECONDS))
         return True
+
+    async def _left(self) -> bool:
+        """Only items no call of this engine can move are left: wait for a person's act, or stop (``stages.left``)."""
+        left = stages.left(self.store, self.job, self.works, now=self.clock.now())
+        if left.for_person:
+            return await self._wait_for_person(left.reason, None)
+        self.stopped_for, self.stop_kind, self.needs_handler = left.reason, None, left.unhandled
+        return False
 
     async def _wait_for_person(self, reason: str, kind: FailureKind | None) -> bool:
         """Held for a person: waiting for one, a poll's wait for their act (resume, step, confirm); else stop."""
@@ -293,6 +308,8 @@ class Engine:
     def _take_resumable(self) -> None:
         """Put the batches a person confirmed first in line."""
         for confirmed in self.store.resumable(self.run_id):
+            if self.job.staged and confirmed.stage not in self.works:  # a python stage given no handler here
+                continue
             if confirmed.id not in self._resumed:
                 self._resumed.add(confirmed.id)
                 self.formed.appendleft(confirmed)

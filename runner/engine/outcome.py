@@ -23,6 +23,8 @@ class Outcome:
     #: As the run started: stage inside a fan-out -> (sub-items sent back to it, their parents, waiting at their
     #: join again).
     inside: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: The python stages given no handler at which items were left: the run goes on from Python with them.
+    needs_handler: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:

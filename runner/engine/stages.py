@@ -5,7 +5,10 @@ A stage's ``kind`` says how it is worked: a provider that calls
 and polls (``openai-batch``, a Python submit/poll pair) a ``tasks`` driver;
 ``decide`` (a person's decision, no call) is never sent: its items wait for
 a person (:mod:`runner.deciding`), and the decisions kept for items that
-have since arrived are applied at each turn (:func:`take_decisions`). Batches are formed per stage and group, later
+have since arrived are applied at each turn (:func:`take_decisions`). A
+job file's ``python`` stage is worked by the function given for it
+(:mod:`runner.python_stages`); given none, its items wait there and the
+run stops once nothing else moves (:func:`left`). Batches are formed per stage and group, later
 stages first (:func:`claims`), so items finish rather than pile up at the
 first stage. Concurrency is the run's (``[batch] concurrency``), shared by
 every stage.
@@ -23,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .. import deciding, protocol, words
+from .. import deciding, protocol, python_stages, words
 from ..jobs import DECIDE, JOIN, NO_CALL, Job, Stage
 from ..model import Claim, FailureKind, FanOut, ItemState, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
@@ -59,7 +62,9 @@ def works_of(job: Job, providers: Mapping[str, Provider | TaskProvider]) -> dict
     for stage in job.stages:
         if stage.kind in NO_CALL:  # worked by no call: a join by the engine's turn (``runner.engine.joins``)
             continue
-        provider = providers[stage.name]
+        provider = providers.get(stage.name)
+        if provider is None:  # a python stage given no handler: its items wait there
+            continue
         works[stage.name] = StageWork(
             stage, provider, ResultCheck(stage.output_schema, job.check), stage.fingerprint(job.version),
             file=provider.sizing() if isinstance(provider, SizedTasks) else None,
@@ -84,9 +89,31 @@ def take_decisions(store: RunStore, run_id: int, job: Job, *, now: float) -> Non
             return
 
 
-def left_for_person(store: RunStore, name: str, now: float) -> str:
-    """Why only a person can move the items left: confirmations after a crash, decisions, or both."""
-    status = store.status(name, now=now)
+class Left(NamedTuple):
+    """What moves the items left when the engine can form no batch: ``for_person`` (a person's act, which a
+    waiting engine waits for) or nobody here, stopping at the python stages given no handler (``unhandled``)."""
+
+    reason: str
+    for_person: bool
+    unhandled: tuple[str, ...]
+
+
+def left(store: RunStore, job: Job, works: Mapping[str, StageWork], *, now: float) -> Left:
+    """Why the items left wait: for a person (a confirmation, a decision), for a python stage's handler (given
+    from Python: the run stops, unless a person is needed too), or both."""
+    status = store.status(job.name, now=now)
+    unhandled = tuple(python_stages.waiting(job, works, status["stages"]))
+    if not unhandled:
+        return Left(_for_person(status), True, ())
+    reason = python_stages.go_on(job, store.path, list(unhandled))
+    if status["needs_confirmation"] or status["needs_decision"]:
+        return Left(f"{_for_person(status)}; {reason}", True, unhandled)
+    return Left(reason, False, unhandled)
+
+
+def _for_person(status: Mapping[str, Any]) -> str:
+    """Why only a person can move the items left, by the run's ``status``: confirmations after a crash,
+    decisions, or both."""
     reasons = []
     if status["needs_confirmation"]:
         reasons.append("items need a person's confirmation")

@@ -290,8 +290,8 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions):
     def unfinished(self, run_id: int) -> int:
         return views.unfinished(self, run_id)
 
-    def next_due(self, run_id: int) -> float | None:
-        return views.next_due(self, run_id)
+    def next_due(self, run_id: int, *, skip: Sequence[str] = ()) -> float | None:
+        return views.next_due(self, run_id, skip=skip)
 
     def status(self, name: str, *, now: float) -> dict[str, Any]:
         return views.status(self, name, now=now)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import liveness, words
@@ -112,11 +112,12 @@ def unfinished(store: Store, run_id: int) -> int:
     return int(rows[0]["n"])
 
 
-def next_due(store: Store, run_id: int) -> float | None:
-    """When the earliest waiting item may be tried again."""
+def next_due(store: Store, run_id: int, *, skip: Sequence[str] = ()) -> float | None:
+    """When the earliest waiting item may be tried again, but for those at the stages ``skip`` names."""
     rows = store.rows(
-        f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND {NOT_HELD}",
-        [run_id],
+        f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND {NOT_HELD}"
+        f" AND stage NOT IN ({', '.join('?' for _ in skip)})",
+        [run_id, *skip],
     )
     due = rows[0]["t"]
     return float(due) if due is not None else None
