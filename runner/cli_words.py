@@ -125,7 +125,7 @@ def show_stages(stages: Sequence[StageTally]) -> None:
     """What each stage of a pipeline did: its results saved, the items that skipped it, those failed or left there."""
     click.echo("Per stage:")
     for stage in stages:
-        said = [f"{words.plural(stage.results, 'result')} saved"]
+        said = [f"{words.plural(stage.passed, 'result')} saved"]
         if stage.skipped:
             said.append(f"{words.plural(stage.skipped, 'item')} skipped it (its when)")
         said += [f"{n:,} {state} there" for state, n in stage.counts.items() if n and state != "completed"]

@@ -48,6 +48,27 @@ class Hold(StrEnum):
     PAUSE = "paused"
 
 
+class StageTally(NamedTuple):
+    """One stage of a run: items there now by state, the items that passed it (its result saved there; a run of
+    one stage: completed) and that skipped it (its ``when`` false)."""
+
+    stage: str
+    counts: Mapping[str, int]
+    passed: int
+    skipped: int
+
+    @property
+    def here(self) -> tuple[tuple[str, int], ...]:
+        """The states of the items at the stage now, those with any, in the order of :data:`STATES`."""
+        return tuple((state, self.counts[state]) for state in STATES if self.counts.get(state))
+
+
+def tallies(stages: Mapping[str, Mapping[str, int]], passes: Mapping[str, Mapping[str, int]]) -> tuple[StageTally, ...]:
+    """Each stage of ``stages`` (items by state) in order, with what ``passes`` says passed and skipped it."""
+    return tuple(StageTally(stage, counts, passes.get(stage, {}).get("passed", 0), passes.get(stage, {}).get("skipped", 0))
+                 for stage, counts in stages.items())
+
+
 class Standing(NamedTuple):
     """Where one run stands: what ``runner status`` prints, a line of the TUI's runs, the panel's head."""
 
@@ -78,6 +99,8 @@ class Standing(NamedTuple):
     cancelled_whole: bool = False
     #: Items by their current stage and state, the stages in the job's order.
     stages: Mapping[str, Mapping[str, int]] = {}
+    #: Per stage, the items that passed it (``passed``: its result saved) and that skipped it (``skipped``).
+    passes: Mapping[str, Mapping[str, int]] = {}
     #: Items waiting at a ``decide`` stage for a person's decision (counted as ``waiting``, with no time).
     needs_decision: int = 0
     #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
@@ -95,6 +118,11 @@ class Standing(NamedTuple):
     def moving(self) -> int:
         """Unfinished items the engine may finish on its own (not held for a person, nor waiting for a decision)."""
         return self.unfinished - self.held - self.needs_decision
+
+    @property
+    def tallies(self) -> tuple[StageTally, ...]:
+        """Each stage in order: the items there now by state, and those that passed it and that skipped it."""
+        return tallies(self.stages, self.passes)
 
     @property
     def engine_died(self) -> bool:
@@ -141,7 +169,8 @@ class Standing(NamedTuple):
             "maybe_paid": self.maybe_paid,
             "cancelled": self.cancelled,
             # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
-            "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
+            # Each stage also has ``passed`` (its result saved) and ``skipped`` (its ``when`` false).
+            "stages": {t.stage: {**t.counts, "passed": t.passed, "skipped": t.skipped} for t in self.tallies},
             # Added with decisions (issue 17): items waiting at a decide stage (within counts' ``waiting``).
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
@@ -335,16 +364,6 @@ class ItemView(NamedTuple):
     #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person), or
     #: ``waiting until 12:03:04`` (a time); "" when it is not waiting.
     waits: str = ""
-
-
-class StageTally(NamedTuple):
-    """One stage of a pipeline, as a run's end tells it: items there now by state, results saved, items that
-    skipped it (its ``when`` false)."""
-
-    stage: str
-    counts: Mapping[str, int]
-    results: int
-    skipped: int
 
 
 class HeldView(NamedTuple):

@@ -14,7 +14,7 @@ from runner.store import Store, views
 def tallies(tmp_path: Path) -> dict[str, tuple[int, int]]:
     """Each stage's results saved and items that skipped it, as the store has them."""
     with Store(tmp_path / "runs.db", read_only=True) as store:
-        return {s.stage: (s.results, s.skipped) for s in views.stage_tallies(store, "pipeline")}
+        return {s.stage: (s.passed, s.skipped) for s in views.stage_tallies(store, "pipeline")}
 
 
 def test_the_pipeline_demo_stops_at_the_review_saying_what_each_stage_did_and_how_to_decide(tmp_path: Path) -> None:
