@@ -85,7 +85,8 @@ def pace(view: RunView) -> Text:
     if view.took is None:  # (always None while an engine works on the run)
         rate = f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}"
         text.append("throughput ", style="bold")
-        text.append(f"{rate} items/min" if run.engine_alive else "none: no engine at work")
+        through = " through a stage" if len(run.stages) > 1 else ""
+        text.append(f"{rate} items/min{through}" if run.engine_alive else "none: no engine at work")
     else:
         finished = run.total - run.unfinished
         text.append("finished ", style="bold")

@@ -125,6 +125,15 @@ class Standing(NamedTuple):
         return tallies(self.stages, self.passes)
 
     @property
+    def stages_ahead(self) -> float:
+        """The stages an unfinished item has still to pass, on the average (1 for a run of one stage): what turns
+        the items done with a stage per minute into time left (an item that skips a stage ahead takes less)."""
+        order = list(self.stages.values())
+        ahead = [(sum(counts[s] for s in UNFINISHED), len(order) - i) for i, counts in enumerate(order)]
+        items = sum(n for n, _ in ahead)
+        return sum(n * stages for n, stages in ahead) / items if items else 1.0
+
+    @property
     def engine_died(self) -> bool:
         """The engine that held the run died: its lease was never given back, only let lapse."""
         return self.engine_silent_for is not None
@@ -215,7 +224,7 @@ class RunView(NamedTuple):
     go_on: str
     batches: tuple[BatchInFlight, ...]
     log: tuple[LogLine, ...]
-    #: Items completed or failed per minute, over the last minute of events.
+    #: Items done with a stage (completed, failed, or on to the next) per minute, over the last minute of events.
     per_minute: float
     #: Seconds from the run's first start to its last completion (or failure), read once no engine
     #: works on it; None while one does, or before anything finished.
@@ -244,7 +253,7 @@ class RunView(NamedTuple):
 def time_left(standing: Standing, per_minute: float) -> float | None:
     """The one estimate of the time a run has left, in seconds, that the progress line and the TUI show.
 
-    Its items that can still move, at ``per_minute`` (items finished per
+    Its items that can still move, each with the stages ahead of it, at ``per_minute`` (items done with a stage per
     minute of late); 0 when nothing is left; None while nothing can move
     (paused, the breaker open, a rate limit waited out, only held items
     left), no engine works on it, or nothing finished of late.
@@ -255,7 +264,7 @@ def time_left(standing: Standing, per_minute: float) -> float | None:
         return None
     if per_minute <= 0 or standing.moving <= 0:
         return None
-    return standing.moving / per_minute * 60.0
+    return standing.moving * standing.stages_ahead / per_minute * 60.0
 
 
 def why_no_estimate(standing: Standing, *, moving: int) -> str:

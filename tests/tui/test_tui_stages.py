@@ -7,7 +7,9 @@ from pathlib import Path
 
 from rich.padding import Padding
 from textual.app import App, ComposeResult
+from scenes import live_engine
 from staged_run import FAILS, build
+from support import runner_cli
 from tui_support import NOW, press, settle, shown
 from tui_support import build as build_fixed
 
@@ -109,3 +111,14 @@ async def test_a_pipeline_batch_in_flight_says_its_stage() -> None:
     assert staged == [["batch", "stage", "group", "state", "items", "age", "upstream id", "retries"],
                       ["7", "extract", "2026-01", "running", "4", "3s", "", ""]]
     assert one_stage[0] == ["batch", "group", "state", "items", "age", "upstream id", "retries"]
+
+
+async def test_throughput_counts_the_items_done_with_a_stage_while_none_has_completed(tmp_path: Path) -> None:
+    assert runner_cli("demo", "--pipeline", "--latency", "0", cwd=tmp_path).returncode == 4  # it stops at the review
+    with Store(tmp_path / "runs.db") as store:
+        last = views.last_event_at(store, store.run_id("pipeline"))
+        assert last is not None
+        live_engine(store, "pipeline", "live", started_at=last - 60, heartbeat_at=last)
+        view = views.run_view(store, "pipeline", now=last + 1)
+    assert view.standing.counts["completed"] == view.standing.counts["failed"] == 0
+    assert view.per_minute > 0
