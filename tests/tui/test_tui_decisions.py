@@ -13,6 +13,7 @@ from runner.model import FailureKind, ItemState
 from runner.store import Store, views
 from tui.app import RunnerApp
 from tui.screens.decisions import DataScreen, DecisionsScreen
+from tui.screens.failures import FailedTable
 
 def waiting_for_review(tmp_path: Path, store: Store) -> None:
     """Three posts waiting at the review, as an engine leaves them (no call needed before it)."""
@@ -76,3 +77,12 @@ async def test_the_decisions_screen_shows_an_item_s_text_with_its_line_breaks_no
     assert lines[:5] == ["input", "  id: p000", "  month: 2026-01", "  body: First line of the post.",
                          '        Second line, "quoted".']
     assert not [line for line in lines if "\\n" in line or '\\"' in line]
+
+
+async def test_a_rejected_item_s_failure_names_its_stage_once(tmp_path: Path, store: Store) -> None:
+    waiting_for_review(tmp_path, store)
+    app = RunnerApp(store.path, "reviewed")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await press(pilot, "d", "x", "escape", "f")
+        rows = shown(app.screen.query_one(FailedTable))
+    assert [row for row in rows if "p000" in row][0].endswith("at review: rejected by a person")
