@@ -39,7 +39,7 @@ from .progress_line import rate_limited
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_decisions import DecisionsTab
-from .words import plural
+from .words import plural, retried
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ class RunPanel:
 
     def _retry(self, _: Any) -> None:
         kind = self.kinds.value
-        self._command(control.retry, lambda n: f"{plural(n, kind + ' item')} back to pending", kind=kind)
+        self._command(control.retry, lambda done: retried(done, f"{kind} item"), kind=kind)
 
     def _confirm(self, _: Any) -> None:
         if self._twice and not self.acknowledge.value:
