@@ -61,7 +61,8 @@ PASSES = ("passed", "skipped")
 
 
 def groups_table(
-    groups: Mapping[str, Mapping[str, int]], *, by: str = "group", passes: Mapping[str, Mapping[str, int]] | None = None,
+    groups: Mapping[str, Mapping[str, int]], *, by: str = "group",
+    passes: Mapping[str, Mapping[str, int]] | None = None,
 ) -> str:
     """Items by group (or ``by`` another thing: a pipeline's stages) and state, a row each, with their total; with
     ``passes`` (a pipeline's stages), the items that passed and skipped each too."""

@@ -99,8 +99,8 @@ def status_table(run: Standing) -> list[str]:
                     f"upstream let it)")
     rows = [[group, *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)] for group, counts in run.groups.items()]
     rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
-    lines = table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
-                  numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())
+    lines = table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}",
+                  caption=shown(caption), numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())
     return lines + ([""] + stages_table(run.tallies) if len(run.stages) > 1 else [])
 
 

@@ -243,7 +243,8 @@ class RunPanel:
         self._unfinished = standing.unfinished
         self.cancel_button.disabled = not standing.unfinished
         self.groups.value = groups_table(standing.groups)
-        self.stages.value = groups_table(standing.stages, by="stage", passes=standing.passes) if len(standing.stages) > 1 else ""
+        staged = len(standing.stages) > 1
+        self.stages.value = groups_table(standing.stages, by="stage", passes=standing.passes) if staged else ""
 
     def _show_breaker(self, ctl: Control, rate_limited_until: float | None) -> None:
         parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]

@@ -65,7 +65,8 @@ class StageTally(NamedTuple):
 
 def tallies(stages: Mapping[str, Mapping[str, int]], passes: Mapping[str, Mapping[str, int]]) -> tuple[StageTally, ...]:
     """Each stage of ``stages`` (items by state) in order, with what ``passes`` says passed and skipped it."""
-    return tuple(StageTally(stage, counts, passes.get(stage, {}).get("passed", 0), passes.get(stage, {}).get("skipped", 0))
+    none = {"passed": 0, "skipped": 0}
+    return tuple(StageTally(stage, counts, passes.get(stage, none)["passed"], passes.get(stage, none)["skipped"])
                  for stage, counts in stages.items())
 
 

@@ -172,7 +172,8 @@ PASSES = [
     "INSERT INTO passes (run_id, stage, passed) SELECT items.run_id, results.stage, count(*) FROM results "
     "JOIN items ON items.id = results.item_id WHERE true GROUP BY items.run_id, results.stage",
     "INSERT INTO passes (run_id, stage, skipped) SELECT run_id, stage, count(DISTINCT item_id) FROM events "
-    "WHERE kind = 'skipped' GROUP BY run_id, stage ON CONFLICT (run_id, stage) DO UPDATE SET skipped = excluded.skipped",
+    "WHERE kind = 'skipped' GROUP BY run_id, stage "
+    "ON CONFLICT (run_id, stage) DO UPDATE SET skipped = excluded.skipped",
     """
     CREATE TRIGGER result_saved AFTER INSERT ON results BEGIN
         INSERT INTO passes (run_id, stage, passed) SELECT run_id, NEW.stage, 1 FROM items WHERE id = NEW.item_id

@@ -24,8 +24,10 @@ from tui.widgets import BatchTable, GroupTable, StageTable
 def cells(table: StageTable | GroupTable | BatchTable) -> list[list[str]]:
     """The table's header and rows, as text."""
     head = [str(column.label).strip() for column in table.columns.values()]
-    return [head, *[[str(cell.renderable if isinstance(cell, Padding) else cell).strip() for cell in table.get_row_at(i)]
-                     for i in range(table.row_count)]]
+    def text(cell: object) -> str:
+        return str(cell.renderable if isinstance(cell, Padding) else cell).strip()
+
+    return [head, *[[text(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]]
 
 
 async def test_a_pipeline_shows_a_row_per_stage_with_the_items_there_now_and_those_that_passed_and_skipped_it(

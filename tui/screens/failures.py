@@ -312,7 +312,8 @@ def ask_retry_item(key: str, paid: int, maybe_paid: int, *, stage: str = "") -> 
 
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
     done = control.retry(store, name, now=now, kind=kind, keys=keys)
-    return retried(done, of=f" of {name}") + (unless_obeyed(store, name, now, does="sends them") if done.pending else "")
+    obeyed = unless_obeyed(store, name, now, does="sends them") if done.pending else ""
+    return retried(done, of=f" of {name}") + obeyed
 
 
 def _json(text: str) -> Text:
