@@ -17,7 +17,7 @@ from .cli_options import db_option, plain_errors
 from .cli_words import go_on, hint, show_control
 from .errors import RunError, UnknownStage
 from .model import FailureKind
-from .words import command as spelt, few, go_on as go_on_command, plural
+from .words import command as spelt, few, go_on as go_on_command, plural, retried
 
 if TYPE_CHECKING:
     from .store import Store
@@ -81,16 +81,16 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None,
 
     store = Store(db, create=False)
     try:
-        count = control.retry(store, name, now=time.time(), kind=kind, keys=keys, stage=stage)
+        done = control.retry(store, name, now=time.time(), kind=kind, keys=keys, stage=stage)
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
-    if not count:
+    if not done.again:
         chosen = (f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")) + (
             f" at stage {stage}" if stage else "")
         click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
         _cancelled_left(store, name, asked=kind is None and not keys and stage is None)
         return
-    go_on(f"{plural(count, 'failed item')} of run {name!r} pending again", store, name)
+    go_on(retried(done, of=f" of run {name!r}"), store, name)
 
 
 def _cancelled_left(store: Store, name: str, *, asked: bool) -> None:

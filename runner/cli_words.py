@@ -125,7 +125,7 @@ def show_stages(stages: Sequence[StageTally]) -> None:
     """What each stage of a pipeline did: its results saved, the items that skipped it, those failed or left there."""
     click.echo("Per stage:")
     for stage in stages:
-        said = [f"{words.plural(stage.results, 'result')} saved"]
+        said = [f"{words.plural(stage.passed, 'result')} saved"]
         if stage.skipped:
             said.append(f"{words.plural(stage.skipped, 'item')} skipped it (its when)")
         said += [f"{n:,} {state} there" for state, n in stage.counts.items() if n and state != "completed"]
@@ -134,14 +134,15 @@ def show_stages(stages: Sequence[StageTally]) -> None:
 
 def show_results(name: str, db: str) -> None:
     """A few results of a run (a pipeline's: its first and last stages' first fields), and the command that writes
-    them all."""
+    them all; nothing while no item has completed (a pipeline stopped at its review, say)."""
     from . import export
     from .store import Store
 
     with Store(db, read_only=True) as store:
         first = list(itertools.islice(export.rows(store, name, state="completed"), 3))
-    if first:
-        click.echo("Its first results:")
+    if not first:
+        return
+    click.echo("Its first results:")
     for row in first:
         click.echo(f"  {row['key']}: {_first_fields(row)}")
     hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))

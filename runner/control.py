@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from . import lease
 from .rules import breaker
+from .model import Retried
 from .rules.breaker import Control
 from .errors import RunError
 from .store.protocol import RunStore
@@ -54,9 +55,10 @@ def step(store: RunStore, name: str, *, now: float) -> Control:
 def retry(
     store: RunStore, name: str, *, now: float, kind: str | None = None, keys: Sequence[str] = (),
     stage: str | None = None,
-) -> int:
+) -> Retried:
     """Send failed items again (all, one kind, some keys, those failed at one ``stage``), each with a fresh
-    attempt budget, at the stage where it failed: the results of the stages it passed are kept.
+    attempt budget, at the stage where it failed: the results of the stages it passed are kept (one rejected at a
+    decide stage waits there again for a person's decision).
 
     A stage the run does not have is refused (``UnknownStage``, naming those it has), and nothing changes.
     """

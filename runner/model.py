@@ -348,3 +348,15 @@ class HeldItem(NamedTuple):
     paid_calls: int
     #: ``adopt``: until when the create whose answer was lost may still land upstream.
     lands_by: float | None = None
+
+
+class Retried(NamedTuple):
+    """What a person's retry did: the failed items sent again, and how many of them wait again for a decision
+    (rejected at a decide stage, they go back to waiting there, not to ``pending``)."""
+
+    again: int
+    deciding: int = 0
+
+    @property
+    def pending(self) -> int:
+        return self.again - self.deciding

@@ -38,7 +38,7 @@ class Controls:
         A stage the run does not have raises ``UnknownStage``, naming those it has.
         """
         with self._store() as store:
-            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys, stage=stage)
+            return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys, stage=stage).again
 
     def confirm(self: _Run, keys: Sequence[str] = ()) -> dict[recovery.Case, int]:
         """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""

@@ -56,22 +56,30 @@ def stacked_bar(counts: Mapping[str, int], total: int) -> str:
             f"border-radius:4px;overflow:hidden'>{segments}</div>")
 
 
-def groups_table(groups: Mapping[str, Mapping[str, int]], *, by: str = "group") -> str:
-    """Items by group (or ``by`` another thing: a pipeline's stages) and state, a row each, with their total."""
+#: A pipeline's stage columns after the states: the items that passed each stage (its result saved) and skipped it.
+PASSES = ("passed", "skipped")
+
+
+def groups_table(
+    groups: Mapping[str, Mapping[str, int]], *, by: str = "group",
+    passes: Mapping[str, Mapping[str, int]] | None = None,
+) -> str:
+    """Items by group (or ``by`` another thing: a pipeline's stages) and state, a row each, with their total; with
+    ``passes`` (a pipeline's stages), the items that passed and skipped each too."""
+    extra = PASSES if passes is not None else ()
     head = "".join(f"<th style='padding:2px 8px;color:{COLOURS[s]}'>{s}</th>" for s in STATES)
+    head += "".join(f"<th style='padding:2px 8px'>{column}</th>" for column in ("total", *extra))
     rows = []
     for group in list(groups)[:MAX_GROUPS]:
-        cells = "".join(
-            f"<td style='text-align:right;padding:2px 8px'>{groups[group][s] or '·'}</td>" for s in STATES
-        )
-        rows.append(f"<tr><td style='padding:2px 8px'><b>{escape(group)}</b></td>{cells}"
-                    f"<td style='text-align:right;padding:2px 8px'>{sum(groups[group].values())}</td></tr>")
+        numbers = [*(groups[group][s] or "·" for s in STATES), sum(groups[group].values()),
+                   *((passes or {}).get(group, {}).get(column, 0) or "·" for column in extra)]
+        cells = "".join(f"<td style='text-align:right;padding:2px 8px'>{n}</td>" for n in numbers)
+        rows.append(f"<tr><td style='padding:2px 8px'><b>{escape(group)}</b></td>{cells}</tr>")
     more = len(groups) - MAX_GROUPS
     if more > 0:
-        rows.append(f"<tr><td colspan='9' style='color:#777'>… {more} more {by}s</td></tr>")
+        rows.append(f"<tr><td colspan='{9 + len(extra)}' style='color:#777'>… {more} more {by}s</td></tr>")
     return (f"<table style='border-collapse:collapse;line-height:1.5;font-variant-numeric:tabular-nums'>"
-            f"<tr><th>{by}</th>{head}"
-            f"<th style='padding:2px 8px'>total</th></tr>{''.join(rows)}</table>")
+            f"<tr><th>{by}</th>{head}</tr>{''.join(rows)}</table>")
 
 
 def item_html(item: ItemView) -> str:

@@ -15,10 +15,10 @@ import click
 from .columns import shown, table, width
 from .progress_line import rate_limited
 from .model import Case, HeldItem
-from .store.answers import STATES, Standing
+from .store.answers import STATES, StageTally, Standing
 from .words import few, plural
 
-__all__ = ["echo", "failures_table", "held_table", "shown", "status_table"]
+__all__ = ["echo", "failures_table", "held_table", "shown", "stages_table", "status_table"]
 
 
 def echo(lines: Sequence[str]) -> None:
@@ -99,10 +99,15 @@ def status_table(run: Standing) -> list[str]:
                     f"upstream let it)")
     rows = [[group, *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)] for group, counts in run.groups.items()]
     rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
-    total = len(rows) - 1
-    if len(run.stages) > 1:  # and a row per stage: where the items stand in the pipeline
+    lines = table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}",
+                  caption=shown(caption), numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())
+    return lines + ([""] + stages_table(run.tallies) if len(run.stages) > 1 else [])
 
-        rows += [[f"stage {stage}", *(f"{counts[s]:,}" if counts[s] else "" for s in STATES)]
-                 for stage, counts in run.stages.items()]
-    return table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}", caption=shown(caption),
-                 numbers=range(1, len(STATES) + 1), bold={total}, within=width())
+
+def stages_table(tallies: Sequence[StageTally]) -> list[str]:
+    """A pipeline's stages in order, a row each: the items at it now by state, and those that passed it (their
+    result saved there) and that skipped it (its ``when`` false), so that a stage every item passed is not blank."""
+    rows = [[t.stage, " · ".join(f"{n:,} {state}" for state, n in t.here), f"{t.passed:,}",
+             f"{t.skipped:,}" if t.skipped else ""] for t in tallies]
+    return table(("stage", "at it now", "passed", "skipped"), rows, title="by stage", numbers={2, 3}, wraps={1},
+                 within=width())

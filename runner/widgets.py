@@ -39,7 +39,7 @@ from .progress_line import rate_limited
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_decisions import DecisionsTab
-from .words import plural
+from .words import plural, retried
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,8 @@ class RunPanel:
         self._unfinished = standing.unfinished
         self.cancel_button.disabled = not standing.unfinished
         self.groups.value = groups_table(standing.groups)
-        self.stages.value = groups_table(standing.stages, by="stage") if len(standing.stages) > 1 else ""
+        staged = len(standing.stages) > 1
+        self.stages.value = groups_table(standing.stages, by="stage", passes=standing.passes) if staged else ""
 
     def _show_breaker(self, ctl: Control, rate_limited_until: float | None) -> None:
         parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]
@@ -332,7 +333,7 @@ class RunPanel:
 
     def _retry(self, _: Any) -> None:
         kind = self.kinds.value
-        self._command(control.retry, lambda n: f"{plural(n, kind + ' item')} back to pending", kind=kind)
+        self._command(control.retry, lambda done: retried(done, f"{kind} item"), kind=kind)
 
     def _confirm(self, _: Any) -> None:
         if self._twice and not self.acknowledge.value:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .model import Retried
     from .jobs import Job
 
 #: The store every command reads and writes without ``--db``.
@@ -22,6 +23,18 @@ DEFAULT_DB = "runs.db"
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``1 item``, ``0 items``, ``2,400 items``; ``many`` where adding an s is wrong."""
     return f"{count:,} {noun if count == 1 else many or noun + 's'}"
+
+
+def retried(done: Retried, what: str = "failed item", *, of: str = "") -> str:
+    """A retry's outcome in words: ``3 failed items{of} pending again``; those that went back to a decide stage
+    apart (``1 failed item{of} waiting again for a person's decision``; both: ``3 failed items{of} sent again: 2
+    pending, 1 waiting for a person's decision``)."""
+    items = plural(done.again, what) + of
+    if not done.deciding:
+        return f"{items} pending again"
+    if not done.pending:
+        return f"{items} waiting again for a person's decision"
+    return f"{items} sent again: {done.pending:,} pending, {done.deciding:,} waiting for a person's decision"
 
 
 def duration(seconds: float) -> str:

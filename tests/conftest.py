@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scenes import counts_kept, counts_of_items, paid_kept, paid_of_items, states_of_items, states_told_by_events
+from scenes import (
+    counts_kept, counts_of_items, paid_kept, paid_of_items, passes_kept, passes_of_results, states_of_items,
+    states_told_by_events,
+)
 from support import StepClock
 from unwritable import Folder
 
@@ -33,6 +36,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
         assert states_told_by_events(opened) == states_of_items(opened)
         assert counts_kept(opened) == counts_of_items(opened)
         assert paid_kept(opened) == paid_of_items(opened)
+        assert passes_kept(opened) == passes_of_results(opened)
 
 
 @pytest.fixture

@@ -85,17 +85,26 @@ def pace(view: RunView) -> Text:
     if view.took is None:  # (always None while an engine works on the run)
         rate = f"{view.per_minute:,.0f}" if view.per_minute >= 10 else f"{view.per_minute:.1f}"
         text.append("throughput ", style="bold")
-        text.append(f"{rate} items/min" if run.engine_alive else "none: no engine at work")
+        through = " through a stage" if len(run.stages) > 1 else ""
+        text.append(f"{rate} items/min{through}" if run.engine_alive else "none: no engine at work")
     else:
-        finished = run.total - run.unfinished
-        text.append("finished ", style="bold")
-        text.append(f"{finished:,} items in {format.duration(view.took)}")
+        text.append("took ", style="bold")
+        text.append(f"{format.duration(view.took)}: {settled(run)}")
         if not run.unfinished:
             return text
     text.append(" · ")
     text.append("left ", style="bold")
     text.append(_eta(view))
     return text
+
+
+def settled(run: Standing) -> str:
+    """The items a run settled, in words that tell the completed from the failed (and the cancelled among them)."""
+    said = plural(run.counts[ItemState.COMPLETED], "item") + " completed"
+    failed = run.counts[ItemState.FAILED]
+    if failed:
+        said += f", {failed:,} failed" + (f" ({run.cancelled:,} of them cancelled)" if run.cancelled else "")
+    return said
 
 
 def _eta(view: RunView) -> str:

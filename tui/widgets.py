@@ -12,7 +12,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import CursorType
 
-from runner.store.answers import STATES, BatchInFlight, LogLine
+from runner.store.answers import STATES, BatchInFlight, LogLine, StageTally
 
 from . import format
 
@@ -199,13 +199,25 @@ class GroupTable(CountTable):
     COLUMNS = ("group", *STATES, "total")
 
 
-class StageTable(CountTable):
-    """A pipeline's items by the stage they are at and their state, the stages in order (``completed``: past the
-    last stage, counted where they ended)."""
+class StageTable(Table):
+    """A pipeline's stages in order, a row each: the items at it now by state (``completed``: past the stages
+    left, counted where they ended), and those that passed it (their result saved there) and skipped it (its
+    ``when`` false), so that a stage every item passed is not blank. Four columns: it fits 80 cells."""
 
-    COLUMNS = ("stage", *STATES, "total")
+    COLUMNS = ("stage", "at it now", "passed", "skipped")
+    WRAP = "at it now"
+    WRAP_MIN = 16
     #: Never focused: it sits in the run's summary, and the groups below keep the keyboard as before.
     can_focus = False
+
+    def show(self, tallies: Sequence[StageTally]) -> None:
+        self.fill(tallies, [
+            (t.stage, [
+                t.stage, Text("  ").join(Text(f"{n:,} {s}", style=format.STATE_STYLE[s]) for s, n in t.here),
+                Text(f"{t.passed:,}", justify="right"), Text(format.count(t.skipped), justify="right"),
+            ])
+            for t in tallies
+        ])
 
 
 class BatchTable(Table):

@@ -25,8 +25,8 @@ from .stages import Next, StageLike, next_stage, state_of
 #: The kind of a stage where a person decides (``runner.jobs.DECIDE``).
 DECIDE = "decide"
 
-#: Why a rejected item failed.
-REJECTED = "rejected by a person at stage {stage!r}"
+#: Why a rejected item failed (the stage it failed at is the item's, which every view tells beside it).
+REJECTED = "rejected by a person"
 
 
 class Kinded(StageLike, Protocol):

@@ -10,12 +10,19 @@ tenth of the time, which every cold ``runner status`` pays.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from ..model import UNFINISHED, BreakerState, Case, HeldItem, ItemState
+from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
+from .answers_items import (
+    Decision, DecisionsView, FailedItem, FailuresView, HeldView, HistoryLine, ItemView, KindCount, stage_note,
+)
+
+__all__ = [  # from answers_items
+    "Decision", "DecisionsView", "FailedItem", "FailuresView", "HeldView", "HistoryLine", "ItemView", "KindCount",
+    "stage_note",
+]
 
 #: The seven states, in the order every UI shows them.
 STATES = tuple(s.value for s in ItemState)
@@ -48,6 +55,28 @@ class Hold(StrEnum):
     PAUSE = "paused"
 
 
+class StageTally(NamedTuple):
+    """One stage of a run: items there now by state, the items that passed it (its result saved there; a run of
+    one stage: completed) and that skipped it (its ``when`` false)."""
+
+    stage: str
+    counts: Mapping[str, int]
+    passed: int
+    skipped: int
+
+    @property
+    def here(self) -> tuple[tuple[str, int], ...]:
+        """The states of the items at the stage now, those with any, in the order of :data:`STATES`."""
+        return tuple((state, self.counts[state]) for state in STATES if self.counts.get(state))
+
+
+def tallies(stages: Mapping[str, Mapping[str, int]], passes: Mapping[str, Mapping[str, int]]) -> tuple[StageTally, ...]:
+    """Each stage of ``stages`` (items by state) in order, with what ``passes`` says passed and skipped it."""
+    none = {"passed": 0, "skipped": 0}
+    return tuple(StageTally(stage, counts, passes.get(stage, none)["passed"], passes.get(stage, none)["skipped"])
+                 for stage, counts in stages.items())
+
+
 class Standing(NamedTuple):
     """Where one run stands: what ``runner status`` prints, a line of the TUI's runs, the panel's head."""
 
@@ -78,6 +107,8 @@ class Standing(NamedTuple):
     cancelled_whole: bool = False
     #: Items by their current stage and state, the stages in the job's order.
     stages: Mapping[str, Mapping[str, int]] = {}
+    #: Per stage, the items that passed it (``passed``: its result saved) and that skipped it (``skipped``).
+    passes: Mapping[str, Mapping[str, int]] = {}
     #: Items waiting at a ``decide`` stage for a person's decision (counted as ``waiting``, with no time).
     needs_decision: int = 0
     #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
@@ -95,6 +126,20 @@ class Standing(NamedTuple):
     def moving(self) -> int:
         """Unfinished items the engine may finish on its own (not held for a person, nor waiting for a decision)."""
         return self.unfinished - self.held - self.needs_decision
+
+    @property
+    def tallies(self) -> tuple[StageTally, ...]:
+        """Each stage in order: the items there now by state, and those that passed it and that skipped it."""
+        return tallies(self.stages, self.passes)
+
+    @property
+    def stages_ahead(self) -> float:
+        """The stages an unfinished item has still to pass, on the average (1 for a run of one stage): what turns
+        the items done with a stage per minute into time left (an item that skips a stage ahead takes less)."""
+        order = list(self.stages.values())
+        ahead = [(sum(counts[s] for s in UNFINISHED), len(order) - i) for i, counts in enumerate(order)]
+        items = sum(n for n, _ in ahead)
+        return sum(n * stages for n, stages in ahead) / items if items else 1.0
 
     @property
     def engine_died(self) -> bool:
@@ -141,7 +186,8 @@ class Standing(NamedTuple):
             "maybe_paid": self.maybe_paid,
             "cancelled": self.cancelled,
             # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
-            "stages": {stage: dict(counts) for stage, counts in self.stages.items()},
+            # Each stage also has ``passed`` (its result saved) and ``skipped`` (its ``when`` false).
+            "stages": {t.stage: {**t.counts, "passed": t.passed, "skipped": t.skipped} for t in self.tallies},
             # Added with decisions (issue 17): items waiting at a decide stage (within counts' ``waiting``).
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
@@ -186,7 +232,7 @@ class RunView(NamedTuple):
     go_on: str
     batches: tuple[BatchInFlight, ...]
     log: tuple[LogLine, ...]
-    #: Items completed or failed per minute, over the last minute of events.
+    #: Items done with a stage (completed, failed, or on to the next) per minute, over the last minute of events.
     per_minute: float
     #: Seconds from the run's first start to its last completion (or failure), read once no engine
     #: works on it; None while one does, or before anything finished.
@@ -215,7 +261,7 @@ class RunView(NamedTuple):
 def time_left(standing: Standing, per_minute: float) -> float | None:
     """The one estimate of the time a run has left, in seconds, that the progress line and the TUI show.
 
-    Its items that can still move, at ``per_minute`` (items finished per
+    Its items that can still move, each with the stages ahead of it, at ``per_minute`` (items done with a stage per
     minute of late); 0 when nothing is left; None while nothing can move
     (paused, the breaker open, a rate limit waited out, only held items
     left), no engine works on it, or nothing finished of late.
@@ -226,7 +272,7 @@ def time_left(standing: Standing, per_minute: float) -> float | None:
         return None
     if per_minute <= 0 or standing.moving <= 0:
         return None
-    return standing.moving / per_minute * 60.0
+    return standing.moving * standing.stages_ahead / per_minute * 60.0
 
 
 def why_no_estimate(standing: Standing, *, moving: int) -> str:
@@ -242,144 +288,3 @@ def why_no_estimate(standing: Standing, *, moving: int) -> str:
     if moving <= 0:
         return "they wait for a person"
     return "none finished in the last minute"
-
-
-@dataclass(frozen=True)
-class KindCount:  # a dataclass: its field count would hide tuple.count
-    """Failed items of one kind."""
-
-    kind: str
-    count: int
-    retryable: int
-    example: str
-
-
-class FailedItem(NamedTuple):
-    key: str
-    group: str
-    attempts: int
-    paid_calls: int
-    maybe_paid: int
-    retryable: bool
-    message: str
-    #: The stage it failed at: a retry sends it again there.
-    stage: str = ""
-
-
-class FailuresView(NamedTuple):
-    """A run's failures: kinds with counts, and the first items of the chosen kind."""
-
-    name: str
-    kinds: tuple[KindCount, ...]
-    kind: str | None
-    items: tuple[FailedItem, ...]
-    #: The run's job has ``[[stage]]`` tables: each item's stage is worth showing.
-    staged: bool = False
-
-
-class HistoryLine(NamedTuple):
-    """One line of an item's history: its own state change, or a move of its whole batch."""
-
-    at: float
-    #: Seconds before the view was read.
-    age: float
-    batch_id: int | None
-    from_state: str | None
-    to_state: str
-    kind: str | None
-    message: str | None
-    #: For a batch's move, how many of the batch's items moved; None for the item's own change.
-    batch_items: int | None = None
-    #: A pipeline's: the stage the change happened at, and the next stage when it crossed to one.
-    stage: str | None = None
-    to_stage: str | None = None
-
-    @property
-    def stage_note(self) -> str | None:
-        return stage_note(self.kind, self.stage, self.to_stage)
-
-
-def stage_note(kind: str | None, stage: str | None, to_stage: str | None) -> str | None:
-    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (and
-    dropped the decision kept for it) (else None)."""
-    if to_stage:
-        return f"on to stage {to_stage}"
-    if kind == "decision_dropped":
-        return f"stage {stage} skipped: its when is false; the decision kept for it was dropped (never applied)"
-    return f"stage {stage} skipped: its when is false" if kind == "skipped" else None
-
-
-class ItemView(NamedTuple):
-    """One item in full: its input, raw output, error, calls paid and whole history."""
-
-    run: str
-    key: str
-    group: str
-    state: str
-    attempts: int
-    paid_calls: int
-    maybe_paid: int
-    held: bool
-    input: str
-    output: str | None
-    result: str | None
-    kind: str | None
-    message: str | None
-    retryable: bool | None
-    history: tuple[HistoryLine, ...]
-    #: The stage the item is at (a completed item's: where it ended), and whether its run is a pipeline.
-    stage: str = ""
-    staged: bool = False
-    #: A pipeline's item: each stage's result it has (JSON text), in the order they were saved.
-    results: Mapping[str, str] = {}
-    #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person), or
-    #: ``waiting until 12:03:04`` (a time); "" when it is not waiting.
-    waits: str = ""
-
-
-class StageTally(NamedTuple):
-    """One stage of a pipeline, as a run's end tells it: items there now by state, results saved, items that
-    skipped it (its ``when`` false)."""
-
-    stage: str
-    counts: Mapping[str, int]
-    results: int
-    skipped: int
-
-
-class HeldView(NamedTuple):
-    """What awaits a person on a run, and what confirming each case does."""
-
-    name: str
-    engine_alive: bool
-    items: tuple[HeldItem, ...]
-
-    def by_case(self) -> dict[Case, int]:
-        cases = {case: 0 for case in Case}
-        for item in self.items:
-            cases[item.case] += 1
-        return {case: n for case, n in cases.items() if n}
-
-
-class Decision(NamedTuple):
-    """An item waiting at a ``decide`` stage: its input and the results of the stages it passed."""
-
-    key: str
-    group: str
-    stage: str
-    input: Mapping[str, Any]
-    #: Each passed stage's result, by stage name.
-    results: Mapping[str, Any]
-
-    @property
-    def state(self) -> dict[str, Any]:
-        """The item's state so far: its input fields and each passed stage's result under the stage's name."""
-        return {**self.input, **self.results}
-
-
-class DecisionsView(NamedTuple):
-    """The decisions a run waits for: how many, and the first of them in input order."""
-
-    run: str
-    waiting: int
-    items: tuple[Decision, ...]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import RunError, StoreError, UnknownStage
-from ..model import BreakerState, FailureKind
+from ..model import BreakerState, FailureKind, Retried
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
 from .connection import SQLiteFile
@@ -111,10 +111,11 @@ class Commands(SQLiteFile):
 
     def retry_failed(
         self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float, stage: str | None = None
-    ) -> int:
+    ) -> Retried:
         """Failed items (all, one kind, some keys, those of one stage) back to pending, each with a fresh attempt
-        budget, at the stage where they failed: the results of the stages before it are kept. A retried sub-item's
-        parent that was joined or failed waits at its join again (:func:`runner.store.fanout.reopen`).
+        budget, at the stage where they failed: the results of the stages before it are kept; those rejected at a
+        decide stage wait there again for a person (``Retried.deciding``). A retried sub-item's parent that was
+        joined or failed waits at its join again (:func:`runner.store.fanout.reopen`).
 
         Items a person cancelled are retried only when named: by their kind or their keys. A stage the run
         does not have is refused (``UnknownStage``), and nothing changes.
@@ -129,11 +130,11 @@ class Commands(SQLiteFile):
                             params=params, returning="id")
             # A retried sub-item's parent, joined or failed by it, waits at its join again.
             fanout.reopen(conn, [item_id for item_id, in released], now)
-            items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
+            deciding = items.arrive(conn, run_id, now)  # a rejected item waits again at its decide stage
             if released:  # a retry that found nothing to retry changed nothing: no command to log
                 asked = {"kind": kind, "keys": list(keys), **({"stage": stage} if stage is not None else {})}
                 conn.execute(LOG_COMMAND, (run_id, "retry", json.dumps(asked), now, now, f"{len(released)} items"))
-        return len(released)
+        return Retried(len(released), len(deciding & {row[0] for row in released}))
 
     def stages(self, run_id: int) -> list[str]:
         """The run's stages: its job's, in order, then any its items are at that the job no longer has."""

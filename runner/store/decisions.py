@@ -159,7 +159,7 @@ def _apply(
     """Decisions applied to items waiting at their decide stage: each (item id, its plan, the data as JSON)."""
     params = [{"run": run_id, "now": now, "id": item_id, "at_stage": p.stage, "data": data,
                "fingerprint": fingerprints.get(p.stage or "", ""), "stage": p.goes.stage if p.goes else None,
-               "message": REJECTED.format(stage=p.stage)} for item_id, p, data in decided]
+               "message": REJECTED} for item_id, p, data in decided]
     plans = [p for _, p, _ in decided]
     approved = [each for each, p in zip(params, plans) if p.goes is not None]
     conn.executemany(SAVE_RESULT, approved)

@@ -225,10 +225,11 @@ DECIDE_STAGES = (
 ARRIVED = f"items.run_id = :run AND items.state = 'pending' AND items.stage IN ({DECIDE_STAGES})"
 
 
-def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> None:
+def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> set[int]:
     """Items of the run pending at a decide stage (a boundary, a retry, a rewind put them there) wait there for a
-    person (state ``waiting``, hold ``decide``), in the caller's transaction."""
-    move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now})
+    person (state ``waiting``, hold ``decide``), in the caller's transaction; their ids."""
+    return {row[0] for row in move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now},
+                                      returning="id")}
 
 
 # A person's cancel of items in flight: marked by their error kind, failed when their batch settles -----

@@ -99,21 +99,11 @@ def batches(store: Store, run_id: int) -> list[dict[str, Any]]:
     )
 
 
-def stage_tally(store: Store, run_id: int) -> dict[str, dict[str, int]]:
-    """Per stage of a pipeline: the results saved (``results``) and the items that skipped it (``skipped``, its
-    ``when`` false: an event each). Every result and every skip of the run is read: asked once, never polled."""
-    tally: dict[str, dict[str, int]] = {}
-    for row in store.rows(
-        "SELECT results.stage, count(*) AS n FROM results JOIN items ON items.id = results.item_id "
-        "WHERE items.run_id = ?1 GROUP BY results.stage", [run_id],
-    ):
-        tally.setdefault(row["stage"], {"results": 0, "skipped": 0})["results"] = row["n"]
-    for row in store.rows(
-        "SELECT stage, count(DISTINCT item_id) AS n FROM events WHERE run_id = ?1 AND kind = 'skipped' GROUP BY stage",
-        [run_id],
-    ):
-        tally.setdefault(row["stage"], {"results": 0, "skipped": 0})["skipped"] = row["n"]
-    return tally
+def stage_passes(store: Store, run_id: int) -> dict[str, dict[str, int]]:
+    """Per stage of a pipeline: the items that passed it (``passed``: their result saved there) and those that
+    skipped it (``skipped``: its ``when`` false), as the ``passes`` table keeps them (a row per stage, no scan)."""
+    return {row["stage"]: {"passed": row["passed"], "skipped": row["skipped"]}
+            for row in store.rows("SELECT stage, passed, skipped FROM passes WHERE run_id = ?", [run_id])}
 
 
 def holds(store: Store, run_id: int) -> dict[str, int]:

@@ -17,12 +17,18 @@ if TYPE_CHECKING:
     from .sqlite import Store
 
 FINISHED_SQL = f"'{ItemState.COMPLETED.value}', '{ItemState.FAILED.value}'"
+#: An event of items done with a stage: completed or failed, or moved on to the next stage with the stage's answer
+#: (from ``received``) or a person's decision or a join (from ``waiting``): in a pipeline, items move on for a long
+#: while before any completes, and throughput counts them.
+THROUGH_SQL = (f"(to_state IN ({FINISHED_SQL}) OR to_stage IS NOT NULL AND to_state = 'pending' "
+               "AND from_state IN ('received', 'waiting'))")
 #: Throughput is counted over this many seconds of the run's latest events.
 RATE_WINDOW = 60.0
 
 
 def finished_since(store: Store, run_id: int, *, since: float, limit: int = 5_000) -> tuple[int, float]:
-    """Items that completed or failed after ``since``, and the time from which that count holds.
+    """Items that completed or failed after ``since`` (or a pipeline's passed a stage: :data:`THROUGH_SQL`), and the
+    time from which that count holds.
 
     Only the run's last ``limit`` events are read (each counts the items it
     moved): when all of them are newer than ``since``, the count holds from
@@ -31,10 +37,11 @@ def finished_since(store: Store, run_id: int, *, since: float, limit: int = 5_00
     that moment.
     """
     (row,) = store.rows(
-        "WITH tail AS (SELECT at, to_state, items FROM events WHERE run_id = ? ORDER BY id DESC LIMIT ?) "
-        f"SELECT coalesce(sum(CASE WHEN to_state IN ({FINISHED_SQL}) THEN items END), 0) AS n, "
+        "WITH tail AS (SELECT at, from_state, to_state, to_stage, items FROM events WHERE run_id = ? "
+        "ORDER BY id DESC LIMIT ?) "
+        f"SELECT coalesce(sum(CASE WHEN {THROUGH_SQL} THEN items END), 0) AS n, "
         "min(CASE WHEN to_state = 'running' THEN at END) AS started, "
-        f"min(CASE WHEN to_state IN ({FINISHED_SQL}) THEN at END) AS finished, "
+        f"min(CASE WHEN {THROUGH_SQL} THEN at END) AS finished, "
         "(SELECT min(at) FROM tail) AS oldest, (SELECT count(*) FROM tail) AS events "
         "FROM tail WHERE at > ?",
         [run_id, limit, since],
@@ -48,7 +55,8 @@ def finished_since(store: Store, run_id: int, *, since: float, limit: int = 5_00
 
 
 def pace(store: Store, run_id: int, *, now: float) -> float:
-    """Items of the run completed or failed per minute, over its last :data:`RATE_WINDOW` seconds of events."""
+    """Items of the run done with a stage (a run of one stage: completed or failed) per minute, over its last
+    :data:`RATE_WINDOW` seconds of events."""
     finished, since = finished_since(store, run_id, since=now - RATE_WINDOW)
     return finished / max(now - since, 1.0) * 60.0
 

@@ -37,10 +37,11 @@ from .answers import (
     RunView,
     StageTally,
     Standing,
+    tallies,
 )
 
 from .lists import (
-    EXPORT_STATES, batches, export_page, history, holds, items, results, stage_kinds, stage_tally, staged,
+    EXPORT_STATES, batches, export_page, history, holds, items, results, stage_kinds, stage_passes, staged,
 )
 from .live import (
     batches_in_flight,
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page",
     "failed_items", "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace",
-    "results", "stage_kinds", "stage_tally", "staged", "waiting_decisions", "work_span",
+    "results", "stage_kinds", "stage_passes", "staged", "waiting_decisions", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -101,6 +102,14 @@ def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
                           "GROUP BY stage, state", [run_id]):
         stages.setdefault(row["stage"], {s.value: 0 for s in ItemState})[row["state"]] = row["n"]
     return stages
+
+
+def passes(store: Store, run_id: int, stages: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """Per stage, the items that passed it and that skipped it; a run of one stage keeps no results apart from
+    its items (:mod:`runner.store.migrations_stages`, version 12): its completed items are those that passed it."""
+    if staged(store, run_id):
+        return stage_passes(store, run_id)
+    return {stage: {"passed": counts[ItemState.COMPLETED], "skipped": 0} for stage, counts in stages.items()}
 
 
 def unfinished(store: Store, run_id: int) -> int:
@@ -167,6 +176,7 @@ def _lives(holder: Holder | None, now: float) -> bool:
 def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     groups = counts(store, run["id"])
     last = last_event_at(store, run["id"])
+    stages = stage_counts(store, run["id"])
     holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
     alive = _lives(holder, now)
     return Standing(
@@ -177,7 +187,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
-        stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
+        stages=stages, passes=passes(store, run["id"], stages), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
     )
 
@@ -338,13 +348,10 @@ def item_view(store: Store, name: str, key: str, *, now: float) -> ItemView:
 
 
 def stage_tallies(store: Store, name: str) -> tuple[StageTally, ...]:
-    """A pipeline's stages in order: items at each now by state, the results each saved, the items that skipped it."""
+    """A pipeline's stages in order: items at each now by state, the items that passed it and that skipped it."""
     run_id = store.run_id(name)
-    tally = stage_tally(store, run_id)
-    return tuple(
-        StageTally(stage, counts, tally.get(stage, {}).get("results", 0), tally.get(stage, {}).get("skipped", 0))
-        for stage, counts in stage_counts(store, run_id).items()
-    )
+    stages = stage_counts(store, run_id)
+    return tallies(stages, passes(store, run_id, stages))
 
 
 def waits(row: Mapping[str, Any]) -> str:

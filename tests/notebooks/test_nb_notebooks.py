@@ -180,9 +180,13 @@ def test_pipeline_stops_at_the_review_a_person_decides_each_stage_saves_its_resu
     run = stored(tmp_path, "pipeline", "pipeline")
     assert run["counts"] == {**dict.fromkeys(STATES, 0), "completed": 2399, "failed": 1}
     assert list(run["stages"]) == ["classify", "extract", "review", "summarize"]
+    extracted = sum(row["state"] == "completed" and "extract.version" in row for row in run["rows"].values()) + 1
     assert printed(tagged(notebook, "stages")) == [
-        "counts: {'waiting': 2400} | needs_decision: 2400", "classify   nobody here now",
-        "extract    nobody here now", "review     {'waiting': 2400}", "summarize  nobody here now",
+        "counts: {'waiting': 2400} | needs_decision: 2400",
+        "classify   passed 2,400 · skipped     0 · here now: nobody",
+        f"extract    passed {extracted:5,} · skipped {2400 - extracted:5,} · here now: nobody",
+        "review     passed     0 · skipped     0 · here now: {'waiting': 2400}",
+        "summarize  passed     0 · skipped     0 · here now: nobody",
     ]
     rejected = [row for row in run["rows"].values() if row["state"] == "failed"]
     assert [row["kind"] for row in rejected] == ["rejected"] and "extract.version" in rejected[0]

@@ -194,7 +194,7 @@ async def test_retry_sends_the_chosen_kind_back_and_a_real_engine_completes_it(
         panel.kinds.value = "item_invalid"
         assert panel.retry_button.description == "Retry item_invalid (2)"
         panel.retry_button.click()
-        assert "2 item_invalid items back to pending" in panel.message.value
+        assert "2 item_invalid items pending again" in panel.message.value
         sim.set_faults(None)
         outcome = await runs.execute(store, job, read_input=False)
     assert outcome.exit_code == 3

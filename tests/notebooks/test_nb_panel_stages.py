@@ -17,24 +17,29 @@ from runner.widgets import RunPanel
 
 
 def rows(html: str) -> dict[str, list[int]]:
-    """A table of the panel's HTML read back: each row's name and its numbers (the seven states, then the total)."""
+    """A table of the panel's HTML read back: each row's name and its numbers (the seven states, the total, and a
+    pipeline's stages the items that passed and skipped each)."""
     return {
         name: [0 if n == "·" else int(n) for n in re.findall(r">(\d+|·)</td>", cells)]
         for name, cells in re.findall(r"<tr><td[^>]*><b>(.*?)</b></td>(.*?)</tr>", html)
     }
 
 
-async def test_the_panel_shows_a_pipeline_row_per_stage_with_its_seven_counts(tmp_path: Path) -> None:
+async def test_the_panel_shows_a_pipeline_row_per_stage_with_its_seven_counts_and_what_passed_and_skipped_it(
+    tmp_path: Path,
+) -> None:
     db = await build(tmp_path)
     with Store(db, read_only=True) as store:
-        stages = views.stage_counts(store, store.run_id("triage"))
+        tallies = views.stage_tallies(store, "triage")
     panel = RunPanel(db, "triage", live=False)
     try:
         assert "<th>stage</th>" in panel.stages.value
+        assert "<th style='padding:2px 8px'>passed</th>" in panel.stages.value
         assert rows(panel.stages.value) == {
-            stage: [*(counts[s] for s in STATES), sum(counts.values())] for stage, counts in stages.items()
+            t.stage: [*(t.counts[s] for s in STATES), sum(t.counts.values()), t.passed, t.skipped] for t in tallies
         }
-        assert list(stages) == ["classify", "extract", "summarize"]
+        assert [(t.stage, t.passed) for t in tallies] == [("classify", 12), ("extract", 12 - tallies[1].skipped),
+                                                          ("summarize", 11)]
         assert panel.widget.children.index(panel.stages) == panel.widget.children.index(panel.bar) + 2
     finally:
         panel.close()

@@ -10,7 +10,7 @@ import pytest
 from runner.model import BreakerState
 from runner.rules.breaker import Control
 from runner.store import event_log
-from runner.store.answers import STATES, RunState, Standing
+from runner.store.answers import STATES, RunState, Standing, time_left
 
 NOW = 1_000.0
 
@@ -62,6 +62,23 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
         "engine": {"alive": True}, "duplicate_tasks": 0, "paused": True, "steps_allowed": 2, "paid_calls": 7,
         "maybe_paid": 3, "cancelled": 0, "stages": {}, "needs_decision": 0, "waiting_for_sub_items": 0,
     }
+
+
+def test_the_time_left_counts_the_stages_ahead_of_each_item_at_items_per_minute_through_a_stage() -> None:
+    none = {state: 0 for state in STATES}
+    stages = {"classify": none | {"pending": 10}, "extract": none | {"pending": 10}, "review": none | {"completed": 2}}
+    run = standing(unfinished=20)._replace(stages=stages)
+    assert run.stages_ahead == (10 * 3 + 10 * 2) / 20
+    assert time_left(run, 60.0) == 20 * 2.5  # 50 passes left at 60 a minute
+    assert time_left(standing(unfinished=20), 60.0) == 20.0  # a run of one stage: each item one pass
+
+
+def test_status_gives_each_stage_the_items_that_passed_and_skipped_it_beside_its_states() -> None:
+    none = {state: 0 for state in STATES}
+    run = standing()._replace(stages={"classify": none, "extract": none | {"pending": 1}},
+                              passes={"classify": {"passed": 3, "skipped": 0}, "extract": {"passed": 1, "skipped": 1}})
+    assert run.status()["stages"] == {"classify": none | {"passed": 3, "skipped": 0},
+                                      "extract": none | {"pending": 1, "passed": 1, "skipped": 1}}
 
 
 def event(event_id: int, key: str | None, to_state: str, *, at: float = NOW - 5, items: int = 1, **more: Any) -> dict[str, Any]:

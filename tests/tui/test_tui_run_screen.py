@@ -55,9 +55,11 @@ async def test_a_run_read_from_another_store_names_it_in_the_command_that_goes_o
     assert f"engine ended: stopped with 5 items to do; `runner run drafts --db {tmp_path / 'runs.db'}` goes on" in said
 
 
-async def test_a_finished_run_shows_how_many_items_in_how_long_not_a_rate(tmp_path: Path) -> None:
+async def test_a_finished_run_shows_how_long_it_took_for_how_many_completed_and_failed_not_a_rate(
+    tmp_path: Path,
+) -> None:
     lines = await run_screen(tmp_path, "tags")
-    assert "finished 6 items in 40s" in lines
+    assert "took 40s: 5 items completed, 1 failed" in lines  # the failed told apart, never "finished"
     assert not [line for line in lines if "items/min" in line]
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.padding import Padding
 from textual.app import App, ComposeResult
+from scenes import live_engine
 from staged_run import FAILS, build
+from support import runner_cli
 from tui_support import NOW, press, settle, shown
 from tui_support import build as build_fixed
 
@@ -21,25 +24,47 @@ from tui.widgets import BatchTable, GroupTable, StageTable
 def cells(table: StageTable | GroupTable | BatchTable) -> list[list[str]]:
     """The table's header and rows, as text."""
     head = [str(column.label).strip() for column in table.columns.values()]
-    return [head, *[[str(cell).strip() for cell in table.get_row_at(i)] for i in range(table.row_count)]]
+    def text(cell: object) -> str:
+        return str(cell.renderable if isinstance(cell, Padding) else cell).strip()
+
+    return [head, *[[text(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]]
 
 
-async def test_a_pipeline_shows_a_row_per_stage_under_the_totals_with_its_seven_counts(tmp_path: Path) -> None:
+async def test_a_pipeline_shows_a_row_per_stage_with_the_items_there_now_and_those_that_passed_and_skipped_it(
+    tmp_path: Path,
+) -> None:
     db = await build(tmp_path)
     with Store(db, read_only=True) as store:
-        stages = views.stage_counts(store, store.run_id("triage"))
+        tallies = views.stage_tallies(store, "triage")
     app = RunnerApp(db, "triage")
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(140, 45)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RunScreen)
         table = app.screen.query_one(StageTable)
         assert table.display and table.parent is app.screen.query_one("#summary")
+        assert app.screen.query_one(GroupTable).display  # room for both
         shown_rows = cells(table)
-    assert shown_rows[0] == ["stage", *STATES, "total"]
-    assert [row[0] for row in shown_rows[1:]] == ["classify", "extract", "summarize"]
-    for row, counts in zip(shown_rows[1:], stages.values(), strict=True):
-        assert row[1:] == [f"{counts[s]:,}" if counts[s] else "" for s in STATES] + [f"{sum(counts.values()):,}"]
-    assert stages["summarize"]["completed"] == 11 and sum(stages[s]["failed"] for s in stages) == 1
+    assert shown_rows == [
+        ["stage", "at it now", "passed", "skipped"],
+        ["classify", "", "12", ""],  # every item passed it: nothing there now
+        ["extract", "", f"{tallies[1].passed}", f"{tallies[1].skipped}"],
+        ["summarize", "11 completed  1 failed", "11", ""],
+    ]
+    assert tallies[1].passed + tallies[1].skipped == 12
+
+
+async def test_at_80x24_a_pipeline_shows_its_stage_rows_or_its_group_rows_and_v_switches_them(tmp_path: Path) -> None:
+    app = RunnerApp(await build(tmp_path), "triage")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        stages, groups = app.screen.query_one(StageTable), app.screen.query_one(GroupTable)
+        assert (stages.display, groups.display) == (True, False)
+        await press(pilot, "v")
+        assert (stages.display, groups.display) == (False, True)
+        assert groups.row_count == 2 and groups.size.height == 3  # both months, no longer squeezed
+        await pilot.resize_terminal(140, 45)
+        await pilot.pause()
+        assert (stages.display, groups.display) == (True, True)
 
 
 async def test_a_run_of_one_stage_shows_no_stage_rows_and_no_stage_column(tmp_path: Path) -> None:
@@ -88,3 +113,14 @@ async def test_a_pipeline_batch_in_flight_says_its_stage() -> None:
     assert staged == [["batch", "stage", "group", "state", "items", "age", "upstream id", "retries"],
                       ["7", "extract", "2026-01", "running", "4", "3s", "", ""]]
     assert one_stage[0] == ["batch", "group", "state", "items", "age", "upstream id", "retries"]
+
+
+async def test_throughput_counts_the_items_done_with_a_stage_while_none_has_completed(tmp_path: Path) -> None:
+    assert runner_cli("demo", "--pipeline", "--latency", "0", cwd=tmp_path).returncode == 4  # it stops at the review
+    with Store(tmp_path / "runs.db") as store:
+        last = views.last_event_at(store, store.run_id("pipeline"))
+        assert last is not None
+        live_engine(store, "pipeline", "live", started_at=last - 60, heartbeat_at=last)
+        view = views.run_view(store, "pipeline", now=last + 1)
+    assert view.standing.counts["completed"] == view.standing.counts["failed"] == 0
+    assert view.per_minute > 0

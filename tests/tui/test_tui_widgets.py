@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from runner.rules.breaker import Control
+from runner.store.answers import STATES, Standing
+from tui.run_panel import settled
 from tui.widgets import bar_cells
 
 
@@ -20,3 +23,11 @@ def test_the_bar_is_in_proportion() -> None:
     assert bar_cells(counts, 100) == {
         "pending": 50, "queued": 0, "waiting": 0, "running": 0, "received": 0, "completed": 30, "failed": 20
     }
+
+
+def test_a_settled_run_tells_its_completed_items_from_its_failed_and_cancelled_ones() -> None:
+    counts = {state: 0 for state in STATES} | {"completed": 3, "failed": 2}
+    run = Standing(name="r", counts=counts, groups={}, control=Control(), held=0, engine_alive=False,
+                   duplicate_tasks=0, idle_for=None, cancelled=1)
+    assert settled(run) == "3 items completed, 2 failed (1 of them cancelled)"
+    assert settled(run._replace(counts=counts | {"failed": 0}, cancelled=0)) == "3 items completed"

@@ -10,6 +10,7 @@ next and previous item. Each decision is a command written to the store
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import partial
 from typing import Any, ClassVar
 
@@ -159,13 +160,27 @@ def head(item: Decision, view: DecisionsView) -> Text:
 
 
 def state(item: Decision) -> Text:
-    """Its input, then each passed stage's result: the state so far."""
+    """Its input, then each passed stage's result: the state so far, a field a line."""
     text = Text("input\n", style="bold")
-    text.append(json.dumps(dict(item.input), indent=2, ensure_ascii=False))
+    text.append_text(fields(item.input))
     for stage, result in item.results.items():
-        text.append(f"\n{stage}\n", style="bold")
-        text.append(json.dumps(result, indent=2, ensure_ascii=False))
+        text.append(f"{stage}\n", style="bold")
+        text.append_text(fields(result) if isinstance(result, Mapping) else Text(pretty(result) + "\n"))
     return text
+
+
+def fields(value: Mapping[str, Any]) -> Text:
+    """A JSON object to read, a field a line: a text as written (its line breaks kept, no quotes, no escapes, its
+    later lines under its first), any other value as indented JSON."""
+    text = Text()
+    for name, field in value.items():
+        text.append(f"  {name}: ", style="bold")
+        text.append(pretty(field).replace("\n", "\n" + " " * (len(name) + 4)) + "\n")
+    return text
+
+
+def pretty(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def decide(store: Store, now: float, *, name: str, key: str, approve: bool, data: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from runner import control
 from runner.store import Store, views
 from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
-from runner.words import plural
+from runner.words import plural, retried
 
 from .. import format
 from ..widgets import Table
@@ -311,9 +311,9 @@ def ask_retry_item(key: str, paid: int, maybe_paid: int, *, stage: str = "") -> 
 
 
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
-    count = control.retry(store, name, now=now, kind=kind, keys=keys)
-    text = f"{plural(count, 'failed item')} of {name} pending again"
-    return text + (unless_obeyed(store, name, now, does="sends them") if count else "")
+    done = control.retry(store, name, now=now, kind=kind, keys=keys)
+    obeyed = unless_obeyed(store, name, now, does="sends them") if done.pending else ""
+    return retried(done, of=f" of {name}") + obeyed
 
 
 def _json(text: str) -> Text:

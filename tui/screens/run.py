@@ -27,6 +27,11 @@ from .dialog import AskScreen
 from .failures import FailuresScreen
 
 
+#: Lines below which a pipeline's run screen shows its stage rows or its group rows, not both (``v`` switches):
+#: at 80x24 both left the groups three lines.
+TALL = 36
+
+
 class RunScreen(StoreScreen[RunView]):
     """Where a person sits during a long run. The keys write commands that the run's engine obeys."""
 
@@ -37,6 +42,8 @@ class RunScreen(StoreScreen[RunView]):
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
         Binding("d", "decisions", "Decide", tooltip="Items waiting at a decide stage: approve, reject or edit, one at a time"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
+        Binding("v", "switch_rows", "Rows",
+                tooltip="A short screen shows a pipeline's stages or its groups, not both: switch between them"),
         Binding("x", "cancel_run", "Cancel run",
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
         Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
@@ -47,6 +54,8 @@ class RunScreen(StoreScreen[RunView]):
         self.run_name = run
         #: What the screen shows now (None until the first read).
         self.view: RunView | None = None
+        #: A person chose the groups over the stages on a short screen (``v``).
+        self.by_group = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -76,14 +85,36 @@ class RunScreen(StoreScreen[RunView]):
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
         staged = len(view.standing.stages) > 1
-        stages = self.query_one(StageTable)
-        stages.display = staged
         if staged:
-            stages.show(view.standing.stages)
+            self.query_one(StageTable).show(view.standing.tallies)
+        self.arrange_rows()
         self.query_one(GroupTable).show(view.standing.groups)
         self.query_one(BatchTable).show(view.batches, staged=staged)
         self.query_one(EventLog).show(view.log)
         self.query_one("#batches-title", Static).update(batches_title(view))
+
+    @property
+    def staged(self) -> bool:
+        return self.view is not None and len(self.view.standing.stages) > 1
+
+    @property
+    def short(self) -> bool:
+        """Too short for a pipeline's stage rows and its group rows both (:data:`TALL`)."""
+        return self.size.height < TALL
+
+    def on_resize(self) -> None:
+        self.arrange_rows()
+        self.refresh_bindings()  # v is in the footer only on a short screen
+
+    def arrange_rows(self) -> None:
+        """A pipeline's stage rows and group rows both, or on a short screen the one a person chose (stages first)."""
+        both = not self.staged or not self.short
+        self.query_one(StageTable).display = self.staged and (both or not self.by_group)
+        self.query_one(GroupTable).display = both or self.by_group
+
+    def action_switch_rows(self) -> None:
+        self.by_group = not self.by_group
+        self.arrange_rows()
 
     def action_pause(self) -> None:
         self.command(partial(_pause, name=self.run_name))
@@ -100,6 +131,8 @@ class RunScreen(StoreScreen[RunView]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "decisions":
             return self.view is not None and bool(self.view.standing.needs_decision)
+        if action == "switch_rows":
+            return self.staged and self.short
         return True
 
     def action_decisions(self) -> None:

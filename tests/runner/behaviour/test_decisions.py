@@ -67,7 +67,7 @@ async def test_approve_at_the_last_stage_completes_the_item_with_its_data(
     assert views.item(store, store.run_id("triage"), "p003")["output"] == '{"note": "fine"}'
 
 
-async def test_reject_fails_with_rejected_and_a_retry_sends_it_back_to_the_decide_stage(
+async def test_reject_fails_with_rejected_and_a_retry_sends_it_back_to_the_decide_stage_saying_so(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     await reviewed(tmp_path, sim, store)
@@ -75,15 +75,11 @@ async def test_reject_fails_with_rejected_and_a_retry_sends_it_back_to_the_decid
     (failed,) = views.failures(store, "triage")
     assert (failed["key"], failed["kind"], failed["retryable"]) == ("p002", FailureKind.REJECTED, True)
     sim.ledger.reset()
-    assert runs_retry(store, kind=FailureKind.REJECTED) == 1
+    retried = runner_cli("retry", "triage", "--stage", "review", cwd=tmp_path)
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout.startswith("1 failed item of run 'triage' waiting again for a person's decision")
     assert state(store, "p002") == ("review", ItemState.WAITING, "decide")
     assert sim.ledger.snapshot()["requests"] == 0
-
-
-def runs_retry(store: Store, *, kind: str) -> int:
-    from runner import control
-
-    return control.retry(store, "triage", now=2e9, kind=kind)
 
 
 async def test_a_decision_before_arrival_is_kept_and_applied_on_arrival(
@@ -165,7 +161,7 @@ async def test_a_cancel_fails_the_items_waiting_for_a_decision_at_once(
     await reviewed(tmp_path, sim, store)
     assert control.cancel(store, "triage", now=2e9, keys=["p000"]) == (1, 0)
     assert state(store, "p000") == ("review", ItemState.FAILED, "none")
-    assert control.retry(store, "triage", now=2e9, kind=FailureKind.CANCELLED) == 1
+    assert control.retry(store, "triage", now=2e9, kind=FailureKind.CANCELLED).again == 1
     assert state(store, "p000") == ("review", ItemState.WAITING, "decide")
 
 

@@ -14,7 +14,7 @@ from runner.store import Store, views
 def tallies(tmp_path: Path) -> dict[str, tuple[int, int]]:
     """Each stage's results saved and items that skipped it, as the store has them."""
     with Store(tmp_path / "runs.db", read_only=True) as store:
-        return {s.stage: (s.results, s.skipped) for s in views.stage_tallies(store, "pipeline")}
+        return {s.stage: (s.passed, s.skipped) for s in views.stage_tallies(store, "pipeline")}
 
 
 def test_the_pipeline_demo_stops_at_the_review_saying_what_each_stage_did_and_how_to_decide(tmp_path: Path) -> None:
@@ -35,10 +35,12 @@ def test_the_pipeline_demo_stops_at_the_review_saying_what_each_stage_did_and_ho
         "Run 'pipeline' is in runs.db; see it with:",
         "runner status pipeline",
     ]
-    assert "Its first results:" not in lines  # none completed yet
+    assert "Its first results:" not in lines and "All results:" not in lines  # none completed yet
     assert "runner decide pipeline --all-waiting --approve" in demo.stderr.splitlines()
     status = json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)
     assert status["needs_decision"] == 2400 and status["stages"]["review"]["waiting"] == 2400
+    assert [(status["stages"][s]["passed"], status["stages"][s]["skipped"]) for s in ("classify", "extract")] == [
+        (2400, 0), (extracted, skipped)]  # every item passed classify: its row is no longer blank
 
 
 def test_once_approved_the_pipeline_demo_summarizes_every_post_and_a_third_calls_nothing(tmp_path: Path) -> None:

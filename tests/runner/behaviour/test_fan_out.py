@@ -144,7 +144,7 @@ async def test_a_persons_retry_of_a_failed_sub_item_and_its_parent_joins_the_par
     with Simulator(faults={"rules": [{"fault": "invalid_items", "keys": ["p001/1"], "times": 1}]}).start() as sim:
         job = fan_job(tmp_path, sim.base_url, after=True, max_attempts=1)
         await runs.execute(store, job)
-        assert control.retry(store, "fan", now=0.0) == 2
+        assert control.retry(store, "fan", now=0.0).again == 2
         outcome = await runs.execute(store, job, read_input=False)
     assert outcome.exit_code == 0
     parent = rows(store)["p001"]

@@ -42,7 +42,7 @@ async def test_a_retry_sends_a_failed_item_again_at_the_stage_where_it_failed_ke
 ) -> None:
     await failed_at_two_stages(tmp_path, sim, store)
     kept = classified(store)
-    assert control.retry(store, "triage", now=100.0, keys=["p001"]) == 1
+    assert control.retry(store, "triage", now=100.0, keys=["p001"]).again == 1
     outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, count=4, stages="classify summarize",
                                                  max_items=1))
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"summarize": ["p001"]}
@@ -55,7 +55,7 @@ async def test_a_retry_of_one_stage_takes_only_the_items_failed_there(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     await failed_at_two_stages(tmp_path, sim, store)
-    assert control.retry(store, "triage", now=100.0, stage="classify") == 1
+    assert control.retry(store, "triage", now=100.0, stage="classify").again == 1
     await runs.execute(store, pipeline(tmp_path, sim.base_url, count=4, stages="classify summarize", max_items=1))
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": ["p002"], "summarize": ["p002"]}
     assert [(f["key"], f["stage"]) for f in views.failures(store, "triage")] == [("p001", "summarize")]

@@ -6,7 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scenes import counts_kept, counts_of_items, paid_kept, paid_of_items, states_of_items, states_told_by_events
+from scenes import (
+    counts_kept, counts_of_items, paid_kept, paid_of_items, passes_kept, passes_of_results, states_of_items,
+    states_told_by_events,
+)
 
 from runner.store import Store
 
@@ -20,4 +23,5 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         yield opened
         assert states_told_by_events(opened) == states_of_items(opened)
         assert counts_kept(opened) == counts_of_items(opened)
+        assert passes_kept(opened) == passes_of_results(opened)
         assert paid_kept(opened) == paid_of_items(opened)

@@ -165,6 +165,26 @@ def counts_kept(store: Store) -> dict[tuple[int, str, str, str], int]:
     )}
 
 
+def passes_kept(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
+    """Per run and stage, the results saved and the items that skipped it, as the ``passes`` table keeps them."""
+    return {(r["run_id"], r["stage"]): (r["passed"], r["skipped"]) for r in store.rows(
+        "SELECT run_id, stage, passed, skipped FROM passes WHERE passed != 0 OR skipped != 0"
+    )}
+
+
+def passes_of_results(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
+    """Per run and stage, the results saved (counted from the results) and the items that skipped it (from the
+    events: each item once)."""
+    counted: dict[tuple[int, str], tuple[int, int]] = {}
+    for r in store.rows("SELECT items.run_id, results.stage, count(*) AS n FROM results "
+                        "JOIN items ON items.id = results.item_id GROUP BY items.run_id, results.stage"):
+        counted[(r["run_id"], r["stage"])] = (r["n"], 0)
+    for r in store.rows("SELECT run_id, stage, count(DISTINCT item_id) AS n FROM events WHERE kind = 'skipped' "
+                        "GROUP BY run_id, stage"):
+        counted[(r["run_id"], r["stage"])] = (counted.get((r["run_id"], r["stage"]), (0, 0))[0], r["n"])
+    return counted
+
+
 def counts_of_items(store: Store) -> dict[tuple[int, str, str, str], int]:
     """Items per run, stage, group and state, counted from the items table."""
     return {(r["run_id"], r["stage"], r["grp"], r["state"]): r["n"] for r in store.rows(

@@ -94,9 +94,9 @@ def test_a_recovery_fails_the_cancelled_items_a_stopped_engine_left_instead_of_h
 def test_retry_does_not_retry_cancelled_items_unless_named(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     store.cancel(run_id, keys=["p000", "p001"], now=2.0, engine_alive=True)
-    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0) == 0
-    assert store.retry_failed(run_id, kind=None, keys=["p000"], now=3.0) == 1
-    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=[], now=3.0) == 1
+    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0).again == 0
+    assert store.retry_failed(run_id, kind=None, keys=["p000"], now=3.0).again == 1
+    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=[], now=3.0).again == 1
     assert set(states(store, run_id).values()) == {"pending"}
 
 
@@ -172,7 +172,7 @@ def test_a_cancel_with_no_live_engine_leaves_a_submitted_task_running_for_the_ne
     assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (2, 3)
     assert states(store, run_id) == {"p000": "running", "p001": "running", "p002": "running",
                                      "p003": "failed", "p004": "failed"}
-    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=["p000"], now=6.5) == 0  # never sent twice
+    assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=["p000"], now=6.5).again == 0  # never sent twice
     store.recover(run_id, now=7.0)
     (resumable,) = store.resumable(run_id)  # the next engine polls the task at once, with no person's confirmation
     assert resumable.id == batch.id and not store.held_items(run_id)

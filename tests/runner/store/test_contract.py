@@ -171,7 +171,7 @@ def test_items_left_running_are_those_neither_held_nor_confirmed_with_no_engine_
 def test_a_confirm_or_retry_that_releases_nothing_logs_no_command(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     assert store.confirm(run_id, keys=[], now=6.0) == (0, 0, 0)
-    assert store.retry_failed(run_id, kind=None, keys=[], now=6.0) == 0
+    assert store.retry_failed(run_id, kind=None, keys=[], now=6.0).again == 0
     assert views.command_tail(store, run_id, limit=5) == []
 
 
@@ -189,9 +189,9 @@ def test_a_person_retries_failed_items_with_a_fresh_attempt_budget(tmp_path: Pat
     _, run_id = prepared(tmp_path, store)
     batch, ids = started(store, run_id)
     store.settle_batch(batch.id, Settlement(failed={i: (FailureKind.AUTH, "401", True) for i in ids}), now=5.0)
-    assert store.retry_failed(run_id, kind="billing", keys=[], now=6.0) == 0
-    assert store.retry_failed(run_id, kind="auth", keys=["p000"], now=6.0) == 1
-    assert store.retry_failed(run_id, kind=None, keys=[], now=6.0) == 2
+    assert store.retry_failed(run_id, kind="billing", keys=[], now=6.0).again == 0
+    assert store.retry_failed(run_id, kind="auth", keys=["p000"], now=6.0).again == 1
+    assert store.retry_failed(run_id, kind=None, keys=[], now=6.0).again == 2
     assert list(states(store, run_id).values()) == ["pending"] * 5
 
 

@@ -155,7 +155,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
     claim(3.0)  # formed, never sent
     store.recover(run_id, now=5.0)  # unsent back to pending; sent held for a person
     assert recovery.confirm(store, "test", now=6.0)[recovery.Case.RESUBMIT] == 2
-    assert control.retry(store, "test", now=7.0) == 2
+    assert control.retry(store, "test", now=7.0).again == 2
     edited = [dict(r, body=f"edited {r['body']}", month="2026-09") for r in records]
     add_all(store, job, item_rows.items(make_job(tmp_path, URL, edited, max_chars=400)), now=8.0)
 

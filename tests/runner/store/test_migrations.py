@@ -1,4 +1,4 @@
-"""Migrations keep every store's data: stores of schema 7, 8 and 11 opened by this runner."""
+"""Migrations keep every store's data: stores of schema 7, 8, 11 and 14 opened by this runner."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 import sqlite3
 from pathlib import Path
 
-from scenes import counts_kept, counts_of_items, states_of_items, states_told_by_events
+import staged_run
+from scenes import counts_kept, counts_of_items, passes_kept, passes_of_results, states_of_items, states_told_by_events
 from support import make_job, posts
 
 from runner import item_rows, jobs, recovery, runs
@@ -130,9 +131,28 @@ async def test_an_old_store_migrates_its_items_to_its_one_stage_keeping_their_re
         assert store.rows("SELECT count(*) AS n FROM results") == [{"n": 0}]  # one stage: the output is the result
         outcome = await runs.execute(store, job)
         assert sorted(sim.ledger.snapshot()["billed"]) == [f"p{i:03d}" for i in range(4, 10)]
-        assert outcome.status["stages"] == {"openai-chat": outcome.status["counts"]}
+        assert outcome.status["stages"] == {"openai-chat": {**outcome.status["counts"], "passed": 10, "skipped": 0}}
         assert outcome.status["counts"]["completed"] == 10
         assert counts_kept(store) == counts_of_items(store)
         assert states_told_by_events(store) == states_of_items(store)
         assert views.results(store, store.run_id("test"))[0]["result"] == '{"label": "old"}'
 
+
+
+async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_stage_from_its_results(
+    tmp_path: Path,
+) -> None:
+    db = await staged_run.build(tmp_path)
+    with Store(db) as store:
+        counted = passes_of_results(store)
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in ("DROP TRIGGER result_saved", "DROP TRIGGER result_forgotten", "DROP TRIGGER stage_skipped",
+                      "DROP TABLE passes", "PRAGMA user_version = 14"):
+        conn.execute(statement)
+    conn.close()
+    with Store(db) as store:
+        assert passes_kept(store) == counted
+        stages = views.status(store, "triage", now=0)["stages"]
+    assert {stage: (row["passed"], row["skipped"]) for stage, row in stages.items()} == {
+        "classify": (12, 0), "extract": (6, 6), "summarize": (11, 0),
+    }

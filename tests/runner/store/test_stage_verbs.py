@@ -76,11 +76,11 @@ def test_a_retry_puts_a_failed_item_back_pending_at_its_stage_keeping_the_result
     run_id = add_all(store, make_job(tmp_path, URL, posts(3)), now=1.0)
     failed_at_b = at(store, "p000", "failed", "b", ("a", "fa"))
     at(store, "p001", "failed", "a")
-    assert store.retry_failed(run_id, kind=None, keys=[], now=2.0, stage="b") == 1
+    assert store.retry_failed(run_id, kind=None, keys=[], now=2.0, stage="b").again == 1
     assert store.rows("SELECT state, stage FROM items WHERE id = ?", [failed_at_b]) == [
         {"state": "pending", "stage": "b"}]
     assert [r["stage"] for r in store.rows("SELECT stage FROM results WHERE item_id = ?", [failed_at_b])] == ["a"]
-    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0) == 1
+    assert store.retry_failed(run_id, kind=None, keys=[], now=3.0).again == 1
 
 
 def test_items_left_at_a_stage_gone_are_sent_on_kept_failed_or_completed_in_one_transaction_with_their_counts(
