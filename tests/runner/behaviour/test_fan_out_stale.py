@@ -124,7 +124,7 @@ async def test_a_failed_sub_item_retried_alone_after_its_parent_failed_brings_th
         job = fan_job(tmp_path, sim.base_url, after=True, max_attempts=1)
         await runs.execute(store, job)
         assert (rows(store)["p001"]["state"], rows(store)["p001"]["kind"]) == ("failed", "sub_item_failed")
-        assert control.retry(store, "fan", keys=["p001/1"], now=0.0) == 1
+        assert control.retry(store, "fan", keys=["p001/1"], now=0.0).again == 1
         assert (rows(store)["p001"]["state"], rows(store)["p001"]["stage"]) == ("waiting", "gather")
         sim.ledger.reset()
         outcome = await runs.execute(store, job, read_input=False)
