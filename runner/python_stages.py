@@ -19,10 +19,9 @@ from typing import Any, TypeVar
 
 from .errors import JobError
 from .jobs import PYTHON, Job
+from .model import UNFINISHED
 
 T = TypeVar("T")
-#: The states of an item not yet settled at its stage.
-UNFINISHED = ("pending", "queued", "running", "received", "waiting")
 
 
 def names(job: Job) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +23,18 @@ def reviewed(tmp_path: Path, sim: Simulator) -> Run:
     return Run.from_job_file(job, db=tmp_path / "runs.db")
 
 
-async def reviewed_panel(tmp_path: Path, sim: Simulator) -> tuple[Run, Any]:
-    """The run stopped at the review (three items waiting), and a panel over it (not live)."""
+@asynccontextmanager
+async def reviewed_panel(tmp_path: Path, sim: Simulator) -> AsyncIterator[tuple[Run, Any]]:
+    """The run stopped at the review (three items waiting), and a panel over it (not live), closed after."""
     from runner.widgets import RunPanel
 
     run = reviewed(tmp_path, sim)
     await run.go()
-    return run, RunPanel(tmp_path / "runs.db", "reviewed", live=False)
+    panel = RunPanel(tmp_path / "runs.db", "reviewed", live=False)
+    try:
+        yield run, panel
+    finally:
+        panel.close()
 
 
 async def test_the_notebook_lists_the_decisions_waiting_and_decides_them(tmp_path: Path, sim: Simulator) -> None:
@@ -58,8 +65,7 @@ def test_the_decisions_come_as_a_dataframe_when_asked(tmp_path: Path, sim: Simul
 async def test_the_panel_decisions_tab_approves_with_its_data_and_refuses_data_that_is_not_an_object(
     tmp_path: Path, sim: Simulator
 ) -> None:
-    run, panel = await reviewed_panel(tmp_path, sim)
-    try:
+    async with reviewed_panel(tmp_path, sim) as (run, panel):
         tab = panel.decisions
         assert panel.tabs.titles[3] == "Decisions (3)" and tab.key == "p000"
         assert "waiting for a decision at stage <b>review</b>" in tab.detail.value
@@ -73,8 +79,6 @@ async def test_the_panel_decisions_tab_approves_with_its_data_and_refuses_data_t
         assert tab.key == "p001"
         tab.reject.click()
         assert "p001 rejected" in panel.message.value and panel.tabs.titles[3] == "Decisions (1)"
-    finally:
-        panel.close()
     assert [row["key"] for row in run.failures()] == ["p001"]
     assert run.item("p000")["stage"] == "summarize"
 
@@ -82,8 +86,7 @@ async def test_the_panel_decisions_tab_approves_with_its_data_and_refuses_data_t
 async def test_the_panel_decisions_tab_types_each_items_data_afresh_and_unchooses_an_item_decided_elsewhere(
     tmp_path: Path, sim: Simulator
 ) -> None:
-    run, panel = await reviewed_panel(tmp_path, sim)
-    try:
+    async with reviewed_panel(tmp_path, sim) as (run, panel):
         tab = panel.decisions
         assert tab.key == "p000" and tab.items.options[0] == ("p000 · review", "p000")
         tab.data.value = '{"by": "ana"}'
@@ -103,8 +106,6 @@ async def test_the_panel_decisions_tab_types_each_items_data_afresh_and_unchoose
         tab.items.value = "p002"
         assert not tab.approve.disabled
         tab.approve.click()
-    finally:
-        panel.close()
     from runner import export
     from runner.store import Store
 
