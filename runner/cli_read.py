@@ -13,6 +13,8 @@ import time
 
 import click
 
+from . import costs
+from .costs import Cost
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
 from .model import FailureKind
@@ -49,6 +51,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             if index:
                 click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
+            echo_cost(standing.cost)
             if standing.held:
                 tables.echo(tables.held_table(views.held(store, standing.name)))
                 hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
@@ -143,3 +146,11 @@ def tui(name: str | None, db: str) -> None:
     from tui.app import run_tui  # the UI is imported only when asked for
 
     run_tui(db, name)
+
+
+def echo_cost(cost: Cost) -> None:
+    """The cost line under a run's status: the run's, then each stage's where there are several."""
+    click.echo(costs.line(cost))
+    if len(cost.stages) > 1:
+        for name, stage in cost.stages.items():
+            click.echo(f"  {name}: {costs.line(stage)}")

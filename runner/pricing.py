@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import JobError
 from .job_values import shown
 from .usage import Usage
-
-if TYPE_CHECKING:
-    from .jobs import ProviderConfig
 
 CURRENCY = "USD"
 #: When the figures of :data:`BUILT_IN` were taken from the providers' price pages (per million tokens).
@@ -91,18 +88,26 @@ def read(table: Mapping[str, Any], where: str) -> Price | None:
     return Price(**values)
 
 
-def price_of(provider: ProviderConfig) -> Price | None:
-    """The provider's price: the job's, else the table's for its model (exactly, or a dated snapshot of it)."""
-    given = read(provider.price, "[provider]")
+def price_of(price: Mapping[str, Any], model: str) -> Price | None:
+    """A provider's price: the job's ``price`` table, else the built-in one's for ``model`` (exactly, or a dated
+    snapshot of it such as ``gpt-4o-mini-2024-07-18``)."""
+    given = read(price, "[provider]")
     if given is not None:
         return given
-    model = provider.model
     if model in BUILT_IN:
         return BUILT_IN[model]
     base = model.rsplit("-", 3)[0] if model.count("-") >= 3 and model[-10:].replace("-", "").isdigit() else model
     return BUILT_IN.get(base)
 
 
-def unpriced(provider: ProviderConfig) -> str:
+def charged(price: Price | None, usage: Usage | None, *, kind: str) -> tuple[float, float] | None:
+    """What a call reporting ``usage`` cost at ``price`` for a provider of ``kind``: input and output parts; None
+    when either is unknown."""
+    if price is None or usage is None:
+        return None
+    return price.cost(usage, batch=kind in BATCH_KINDS)
+
+
+def unpriced(model: str) -> str:
     """Why a provider's cost is unknown: no price for its model."""
-    return f"no price for {provider.model} (set [provider] price)"
+    return f"no price for {model} (set [provider] price)"

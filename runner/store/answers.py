@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from ..costs import Cost
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, ItemState
 from ..rules.breaker import Control
 
@@ -82,6 +83,8 @@ class Standing(NamedTuple):
     needs_decision: int = 0
     #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
     waiting_for_sub_items: int = 0
+    #: What the run cost (issue 18): spent, unknown, in flight, tokens, from its ledger at its job's prices.
+    cost: Cost = Cost()
 
     @property
     def total(self) -> int:
@@ -146,6 +149,8 @@ class Standing(NamedTuple):
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
             "waiting_for_sub_items": self.waiting_for_sub_items,
+            # Added with the ledger (issue 18): spent, unknown, in flight (USD; null when unknown, with the reason).
+            "cost": self.cost.as_json(),
         }
 
 
