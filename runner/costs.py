@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
+from .jobs import Job, ProviderConfig
 from .rules import estimate
 from .usage import Usage
 
 if TYPE_CHECKING:
-    from .jobs import Job
     from .store.ledger import StageLedger
 
 
@@ -61,12 +61,13 @@ def _sum(figures: Iterable[float | None]) -> float | None:
     return total
 
 
-def of_stage(row: StageLedger, job: Job) -> Cost:
-    """One stage's cost: its ledger row at its provider's price (a stage the job no longer has: unpriced)."""
-    stage = next((s for s in job.stages if s.name == row.stage), None)
-    provider = stage.provider if stage is not None else job.provider
-    price = pricing.price_of(provider.price, provider.model)
-    reasons = [] if price is not None else [pricing.unpriced(provider.model)]
+def of_stage(row: StageLedger, job: Job | None) -> Cost:
+    """One stage's cost: its ledger row at its provider's price (a stage the job no longer has: its top level's;
+    no job saved, as in a store of schema 8: no price)."""
+    stage = next((s for s in job.stages if s.name == row.stage), None) if job is not None else None
+    provider = stage.provider if stage is not None else job.provider if job is not None else ProviderConfig(model="")
+    price = pricing.price_of(provider.price, provider.model) if provider.model else None
+    reasons = [] if price is not None else [pricing.unpriced(provider.model or "a run whose job is not saved")]
     if price is not None and row.uncosted:
         reasons.append(f"{row.uncosted} billed item-calls reported no usage")
     seen = estimate.Seen(row.usage.output, row.tokened)
@@ -84,7 +85,15 @@ def of_stage(row: StageLedger, job: Job) -> Cost:
     )
 
 
-def of_run(rows: Sequence[StageLedger], job: Job) -> Cost:
+def saved_job(text: str) -> Job | None:
+    """The job saved with a run, or None for a store that saved none readable (schema 8's ``{}``)."""
+    try:
+        return Job.from_json(text)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def of_run(rows: Sequence[StageLedger], job: Job | None) -> Cost:
     """A run's cost: every stage's added up (unknown if any stage's is), each stage's kept."""
     stages = {row.stage: of_stage(row, job) for row in rows}
     parts = list(stages.values())

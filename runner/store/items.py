@@ -190,11 +190,13 @@ def count_task_lines(conn: sqlite3.Connection, where: str, params: Mapping[str, 
         add_to_run(conn, run_id=lines[0][0], maybe_paid=ledger.add_unknown(conn, lines))
 
 
-#: A parent's sub-items about to be removed (``:parent``): their paid and maybe-paid calls kept by the parent.
+#: A parent's sub-items about to be removed (``:parent``): their paid, maybe-paid and not billed calls kept by the
+#: parent.
 KEEP_PAID = """
 UPDATE items SET
     paid_calls = paid_calls + (SELECT coalesce(sum(paid_calls), 0) FROM items AS sub WHERE sub.parent_id = :parent),
-    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent)
+    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent),
+    not_billed = not_billed + (SELECT coalesce(sum(not_billed), 0) FROM items AS sub WHERE sub.parent_id = :parent)
 WHERE id = :parent
 """
 

@@ -23,7 +23,6 @@ from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, Item
 from ..rules import triage
 from ..rules.breaker import Control
 from .. import costs
-from ..jobs import Job
 from . import event_log, ledger
 from .answers import (
     STATES,
@@ -180,7 +179,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
         stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
-        cost=costs.of_run(ledger.totals(store, run["id"]), Job.from_json(run["job"])),
+        cost=costs.of_run(ledger.totals(store, run["id"]), costs.saved_job(run["job"])),
     )
 
 

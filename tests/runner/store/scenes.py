@@ -202,3 +202,21 @@ def paid_of_items(store: Store) -> dict[int, tuple[int, int]]:
         "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe "
         "FROM runs LEFT JOIN items ON items.run_id = runs.id GROUP BY runs.id"
     )}
+
+
+def charges_kept(store: Store) -> dict[int, tuple[int, int, int]]:
+    """Each run's billed, unknown and not billed charges as its ledger keeps them (summed over its stages)."""
+    return {r["id"]: (r["billed"], r["unknown"], r["not_billed"]) for r in store.rows(
+        "SELECT runs.id, coalesce(sum(billed), 0) AS billed, coalesce(sum(unknown), 0) AS unknown, "
+        "coalesce(sum(not_billed), 0) AS not_billed FROM runs LEFT JOIN ledger ON ledger.run_id = runs.id "
+        "GROUP BY runs.id"
+    )}
+
+
+def charges_of_items(store: Store) -> dict[int, tuple[int, int, int]]:
+    """Each run's paid, maybe-paid and not billed calls, summed over its items."""
+    return {r["id"]: (r["paid"], r["maybe"], r["refused"]) for r in store.rows(
+        "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe, "
+        "coalesce(sum(items.not_billed), 0) AS refused FROM runs LEFT JOIN items ON items.run_id = runs.id "
+        "GROUP BY runs.id"
+    )}
