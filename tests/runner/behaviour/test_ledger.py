@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import StepClock, anthropic_job, batch_job, make_job, posts
+from support import SharedClock, StepClock, anthropic_job, batch_job, make_job, posts
 
 from runner import runs
 from runner.jobs import Job
@@ -129,3 +130,23 @@ async def test_a_built_in_price_is_used_for_a_known_model(
     cost = outcome.status["cost"]
     tokens = cost["tokens"]
     assert cost["spent"] == pytest.approx((tokens["input"] * 0.15 + tokens["output"] * 0.60) / 1e6)
+
+
+@pytest.mark.parametrize(("kind", "rule", "not_billed"), [
+    # the lines an expired Batch API batch never ran: the second half of six
+    ("openai-batch", {"fault": "expire"}, 3),
+    # Anthropic's errored and expired lines are not billed
+    ("anthropic-batch", {"fault": "errored_lines", "keys": ["p000", "p002"]}, 2),
+    ("anthropic-batch", {"fault": "expire"}, 3),
+])
+async def test_batch_lines_never_run_are_not_billed_and_the_billed_count_is_the_simulators(
+    tmp_path: Path, upstream: Simulator, store: Store, kind: str, rule: dict[str, Any], not_billed: int
+) -> None:
+    upstream.set_faults({"rules": [{**rule, "times": 1}]})
+    job = (batch_job(tmp_path, upstream, posts(6), concurrency=1) if kind == "openai-batch"
+           else anthropic_job(tmp_path, upstream, posts(6), kind=kind, concurrency=1))
+    job = replace(job, retry=replace(job.retry, max_backoff=3600.0))  # the expiring batch's 24 h pass in few polls
+    outcome = await runs.execute(store, priced(job), clock=SharedClock(upstream))
+    cost = outcome.status["cost"]
+    assert cost["charges"] == {"billed": 6, "unknown": 0, "not_billed": not_billed}
+    assert sim_billed(upstream) == 6

@@ -136,3 +136,16 @@ async def test_an_old_store_migrates_its_items_to_its_one_stage_keeping_their_re
         assert states_told_by_events(store) == states_of_items(store)
         assert views.results(store, store.run_id("test"))[0]["result"] == '{"label": "old"}'
 
+
+
+def test_an_old_stores_paid_and_maybe_paid_calls_become_billed_and_unknown_charges_of_unknown_tokens(
+    tmp_path: Path,
+) -> None:
+    v8_store(tmp_path / "runs.db")
+    with Store(tmp_path / "runs.db") as store:
+        cost = {name: views.status(store, name, now=10.0)["cost"] for name in ("a", "b")}
+        assert {name: c["charges"] for name, c in cost.items()} == {
+            "a": {"billed": 5, "not_billed": 0, "unknown": 1}, "b": {"billed": 1, "not_billed": 0, "unknown": 2}}
+        assert all(c["spent"] is None and c["reason"] for c in cost.values())  # tokens not known: never 0
+        assert store.rows("SELECT key FROM items WHERE cost IS NULL ORDER BY run_id, key") == [
+            {"key": "k0"}, {"key": "k1"}, {"key": "k0"}]
