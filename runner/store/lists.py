@@ -65,13 +65,14 @@ def export_page(
     ``state`` is a key of :data:`EXPORT_STATES`. Each row has the item's ``id``
     (the next page starts after the last), key, group, state, the input sent
     and the result (JSON text), and its failure's kind and message, attempts
-    and paid calls. A pipeline's (``staged``) has its ``stage`` and ``stages``, each passed stage's result
+    and charges (:data:`runner.export.TAIL`). A pipeline's (``staged``) has its ``stage`` and ``stages``, each passed stage's result
     (a JSON object ``{stage: result}``), and a sub-item its ``parent``'s key (else None).
     """
     wanted = EXPORT_STATES[state]
     return store.rows(
         'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
-        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, stage, "
+        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, not_billed, "
+        "tokens_in, tokens_out, cost, stage, "
         f"{STAGES if staged else 'NULL'} AS stages, (SELECT key FROM items AS p WHERE p.id = items.parent_id) AS parent "
         "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
         [run_id, after, wanted, wanted, limit],
