@@ -7,7 +7,7 @@ table holds and in what words.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -57,21 +57,28 @@ def failures_table(name: str, failed: list[dict[str, Any]], *, staged: bool = Fa
         retryable = sum(1 for item in items if item["retryable"])
         first = items[0]
         example = f"{first['key']} ({plural(first['attempts'], 'attempt')}): {first['message']}"
-        rows.append([*where, str(len(items)), str(retryable), example])
+        rows.append([*where, str(len(items)), str(retryable), charges(items), example])
     first_column = ("stage", "kind") if staged else ("kind",)
-    return table((*first_column, "items", "retryable", "example"), rows,
+    return table((*first_column, "items", "retryable", "charges", "example"), rows,
                  title=f"run {name}: {plural(len(failed), 'failed item')}",
-                 numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 2}, within=width())
+                 numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 3}, within=width())
+
+
+def charges(items: Sequence[Mapping[str, Any]]) -> str:
+    """The calls ``items`` were charged: billed, unknown (sent, the answer lost), not billed (refused)."""
+    billed, unknown, refused = (sum(item[key] for item in items) for key in ("paid_calls", "maybe_paid", "not_billed"))
+    return ", ".join([f"{billed} billed", *([f"{unknown} unknown"] if unknown else []),
+                      *([f"{refused} not billed"] if refused else [])])
 
 
 def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]], *, staged: bool = False) -> list[str]:
     """Every failed item of one kind: its key, group (a pipeline's: its stage), attempts, whether a person may
     retry it, and its message."""
     rows = [[item["key"], item["group"], *([item["stage"]] if staged else []), str(item["attempts"]),
-             "yes" if item["retryable"] else "no", item["message"]] for item in failed]
-    columns = ("key", "group", *(("stage",) if staged else ()), "attempts", "retryable", "message")
+             "yes" if item["retryable"] else "no", charges([item]), item["message"]] for item in failed]
+    columns = ("key", "group", *(("stage",) if staged else ()), "attempts", "retryable", "charges", "message")
     return table(columns, rows, title=f"run {name}: {plural(len(failed), 'failed item')} of kind {kind}",
-                 numbers={len(columns) - 3}, wraps={len(columns) - 1}, within=width())
+                 numbers={len(columns) - 4}, wraps={len(columns) - 1}, within=width())
 
 
 def status_table(run: Standing) -> list[str]:

@@ -215,14 +215,14 @@ def left_running(store: Store, name: str, *, now: float) -> int:
 
 
 def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
-    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, the calls
-    each paid or may have, and the stage it failed at (where ``runner retry`` sends it again)."""
+    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, their charges
+    (calls billed, unknown, not billed; cost, None when unknown), and the stage it failed at (where ``runner retry`` sends it again)."""
     run_id = store.run_id(name)
     return [
         {**row, "retryable": bool(row["retryable"])}
         for row in store.rows(
             'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
-            "maybe_paid, stage FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
+            "maybe_paid, not_billed, cost, stage FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
             "ORDER BY error_kind, seq",
             [run_id, kind, kind],
         )
