@@ -88,6 +88,7 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
     if kind is not None:
         if failed:
             tables.echo(tables.items_of_kind_table(name, kind, failed, staged=staged))
+            click.echo(f"their calls: {tables.charges(failed)} (each item's: --json)")
         else:
             click.echo(f"no failed items of kind {kind!r} in run {name!r}")
         return
@@ -95,6 +96,8 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
         click.echo(f"no failed items in run {name!r}")
         return
     tables.echo(tables.failures_table(name, failed, staged=staged))
+    if failed:
+        click.echo(f"their calls: {tables.charges(failed)}")
     if len(failed) > 1:
         hint("every item of a kind:", spelt("failures", name, "--kind", failed[0]["kind"], db=db))
     for duplicate in duplicates:

@@ -57,11 +57,11 @@ def failures_table(name: str, failed: list[dict[str, Any]], *, staged: bool = Fa
         retryable = sum(1 for item in items if item["retryable"])
         first = items[0]
         example = f"{first['key']} ({plural(first['attempts'], 'attempt')}): {first['message']}"
-        rows.append([*where, str(len(items)), str(retryable), charges(items), example])
+        rows.append([*where, str(len(items)), str(retryable), example])
     first_column = ("stage", "kind") if staged else ("kind",)
-    return table((*first_column, "items", "retryable", "charges", "example"), rows,
+    return table((*first_column, "items", "retryable", "example"), rows,
                  title=f"run {name}: {plural(len(failed), 'failed item')}",
-                 numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 3}, within=width())
+                 numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 2}, within=width())
 
 
 def charges(items: Sequence[Mapping[str, Any]]) -> str:
@@ -75,10 +75,10 @@ def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]], *, s
     """Every failed item of one kind: its key, group (a pipeline's: its stage), attempts, whether a person may
     retry it, and its message."""
     rows = [[item["key"], item["group"], *([item["stage"]] if staged else []), str(item["attempts"]),
-             "yes" if item["retryable"] else "no", charges([item]), item["message"]] for item in failed]
-    columns = ("key", "group", *(("stage",) if staged else ()), "attempts", "retryable", "charges", "message")
+             "yes" if item["retryable"] else "no", item["message"]] for item in failed]
+    columns = ("key", "group", *(("stage",) if staged else ()), "attempts", "retryable", "message")
     return table(columns, rows, title=f"run {name}: {plural(len(failed), 'failed item')} of kind {kind}",
-                 numbers={len(columns) - 4}, wraps={len(columns) - 1}, within=width())
+                 numbers={len(columns) - 3}, wraps={len(columns) - 1}, within=width())
 
 
 def status_table(run: Standing) -> list[str]:
