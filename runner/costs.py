@@ -116,11 +116,13 @@ def money(figure: float | None) -> str:
 def line(cost: Cost) -> str:
     """The cost line of ``runner status``, the TUI and the panel: spent, unknown, in flight, tokens."""
     tokens = cost.tokens
-    parts = [f"cost: {money(cost.spent)} spent"]
+    parts = [f"cost: {money(cost.spent)} spent" if cost.spent is not None else "cost: spent unknown"]
     if cost.unknown_calls:
-        parts.append(f"{money(cost.unknown)} unknown ({cost.unknown_calls} calls sent, answer lost)")
-    if cost.in_flight:
-        parts.append(f"{money(cost.in_flight)} in flight")
+        lost = f"{cost.unknown_calls:,} calls sent, answer lost"
+        parts.append(f"{money(cost.unknown)} may have been billed ({lost})" if cost.unknown is not None
+                     else f"{lost} (cost unknown)")
+    if cost.in_flight is None or cost.in_flight:
+        parts.append(f"{money(cost.in_flight)} in flight" if cost.in_flight is not None else "in flight: cost unknown")
     parts.append(f"tokens {tokens.input:,} in ({tokens.cached_input:,} cached) / {tokens.output:,} out")
     text = " · ".join(parts)
     if cost.reasons:
