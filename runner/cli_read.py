@@ -10,15 +10,17 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
-from . import costs
-from .costs import Cost
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
 from .model import FailureKind
 from .words import command as spelt, plural
+
+if TYPE_CHECKING:
+    from .costs import Cost
 
 
 @click.command()
@@ -153,6 +155,8 @@ def tui(name: str | None, db: str) -> None:
 
 def echo_cost(cost: Cost) -> None:
     """The cost line under a run's status: the run's, then each stage's where there are several."""
+    from . import costs
+
     click.echo(costs.line(cost))
     if len(cost.stages) > 1:
         for name, stage in cost.stages.items():

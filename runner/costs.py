@@ -12,12 +12,12 @@ A view over :class:`runner.store.ledger.StageLedger` rows: no SQL here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
-from .jobs import Job, ProviderConfig
 from .rules import estimate
 from .usage import Usage
 
@@ -61,21 +61,42 @@ def _sum(figures: Iterable[float | None]) -> float | None:
     return total
 
 
-def of_stage(row: StageLedger, job: Job | None) -> Cost:
-    """One stage's cost: its ledger row at its provider's price (a stage the job no longer has: its top level's;
-    no job saved, as in a store of schema 8: no price)."""
-    stage = next((s for s in job.stages if s.name == row.stage), None) if job is not None else None
-    provider = stage.provider if stage is not None else job.provider if job is not None else ProviderConfig(model="")
-    price = pricing.price_of(provider.price, provider.model) if provider.model else None
-    reasons = [] if price is not None else [pricing.unpriced(provider.model or "a run whose job is not saved")]
+@dataclass(frozen=True)
+class Terms:
+    """What a stage's provider charges by, as its job was saved: its kind, model and price (``[provider]``)."""
+
+    kind: str
+    model: str
+    price: Mapping[str, Any] = field(default_factory=dict)
+    expected_output_tokens: int = 200
+
+
+def terms(job_json: str) -> dict[str, Terms]:
+    """Each stage's terms from a run's saved job, read as JSON (a status parses no job); "" keys the top level's,
+    for a stage the job no longer names. A store that saved no job (schema 8's ``{}``) has none."""
+    try:
+        data = json.loads(job_json)
+    except ValueError:
+        return {}
+    saved = [("", data.get("provider"))] + [(s.get("name"), s.get("provider")) for s in data.get("stages") or []]
+    return {name: Terms(str(p.get("kind", "openai-chat")), str(p.get("model", "")), p.get("price") or {},
+                        int(p.get("expected_output_tokens", 200)))
+            for name, p in saved if isinstance(name, str) and isinstance(p, dict)}
+
+
+def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
+    """One stage's cost: its ledger row at its provider's price (no terms, or no price: unknown)."""
+    price = pricing.price_of(terms.price, terms.model) if terms is not None else None
+    reasons = [] if price is not None else [pricing.unpriced(terms.model if terms else "a run whose job is not saved")]
     if price is not None and row.uncosted:
         reasons.append(f"{row.uncosted} billed item-calls reported no usage")
     seen = estimate.Seen(row.usage.output, row.tokened)
-    batch = provider.kind in pricing.BATCH_KINDS
+    batch = terms is not None and terms.kind in pricing.BATCH_KINDS
+    expected = terms.expected_output_tokens if terms is not None else 200
 
     def guess(chars: int, items: int) -> float | None:
         return estimate.cost(chars=chars, items=items, seen=seen, price=price, batch=batch,
-                             expected_output_tokens=provider.expected_output_tokens) if items else 0.0
+                             expected_output_tokens=expected) if items else 0.0
 
     return Cost(
         spent=row.cost if price is not None and not row.uncosted else (None if row.billed else 0.0),
@@ -85,17 +106,11 @@ def of_stage(row: StageLedger, job: Job | None) -> Cost:
     )
 
 
-def saved_job(text: str) -> Job | None:
-    """The job saved with a run, or None for a store that saved none readable (schema 8's ``{}``)."""
-    try:
-        return Job.from_json(text)
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def of_run(rows: Sequence[StageLedger], job: Job | None) -> Cost:
-    """A run's cost: every stage's added up (unknown if any stage's is), each stage's kept."""
-    stages = {row.stage: of_stage(row, job) for row in rows}
+def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
+    """A run's cost from its ledger rows and its saved job: every stage's added up (unknown if any stage's is),
+    each stage's kept."""
+    saved = terms(job_json)
+    stages = {row.stage: of_stage(row, saved.get(row.stage, saved.get(""))) for row in rows}
     parts = list(stages.values())
     return Cost(
         spent=_sum(c.spent for c in parts), unknown=_sum(c.unknown for c in parts),

@@ -157,7 +157,8 @@ def decision_html(decision: Decision | None, waiting: int) -> str:
 def cost_html(cost: Cost) -> str:
     """The run's cost line (:func:`runner.costs.line`), in the warning colour when some of it is unknown."""
     text = escape(costs.line(cost), quote=False)
-    return f"<span style='color:#a60'>{text}</span>" if cost.spent is None else f"<span style='color:#555'>{text}</span>"
+    colour = "#a60" if cost.spent is None else "#555"
+    return f"<span style='color:{colour}'>{text}</span>"
 
 
 def where(path: Path) -> str:

@@ -136,7 +136,8 @@ def _quoted(states: tuple[ItemState, ...]) -> str:
 
 #: Each of a batch's items still running may have paid a call with no answer to show.
 MAYBE_PAID_RUNNING = (
-    "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running' RETURNING run_id, stage, chars"
+    "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running' "
+    "RETURNING run_id, stage, chars"
 )
 
 #: Some items of a batch (``:ids``) may have paid a call with no answer to show.
@@ -171,6 +172,20 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
     counted = ledger.add_unknown(conn, rows)
     add_to_run(conn, batch_id, maybe_paid=counted)
     return counted
+
+
+#: Items of a batch (``:ids``) refused before anything ran: one call not billed each.
+NOT_BILLED = """
+UPDATE items SET not_billed = not_billed + 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch
+"""
+
+
+def count_not_billed(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]) -> None:
+    """Items of a batch whose call the upstream refused before running it: a charge not billed each, on the
+    ledger too."""
+    refused = conn.execute(NOT_BILLED, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
+    ledger.add_not_billed(conn, batch_id, refused)
 
 
 #: Items (``{where}`` narrows them) whose call is a line of an upstream task that may still run, and bill, as they

@@ -57,13 +57,6 @@ ADD_FOR_STAGE = ADD.format(run=":run", stage=":stage", source="")
 ZERO = {"billed": 0, "not_billed": 0, "unknown": 0, "unknown_chars": 0, "input": 0, "cached": 0, "output": 0,
         "reasoning": 0, "tokened": 0, "cost": 0.0, "uncosted": 0}
 
-#: Items of a batch (``:ids``) refused before anything ran: one call not billed each.
-NOT_BILLED = """
-UPDATE items SET not_billed = not_billed + 1
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch
-"""
-
-
 def shares(
     conn: sqlite3.Connection, params: Mapping[str, Any], outputs: Mapping[int, str], usage: Usage | None,
     cost: tuple[float, float] | None,
@@ -92,9 +85,8 @@ def add_billed(
                      {"batch": batch_id, "usage": json.dumps(usage.as_dict())})
 
 
-def count_not_billed(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]) -> None:
-    """Items of a batch whose call the upstream refused before running it: a charge not billed each."""
-    counted = conn.execute(NOT_BILLED, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
+def add_not_billed(conn: sqlite3.Connection, batch_id: int, counted: int) -> None:
+    """``counted`` items' calls of a batch the upstream refused before running them: not billed, on its stage's row."""
     if counted:
         conn.execute(ADD_FOR_BATCH, {**ZERO, "batch": batch_id, "not_billed": counted})
 

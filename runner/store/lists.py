@@ -65,7 +65,8 @@ def export_page(
     ``state`` is a key of :data:`EXPORT_STATES`. Each row has the item's ``id``
     (the next page starts after the last), key, group, state, the input sent
     and the result (JSON text), and its failure's kind and message, attempts
-    and charges (:data:`runner.export.TAIL`). A pipeline's (``staged``) has its ``stage`` and ``stages``, each passed stage's result
+    and charges (:data:`runner.export.TAIL`). A pipeline's (``staged``) has its ``stage`` and ``stages``, each
+    passed stage's result
     (a JSON object ``{stage: result}``), and a sub-item its ``parent``'s key (else None).
     """
     wanted = EXPORT_STATES[state]

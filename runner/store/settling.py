@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Settlement
 from ..rules import cancelling
-from . import items, ledger, stages
+from . import items, stages
 from .items import move, move_each
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Se
     if settlement.maybe_paid:
         items.count_maybe_paid(conn, batch_id, settlement.maybe_paid)
     if settlement.not_billed:
-        ledger.count_not_billed(conn, batch_id, settlement.not_billed)
+        items.count_not_billed(conn, batch_id, settlement.not_billed)
     if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
         conn.execute(items.COUNT_REFUSED, {**params, "refused": json.dumps(list(settlement.refused))})
     if settlement.completed:

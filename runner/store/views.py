@@ -179,7 +179,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
         stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
-        cost=costs.of_run(ledger.totals(store, run["id"]), costs.saved_job(run["job"])),
+        cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
     )
 
 
@@ -215,14 +215,16 @@ def left_running(store: Store, name: str, *, now: float) -> int:
 
 
 def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
-    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, their charges
-    (calls billed, unknown, not billed; cost, None when unknown), and the stage it failed at (where ``runner retry`` sends it again)."""
+    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, their
+    charges (calls billed, unknown, not billed; cost, None when unknown), and the stage it failed at (where
+    ``runner retry`` sends it again)."""
     run_id = store.run_id(name)
     return [
         {**row, "retryable": bool(row["retryable"])}
         for row in store.rows(
             'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
-            "maybe_paid, not_billed, cost, stage FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
+            "maybe_paid, not_billed, cost, stage FROM items "
+            "WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
             "ORDER BY error_kind, seq",
             [run_id, kind, kind],
         )

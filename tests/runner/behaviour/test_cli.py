@@ -39,7 +39,8 @@ def test_a_second_demo_on_a_finished_run_says_no_call_was_made_and_still_shows_t
     lines = again.stdout.splitlines()
     said = lines.index("Every item of run 'demo' was already done: no call was made.")
     assert lines[said + 3:] == ["Its first results:", "  post-00001: feature_request", "  post-00002: bug_report",
-                                "  post-00003: praise", "All results:", "runner export demo --format csv --out demo.csv",
+                                "  post-00003: praise", "All results:",
+                                "runner export demo --format csv --out demo.csv",
                                 "At gpt-4o-mini's price (2025-10), this run would have cost $0.1075 (USD) upstream: "
                                 "427,627 input and 72,278 output tokens."]
     assert json.loads(runner_cli("status", "demo", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid == 2400

@@ -49,8 +49,8 @@ def test_status_columns_are_as_wide_as_their_data_with_numbers_aligned_right(tmp
 
 def test_a_table_wider_than_the_terminal_wraps_its_text_at_words_never_cutting_one(tmp_path: Path) -> None:
     small_store(tmp_path)
-    wide = runner_cli("failures", "posts", cwd=tmp_path).stdout.splitlines()[:-1]  # the table, without the line of its calls
-    narrow = runner_cli("failures", "posts", cwd=tmp_path, columns=44).stdout.splitlines()[:-1]  # the table, without the line of its calls
+    wide = runner_cli("failures", "posts", cwd=tmp_path).stdout.splitlines()[:-1]  # no calls' line
+    narrow = runner_cli("failures", "posts", cwd=tmp_path, columns=44).stdout.splitlines()[:-1]  # no calls' line
     assert wide[1:] == ["kind          items  retryable  example",
                         "─" * 58,
                         "item_invalid      1          1  p001 (1 attempt): no label"]
@@ -66,7 +66,7 @@ def test_a_terminal_too_narrow_for_a_wrapped_column_keeps_its_header_and_words_w
         tmp_path: Path) -> None:
     small_store(tmp_path)
     for columns in (36, 30):
-        lines = runner_cli("failures", "posts", cwd=tmp_path, columns=columns).stdout.splitlines()[:-1]  # the table, without the line of its calls
+        lines = runner_cli("failures", "posts", cwd=tmp_path, columns=columns).stdout.splitlines()[:-1]
         assert lines[1:] == ["kind          items  retryable  example",  # the header whole
                              "─" * 42,  # the example column at its floor of ten cells, past the terminal
                              "item_invalid      1          1  p001 (1",
@@ -108,7 +108,7 @@ def test_status_lists_held_items_by_case_wrapped_at_words_then_the_command_that_
 def test_chinese_and_russian_failures_wrap_between_characters_within_the_terminal_aligned_by_cells(
         tmp_path: Path) -> None:
     small_store(tmp_path, records=CHINESE_AND_RUSSIAN, message=CHINESE_MESSAGE)
-    lines = runner_cli("failures", "posts", cwd=tmp_path, columns=42).stdout.splitlines()[:-1]  # the table, without the line of its calls
+    lines = runner_cli("failures", "posts", cwd=tmp_path, columns=42).stdout.splitlines()[:-1]  # no calls' line
     assert lines[1:] == ["kind          items  retryable  example",
                          "─" * 42,
                          "item_invalid      1          1  帖子-001",
