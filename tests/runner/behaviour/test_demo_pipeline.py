@@ -49,10 +49,11 @@ def test_once_approved_the_pipeline_demo_summarizes_every_post_and_a_third_calls
     assert tallies(tmp_path)["summarize"] == (2400, 0)
     lines = demo.stdout.splitlines()
     assert "  summarize: 2,400 results saved" in lines
-    first = lines[lines.index("Its first results:") + 1:-2]
+    first = lines[lines.index("Its first results:") + 1:-3]
     assert [line.split(": ")[0] for line in first] == ["  post-00001", "  post-00002", "  post-00003"]
     assert all(" · " in line for line in first)  # the first stage's label, then the last stage's summary
-    assert lines[-2:] == ["All results:", "runner export pipeline --format csv --out pipeline.csv"]
+    assert lines[-3:-1] == ["All results:", "runner export pipeline --format csv --out pipeline.csv"]
+    assert lines[-1].startswith("At gpt-4o-mini's price (2025-10), this run would have cost $")
     paid = json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)["paid_calls"]
     again = runner_cli("demo", "--pipeline", "--latency", "0", cwd=tmp_path)
     assert again.returncode == 0, again.stderr

@@ -121,7 +121,8 @@ def test_the_export_reads_the_store_a_page_at_a_time(run_db: Path) -> None:
 def test_the_demo_shows_three_results_and_its_export_gives_every_item_a_label(tmp_path: Path) -> None:
     demo = runner_cli("demo", "--latency", "0", cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
-    assert demo.stdout.splitlines()[-8:] == [
+    assert demo.stdout.splitlines()[-1].startswith("At gpt-4o-mini's price")  # what the demo would have cost
+    assert demo.stdout.splitlines()[-9:-1] == [
         "Run 'demo' is in runs.db; see it with:", "runner status demo",
         "Its first results:", "  post-00001: feature_request", "  post-00002: bug_report", "  post-00003: praise",
         "All results:", "runner export demo --format csv --out demo.csv",

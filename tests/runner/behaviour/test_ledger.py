@@ -3,13 +3,13 @@ by failure class, the billed count the simulator's own, and a cost unknown when 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from scenes import batch_usages, charges, item_shares, items_of_unknown_cost
 from support import SharedClock, StepClock, anthropic_job, batch_job, make_job, posts
 
 from runner import runs
@@ -34,24 +34,14 @@ def sim_billed(sim: Simulator) -> int:
     return sum(sim.ledger.snapshot()["billed"].values())
 
 
-def charges(store: Store) -> dict[str, tuple[int, int, int]]:
-    """Each item's (billed, unknown, not billed) calls."""
-    rows = store.rows("SELECT key, paid_calls, maybe_paid, not_billed FROM items ORDER BY key")
-    return {r["key"]: (r["paid_calls"], r["maybe_paid"], r["not_billed"]) for r in rows}
-
-
-def batch_usages(store: Store) -> list[dict[str, int]]:
-    return [json.loads(r["usage"]) for r in store.rows("SELECT usage FROM batches WHERE usage IS NOT NULL")]
-
-
 def assert_usage_saved_and_shared(store: Store, cost: dict[str, Any]) -> None:
     """The batches' usage adds up to the run's tokens, and the items' shares to no more than it."""
     usages = batch_usages(store)
     assert usages and all(u["input"] > 0 and u["output"] > 0 for u in usages)
     assert cost["tokens"]["input"] == sum(u["input"] for u in usages)
     assert cost["tokens"]["output"] == sum(u["output"] for u in usages)
-    (shares,) = store.rows("SELECT sum(tokens_in) AS tin, sum(tokens_out) AS tout FROM items")
-    assert 0 < shares["tin"] <= cost["tokens"]["input"] and 0 < shares["tout"] <= cost["tokens"]["output"]
+    tokens_in, tokens_out = item_shares(store)
+    assert 0 < tokens_in <= cost["tokens"]["input"] and 0 < tokens_out <= cost["tokens"]["output"]
     expected = (cost["tokens"]["input"] * PRICE["input"] + cost["tokens"]["output"] * PRICE["output"]) / 1e6
     assert cost["spent"] == pytest.approx(expected * (0.5 if cost.get("batch") else 1))
 
@@ -119,7 +109,7 @@ async def test_an_unknown_price_is_shown_as_unknown_never_zero(
     cost = outcome.status["cost"]
     assert cost["spent"] is None and "no price for sim-model" in cost["reason"]
     assert cost["tokens"]["input"] > 0 and cost["charges"]["billed"] == 3
-    assert store.rows("SELECT count(*) AS n FROM items WHERE cost IS NULL") == [{"n": 3}]
+    assert items_of_unknown_cost(store) == 3
 
 
 async def test_a_built_in_price_is_used_for_a_known_model(
