@@ -59,6 +59,10 @@ def test_once_approved_the_pipeline_demo_summarizes_every_post_and_a_third_calls
     assert again.returncode == 0, again.stderr
     assert "Every item of run 'pipeline' was already done: no call was made." in again.stdout.splitlines()
     assert json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid
+    status = runner_cli("status", "pipeline", cwd=tmp_path).stdout.splitlines()
+    costs = [line for line in status if "cost: " in line]  # the run's cost line, then each calling stage's
+    assert [line.split(":")[0].strip() for line in costs] == ["cost", "classify", "extract", "summarize"]
+    assert all(" spent · tokens " in line for line in costs)
 
 
 def test_the_demo_s_run_goes_on_by_runner_demo_its_simulator_having_stopped_with_it(tmp_path: Path) -> None:
