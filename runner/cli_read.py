@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
 from .model import FailureKind
 from .words import command as spelt, plural
+
+if TYPE_CHECKING:
+    from .costs import Cost
 
 
 @click.command()
@@ -49,6 +53,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             if index:
                 click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
+            echo_cost(standing.cost)
             if standing.held:
                 tables.echo(tables.held_table(views.held(store, standing.name)))
                 hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
@@ -85,6 +90,7 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
     if kind is not None:
         if failed:
             tables.echo(tables.items_of_kind_table(name, kind, failed, staged=staged))
+            click.echo(f"their calls: {tables.charges(failed)} (each item's: --json)")
         else:
             click.echo(f"no failed items of kind {kind!r} in run {name!r}")
         return
@@ -92,6 +98,8 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
         click.echo(f"no failed items in run {name!r}")
         return
     tables.echo(tables.failures_table(name, failed, staged=staged))
+    if failed:
+        click.echo(f"their calls: {tables.charges(failed)}")
     if len(failed) > 1:
         hint("every item of a kind:", spelt("failures", name, "--kind", failed[0]["kind"], db=db))
     for duplicate in duplicates:
@@ -143,3 +151,13 @@ def tui(name: str | None, db: str) -> None:
     from tui.app import run_tui  # the UI is imported only when asked for
 
     run_tui(db, name)
+
+
+def echo_cost(cost: Cost) -> None:
+    """The cost line under a run's status: the run's, then each stage's where there are several."""
+    from . import costs
+
+    click.echo(costs.line(cost))
+    if len(cost.stages) > 1:
+        for name, stage in cost.stages.items():
+            click.echo(f"  {name}: {costs.line(stage)}")

@@ -69,6 +69,7 @@ def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
             cli_words.hint("Once decided, the demo goes on from there:", spelt("demo", "--pipeline", db=db))
     cli_words.hint(f"Run {name!r} is in {db}; see it with:", spelt("status", name, db=db))
     cli_words.show_results(name, db)
+    cli_words.show_demo_cost(job, views.standing(store, name, now=time.time()).cost)
     sys.exit(outcome.exit_code)
 
 

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .breaker import Control
+    from .costs import Cost
+    from .jobs import Job
     from .store import Store
     from .store.answers import StageTally
 
@@ -146,6 +148,16 @@ def show_results(name: str, db: str) -> None:
     for row in first:
         click.echo(f"  {row['key']}: {_first_fields(row)}")
     hint("All results:", words.command("export", name, "--format", "csv", "--out", f"{name}.csv", db=db))
+
+
+def show_demo_cost(job: Job, cost: Cost) -> None:
+    """What the demo would have cost upstream at its sample model's price (the simulator charges nothing)."""
+    from . import costs, pricing
+    from .jobs import NO_CALL
+
+    models = ", ".join(dict.fromkeys(stage.provider.model for stage in job.stages if stage.kind not in NO_CALL))
+    click.echo(f"At {models}'s price ({pricing.TAKEN}), this run would have cost {costs.money(cost.spent)} "
+               f"({pricing.CURRENCY}) upstream: {cost.tokens.input:,} input and {cost.tokens.output:,} output tokens.")
 
 
 def _first_fields(row: dict[str, object]) -> str:

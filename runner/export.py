@@ -3,7 +3,7 @@
 One row per item, as JSONL writes it::
 
     {"key", "group", "state", <the result's fields>, "input": {<the fields sent>},
-     "kind", "message", "attempts", "paid_calls", "maybe_paid"}
+     "kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost"}
 
 A pipeline's row (a job of ``[[stage]]`` tables) has, in place of the result's
 fields, the ``stage`` the item is at and one group per stage it passed, in the
@@ -50,7 +50,9 @@ FORMATS = ("jsonl", "csv", "parquet")
 PAGE = 1_000
 #: The row's own columns: before the result's fields, and after the input's.
 HEAD = ("key", "group", "state")
-TAIL = ("kind", "message", "attempts", "paid_calls", "maybe_paid")
+#: The charges (issue 18): calls billed (``paid_calls``), unknown (``maybe_paid``) and not billed, the item's share
+#: of its batches' tokens, and its cost in USD (empty when unknown: a call with no usage or no price).
+TAIL = ("kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost")
 OWN = frozenset((*HEAD, "input", *TAIL))
 
 

@@ -11,6 +11,7 @@ from .errors import JobError
 #: How messages name the type a key wants.
 TYPE_NAMES: dict[type[Any], str] = {
     str: "a string", int: "an integer", float: "a finite number", bool: "true or false", tuple: "a list of strings",
+    dict: "a table",
 }
 INT64 = range(-(2**63), 2**63)
 

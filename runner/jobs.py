@@ -48,7 +48,7 @@ from typing import Any, cast, get_args
 
 import httpx
 
-from . import job_toml, kinds, protocol, words
+from . import job_toml, kinds, pricing, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
@@ -89,6 +89,10 @@ class ProviderConfig:
     #: only after both is "nothing was created" concluded.
     create_margin: float = 60.0
     max_tokens: int = 4096  #: The most tokens an answer may take (anthropic kinds: Anthropic's API requires it).
+    #: USD per ``per`` tokens (:mod:`runner.pricing`); empty: the built-in table's price for the model, if any.
+    price: dict[str, float] = field(default_factory=dict)
+    #: Output tokens an item is expected to take, for the estimate before any answer (``runner.rules.estimate``).
+    expected_output_tokens: int = 200
     #: A ``python`` run's handler by qualified name, for people to read, set from Python; a job file's ``python``
     #: stage's ``handler`` label (``[[stage]] handler``, its fingerprint's part), never in ``[provider]``.
     handler: str = field(default="", metadata={"job_file": False})
@@ -364,7 +368,7 @@ def _check_values(job: Job | Stage, where: str) -> None:
         ("batch", "max_items", 1), ("batch", "max_chars", 1), ("batch", "concurrency", 1),
         ("retry", "max_attempts", 1), ("retry", "request_retries", 0), ("retry", "backoff", 0),
         ("retry", "max_backoff", 0), ("retry", "max_refusals", 1), ("provider", "timeout", 0),
-        ("provider", "create_margin", 0), ("provider", "max_tokens", 1),
+        ("provider", "create_margin", 0), ("provider", "max_tokens", 1), ("provider", "expected_output_tokens", 0),
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
@@ -379,6 +383,7 @@ def _check_provider(provider: ProviderConfig, where: str) -> None:
         httpx.URL(provider.base_url)
     except httpx.InvalidURL as exc:  # raised later when the run builds its client, as a traceback
         raise JobError(f"{where}: 'base_url' is not a URL ({exc})") from exc
+    pricing.read(provider.price, where)
     # A name that the shell could not export is a typo (or a pasted key), never a variable.
     if provider.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", provider.api_key_env):
         raise JobError(

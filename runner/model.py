@@ -129,7 +129,7 @@ MOVES: dict[str, Move] = {
     "start": _move("queued", ItemState.RUNNING, sets="attempts", from_hold=Hold.NONE, per_batch=True),
     # An answer is kept whatever the hold: the engine that took a run over may hold the items of a
     # batch whose answer then comes to the engine it took the run from.
-    "receive": _move("running", ItemState.RECEIVED, sets="output paid_calls refused_streak",
+    "receive": _move("running", ItemState.RECEIVED, sets="output paid_calls refused_streak tokens_in tokens_out cost",
                      to_hold=Hold.NONE, per_batch=True),
     "complete": _move("received", ItemState.COMPLETED, clears="error_kind error retryable", to_hold=Hold.NONE,
                       per_batch=True),
@@ -302,6 +302,8 @@ class Settlement:
     maybe_paid: set[int] = field(default_factory=set)
     #: Items whose try the upstream refused before running anything (a 429; nothing billed).
     refused: set[int] = field(default_factory=set)
+    #: Items whose call the upstream refused, or a task's line it never ran: a charge not billed each (the ledger).
+    not_billed: set[int] = field(default_factory=set)
     not_before: float = 0.0
     #: How this batch moves the breaker, applied to its state inside the same transaction.
     breaker: Callable[[Control], Control] | None = None

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
+from . import costs
+from .costs import Cost
 from .model import BreakerState
 from .recovery import Case, HeldItem
 from .store.answers import STATES, Decision, ItemView
@@ -158,6 +160,13 @@ def decision_html(decision: Decision | None, waiting: int) -> str:
     for stage, result in decision.results.items():
         parts += [f"<b>{escape(stage)}</b>", _code(json.dumps(result, indent=2, ensure_ascii=False))]
     return "<div style='line-height:1.45'>" + "<br>".join(parts) + "</div>"
+
+
+def cost_html(cost: Cost) -> str:
+    """The run's cost line (:func:`runner.costs.line`), in the warning colour when some of it is unknown."""
+    text = escape(costs.line(cost), quote=False)
+    colour = "#a60" if cost.spent is None else "#555"
+    return f"<span style='color:{colour}'>{text}</span>"
 
 
 def where(path: Path) -> str:

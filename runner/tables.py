@@ -7,7 +7,7 @@ table holds and in what words.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -62,6 +62,13 @@ def failures_table(name: str, failed: list[dict[str, Any]], *, staged: bool = Fa
     return table((*first_column, "items", "retryable", "example"), rows,
                  title=f"run {name}: {plural(len(failed), 'failed item')}",
                  numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 2}, within=width())
+
+
+def charges(items: Sequence[Mapping[str, Any]]) -> str:
+    """The calls ``items`` were charged: billed, unknown (sent, the answer lost), not billed (refused)."""
+    billed, unknown, refused = (sum(item[key] for item in items) for key in ("paid_calls", "maybe_paid", "not_billed"))
+    return ", ".join([f"{billed} billed", *([f"{unknown} unknown"] if unknown else []),
+                      *([f"{refused} not billed"] if refused else [])])
 
 
 def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]], *, staged: bool = False) -> list[str]:

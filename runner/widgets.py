@@ -32,7 +32,7 @@ from . import control, recovery
 from .breaker import Control
 from .errors import RunnerError
 from .panel_html import (
-    BREAKER_COLOURS, COLOURS, badge, error, groups_table, held_html, item_html,
+    BREAKER_COLOURS, COLOURS, badge, cost_html, error, groups_table, held_html, item_html,
     stacked_bar, where,
 )
 from .progress_line import rate_limited
@@ -92,6 +92,7 @@ class RunPanel:
             for state in STATES
         }
         self.stages = widgets.HTML()  # a pipeline's items by stage and state, under the run's totals
+        self.cost = widgets.HTML()  # spent, unknown, in flight, tokens (issue 18)
         self.breaker = widgets.HTML()
         self.pause_button = _button("Pause", "pause", "no new batches; those in flight finish", self._pause)
         self.resume_button = _button("Resume", "play", "one batch at a time until one succeeds", self._resume)
@@ -130,6 +131,7 @@ class RunPanel:
             self.bar,
             widgets.HBox(list(self.numbers.values()), layout=widgets.Layout(flex_flow="row wrap")),
             self.stages,
+            self.cost,
             widgets.HBox(
                 [self.breaker, self.pause_button, self.resume_button, self.step_button, self.cancel_button],
                 layout=widgets.Layout(align_items="center"),
@@ -206,6 +208,7 @@ class RunPanel:
             return
         self.status = standing.status()
         self._show_counts(standing)
+        self.cost.value = cost_html(standing.cost)
         self._show_breaker(standing.control, standing.rate_limited_until)
         self._show_failures(failures)
         self._show_held(held)

@@ -3,7 +3,7 @@
 Whatever a test did with the ``store``, its events must still account for
 every item's state (no code path may change a state without a trace), its
 counts must still agree with its items, and each run's totals of paid and
-maybe-paid calls with its items' sums.
+maybe-paid calls with its items' sums, and its ledger's charges (billed, unknown, not billed) too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from scenes import (
-    counts_kept, counts_of_items, paid_kept, paid_of_items, passes_kept, passes_of_results, states_of_items,
+    charges_kept, charges_of_items, counts_kept, counts_of_items, paid_kept, paid_of_items, passes_kept,
+    passes_of_results, states_of_items,
     states_told_by_events,
 )
 from support import StepClock
@@ -37,6 +38,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
         assert counts_kept(opened) == counts_of_items(opened)
         assert paid_kept(opened) == paid_of_items(opened)
         assert passes_kept(opened) == passes_of_results(opened)
+        assert charges_kept(opened) == charges_of_items(opened)
 
 
 @pytest.fixture

@@ -22,11 +22,11 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from .. import protocol
+from .. import pricing, protocol, usage
 from . import stages
 from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from ..providers import Answer, Provider, TaskResult
-from ..rules import gate
+from ..rules import charges, gate
 from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
 from ..model import Batch, BreakerState, Settlement, StartedItem
 
@@ -204,9 +204,9 @@ class Slot:
         """Commit the call's answer, each item with its usable result, as received; the answer as read."""
         engine = self.engine
         answered, outputs = read_answer(batch.id, answer, items)
-        await engine.steps.run(
-            lambda: engine.store.record_answer(batch.id, outputs, raw=answer.raw, now=engine.clock.now())
-        )
+        cost = self._charged(batch, answer.usage)
+        await engine.steps.run(lambda: engine.store.record_answer(
+            batch.id, outputs, raw=answer.raw, now=engine.clock.now(), usage=answer.usage, cost=cost))
         return answered
 
     async def _receive_lines(self, batch: Batch, items: list[StartedItem], result: TaskResult) -> Lines:
@@ -220,9 +220,17 @@ class Slot:
             results.update(line.results)
             outputs.update(encoded)
         raw = protocol.encode({item.key: result.answers[item.key].raw for item in answered})
+        used = usage.total(result.answers[item.key].usage for item in answered)
+        cost = self._charged(batch, used)
         await engine.steps.run(lambda: engine.store.record_answer(
-            batch.id, outputs, raw=raw, answered=[item.id for item in answered], now=engine.clock.now()))
+            batch.id, outputs, raw=raw, answered=[item.id for item in answered], now=engine.clock.now(),
+            usage=used, cost=cost))
         return Lines(results, answered=result.answers.keys(), errors=result.errors)
+
+    def _charged(self, batch: Batch, used: usage.Usage | None) -> tuple[float, float] | None:
+        """What a call of the batch that reported ``used`` cost at its stage's price (None: unknown)."""
+        provider = self.engine.work(batch.stage).stage.provider
+        return pricing.charged(pricing.price_of(provider.price, provider.model), used, kind=provider.kind)
 
     def _judge(self, batch: Batch, items: list[StartedItem], finished: Finished) -> Settlement:
         """The verdict on the batch, heeded by the engine; what the store is to save."""
@@ -235,7 +243,9 @@ class Slot:
         )
         engine.heed(verdict)
         results = finished.results if isinstance(finished, Answered | Lines) else {}
-        return stages.boundary(engine.job, work, items, settlement_of(verdict), results)
+        settlement = settlement_of(verdict)
+        settlement.not_billed = set(charges.not_billed(items, finished))
+        return stages.boundary(engine.job, work, items, settlement, results)
 
     async def _save(self, batch: Batch, settlement: Settlement) -> None:
         """Save the slot's last batch alone. Its call is over: from now on the slot no longer counts as at work

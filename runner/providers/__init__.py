@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..batch_api import RequestsFile
 from ..errors import UpstreamError
 from ..protocol import BatchItems
+from ..usage import Usage
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Answer:
     raw: str = ""
     #: Why the content is not text (a JSON object, a number...), when it is not: the answer is invalid.
     problem: str | None = None
+    #: The tokens the call used, as the upstream reported them; None when it did not (its cost is unknown).
+    usage: Usage | None = None
 
     def __post_init__(self) -> None:
         if not self.raw and self.content:  # a handler's answer is text as received

@@ -23,7 +23,7 @@ any other 400 a bad request.
 
 The answer's ``usage`` (``input_tokens``, ``output_tokens``,
 ``cache_creation_input_tokens``, ``cache_read_input_tokens``) is in the
-message body; :class:`~runner.providers.Answer` has no place for it yet.
+message body, kept as the answer's usage (:func:`runner.usage.of_anthropic`), the cached parts as input.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .. import errors, protocol
+from .. import errors, protocol, usage
 from . import Answer
 from .openai_chat import Upstream
 
@@ -106,6 +106,7 @@ def message_answer(body: Any) -> Answer:
     content = body.get("content") if isinstance(body, dict) else None
     if not isinstance(content, list):
         return Answer(None, None)
+    used = usage.of_anthropic(body)
     stop = body.get("stop_reason")
     finish = FINISH.get(stop, stop) if isinstance(stop, str) else None
     for block in content:
@@ -113,8 +114,9 @@ def message_answer(body: Any) -> Answer:
             try:
                 text = protocol.encode(block.get("input"))
             except ValueError:
-                return Answer(None, finish, raw=str(block.get("input")), problem="the tool call's input is not JSON")
-            return Answer(text, finish, raw=text)
+                return Answer(None, finish, raw=str(block.get("input")), problem="the tool call's input is not JSON",
+                              usage=used)
+            return Answer(text, finish, raw=text, usage=used)
     text = "".join(block["text"] for block in content
                    if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str))
-    return Answer(text, finish, raw=text)
+    return Answer(text, finish, raw=text, usage=used)

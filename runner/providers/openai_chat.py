@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import httpx
 
-from .. import errors, protocol
+from .. import errors, protocol, usage
 from ..jobs import Prompt, ProviderConfig
 from . import Answer
 
@@ -168,7 +168,8 @@ def answer_of(body: Any) -> Answer:
     finish = choice.get("finish_reason")
     raw = content if isinstance(content, str) else _as_received(content)
     text, problem = _text_of(content)
-    return Answer(text, finish if isinstance(finish, str) else None, raw=raw, problem=problem)
+    return Answer(text, finish if isinstance(finish, str) else None, raw=raw, problem=problem,
+                  usage=usage.of_openai(body))
 
 
 def _text_of(content: Any) -> tuple[str | None, str | None]:

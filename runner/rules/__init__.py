@@ -8,7 +8,9 @@
 - :mod:`.bounds`: the attempt bound that ends every verdict;
 - :mod:`.triage`: recovery's order over what a stopped engine left;
 - :mod:`.breaker`: the breaker's transitions, over the ``Control`` row the
-  store keeps.
+  store keeps;
+- :mod:`.estimate`: what a batch will cost before its answer (in flight, an
+  answer lost, the budget).
 
 The engine reads the store, asks these, and has the store write the answer.
 """

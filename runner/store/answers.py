@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from ..costs import Cost
 from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
 from .answers_items import (
@@ -113,6 +114,8 @@ class Standing(NamedTuple):
     needs_decision: int = 0
     #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
     waiting_for_sub_items: int = 0
+    #: What the run cost (issue 18): spent, unknown, in flight, tokens, from its ledger at its job's prices.
+    cost: Cost = Cost()
 
     @property
     def total(self) -> int:
@@ -192,6 +195,8 @@ class Standing(NamedTuple):
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
             "waiting_for_sub_items": self.waiting_for_sub_items,
+            # Added with the ledger (issue 18): spent, unknown, in flight (USD; null when unknown, with the reason).
+            "cost": self.cost.as_json(),
         }
 
 

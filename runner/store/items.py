@@ -28,6 +28,7 @@ from functools import cache
 from typing import Any
 
 from ..model import MOVES, ItemState, Move
+from . import ledger
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
@@ -134,12 +135,16 @@ def _quoted(states: tuple[ItemState, ...]) -> str:
 # Tallies: no state changes; a run's totals move with its items' -------------------
 
 #: Each of a batch's items still running may have paid a call with no answer to show.
-MAYBE_PAID_RUNNING = "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running'"
+MAYBE_PAID_RUNNING = (
+    "UPDATE items SET maybe_paid = maybe_paid + 1 WHERE batch_id = ? AND state = 'running' "
+    "RETURNING run_id, stage, chars"
+)
 
 #: Some items of a batch (``:ids``) may have paid a call with no answer to show.
 MAYBE_PAID = """
 UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
+RETURNING run_id, stage, chars
 """
 
 #: The totals of run ``:run`` (or of batch ``:batch``'s run): its items' paid calls and calls that may have been paid.
@@ -161,11 +166,26 @@ def add_to_run(
 def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int] | None = None) -> int:
     """A batch's items still running (or those of ``ids`` running or received) may have paid a call; how many."""
     if ids is None:
-        counted = conn.execute(MAYBE_PAID_RUNNING, (batch_id,)).rowcount
+        rows = conn.execute(MAYBE_PAID_RUNNING, (batch_id,)).fetchall()
     else:
-        counted = conn.execute(MAYBE_PAID, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
+        rows = conn.execute(MAYBE_PAID, {"batch": batch_id, "ids": json.dumps(list(ids))}).fetchall()
+    counted = ledger.add_unknown(conn, rows)
     add_to_run(conn, batch_id, maybe_paid=counted)
     return counted
+
+
+#: Items of a batch (``:ids``) refused before anything ran: one call not billed each.
+NOT_BILLED = """
+UPDATE items SET not_billed = not_billed + 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch
+"""
+
+
+def count_not_billed(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]) -> None:
+    """Items of a batch whose call the upstream refused before running it: a charge not billed each, on the
+    ledger too."""
+    refused = conn.execute(NOT_BILLED, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
+    ledger.add_not_billed(conn, batch_id, refused)
 
 
 #: Items (``{where}`` narrows them) whose call is a line of an upstream task that may still run, and bill, as they
@@ -173,7 +193,7 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
 TASK_LINES = """
 UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE {where} AND state = 'running' AND batch_id IN (SELECT id FROM batches WHERE submits = 1)
-RETURNING run_id
+RETURNING run_id, stage, chars
 """
 
 
@@ -182,14 +202,16 @@ def count_task_lines(conn: sqlite3.Connection, where: str, params: Mapping[str, 
     run, their run's totals with them, in the caller's transaction."""
     lines = conn.execute(TASK_LINES.format(where=where), params).fetchall()
     if lines:
-        add_to_run(conn, run_id=lines[0][0], maybe_paid=len(lines))
+        add_to_run(conn, run_id=lines[0][0], maybe_paid=ledger.add_unknown(conn, lines))
 
 
-#: A parent's sub-items about to be removed (``:parent``): their paid and maybe-paid calls kept by the parent.
+#: A parent's sub-items about to be removed (``:parent``): their paid, maybe-paid and not billed calls kept by the
+#: parent.
 KEEP_PAID = """
 UPDATE items SET
     paid_calls = paid_calls + (SELECT coalesce(sum(paid_calls), 0) FROM items AS sub WHERE sub.parent_id = :parent),
-    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent)
+    maybe_paid = maybe_paid + (SELECT coalesce(sum(maybe_paid), 0) FROM items AS sub WHERE sub.parent_id = :parent),
+    not_billed = not_billed + (SELECT coalesce(sum(not_billed), 0) FROM items AS sub WHERE sub.parent_id = :parent)
 WHERE id = :parent
 """
 #: A parent's sub-items removed (``:parent``): its count of them cleared, unless it waits at its join (a fan-out
@@ -203,12 +225,14 @@ MAYBE_PAID_HELD = """
 UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE run_id = :run AND state = 'running' AND hold = 'none' AND (:cancelled = 0 OR error_kind = 'cancelled')
     AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0)
+RETURNING run_id, stage, chars
 """
 
 
 def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False) -> int:
     """Before a recovery holds (or a cancel fails) a dead engine's sent calls: count each as maybe billed."""
-    counted = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled)}).rowcount
+    held = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled)}).fetchall()
+    counted = ledger.add_unknown(conn, held)
     add_to_run(conn, run_id=run_id, maybe_paid=counted)
     return counted
 

@@ -65,13 +65,15 @@ def export_page(
     ``state`` is a key of :data:`EXPORT_STATES`. Each row has the item's ``id``
     (the next page starts after the last), key, group, state, the input sent
     and the result (JSON text), and its failure's kind and message, attempts
-    and paid calls. A pipeline's (``staged``) has its ``stage`` and ``stages``, each passed stage's result
+    and charges (:data:`runner.export.TAIL`). A pipeline's (``staged``) has its ``stage`` and ``stages``, each
+    passed stage's result
     (a JSON object ``{stage: result}``), and a sub-item its ``parent``'s key (else None).
     """
     wanted = EXPORT_STATES[state]
     return store.rows(
         'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
-        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, stage, "
+        f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, not_billed, "
+        "tokens_in, tokens_out, cost, stage, "
         f"{STAGES if staged else 'NULL'} AS stages, (SELECT key FROM items AS p WHERE p.id = items.parent_id) AS parent "
         "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
         [run_id, after, wanted, wanted, limit],
@@ -113,3 +115,20 @@ def holds(store: Store, run_id: int) -> dict[str, int]:
         [run_id],
     )
     return {row["hold"]: row["n"] for row in rows}
+
+
+def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
+    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, their
+    charges (calls billed, unknown, not billed; cost, None when unknown), and the stage it failed at (where
+    ``runner retry`` sends it again)."""
+    run_id = store.run_id(name)
+    return [
+        {**row, "retryable": bool(row["retryable"])}
+        for row in store.rows(
+            'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
+            "maybe_paid, not_billed, cost, stage FROM items "
+            "WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
+            "ORDER BY error_kind, seq",
+            [run_id, kind, kind],
+        )
+    ]

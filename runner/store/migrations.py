@@ -2,16 +2,17 @@
 
 Version 1 is the tables of :mod:`runner.store.schema` as first written;
 ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``. To
-change the schema, add a list of statements here, under a comment that says
-what the version changes and why, and append it to ``UPGRADES``:
+change the schema, add a list of statements here (or in a module of its own,
+as :mod:`.migrations_stages` and :mod:`.migrations_ledger`), under a comment that
+says what the version changes and why, and append it to ``UPGRADES``:
 ``schema.SCHEMA_VERSION`` follows, and a store opened by this runner is
 brought up to it in one transaction. A migration rewrites old columns as new
-ones; it moves no item from one state to another. Versions 12 on (pipelines) are
-:mod:`runner.store.migrations_stages`'.
+ones; it moves no item from one state to another.
 """
 
 from __future__ import annotations
 
+from .migrations_ledger import LEDGER
 from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
 
 # Version 2: the lease is held by run name, taken before the run row exists;
@@ -218,4 +219,5 @@ UPGRADES: list[list[str]] = [
     DECISIONS,
     FAN_OUT,
     PASSES,
+    LEDGER,
 ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..model import Batch, Claim, FailureKind, Holder, Retried, Settlement, StartedItem
 from ..rules.breaker import Control
+from ..usage import Usage
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
@@ -80,7 +81,8 @@ class RunStore(Protocol):
     def resumable(self, run_id: int) -> list[Batch]: ...
     def resume_batch(self, batch_id: int, *, max_attempts: int, now: float) -> list[StartedItem]: ...
     def record_answer(
-        self, batch_id: int, outputs: Mapping[int, str], *, raw: str, now: float, answered: Iterable[int] | None = None
+        self, batch_id: int, outputs: Mapping[int, str], *, raw: str, now: float, answered: Iterable[int] | None = None,
+        usage: Usage | None = None, cost: tuple[float, float] | None = None,
     ) -> None: ...
     def to_pipeline(
         self, name: str, pairs: Sequence[tuple[ItemRow, ItemRow]], *, first: str, kept: str | None, now: float

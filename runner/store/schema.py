@@ -5,8 +5,11 @@ Tables:
 - ``runs``: one row per run (a job by name), its resolved job and its breaker,
   its totals of paid calls (schema v9), the input it was last read from (v10)
   and whether its items are still being added (v11).
-- ``items``: one row per item: state, attempts, paid calls, output; narrow,
-  because every state change rewrites its row.
+- ``items``: one row per item: state, attempts, paid calls, output, its
+  charges and share of tokens and cost (v15); narrow, because every state
+  change rewrites its row.
+- ``ledger``: a run's charges, tokens and cost per stage (v15), moved in the
+  transaction of each item's (:mod:`runner.store.ledger`).
 - ``inputs``: each item's input as it is sent (its JSON), apart from ``items``
   so that a state change does not rewrite a kilobyte of text (schema v5).
 - ``counts``: items per run, group and state, kept by triggers in the same

@@ -48,6 +48,8 @@ def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Se
     settlement = cancelling.settled(settlement, cancelled)
     if settlement.maybe_paid:
         items.count_maybe_paid(conn, batch_id, settlement.maybe_paid)
+    if settlement.not_billed:
+        items.count_not_billed(conn, batch_id, settlement.not_billed)
     if settlement.refused or settlement.retry or settlement.failed or settlement.gave_up:
         conn.execute(items.COUNT_REFUSED, {**params, "refused": json.dumps(list(settlement.refused))})
     if settlement.completed:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
-from . import decisions, items, settling, stages, views
+from ..usage import Usage
+from . import decisions, items, ledger, settling, stages, views
 from .commands import Commands
 from .items import move
 from .leases import Leases, holds
@@ -211,24 +212,31 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions):
         raw: str,
         now: float,
         answered: Iterable[int] | None = None,
+        usage: Usage | None = None,
+        cost: tuple[float, float] | None = None,
     ) -> None:
         """Save an answer as it came back (``raw``) and the ``answered`` items (default all) as received.
 
         Each answered item paid the call and becomes received, with its
         result in ``outputs`` if the answer held a usable one, else none (it
         is judged for that): whatever the answer's shape, it is saved before
-        anything is validated, and no paid answer is left running.
+        anything is validated, and no paid answer is left running. The
+        call's ``usage`` and ``cost`` (its input and output parts; None:
+        unknown) are saved with it, each item's share with the item
+        (:mod:`runner.store.ledger`).
         """
         params = {
             "batch": batch_id, "now": now, "raw": raw, "outputs": json.dumps(outputs),
             "answered": None if answered is None else json.dumps(list(answered)),
         }
         with self.write() as conn:
+            params |= ledger.shares(conn, params, outputs, usage, cost)
             paid = move(conn, "receive", where="items.id = answer.id", source=ANSWERED, params=params,
                         logged_for="batch", returning="items.id",
                         values={"output": "output = answer.output", "paid_calls": "paid_calls = paid_calls + 1",
-                                "refused_streak": "refused_streak = 0"})
+                                "refused_streak": "refused_streak = 0", **ledger.RECEIVE_VALUES})
             items.add_to_run(conn, batch_id, paid_calls=len(paid))
+            ledger.add_billed(conn, batch_id, len(paid), usage, cost)
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
     def received_items(

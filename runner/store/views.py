@@ -17,12 +17,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import liveness, words
+from .. import costs, liveness, words
 from ..errors import RunError
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, ItemState
 from ..rules import triage
 from ..rules.breaker import Control
-from . import event_log
+from . import event_log, ledger
 from .answers import (
     STATES,
     BatchInFlight,
@@ -39,9 +39,8 @@ from .answers import (
     Standing,
     tallies,
 )
-
 from .lists import (
-    EXPORT_STATES, batches, export_page, history, holds, items, results, stage_kinds, stage_passes, staged,
+    EXPORT_STATES, batches, export_page, failures, history, holds, items, results, stage_kinds, stage_passes, staged,
 )
 from .live import (
     batches_in_flight,
@@ -63,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page",
-    "failed_items", "failure_kinds", "finished_since", "history", "holds", "item", "item_history", "items", "pace",
+    "failed_items", "failure_kinds", "failures", "finished_since", "history", "holds", "item", "item_history", "items", "pace",
     "results", "stage_kinds", "stage_passes", "staged", "waiting_decisions", "work_span",
 ]
 
@@ -189,6 +188,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
         stages=stages, passes=passes(store, run["id"], stages), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
+        cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
     )
 
 
@@ -221,21 +221,6 @@ def left_running(store: Store, name: str, *, now: float) -> int:
     (row,) = store.rows(f"SELECT count(*) AS n FROM items WHERE run_id = ? AND state = 'running' AND {NOT_HELD}",
                         [store.run_id(name)])
     return int(row["n"])
-
-
-def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[str, Any]]:
-    """Failed items (of ``kind``, or all) with their reason, as the failures contract lists them, the calls
-    each paid or may have, and the stage it failed at (where ``runner retry`` sends it again)."""
-    run_id = store.run_id(name)
-    return [
-        {**row, "retryable": bool(row["retryable"])}
-        for row in store.rows(
-            'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
-            "maybe_paid, stage FROM items WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
-            "ORDER BY error_kind, seq",
-            [run_id, kind, kind],
-        )
-    ]
 
 
 # What the TUI polls: each read uses an index or a LIMIT, never a scan of a run's items.

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from runner import export, job_stages, jobs
+from runner import export, job_stages, jobs, pricing
 from runner.errors import JobError
 from runner.validation import ResultCheck
 
 #: For each type a key wants: a TOML value of another type, and how the message shows it.
-WRONG = {str: ("{ a = 1 }", "a table"), int: ('"x"', "'x'"), float: ('"x"', "'x'"), tuple: ("[1]", "[1]")}
+WRONG = {str: ("{ a = 1 }", "a table"), int: ('"x"', "'x'"), float: ('"x"', "'x'"), tuple: ("[1]", "[1]"),
+         dict: ('"x"', "'x'")}
 TOP = [("name", str), ("key", str), ("group", str), ("version", str)]
 INPUT = [("path", str), ("format", str), ("table", str)]
 SECTIONS = [
@@ -75,7 +76,7 @@ def test_values_toml_allows_but_a_job_cannot_use_are_refused(tmp_path: Path, tab
     ('[provider]\nkind = "python"\n', " [provider]: unknown kind 'python' (known: openai-chat, openai-batch, "
      "anthropic-messages, anthropic-batch)"),
     ('[provider]\nhandler = "my.classify"\n', " [provider]: unknown key 'handler' (known: kind, base_url, model, "
-     "api_key_env, timeout, create_margin, max_tokens)"),
+     "api_key_env, timeout, create_margin, max_tokens, price, expected_output_tokens)"),
 ], ids=["kind", "handler"])
 def test_a_python_handler_is_given_from_python_never_in_a_job_file(tmp_path: Path, tables: str, message: str) -> None:
     assert refusal(job_file(tmp_path, tables=tables)) == message
@@ -215,3 +216,30 @@ def test_the_stages_round_trip_through_the_store_s_json(tmp_path: Path) -> None:
               '[[stage]]\nname = "c"\nkind = "openai-batch"\nwhen = { field = "a.ok", equals = false }\n')
     job = jobs.load(job_file(tmp_path, tables=tables))
     assert jobs.Job.from_json(job.to_json()) == job
+
+
+@pytest.mark.parametrize(("price", "said"), [
+    ('{ input = 0.15, output = "a" }', "price 'output' must be a number at least 0, not 'a'"),
+    ("{ input = 0.15 }", "price needs 'output'"),
+    ("{ input = -1, output = 1 }", "price 'input' must be a number at least 0, not -1"),
+    ("{ input = 1, output = 1, per = 0 }", "price 'per' must be more than 0"),
+    ("{ input = 1, output = 1, batch_discount = 2 }", "price 'batch_discount' is the part taken off: at most 1"),
+    ("{ input = 1, output = 1, cents = 2 }", "price has no key 'cents'"),
+    ('"cheap"', "'price' must be a table, not 'cheap'"),
+])
+def test_a_bad_price_is_one_plain_error_naming_the_value(tmp_path: Path, price: str, said: str) -> None:
+    (tmp_path / "in.jsonl").write_text('{"id": "a"}\n')
+    (tmp_path / "job.toml").write_text(f'name = "p"\ninput = "in.jsonl"\n[provider]\nprice = {price}\n')
+    with pytest.raises(JobError) as raised:
+        jobs.load(tmp_path / "job.toml")
+    assert said in str(raised.value)
+
+
+def test_a_price_given_is_kept_with_the_job_and_a_stage_inherits_it(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"id": "a"}\n')
+    (tmp_path / "job.toml").write_text(
+        'name = "p"\ninput = "in.jsonl"\n[provider]\nmodel = "mine"\nprice = { input = 1, output = 2 }\n'
+        '[[stage]]\nname = "one"\n[[stage]]\nname = "two"\n[stage.provider]\nprice = { input = 3, output = 4 }\n')
+    job = jobs.Job.from_json(jobs.load(tmp_path / "job.toml").to_json())
+    assert [pricing.price_of(s.provider.price, s.provider.model) for s in job.stages] == [
+        pricing.Price(1.0, 2.0), pricing.Price(3.0, 4.0)]

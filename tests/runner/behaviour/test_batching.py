@@ -53,6 +53,6 @@ async def test_an_item_over_max_chars_fails_without_a_call(tmp_path: Path, sim: 
     assert views.failures(store, "test") == [
         {"key": "p001", "group": "2026-01", "kind": FailureKind.BAD_REQUEST, "attempts": 0, "retryable": False,
          "message": f"item is {item_chars({'id': 'p001', **records[1]})} characters, over batch.max_chars (300)",
-         "paid_calls": 0, "maybe_paid": 0, "stage": "openai-chat"}
+         "paid_calls": 0, "maybe_paid": 0, "not_billed": 0, "cost": 0.0, "stage": "openai-chat"}
     ]
     assert "p001" not in sim.ledger.snapshot()["billed"]

@@ -39,7 +39,10 @@ def test_a_second_demo_on_a_finished_run_says_no_call_was_made_and_still_shows_t
     lines = again.stdout.splitlines()
     said = lines.index("Every item of run 'demo' was already done: no call was made.")
     assert lines[said + 3:] == ["Its first results:", "  post-00001: feature_request", "  post-00002: bug_report",
-                                "  post-00003: praise", "All results:", "runner export demo --format csv --out demo.csv"]
+                                "  post-00003: praise", "All results:",
+                                "runner export demo --format csv --out demo.csv",
+                                "At gpt-4o-mini's price (2025-10), this run would have cost $0.1075 (USD) upstream: "
+                                "427,627 input and 72,278 output tokens."]
     assert json.loads(runner_cli("status", "demo", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid == 2400
 
 
@@ -132,8 +135,9 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
         calls = sim.ledger.snapshot()["calls"]
     assert paused.stdout == "run 'steps': breaker closed, paused, 1 step allowed\n"
     assert failures == [{"key": "p3", "group": "all", "kind": "item_invalid", "attempts": 1, "retryable": True,
-                         "message": failures[0]["message"], "paid_calls": 1, "maybe_paid": 0,
-                         "stage": "openai-chat"}]
+                         "message": failures[0]["message"], "paid_calls": 1, "maybe_paid": 0, "not_billed": 0,
+                         "cost": failures[0]["cost"], "stage": "openai-chat"}]
+    assert failures[0]["cost"] > 0  # its model's price is known: gpt-4o-mini
     assert failures[0]["message"].endswith("(gave up; attempts: 1, paid calls: 1)")
     assert retried.stdout == "1 failed item of run 'steps' pending again; to go on:\nrunner run steps --db other.db\n"
     assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])

@@ -51,15 +51,20 @@ def test_once_approved_the_pipeline_demo_summarizes_every_post_and_a_third_calls
     assert tallies(tmp_path)["summarize"] == (2400, 0)
     lines = demo.stdout.splitlines()
     assert "  summarize: 2,400 results saved" in lines
-    first = lines[lines.index("Its first results:") + 1:-2]
+    first = lines[lines.index("Its first results:") + 1:-3]
     assert [line.split(": ")[0] for line in first] == ["  post-00001", "  post-00002", "  post-00003"]
     assert all(" · " in line for line in first)  # the first stage's label, then the last stage's summary
-    assert lines[-2:] == ["All results:", "runner export pipeline --format csv --out pipeline.csv"]
+    assert lines[-3:-1] == ["All results:", "runner export pipeline --format csv --out pipeline.csv"]
+    assert lines[-1].startswith("At gpt-4o-mini's price (2025-10), this run would have cost $")
     paid = json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)["paid_calls"]
     again = runner_cli("demo", "--pipeline", "--latency", "0", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "Every item of run 'pipeline' was already done: no call was made." in again.stdout.splitlines()
     assert json.loads(runner_cli("status", "pipeline", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid
+    status = runner_cli("status", "pipeline", cwd=tmp_path).stdout.splitlines()
+    costs = [line for line in status if "cost: " in line]  # the run's cost line, then each calling stage's
+    assert [line.split(":")[0].strip() for line in costs] == ["cost", "classify", "extract", "summarize"]
+    assert all(" spent · tokens " in line for line in costs)
 
 
 def test_the_demo_s_run_goes_on_by_runner_demo_its_simulator_having_stopped_with_it(tmp_path: Path) -> None:

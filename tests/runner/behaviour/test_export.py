@@ -35,6 +35,7 @@ def test_jsonl_to_stdout_is_one_row_per_item_with_its_result_input_and_failure(r
         "key": "p000", "group": "2026-01", "state": "completed", "label": "question",
         "input": {"month": "2026-01", "body": "Something about the product #0"},
         "kind": None, "message": None, "attempts": 1, "paid_calls": 1, "maybe_paid": 0,
+        "not_billed": 0, "tokens_in": 0, "tokens_out": 0, "cost": None,  # a Python handler reports no usage
     }
     assert rows[1]["state"] == "failed" and "label" not in rows[1]
     assert {field: rows[1][field] for field in FAILED} == FAILED and rows[1]["message"]
@@ -49,7 +50,7 @@ def test_csv_flattens_the_input_and_result_into_columns_and_keeps_the_failure_of
         rows = list(table)
     assert table.fieldnames == [
         "key", "group", "state", "label", "input.month", "input.body", "kind", "message", "attempts", "paid_calls",
-        "maybe_paid",
+        "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost",
     ]
     assert [(row["key"], row["state"], row["label"]) for row in rows] == [
         ("p000", "completed", "question"), ("p001", "failed", ""), ("p002", "completed", "question"),
@@ -120,7 +121,8 @@ def test_the_export_reads_the_store_a_page_at_a_time(run_db: Path) -> None:
 def test_the_demo_shows_three_results_and_its_export_gives_every_item_a_label(tmp_path: Path) -> None:
     demo = runner_cli("demo", "--latency", "0", cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
-    assert demo.stdout.splitlines()[-8:] == [
+    assert demo.stdout.splitlines()[-1].startswith("At gpt-4o-mini's price")  # what the demo would have cost
+    assert demo.stdout.splitlines()[-9:-1] == [
         "Run 'demo' is in runs.db; see it with:", "runner status demo",
         "Its first results:", "  post-00001: feature_request", "  post-00002: bug_report", "  post-00003: praise",
         "All results:", "runner export demo --format csv --out demo.csv",

@@ -10,6 +10,7 @@ the read model. A second backend gives its own module of the same names.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
@@ -222,3 +223,43 @@ def paid_of_items(store: Store) -> dict[int, tuple[int, int]]:
         "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe "
         "FROM runs LEFT JOIN items ON items.run_id = runs.id GROUP BY runs.id"
     )}
+
+
+def charges_kept(store: Store) -> dict[int, tuple[int, int, int]]:
+    """Each run's billed, unknown and not billed charges as its ledger keeps them (summed over its stages)."""
+    return {r["id"]: (r["billed"], r["unknown"], r["not_billed"]) for r in store.rows(
+        "SELECT runs.id, coalesce(sum(billed), 0) AS billed, coalesce(sum(unknown), 0) AS unknown, "
+        "coalesce(sum(not_billed), 0) AS not_billed FROM runs LEFT JOIN ledger ON ledger.run_id = runs.id "
+        "GROUP BY runs.id"
+    )}
+
+
+def charges_of_items(store: Store) -> dict[int, tuple[int, int, int]]:
+    """Each run's paid, maybe-paid and not billed calls, summed over its items."""
+    return {r["id"]: (r["paid"], r["maybe"], r["refused"]) for r in store.rows(
+        "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe, "
+        "coalesce(sum(items.not_billed), 0) AS refused FROM runs LEFT JOIN items ON items.run_id = runs.id "
+        "GROUP BY runs.id"
+    )}
+
+
+def charges(store: Store) -> dict[str, tuple[int, int, int]]:
+    """Each item's (billed, unknown, not billed) calls, by key."""
+    rows = store.rows("SELECT key, paid_calls, maybe_paid, not_billed FROM items ORDER BY key")
+    return {r["key"]: (r["paid_calls"], r["maybe_paid"], r["not_billed"]) for r in rows}
+
+
+def batch_usages(store: Store) -> list[dict[str, int]]:
+    """The usage saved with each batch that has one."""
+    return [json.loads(r["usage"]) for r in store.rows("SELECT usage FROM batches WHERE usage IS NOT NULL")]
+
+
+def item_shares(store: Store) -> tuple[int, int]:
+    """The items' shares of input and output tokens, added up."""
+    (shares,) = store.rows("SELECT sum(tokens_in) AS tin, sum(tokens_out) AS tout FROM items")
+    return shares["tin"], shares["tout"]
+
+
+def items_of_unknown_cost(store: Store) -> int:
+    """How many items have a billed call of unknown cost."""
+    return int(store.rows("SELECT count(*) AS n FROM items WHERE cost IS NULL")[0]["n"])

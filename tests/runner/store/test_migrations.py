@@ -147,7 +147,10 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
         counted = passes_of_results(store)
     conn = sqlite3.connect(db, isolation_level=None)
     for statement in ("DROP TRIGGER result_saved", "DROP TRIGGER result_forgotten", "DROP TRIGGER stage_skipped",
-                      "DROP TABLE passes", "PRAGMA user_version = 14"):
+                      "DROP TABLE passes", "DROP TABLE ledger", "ALTER TABLE batches DROP COLUMN usage",
+                      *(f"ALTER TABLE items DROP COLUMN {column}"
+                        for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
+                      "PRAGMA user_version = 14"):
         conn.execute(statement)
     conn.close()
     with Store(db) as store:
@@ -156,3 +159,16 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
     assert {stage: (row["passed"], row["skipped"]) for stage, row in stages.items()} == {
         "classify": (12, 0), "extract": (6, 6), "summarize": (11, 0),
     }
+
+
+def test_an_old_stores_paid_and_maybe_paid_calls_become_billed_and_unknown_charges_of_unknown_tokens(
+    tmp_path: Path,
+) -> None:
+    v8_store(tmp_path / "runs.db")
+    with Store(tmp_path / "runs.db") as store:
+        cost = {name: views.status(store, name, now=10.0)["cost"] for name in ("a", "b")}
+        assert {name: c["charges"] for name, c in cost.items()} == {
+            "a": {"billed": 5, "not_billed": 0, "unknown": 1}, "b": {"billed": 1, "not_billed": 0, "unknown": 2}}
+        assert all(c["spent"] is None and c["reason"] for c in cost.values())  # tokens not known: never 0
+        assert store.rows("SELECT key FROM items WHERE cost IS NULL ORDER BY run_id, key") == [
+            {"key": "k0"}, {"key": "k1"}, {"key": "k0"}]

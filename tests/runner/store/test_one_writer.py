@@ -21,7 +21,8 @@ ANY_VALUE = {
     "paid_calls": "paid_calls = paid_calls + 1", "refused_streak": "refused_streak = 0",
     "error_kind": "error_kind = 'transport'", "error": "error = 'e'", "retryable": "retryable = 1",
     "not_before": "not_before = 5", "retry_base": "retry_base = attempts", "stage": "stage = 'next'",
-    "sub_items_left": "sub_items_left = 2",
+    "sub_items_left": "sub_items_left = 2", "tokens_in": "tokens_in = 1", "tokens_out": "tokens_out = 1",
+    "cost": "cost = 0.5",
 }
 
 

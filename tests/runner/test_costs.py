@@ -1,0 +1,47 @@
+"""A run's cost from its ledger at its saved job's prices: spent, unknown and in flight, each unknown (never 0)
+when its price or usage is."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner import costs
+from runner.store.ledger import StageLedger
+from runner.usage import Usage
+
+PRICED = {"kind": "openai-chat", "model": "mine", "price": {"input": 1.0, "output": 2.0, "per": 1}}
+
+
+def job(*stages: tuple[str, dict[str, object]]) -> str:
+    return json.dumps({"provider": PRICED, "stages": [{"name": n, "provider": p} for n, p in stages]})
+
+
+def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_their_estimate() -> None:
+    row = StageLedger("one", billed=4, unknown=2, unknown_chars=40, usage=Usage(100, 0, 50), tokened=4, cost=200.0,
+                      running_items=1, running_chars=8)
+    cost = costs.of_run([row], job(("one", PRICED)))
+    # 50 output tokens over 4 items: 12.5 an item
+    assert (cost.spent, cost.unknown, cost.in_flight) == (200.0, 10 * 1.0 + 2 * 12.5 * 2.0, 2 * 1.0 + 12.5 * 2.0)
+    assert cost.reasons == () and cost.as_json()["charges"] == {"billed": 4, "not_billed": 0, "unknown": 2}
+
+
+def test_a_stage_without_a_price_makes_the_run_s_cost_unknown_and_says_why() -> None:
+    rows = [StageLedger("one", billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0),
+            StageLedger("two", billed=1, usage=Usage(10, 0, 5), tokened=1, uncosted=1)]
+    cost = costs.of_run(rows, job(("one", PRICED), ("two", {**PRICED, "model": "theirs", "price": {}})))
+    assert cost.spent is None and cost.reasons == ("no price for theirs (set [provider] price)",)
+    assert cost.stages["one"].spent == 20.0 and cost.tokens == Usage(20, 0, 10)
+    assert costs.line(cost).startswith("cost: spent unknown · tokens 20 in (0 cached) / 10 out (no price for theirs")
+
+
+def test_billed_calls_with_no_usage_leave_the_cost_unknown_though_the_model_has_a_price() -> None:
+    cost = costs.of_run([StageLedger("one", billed=3, uncosted=3)], job(("one", PRICED)))
+    assert cost.spent is None and cost.reasons == ("3 billed item-calls reported no usage",)
+
+
+@pytest.mark.parametrize("saved", ["{}", "not json"])
+def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
+    cost = costs.of_run([StageLedger("openai-chat", billed=2, uncosted=2)], saved)
+    assert cost.spent is None and cost.reasons == ("no price for a run whose job is not saved (set [provider] price)",)
