@@ -27,6 +27,7 @@ from rich.text import Text
 from . import progress_line, runs, tables
 from .engine import Engine, Outcome
 from .jobs import Job
+from .revalidating import revalidated_line
 from .model import ItemState
 from .store import Store, views
 from .store.answers import time_left
@@ -58,6 +59,8 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     for stage, count in outcome.rewound.items():
         console.print(f"stage {escape(stage)} changed (or was added): {plural(count, 'item')} sent again "
                       "from it, the results of the stages before it kept", soft_wrap=True)
+    for stage_plan in outcome.revalidated.values():
+        console.print(escape(revalidated_line(stage_plan)), soft_wrap=True)
     for stage, count in outcome.gone.items():
         console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "
                       "to the next stage each needs, or completed if it needs none (a failed one with a fresh budget; "

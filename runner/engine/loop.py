@@ -34,7 +34,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from .. import busy, lease
+from .. import busy, lease, revalidating
 from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
@@ -42,6 +42,7 @@ from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
+from ..rules.revalidating import StagePlan
 from ..model import Batch, FailureKind, Settlement, StartedItem
 from ..store.protocol import RunStore
 from . import joins, stages
@@ -110,6 +111,8 @@ class Engine:
         self.streaks = Streaks()
         #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on.
         self.rewound = stages.Rewound({}, {})
+        #: What the run revalidated as it started: stages whose only change was their output schema.
+        self.revalidated: dict[str, StagePlan] = {}
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -123,11 +126,15 @@ class Engine:
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
+            was = self.store.job(name) if name in self.store.run_names() else None
             if prepare is not None:
                 prepare(self.token)
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
+            if was is not None:
+                self.revalidated = revalidating.after_schema_change(self.store, self.run_id, was, self.job,
+                                                                    now=self.clock.now())
             self.rewound = stages.rewind(self.store, self.run_id, self.job, self.works, now=self.clock.now())
             for work in self.works.values():
                 stages.begin(work, self.store, self.run_id, clock=self.clock, steps=self.steps)
@@ -138,7 +145,8 @@ class Engine:
             raise
         finally:
             await self._tidy(name, cut_short=cut_short)
-        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, *self.rewound)
+        return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, *self.rewound,
+                       revalidated=self.revalidated)
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import FailureKind, ItemState
+from ..rules.revalidating import StagePlan
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,9 @@ class Outcome:
     #: longer in the job -> items left at it sent on (``stages.rewind``).
     rewound: Mapping[str, int] = field(default_factory=dict)
     gone: Mapping[str, int] = field(default_factory=dict)
+    #: As the run started: stage whose only change was its output schema -> what revalidating it did, with no
+    #: call (``runner.revalidating.after_schema_change``); its results now invalid were sent again.
+    revalidated: Mapping[str, StagePlan] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

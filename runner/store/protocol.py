@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .additions import Preparing
     from .decisions import Decided, Planner
     from .fanout import Joined, Parent
+    from .revalidating import Onward, SavedRow
     from .stages import Stale
 
 
@@ -88,6 +89,11 @@ class RunStore(Protocol):
     def stale_items(
         self, run_id: int, stages: Sequence[tuple[str, str]], names: Sequence[str] | None = None
     ) -> list[Stale]: ...
+    def saved_outputs(self, run_id: int, stage: str, *, staged: bool) -> list[SavedRow]: ...
+    def revalidated(
+        self, run_id: int, stage: str, *, stages: Sequence[str], fingerprint: str | None,
+        complete: Mapping[int, Onward], restamp: Sequence[int], again: Mapping[int, str], now: float,
+    ) -> None: ...
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,
         finish: Mapping[int, str] | None = None, cancel: Mapping[int, str] | None = None,
