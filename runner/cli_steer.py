@@ -307,7 +307,7 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
         click.echo(f"nothing to revalidate: no saved output of run {name!r} changes")
         return
     done = revalidating.apply(store, revalidation, now=time.time(), again=True)
-    go_on(f"revalidated run {name!r}: {plural(done.charge_safe, 'item')} with no call, "
+    go_on(f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
           f"{plural(done.may_repeat, 'item')} sent again", store, name)
 
 

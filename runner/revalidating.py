@@ -192,15 +192,16 @@ def revalidated_line(done: StagePlan) -> str:
 
 
 def _parts(each: StagePlan, *, will: bool) -> str:
+    """A stage's counts in words, those that are not zero (charge-safe first)."""
+    again = "they were" if each.again != 1 else "it was"
     parts = [
-        f"{plural(each.completed, 'item')} that failed as invalid {'would complete' if will else 'completed'} "
-        "(charge-safe)",
-        f"{plural(each.restamped, 'result')} still valid {'would be kept' if will else 'kept'} (charge-safe)",
-        f"{plural(each.again, 'item')} {'would be sent again' if will else 'sent again'}: may repeat a charge, "
-        f"{'they were' if each.again != 1 else 'it was'} answered",
+        (each.completed, f"{plural(each.completed, 'item')} that failed as invalid "
+                         f"{'would complete' if will else 'completed'} (charge-safe)"),
+        (each.restamped, f"{plural(each.restamped, 'result')} still valid {'would be kept' if will else 'kept'} "
+                         "(charge-safe)"),
+        (each.again, f"{plural(each.again, 'item')} {'would be sent again' if will else 'sent again'}: "
+                     f"may repeat a charge, {again} answered"),
+        (each.still_invalid, f"{plural(each.still_invalid, 'failed item')} still invalid, left failed"),
+        (each.in_flight, f"{plural(each.in_flight, 'result')} now invalid left to the batch in flight"),
     ]
-    if each.still_invalid:
-        parts.append(f"{plural(each.still_invalid, 'failed item')} still invalid, left failed")
-    if each.in_flight:
-        parts.append(f"{plural(each.in_flight, 'result')} now invalid left to the batch in flight")
-    return "; ".join(parts)
+    return "; ".join(said for count, said in parts if count) or "no saved output"

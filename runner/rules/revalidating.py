@@ -2,13 +2,13 @@
 
 Each saved output of a stage falls in one of four cases (:func:`sort`):
 
-| saved output                                          | now valid                         | now invalid                 |
-|-------------------------------------------------------|-----------------------------------|-----------------------------|
-| an item that failed (or waits) as invalid at the      | completes the stage (no call):    | stays as it is              |
-| stage, its answer kept                                | charge-safe                       |                             |
-| a result the stage validated before                   | re-stamped with the stage's       | sent again, once a person   |
-|                                                       | fingerprint now (no call)         | agreed: may repeat a charge |
-|                                                       |                                   | (it was answered)           |
+| saved output                               | now valid                        | now invalid                 |
+|--------------------------------------------|----------------------------------|-----------------------------|
+| an item that failed (or waits) as invalid  | completes the stage (no call):   | stays as it is              |
+| at the stage, its answer kept              | charge-safe                      |                             |
+| a result the stage validated before        | re-stamped with the stage's      | sent again, once a person   |
+|                                            | fingerprint now (no call)        | agreed: may repeat a charge |
+|                                            |                                  | (it was answered)           |
 
 An item in flight (queued, running, received) keeps its result: its batch
 settles it. :class:`Plan` counts each case per stage, charge-safe apart from

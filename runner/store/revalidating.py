@@ -58,7 +58,8 @@ RESTAMP = ("UPDATE results SET fingerprint = :fingerprint WHERE item_id = :id AN
 SAVE_RESULT = """
 INSERT INTO results (item_id, stage, result, fingerprint, at)
 SELECT id, :stage, output, :fingerprint, :now FROM items WHERE id = :id
-ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+ON CONFLICT (item_id, stage) DO UPDATE
+SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
 """
 #: Why, in an item's history: an event that moves nothing.
 NOTE = """
