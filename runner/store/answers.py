@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, ItemState
 from ..rules.breaker import Control
+from .expiry import Expiring
 
 #: The seven states, in the order every UI shows them.
 STATES = tuple(s.value for s in ItemState)
@@ -82,6 +83,8 @@ class Standing(NamedTuple):
     needs_decision: int = 0
     #: Parents of a fan-out waiting at their join for their sub-items (counted as ``waiting``).
     waiting_for_sub_items: int = 0
+    #: Saved tasks whose results were not fetched and expire within a day (``runner.store.expiry``).
+    expiring: tuple[Expiring, ...] = ()
 
     @property
     def total(self) -> int:
@@ -146,6 +149,9 @@ class Standing(NamedTuple):
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
             "waiting_for_sub_items": self.waiting_for_sub_items,
+            # Added with expiring results (issue 18): saved tasks whose results were not fetched and expire
+            # within a day, each {"batch", "task", "stage", "group", "items", "expires_at"}.
+            "expiring": [task.json() for task in self.expiring],
         }
 
 

@@ -346,6 +346,11 @@ FAN_OUT = [
     ITEMS_CHANGE.format(moves=f"{BATCH_PATH} AND (NEW.state != 'completed' OR NEW.batch_id IS NULL)"),
 ]
 
+# Version 15: when a saved task's results expire upstream (issue 18), as its provider said at its create
+# (Unix seconds; NULL: not known), so that ``runner status`` warns about results not fetched that the
+# upstream will soon drop (:mod:`runner.store.expiry`).
+RESULTS_EXPIRE = ["ALTER TABLE batches ADD COLUMN results_expire REAL"]
+
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.
 UPGRADES: list[list[str]] = [
     CONTROLS,
@@ -361,4 +366,5 @@ UPGRADES: list[list[str]] = [
     STAGES,
     DECISIONS,
     FAN_OUT,
+    RESULTS_EXPIRE,
 ]

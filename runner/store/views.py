@@ -22,7 +22,7 @@ from ..errors import RunError
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, ItemState
 from ..rules import triage
 from ..rules.breaker import Control
-from . import event_log
+from . import event_log, expiry
 from .answers import (
     STATES,
     BatchInFlight,
@@ -177,7 +177,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
         stages=stage_counts(store, run["id"]), needs_decision=decision_count(store, run["id"]),
-        waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
+        waiting_for_sub_items=store.waiting_for_sub_items(run["id"]), expiring=expiry.expiring(store, run["id"], now=now),
     )
 
 
