@@ -53,7 +53,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
     assert list(status) == [
         "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
         "paused", "steps_allowed", "paid_calls", "maybe_paid", "cancelled", "stages", "needs_decision",
-        "waiting_for_sub_items",
+        "waiting_for_sub_items", "expiring",
     ]
     assert list(status["counts"]) == list(STATES)
     assert json.loads(json.dumps(status)) == {
@@ -61,6 +61,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
         "breaker": {"state": "probing", "reason": "1 transport failure"}, "needs_confirmation": 1,
         "engine": {"alive": True}, "duplicate_tasks": 0, "paused": True, "steps_allowed": 2, "paid_calls": 7,
         "maybe_paid": 3, "cancelled": 0, "stages": {}, "needs_decision": 0, "waiting_for_sub_items": 0,
+        "expiring": [],
     }
 
 
