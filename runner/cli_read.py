@@ -151,7 +151,7 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
 @db_option
 @plain_errors
 def tui(name: str | None, db: str) -> None:
-    """Watch and steer runs in a terminal UI (every run without NAME).
+    """Watch and steer runs in a terminal UI (all runs without NAME).
 
     Example: runner tui demo
     """

@@ -279,7 +279,7 @@ def decide(
 @db_option
 @plain_errors
 def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
-    """Check saved outputs again against the run's output schema, with no call.
+    """Check saved outputs against the output schema again, no call.
 
     Items that failed as invalid whose saved answer passes now complete
     their stage; results still valid are kept as the job's now, so a run
