@@ -8,10 +8,11 @@ schema revalidates first and sends only the results now invalid again.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from support import runner_cli
+from support import make_job, posts, runner_cli
 
 from runner import export, jobs, revalidating, runs
 from runner.jobs import Job
@@ -165,3 +166,19 @@ def test_revalidate_refuses_an_unknown_run_an_unknown_stage_and_a_decide_stage(t
 
 def _reviewed(tmp_path: Path) -> Job:
     return pipeline(tmp_path, "http://127.0.0.1:9/v1", stages="classify review summarize")
+
+
+async def test_a_job_of_one_stage_whose_schema_was_fixed_completes_its_failed_items_with_no_call(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    sim.set_faults({"rules": [{"fault": "invalid_items", "keys": ["p001"]}]})
+    strict = make_job(tmp_path, sim.base_url, posts(4), max_attempts=1, schema={"required": ["id", "label"]})
+    first = await runs.execute(store, strict)
+    assert first.status["counts"][ItemState.FAILED] == 1
+    sim.set_faults(None)
+    sim.ledger.reset()
+    fixed = await runs.execute(store, dataclasses.replace(strict, output_schema={"required": ["id"]}))
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert fixed.revalidated == {"openai-chat": StagePlan("openai-chat", completed=1, restamped=3)}
+    assert fixed.status["counts"][ItemState.COMPLETED] == 4
+    assert views.item_view(store, "test", "p001", now=0.0).output == '{"id":"p001"}'
