@@ -68,6 +68,14 @@ async def test_revalidate_completes_items_that_failed_as_invalid_with_no_call(
     assert again.status["counts"][ItemState.COMPLETED] == 12
 
 
+async def praised_after_a_wide_run(tmp_path: Path, sim: Simulator, store: Store) -> list[str]:
+    """The run of :func:`job` with every label allowed: the keys labelled praise (a narrow schema refuses)."""
+    await runs.execute(store, job(tmp_path, sim.base_url, WIDE))
+    praised = sorted(key for key, label in labels(store).items() if label == "praise")
+    assert praised
+    return praised
+
+
 async def failed_for_want_of_a_label(tmp_path: Path, sim: Simulator, store: Store) -> list[str]:
     """The run of :func:`job`, two items' classify results answered without their label: failed, their answer kept."""
     failed = ["p001", "p005"]
@@ -82,9 +90,7 @@ async def failed_for_want_of_a_label(tmp_path: Path, sim: Simulator, store: Stor
 async def test_results_now_invalid_go_back_only_after_a_person_agrees(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    await runs.execute(store, job(tmp_path, sim.base_url, WIDE))
-    praised = sorted(key for key, label in labels(store).items() if label == "praise")
-    assert praised
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
     before = states(store)
     narrow = job(tmp_path, sim.base_url, NARROW)
     asked: list[int] = []
@@ -101,8 +107,7 @@ async def test_results_now_invalid_go_back_only_after_a_person_agrees(
 async def test_results_restamped_are_not_sent_again_by_the_next_run(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    await runs.execute(store, job(tmp_path, sim.base_url, WIDE))
-    praised = sorted(key for key, label in labels(store).items() if label == "praise")
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
     narrow = job(tmp_path, sim.base_url, NARROW)
     revalidating.revalidate(store, "triage", now=10.0, job=narrow, confirm=True)
     sim.ledger.reset()
@@ -113,8 +118,7 @@ async def test_results_restamped_are_not_sent_again_by_the_next_run(
 async def test_a_run_whose_only_change_is_an_output_schema_revalidates_first_and_sends_only_the_now_invalid(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    await runs.execute(store, job(tmp_path, sim.base_url, WIDE))
-    praised = sorted(key for key, label in labels(store).items() if label == "praise")
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
     sim.ledger.reset()
     narrowed = await runs.execute(store, job(tmp_path, sim.base_url, NARROW))
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": praised, "summarize": praised}
@@ -138,8 +142,7 @@ async def test_a_run_whose_only_change_is_an_output_schema_completes_the_items_i
 async def test_revalidate_in_a_script_shows_the_plan_and_changes_nothing_without_yes(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    await runs.execute(store, job(tmp_path, sim.base_url, WIDE))
-    praised = sorted(key for key, label in labels(store).items() if label == "praise")
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
     narrow = job(tmp_path, sim.base_url, NARROW)
     runs.prepare(store, narrow, now=10.0)  # the run given the narrow schema, its engine not started: no revalidation
     before = states(store)
