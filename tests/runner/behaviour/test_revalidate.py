@@ -185,3 +185,15 @@ async def test_a_job_of_one_stage_whose_schema_was_fixed_completes_its_failed_it
     assert fixed.revalidated == {"openai-chat": StagePlan("openai-chat", completed=1, restamped=3)}
     assert fixed.status["counts"][ItemState.COMPLETED] == 4
     assert views.item_view(store, "test", "p001", now=0.0).output == '{"id":"p001"}'
+
+
+async def test_runner_run_says_what_it_revalidated_and_that_what_it_sends_again_may_repeat_a_charge(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
+    job(tmp_path, sim.base_url, NARROW)
+    ran = runner_cli("run", "pipeline.toml", "--no-wait", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert (f"stage classify: only its output schema changed; saved outputs checked again with no call: "
+            f"{12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items sent again: may "
+            "repeat a charge, they were answered") in " ".join(ran.stderr.split())
