@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
 from support import make_job, posts, runner_cli
+from test_cli_confirm import answered
 
 from runner import export, jobs, revalidating, runs
 from runner.jobs import Job
@@ -197,3 +198,18 @@ async def test_runner_run_says_what_it_revalidated_and_that_what_it_sends_again_
     assert (f"stage classify: only its output schema changed; saved outputs checked again with no call: "
             f"{12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items sent again: may "
             "repeat a charge, they were answered") in " ".join(ran.stderr.split())
+
+
+async def test_revalidate_on_a_terminal_asks_and_a_no_changes_nothing(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
+    runs.prepare(store, job(tmp_path, sim.base_url, NARROW), now=10.0)
+    before = states(store)
+    declined = answered("n", "revalidate", "triage", cwd=tmp_path)
+    assert (declined.returncode, declined.stderr) == (1, "error: nothing was changed\n")
+    assert f"send {len(praised)} items of 'triage' again (may repeat a charge)?" in declined.stdout
+    assert states(store) == before
+    agreed = answered("y", "revalidate", "triage", cwd=tmp_path)
+    assert agreed.returncode == 0, agreed.stderr
+    assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
