@@ -29,7 +29,7 @@ def main() -> None:
 for command in (
     cli_run.demo, cli_run.run, cli_read.status, cli_read.failures, cli_read.export_items, cli_read.tui,
     cli_steer.pause, cli_steer.resume, cli_steer.step, cli_steer.retry, cli_steer.confirm, cli_steer.cancel,
-    cli_steer.decide,
+    cli_steer.decide, cli_steer.revalidate,
     cli_run.sim,
 ):
     main.add_command(command)

@@ -17,7 +17,11 @@ import click
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
 from .model import FailureKind
-from .words import command as spelt, plural
+from .words import command as spelt, duration, go_on, plural
+
+if TYPE_CHECKING:
+    from .store import Store
+    from .store.answers import Standing
 
 if TYPE_CHECKING:
     from .costs import Cost
@@ -63,6 +67,19 @@ def status(name: str | None, db: str, as_json: bool) -> None:
                      spelt("decide", standing.name, "--all-waiting", "--approve", db=db))
             if standing.duplicate_tasks:
                 hint("they may have billed; see them:", spelt("failures", standing.name, db=db))
+            if standing.expiring:
+                _warn_expiring(store, standing, db)
+
+
+def _warn_expiring(store: Store, standing: Standing, db: str) -> None:
+    """Saved tasks whose results were not fetched and expire within a day: a run fetches them (no new charge)."""
+    now = time.time()
+    for task in standing.expiring:
+        when = (f"expire in {duration(task.expires_at - now)}" if task.expires_at > now
+                else f"may have expired {duration(now - task.expires_at)} ago")
+        click.echo(f"warning: the results of task {task.task} ({plural(task.items, 'item')}, stage {task.stage}, "
+                   f"group {task.group}) were not fetched and {when}")
+    hint("fetch them now (a poll: no new charge):", go_on(store.job(standing.name), db))
 
 
 @click.command()
@@ -141,7 +158,7 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
 @db_option
 @plain_errors
 def tui(name: str | None, db: str) -> None:
-    """Watch and steer runs in a terminal UI (every run without NAME).
+    """Watch and steer runs in a terminal UI (all runs without NAME).
 
     Example: runner tui demo
     """

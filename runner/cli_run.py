@@ -31,7 +31,7 @@ SAMPLE_PIPELINE = SAMPLE_JOB.with_name("pipeline.toml")
 @wait_option
 @plain_errors
 def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
-    """Run the sample job on a built-in simulator: no key, no network.
+    """Run the sample job on the simulator: no key, no network.
 
     With --pipeline, the sample pipeline (run 'pipeline'): each post is
     classified, bug reports and complaints have their version and steps

@@ -269,3 +269,53 @@ def decide(
         hint("to send them back for a decision:", spelt("retry", name, "--kind", FailureKind.REJECTED.value, db=store.path))
     if done.approved:
         go_on("the approved items go on", store, name)
+
+
+@click.command()
+@click.argument("name")
+@click.option("--stage", help="Only this stage (of a job with [[stage]] tables); by default every stage that calls.")
+@click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required when some "
+                                          "results would be sent again.")
+@db_option
+@plain_errors
+def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
+    """Check saved outputs against the output schema again, no call.
+
+    Items that failed as invalid whose saved answer passes now complete
+    their stage; results still valid are kept as the job's now, so a run
+    does not send them again; results that no longer pass are sent again
+    only once you agree (y/N, or --yes): they were answered, so this may
+    repeat a charge. The plan is shown first. A stage the run does not
+    have, or a decide stage, is refused (exit 2).
+
+    Example: runner revalidate demo --stage classify
+    """
+    from . import revalidating
+    from .store import Store
+
+    store = Store(db, create=False)
+    try:
+        revalidation = revalidating.plan(store, name, stage=stage)
+    except UnknownStage as exc:
+        raise click.UsageError(str(exc)) from exc
+    shown = revalidation.plan
+    for line in revalidating.plan_lines(shown):
+        click.echo(line)
+    if shown.may_repeat and not yes:
+        _ask_to_revalidate(store, name, stage, shown.may_repeat)
+    if not shown.changes:
+        click.echo(f"nothing to revalidate: no saved output of run {name!r} changes")
+        return
+    done = revalidating.apply(store, revalidation, now=time.time(), again=True)
+    go_on(f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
+          f"{plural(done.may_repeat, 'item')} sent again", store, name)
+
+
+def _ask_to_revalidate(store: Store, name: str, stage: str | None, again: int) -> None:
+    """Ask (y/N) before results now invalid are sent again; only a yes returns. Without a terminal: the command."""
+    asked = spelt("revalidate", name, *(["--stage", stage] if stage else []), "--yes", db=store.path)
+    if not sys.stdin.isatty():
+        raise RunError(f"runner revalidate asks before it sends answered items again; nothing was changed; "
+                       f"in a script add --yes: {asked}")
+    if not click.confirm(f"send {plural(again, 'item')} of {name!r} again (may repeat a charge)?", default=False):
+        raise RunError("nothing was changed")

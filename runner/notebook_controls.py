@@ -6,11 +6,12 @@ any process, or by the next one; ``cancel`` stays on ``Run`` with its ``on_cance
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from . import control, recovery
+from . import control, recovery, revalidating
 from .breaker import Control
 from .notebook_decisions import _Run
+from .rules.revalidating import Plan
 
 
 class Controls:
@@ -44,3 +45,16 @@ class Controls:
         """Release held items (all, or ``keys``): poll, look for, or send again; see :meth:`held` first."""
         with self._store() as store:
             return recovery.confirm(store, self.name, now=self.clock.now(), keys=keys)
+
+    def revalidate(
+        self: _Run, *, stage: str | None = None, confirm: bool | Callable[[Plan], bool] = False
+    ) -> Plan:
+        """Check saved outputs again against this run's output schema (and ``check``), with no call: items that
+        failed as invalid whose answer passes now complete; results still valid are kept as this job's; results
+        now invalid are sent again only when ``confirm`` is True or returns True for the plan (they were
+        answered: it may repeat a charge). Nothing is applied otherwise (the plan comes back, ``applied``
+        False). Only a change of output schema is revalidated: any other change of a stage is refused.
+        """
+        with self._store() as store:
+            return revalidating.revalidate(store, self.name, now=self.clock.now(), confirm=confirm, job=self.job,
+                                           stage=stage)

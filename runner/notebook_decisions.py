@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol, overload
 
 from . import deciding
 from .clock import Clock
+from .jobs import Job
 from .store import Store, views
 from .store.decisions import Decided
 
@@ -29,6 +30,7 @@ class _Run(Protocol):
     def name(self) -> str: ...
     @property
     def clock(self) -> Clock: ...
+    job: Job
     def _store(self, *, read_only: bool = False) -> AbstractContextManager[Store]: ...
 
 

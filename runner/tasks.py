@@ -41,7 +41,7 @@ from .clock import Clock
 from .errors import NotFound, SubmitUnknown, TaskUnreachable, TransportError, UpstreamError
 from .jobs import RetryLimits
 from .protocol import BatchItems
-from .providers import KeepsTasks, TaskProvider, TaskResult
+from .providers import ExpiringTasks, KeepsTasks, TaskProvider, TaskResult
 from .rules import polls
 from .rules.judge import NotCreated
 from .store.protocol import RunStore
@@ -153,7 +153,8 @@ class TaskDriver:
 
     async def _keep(self, batch_id: int, task_id: str) -> TaskResult:
         """Save the task's id, cancel any other task of the batch's reference, and wait for it."""
-        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id))
+        expires = self.provider.results_expire(task_id) if isinstance(self.provider, ExpiringTasks) else None
+        await self.steps.run(lambda: self.store.save_task_id(batch_id, task_id, results_expire=expires))
         if isinstance(self.provider, KeepsTasks):
             self.provider.kept(self.ref(batch_id), task_id)
         await self._cancel_others(batch_id, task_id)

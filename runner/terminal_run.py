@@ -15,7 +15,7 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from rich.console import Console, RenderableType
@@ -27,6 +27,8 @@ from rich.text import Text
 from . import progress_line, runs, tables
 from .engine import Engine, Outcome
 from .jobs import Job
+from .revalidating import revalidated_line
+from .rules.revalidating import StagePlan
 from .model import ItemState
 from .store import Store, views
 from .store.answers import time_left
@@ -49,7 +51,9 @@ def waits(asked: bool | None) -> bool:
 def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person: bool = False) -> Outcome:
     """Run a job with a live progress bar, then print its summary and what to do next."""
     console = Console(stderr=True)
-    outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person))
+    told: set[str] = set()  # the stages whose revalidation was said as the run started
+    outcome = asyncio.run(_run_watched(store, job, console, read_input=read_input, wait_for_person=wait_for_person,
+                                       told=told))
     if outcome is None:
         console.print("[yellow]aborted:[/] the calls cut short are held for confirmation; to see them and go on:",
                       soft_wrap=True)
@@ -63,6 +67,7 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
                       "sent again from it, the results of the stages before it kept; their "
                       f"{plural(parents, 'parent')} wait at the join again, then go through the stages after it "
                       "again", soft_wrap=True)
+    _tell_revalidated(console, outcome.revalidated, told)
     for stage, count in outcome.gone.items():
         console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "
                       "to the next stage each needs, or completed if it needs none (a failed one with a fresh budget; "
@@ -79,8 +84,17 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     return outcome
 
 
+def _tell_revalidated(console: Console, revalidated: Mapping[str, StagePlan], told: set[str]) -> None:
+    """Say what the run revalidated of each stage whose only change was its output schema (once a stage): what
+    completed or was kept with no call, and what was sent again, which may repeat a charge."""
+    for stage, done in revalidated.items():
+        if stage not in told:
+            told.add(stage)
+            console.print(escape(revalidated_line(done)), soft_wrap=True)
+
+
 async def _run_watched(
-    store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool
+    store: Store, job: Job, console: Console, *, read_input: bool, wait_for_person: bool, told: set[str]
 ) -> Outcome | None:
     """The engine, its progress line polled from the store; one Ctrl-C stops it gently, a second aborts (None)."""
     with RunProgress(console=console, transient=True, disable=not console.is_terminal) as bar:
@@ -113,6 +127,8 @@ async def _run_watched(
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
             started = started or job.name in store.run_names()  # asked until the run is there, then no more
+            for engine in engines:  # as the run starts, before any call: what revalidating sends again
+                _tell_revalidated(console, engine.revalidated, told)
             if started:
                 at = time.time()
                 standing, run_id = views.standing(store, job.name, now=at), store.run_id(job.name)

@@ -1,26 +1,21 @@
 """The engine's turn loop: the lease, the turns that form and start batches, idling, stopping, tidying up.
 
-Every turn beats the run's lease, reads the run's control row from the
-store and asks the gate (:func:`runner.rules.gate.gate`) how many batches
-may start now; those are formed (``claim_batch``) and each given a slot of
-its own (:class:`~runner.engine.slot.Slot`), which asks the gate again
-just before it starts. With nothing in flight, the engine waits for what the
-store says is still to come (a waiting item's time, a person's resume), or
-stops: progress and the end of the run are read from the store, never from
-the in-memory line of formed batches.
+Every turn beats the run's lease, reads the run's control row from the store and asks the gate
+(:func:`runner.rules.gate.gate`) how many batches may start now; those are formed (``claim_batch``) and each given a
+slot of its own (:class:`~runner.engine.slot.Slot`), which asks the gate again just before it starts. With nothing
+in flight, the engine waits for what the store says is still to come (a waiting item's time, a person's resume), or
+stops: progress and the end of the run are read from the store, never from the in-memory line of formed batches.
 
-A job's stages (:mod:`.stages`) share the run's slots: batches are formed
-per stage and group, later stages first, each worked with its stage's
-provider, check and limits; a re-run first sends back the completed items
+A job's stages (:mod:`.stages`) share the run's slots: batches are formed per stage and group, later stages first,
+each worked with its stage's provider, check and limits; a re-run first checks again, with no call, the results of
+a stage whose only change is its output schema (:mod:`runner.revalidating`), then sends back the completed items
 whose stage changed (``stages.rewind``).
 
-On start it takes over what a dead engine left (``RunStore.recover``, then the
-saved outputs validated locally: :mod:`runner.rules.triage` gives the order);
-on stop it gives back the batches formed but not sent, and the lease. A
-failed store write stops the run with its breaker open (kind ``store``).
-Why a run stopped is a failure kind beside its reason (``Outcome.stop_kind``,
-the breaker's kind when it was already open): the exit code comes from the
-kind, never from the reason's words. Time comes from an injected clock.
+On start it takes over what a dead engine left (``RunStore.recover``, then the saved outputs validated locally:
+:mod:`runner.rules.triage` gives the order); on stop it gives back the batches formed but not sent, and the lease. A
+failed store write stops the run with its breaker open (kind ``store``). Why a run stopped is a failure kind beside
+its reason (``Outcome.stop_kind``, the breaker's kind when it was already open): the exit code comes from the kind,
+never from the reason's words. Time comes from an injected clock.
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from .. import busy, lease, python_stages
+from .. import busy, lease, python_stages, revalidating
 from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
@@ -42,6 +37,7 @@ from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
 from ..rules.judge import Streaks, Verdict, judge_saved
+from ..rules.revalidating import StagePlan
 from ..model import Batch, FailureKind, Settlement, StartedItem
 from ..store.protocol import RunStore
 from . import joins, stages
@@ -117,6 +113,8 @@ class Engine:
         self.rewound = stages.Rewound({}, {}, {})
         #: The python stages given no handler here at which the run stopped, its items left there.
         self.needs_handler: tuple[str, ...] = ()
+        #: What the run revalidated as it started: stages whose only change was their output schema.
+        self.revalidated: dict[str, StagePlan] = {}
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -130,11 +128,15 @@ class Engine:
         lease.acquire(self.store, name, token=self.token, now=self.clock.now())
         self._last_beat = self.clock.now()
         try:
+            was = self.store.job(name) if name in self.store.run_names() else None
             if prepare is not None:
                 prepare(self.token)
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
             self._validate_received()
+            if was is not None:
+                self.revalidated = revalidating.after_schema_change(self.store, self.run_id, was, self.job,
+                                                                    now=self.clock.now())
             self.rewound = stages.rewind(self.store, self.run_id, self.job, self.works, now=self.clock.now())
             for work in self.works.values():
                 stages.begin(work, self.store, self.run_id, clock=self.clock, steps=self.steps)
@@ -146,7 +148,7 @@ class Engine:
         finally:
             await self._tidy(name, cut_short=cut_short)
         return Outcome(self.store.status(name, now=self.clock.now()), self.stopped_for, self.stop_kind, *self.rewound,
-                       needs_handler=self.needs_handler)
+                       needs_handler=self.needs_handler, revalidated=self.revalidated)
 
     async def _tidy(self, name: str, *, cut_short: bool) -> None:
         """Save the open breaker a store failure could not, give back unsent batches and the lease.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import FailureKind, ItemState
+from ..rules.revalidating import StagePlan
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class Outcome:
     inside: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     #: The python stages given no handler at which items were left: the run goes on from Python with them.
     needs_handler: tuple[str, ...] = ()
+    #: As the run started: stage whose only change was its output schema -> what revalidating it did, with no
+    #: call (``runner.revalidating.after_schema_change``); its results now invalid were sent again.
+    revalidated: Mapping[str, StagePlan] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:

@@ -109,3 +109,17 @@ class KeepsTasks(Protocol):
     def kept(self, ref: str, task_id: str) -> None:
         """The task ``task_id`` is the one kept for ``ref``."""
         ...
+
+
+@runtime_checkable
+class ExpiringTasks(Protocol):
+    """A task provider that knows, from a task's create, when the upstream drops its results.
+
+    Optional beside ``TaskProvider``: the engine saves the time with the task id, so that ``runner status``
+    warns about results not fetched that will soon be gone (:mod:`runner.store.expiry`).
+    """
+
+    def results_expire(self, task_id: str) -> float | None:
+        """When the results of ``task_id``, a task this provider created, may no longer be fetched (Unix seconds;
+        a lower bound); None when it does not know."""
+        ...

@@ -61,6 +61,8 @@ STATUS_OF = {"invalid_request_error": 400, "authentication_error": 401, "billing
              "api_error": 500, "timeout_error": 504, "overloaded_error": 529}
 #: How many batches a provider remembers (made, or read for their owner); the oldest are forgotten first.
 KEPT = 10_000
+#: How long the upstream keeps a batch's results after its creation (Anthropic: 29 days).
+RESULTS_KEPT_SECONDS = 29 * 24 * 3600
 
 
 def tag(ref: str) -> str:
@@ -127,6 +129,11 @@ class AnthropicBatch(AnthropicUpstream):
             lambda: self._json("POST", "/v1/messages/batches", content=uploaded), ref, timeout=self._config.timeout)
         _keep(self._made, ref, (str(batch["id"]), _when(batch)))
         return str(batch["id"])
+
+    def results_expire(self, task_id: str) -> float | None:
+        """Results are kept 29 days after the batch's creation, for a batch made here whose create said when."""
+        made = next((when for made_id, when in self._made.values() if made_id == task_id), None)
+        return None if made is None else made.timestamp() + RESULTS_KEPT_SECONDS
 
     def kept(self, ref: str, task_id: str) -> None:
         """The batch kept for ``ref`` (made here, adopted, or saved before a restart): ``find`` knows it as made."""

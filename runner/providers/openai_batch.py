@@ -37,6 +37,9 @@ SPOOLING = 2
 #: How many of its newest batches' creation times a provider keeps for ``find`` (the oldest are forgotten first:
 #: a forgotten one's list is read to its end, as after a restart). Far more than a run keeps in flight at once.
 MADE_KEPT = 10_000
+#: How long the upstream keeps a batch's output file by default (30 days from the file's creation, at the batch's
+#: end: so no sooner than 30 days after the batch's creation, the lower bound ``results_expire`` gives).
+OUTPUT_KEPT_SECONDS = 30 * 24 * 3600
 
 
 class OpenAIBatch(OpenAIUpstream):
@@ -48,6 +51,8 @@ class OpenAIBatch(OpenAIUpstream):
         self._spool = spool
         #: When the batch made for each reference was created, on the upstream's clock (``find`` reads back to it).
         self._made: dict[str, int] = {}
+        #: When each batch made here was created (by batch id, the newest ``MADE_KEPT``): its results' expiry.
+        self._created: dict[str, int] = {}
         #: Held while a requests file is written and uploaded (``SPOOLING`` at once).
         self._spooling = asyncio.Semaphore(SPOOLING)
 
@@ -98,9 +103,16 @@ class OpenAIBatch(OpenAIUpstream):
                                            timeout=self._config.timeout)
         if isinstance(created.get("created_at"), int):
             self._made[ref] = created["created_at"]
-            while len(self._made) > MADE_KEPT:
-                del self._made[next(iter(self._made))]
+            self._created[str(created["id"])] = created["created_at"]
+            for kept in (self._made, self._created):
+                while len(kept) > MADE_KEPT:
+                    del kept[next(iter(kept))]
         return str(created["id"])
+
+    def results_expire(self, task_id: str) -> float | None:
+        """When the output file of a batch made here may be gone, at the soonest; None for one made elsewhere."""
+        created = self._created.get(task_id)
+        return None if created is None else float(created + OUTPUT_KEPT_SECONDS)
 
     async def find(self, ref: str) -> list[str]:
         """Every batch whose metadata carries ``ref``, oldest first (the list comes newest first).

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from ..costs import Cost
 from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
+from .expiry import Expiring
 from .answers_items import (
     Decision, DecisionsView, FailedItem, FailuresView, HeldView, HistoryLine, ItemView, KindCount, stage_note,
 )
@@ -116,6 +117,8 @@ class Standing(NamedTuple):
     waiting_for_sub_items: int = 0
     #: What the run cost (issue 18): spent, unknown, in flight, tokens, from its ledger at its job's prices.
     cost: Cost = Cost()
+    #: Saved tasks whose results were not fetched and expire within a day (``runner.store.expiry``).
+    expiring: tuple[Expiring, ...] = ()
 
     @property
     def total(self) -> int:
@@ -197,6 +200,9 @@ class Standing(NamedTuple):
             "waiting_for_sub_items": self.waiting_for_sub_items,
             # Added with the ledger (issue 18): spent, unknown, in flight (USD; null when unknown, with the reason).
             "cost": self.cost.as_json(),
+            # Added with expiring results (issue 18): saved tasks whose results were not fetched and expire
+            # within a day, each {"batch", "task", "stage", "group", "items", "expires_at"}.
+            "expiring": [task.json() for task in self.expiring],
         }
 
 

@@ -12,7 +12,7 @@ ones; it moves no item from one state to another.
 
 from __future__ import annotations
 
-from .migrations_ledger import LEDGER
+from .migrations_ledger import LEDGER, RESULTS_EXPIRE
 from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
 
 # Version 2: the lease is held by run name, taken before the run row exists;
@@ -220,4 +220,5 @@ UPGRADES: list[list[str]] = [
     FAN_OUT,
     PASSES,
     LEDGER,
+    RESULTS_EXPIRE,
 ]

@@ -1,4 +1,4 @@
-"""The store's migration for the ledger (issue 18): version 16, with its reasons.
+"""The store's migrations for money (issue 18): the ledger (version 16) and when results expire (17), with their reasons.
 
 Listed in :data:`runner.store.migrations.UPGRADES`.
 """
@@ -44,3 +44,8 @@ LEDGER = [
     "GROUP BY run_id, stage HAVING sum(paid_calls) + sum(maybe_paid) > 0",
     "UPDATE items SET cost = NULL WHERE paid_calls > 0",
 ]
+
+# Version 17: when a saved task's results expire upstream (issue 18), as its provider said at its create
+# (Unix seconds; NULL: not known), so that ``runner status`` warns about results not fetched that the
+# upstream will soon drop (:mod:`runner.store.expiry`).
+RESULTS_EXPIRE = ["ALTER TABLE batches ADD COLUMN results_expire REAL"]

@@ -24,6 +24,7 @@ from . import decisions, items, ledger, settling, stages, views
 from .commands import Commands
 from .items import move
 from .leases import Leases, holds
+from .revalidating import Revalidating
 from .runs import Runs
 from .settling import ERROR, IN_BATCH, LISTED_SOURCE
 from .tasks import NOTE, Tasks
@@ -67,7 +68,7 @@ ORDER BY stage, grp, seq LIMIT :limit
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions):
+class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions, Revalidating):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,

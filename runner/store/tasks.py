@@ -33,10 +33,12 @@ class Tasks(SQLiteFile):
         with self.write() as conn:
             conn.execute("UPDATE batches SET intent_at = ? WHERE id = ?", (now, batch_id))
 
-    def save_task_id(self, batch_id: int, task_id: str) -> None:
-        """Commit the upstream task id of a submitted batch, before waiting for it."""
+    def save_task_id(self, batch_id: int, task_id: str, *, results_expire: float | None = None) -> None:
+        """Commit the upstream task id of a submitted batch, before waiting for it, with when its results expire
+        upstream when the provider said (kept when it did not: a task adopted again keeps the time saved)."""
         with self.write() as conn:
-            conn.execute("UPDATE batches SET upstream_id = ? WHERE id = ?", (task_id, batch_id))
+            conn.execute("UPDATE batches SET upstream_id = ?, results_expire = coalesce(?, results_expire) WHERE id = ?",
+                         (task_id, results_expire, batch_id))
 
     def mark_create_sent(self, batch_id: int, *, lands_by: float) -> None:
         """Commit that a task's create is about to be sent, and until when it may land if its answer is lost."""

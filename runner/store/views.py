@@ -22,7 +22,7 @@ from ..errors import RunError
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, ItemState
 from ..rules import triage
 from ..rules.breaker import Control
-from . import event_log, ledger
+from . import event_log, expiry, ledger
 from .answers import (
     STATES,
     BatchInFlight,
@@ -189,6 +189,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         stages=stages, passes=passes(store, run["id"], stages), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
         cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
+        expiring=expiry.expiring(store, run["id"], now=now),
     )
 
 

@@ -248,3 +248,24 @@ async def test_a_finished_notebook_run_leaves_no_wal_or_shm_beside_its_store(tmp
     run.results()
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("runs.db")) == [
         "runs.db", "runs.db.inputs"]
+
+
+async def test_revalidate_from_a_notebook_completes_an_item_the_fixed_schema_passes_with_no_call(
+    tmp_path: Path
+) -> None:
+    calls: list[str] = []
+
+    async def label_all_but_p001(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        calls.extend(item["id"] for item in items)
+        return [{"id": item["id"], **({} if item["id"] == "p001" else {"label": "question"})} for item in items]
+
+    def defined(schema: dict[str, Any]) -> Run:
+        return Run("nb", posts(4), db=tmp_path / "runs.db", provider=label_all_but_p001, schema=schema,
+                   retry={"max_attempts": 1})
+
+    assert (await defined({"type": "object", "required": ["label"]}).go()).exit_code == 3
+    calls.clear()
+    fixed = defined({"type": "object"})
+    done = fixed.revalidate()
+    assert done.applied and (done.stages[0].completed, done.may_repeat) == (1, 0)
+    assert calls == [] and fixed.status()["counts"]["completed"] == 4

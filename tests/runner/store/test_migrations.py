@@ -148,6 +148,7 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
     conn = sqlite3.connect(db, isolation_level=None)
     for statement in ("DROP TRIGGER result_saved", "DROP TRIGGER result_forgotten", "DROP TRIGGER stage_skipped",
                       "DROP TABLE passes", "DROP TABLE ledger", "ALTER TABLE batches DROP COLUMN usage",
+                      "ALTER TABLE batches DROP COLUMN results_expire",
                       *(f"ALTER TABLE items DROP COLUMN {column}"
                         for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
                       "PRAGMA user_version = 14"):

@@ -1,0 +1,207 @@
+"""Revalidating a run: its saved outputs checked again against the job's output schema now, with no call.
+
+``runner revalidate NAME [--stage S]``, ``Run.revalidate()`` and the UIs call
+:func:`revalidate`: the plan (:func:`plan`, :class:`runner.rules.revalidating.Plan`)
+first, then, once a person agreed to what may repeat a charge, its
+application (:func:`apply`). The sorting is
+:func:`runner.rules.revalidating.sort`'s; the store applies it
+(:mod:`runner.store.revalidating`).
+
+``runner run`` revalidates on its own when the only change to a stage is its
+output schema (:func:`schema_only_changes`): a schema fixed after the fact
+costs nothing. Failed items whose answer passes now complete, results still
+valid keep standing, and only the results now invalid are sent again, which
+the run shows as may-repeat charges as it starts (and each item's history
+says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .errors import RunError, UnknownStage
+from .jobs import DECIDE, JOIN, Job, Stage
+from .rules.revalidating import Plan, Saved, Sorted, StagePlan, sort, stage_plan
+from .rules.stages import next_stage, state_of
+from .store.protocol import RunStore
+from .store.revalidating import Onward, SavedRow
+from .validation import ResultCheck
+from .words import plural
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """One stage's sorting, as :func:`apply` makes it durable."""
+
+    stage: Stage
+    sorted: Sorted
+    #: Item id -> where it goes once its stage completes.
+    onward: dict[int, Onward]
+
+
+@dataclass(frozen=True)
+class Revalidation:
+    """What revalidating a run would do: its plan, and each stage's sorting behind it."""
+
+    name: str
+    run_id: int
+    job: Job
+    plan: Plan
+    works: tuple[StageWork, ...]
+
+
+def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | None = None) -> Revalidation:
+    """The revalidation of run ``name`` (every stage that calls, or one ``stage``) against ``job`` (by default
+    the job the run was last given), with no write.
+
+    A stage the run does not have is refused (``UnknownStage``, naming those
+    it has), so is one that makes no call (a decide or join stage: it has no
+    output schema), and a job that fans out (not revalidated yet).
+    """
+    run_id = store.run_id(name)
+    saved = store.job(name)
+    job = job or saved
+    chosen = _chosen(job, stage)
+    _only_schema_changed(saved, job, chosen)
+    works = tuple(_sorted(store, run_id, job, each) for each in chosen)
+    return Revalidation(name, run_id, job, Plan(tuple(stage_plan(w.stage.name, w.sorted) for w in works)), works)
+
+
+def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool) -> Plan:
+    """Make a revalidation durable; the results now invalid are sent again only with ``again`` (a person agreed:
+    they may repeat a charge). Returns the plan as applied."""
+    job, done = revalidation.job, []
+    for work in revalidation.works:
+        store.revalidated(
+            revalidation.run_id, work.stage.name, stages=[stage.name for stage in job.stages],
+            fingerprint=work.stage.fingerprint(job.version) if job.staged else None,
+            complete=work.onward, restamp=work.sorted.restamp, again=work.sorted.again if again else {}, now=now)
+        done.append(dataclasses.replace(stage_plan(work.stage.name, work.sorted),
+                                        again=len(work.sorted.again) if again else 0))
+    return Plan(tuple(done))
+
+
+def revalidate(
+    store: RunStore, name: str, *, now: float, confirm: bool | Callable[[Plan], bool], job: Job | None = None,
+    stage: str | None = None,
+) -> Plan:
+    """Revalidate run ``name`` (see :func:`plan`): applied at once when nothing may repeat a charge; when some
+    results are now invalid, nothing is applied unless ``confirm`` (True, or a function asked with the plan)
+    agrees to send them again. Returns the plan as applied, or as shown (``applied`` False)."""
+    revalidation = plan(store, name, job=job, stage=stage)
+    if revalidation.plan.may_repeat and not (confirm if isinstance(confirm, bool) else confirm(revalidation.plan)):
+        return dataclasses.replace(revalidation.plan, applied=False)
+    return apply(store, revalidation, now=now, again=True)
+
+
+def schema_only_changes(was: Job, job: Job) -> list[str]:
+    """The stages of ``job`` whose only change since ``was`` is their output schema (same name, same job
+    version; nothing else of what makes their results differs)."""
+    if was.version != job.version or was.staged != job.staged:
+        return []
+    before = {stage.name: stage for stage in was.stages}
+    changed = []
+    for stage in job.stages:
+        old = before.get(stage.name)
+        if old is None or stage.kind in (DECIDE, JOIN) or old.output_schema == stage.output_schema:
+            continue
+        same = dataclasses.replace(old, output_schema=stage.output_schema)
+        if not job.staged or same.fingerprint(job.version) == stage.fingerprint(job.version):
+            changed.append(stage.name)
+    return changed
+
+
+def after_schema_change(store: RunStore, run_id: int, was: Job, job: Job, *, now: float) -> dict[str, StagePlan]:
+    """A run started again whose stages changed only their output schema: each revalidated at once, its results
+    now invalid sent again (shown by the caller as may-repeat charges). Stage -> what was done."""
+    changed = schema_only_changes(was, job)
+    if not changed or any(stage.fan_out for stage in job.stages):
+        return {}
+    works = tuple(_sorted(store, run_id, job, job.stage(name)) for name in changed)
+    revalidation = Revalidation(job.name, run_id, job, Plan(), works)
+    return {done.stage: done for done in apply(store, revalidation, now=now, again=True).stages}
+
+
+def _chosen(job: Job, stage: str | None) -> Sequence[Stage]:
+    """The stages to revalidate: one named, or every stage that calls."""
+    if any(each.fan_out for each in job.stages):
+        raise RunError(f"run {job.name!r} fans items out: revalidating a job with fan_out is not supported yet")
+    if stage is None:
+        return [each for each in job.stages if each.kind not in (DECIDE, JOIN)]
+    names = [each.name for each in job.stages]
+    if stage not in names:
+        raise UnknownStage(f"run {job.name!r} has no stage {stage!r}; its stages: {', '.join(names)}")
+    chosen = job.stage(stage)
+    if chosen.kind in (DECIDE, JOIN):
+        raise UnknownStage(f"stage {stage!r} of run {job.name!r} is a {chosen.kind} stage: it makes no call and "
+                           "has no output schema to check")
+    return [chosen]
+
+
+def _only_schema_changed(saved: Job, job: Job, chosen: Sequence[Stage]) -> None:
+    """Refuse a job given whose chosen stages changed more than their output schema since the run's: a result
+    kept as that stage's now would not be what the stage asks now."""
+    if job is saved:
+        return
+    same = {stage.name for stage in saved.stages} if saved.staged == job.staged else set()
+    allowed = set(schema_only_changes(saved, job))
+    for stage in chosen:
+        unchanged = stage.name in same and saved.version == job.version and (
+            not job.staged or saved.stage(stage.name).fingerprint(saved.version) == stage.fingerprint(job.version))
+        if stage.name not in allowed and not unchanged:
+            raise RunError(f"stage {stage.name!r} of run {job.name!r} changed more than its output schema since the "
+                           "run was last given its job: run it to send that stage again")
+
+
+def _sorted(store: RunStore, run_id: int, job: Job, stage: Stage) -> StageWork:
+    """One stage's saved outputs, sorted by the rule, with where each item that completes goes."""
+    rows = store.saved_outputs(run_id, stage.name, staged=job.staged)
+    check = ResultCheck(stage.output_schema, job.check).problem
+    sorted_ = sort([_saved(row) for row in rows], check)
+    by_id = {row.id: row for row in rows}
+    onward = {item_id: _onward(job, stage, by_id[item_id]) for item_id in sorted_.complete}
+    return StageWork(stage, sorted_, onward)
+
+
+def _saved(row: SavedRow) -> Saved:
+    return Saved(row.id, row.key, None if row.result is None else json.loads(row.result),
+                 None if row.rejected is None else json.loads(row.rejected), row.in_flight)
+
+
+def _onward(job: Job, stage: Stage, row: SavedRow) -> Onward:
+    """Where an item that completes ``stage`` now goes (a job of one stage: completed)."""
+    if not job.staged:
+        return Onward(None)
+    passed = {**json.loads(row.passed or "{}"), stage.name: json.loads(row.rejected or "null")}
+    going = next_stage(job.stages, stage.name, state_of(json.loads(row.input or "{}"), passed))
+    return Onward(going.stage, going.skipped)
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """The plan in words, a line a stage: what is charge-safe, and what may repeat a charge."""
+    return [f"stage {each.stage}: " + _parts(each, will=True) for each in plan.stages]
+
+
+def revalidated_line(done: StagePlan) -> str:
+    """What a run's revalidation of a stage whose only change was its output schema did, as it started."""
+    return f"stage {done.stage}: only its output schema changed; saved outputs checked again with no call: " + _parts(
+        done, will=False)
+
+
+def _parts(each: StagePlan, *, will: bool) -> str:
+    """A stage's counts in words, those that are not zero (charge-safe first)."""
+    again = "they were" if each.again != 1 else "it was"
+    parts = [
+        (each.completed, f"{plural(each.completed, 'item')} that failed as invalid "
+                         f"{'would complete' if will else 'completed'} (charge-safe)"),
+        (each.restamped, f"{plural(each.restamped, 'result')} still valid {'would be kept' if will else 'kept'} "
+                         "(charge-safe)"),
+        (each.again, f"{plural(each.again, 'item')} {'would be sent again' if will else 'sent again'}: "
+                     f"may repeat a charge, {again} answered"),
+        (each.still_invalid, f"{plural(each.still_invalid, 'failed item')} still invalid, left failed"),
+        (each.in_flight, f"{plural(each.in_flight, 'result')} now invalid left to the batch in flight"),
+    ]
+    return "; ".join(said for count, said in parts if count) or "no saved output"

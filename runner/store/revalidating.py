@@ -1,0 +1,158 @@
+"""The store's verbs of a revalidation: a stage's saved outputs read, and the sorting of them applied.
+
+A stage's saved outputs (:meth:`Revalidating.saved_outputs`) are its
+validated results (a pipeline's in ``results``; a job of one stage's, a
+completed item's ``output``) and the answers kept of the items that failed
+(or wait) as invalid there (their ``output``: a failure keeps it).
+
+Applied (:meth:`Revalidating.revalidated`) in transactions of ``CHUNK``
+items each, through the one writer of item state: a failed item whose
+answer now passes completes its stage as at any boundary (its result saved,
+pending at the next stage, or completed past the last: the moves ``rewind``
+and ``finish``); a result still valid takes the stage's fingerprint now
+(no move); a result now invalid sends its item back to the stage (``rewind``),
+its results from there on forgotten. Each item's history says why (an event
+of kind ``revalidated`` that moves nothing; the move's own event is the
+change trigger's).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, NamedTuple, Protocol
+
+from . import items
+from .items import move
+from .skips import skip
+from .stages import FINISH, FORGET, UNLESS_A_PERSONS
+
+#: Items per transaction: well under a second of the write lock.
+CHUNK = 500
+
+#: Not answered yet at the stage: the item failed (or waits) there as invalid, its answer kept.
+REJECTED = ("items.stage = :stage AND items.state IN ('failed', 'waiting') AND items.hold = 'none' "
+            "AND items.error_kind IS 'item_invalid' AND items.output IS NOT NULL")
+
+#: A stage's saved outputs (``:staged``: a pipeline's results, else a completed item's output), and the answers
+#: kept of the items that failed as invalid there; each with its key, its input and its results (a pipeline's).
+SAVED = f"""
+SELECT items.id, items.key, items.state IN ('queued', 'running', 'received') AS in_flight,
+    CASE WHEN :staged THEN results.result WHEN items.state = 'completed' THEN items.output END AS result,
+    CASE WHEN {REJECTED} THEN items.output END AS rejected,
+    CASE WHEN :staged AND {REJECTED} THEN (SELECT input FROM inputs WHERE item_id = items.id) END AS input,
+    CASE WHEN :staged AND {REJECTED} THEN (SELECT json_group_object(stage, json(result)) FROM results
+                                           WHERE item_id = items.id) END AS passed
+FROM items LEFT JOIN results ON :staged AND results.item_id = items.id AND results.stage = :stage
+WHERE items.run_id = :run AND (results.result IS NOT NULL OR {REJECTED}
+                               OR NOT :staged AND items.state = 'completed' AND items.output IS NOT NULL)
+ORDER BY items.id
+"""
+
+#: A result still valid, stamped with the stage's fingerprint now (those stamped with another).
+RESTAMP = ("UPDATE results SET fingerprint = :fingerprint WHERE item_id = :id AND stage = :stage "
+           "AND fingerprint != :fingerprint RETURNING item_id")
+#: The answer kept of a failed item, saved as the stage's result.
+SAVE_RESULT = """
+INSERT INTO results (item_id, stage, result, fingerprint, at)
+SELECT id, :stage, output, :fingerprint, :now FROM items WHERE id = :id
+ON CONFLICT (item_id, stage) DO UPDATE
+SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+"""
+#: Why, in an item's history: an event that moves nothing.
+NOTE = """
+INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
+SELECT run_id, id, :now, state, state, 'revalidated', :why, 0, :stage FROM items WHERE id = :id
+"""
+NOW_VALID = "revalidated: its saved answer passes the output schema now; stage completed with no call"
+STILL_VALID = "revalidated: its result still passes the output schema; kept, with no call"
+NOW_INVALID = ("revalidated: its result no longer passes the output schema ({why}); sent again: "
+               "may repeat a charge (it was answered)")
+#: A job of one stage's completion: its answer is its output, as it is.
+ONE_STAGE = {"stage": "stage = :stage", "output": "output = output"}
+#: Not in flight (its batch settles it), and not failed by a person (that stands).
+AT_REST = f"items.id = :id AND items.state IN ('completed', 'pending', 'waiting', 'failed') AND {UNLESS_A_PERSONS}"
+
+
+class Onward(NamedTuple):
+    """Where an item that completes a stage goes: its next stage (None: completed) and the stages it skips."""
+
+    stage: str | None
+    skipped: tuple[str, ...] = ()
+
+
+class SavedRow(NamedTuple):
+    """One saved output as read (JSON text), before the rule reads it."""
+
+    id: int
+    key: str
+    in_flight: bool
+    result: str | None
+    rejected: str | None
+    input: str | None
+    passed: str | None
+
+
+class Writing(Protocol):
+    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]: ...
+
+
+class Revalidating:
+    """The verbs of a revalidation (mixed into ``sqlite.Store``)."""
+
+    def saved_outputs(self: Writing, run_id: int, stage: str, *, staged: bool) -> list[SavedRow]:
+        """A stage's saved outputs (see ``SAVED``), in item order."""
+        rows = self.rows(SAVED, {"run": run_id, "stage": stage, "staged": staged})
+        return [SavedRow(row["id"], row["key"], bool(row["in_flight"]), row["result"], row["rejected"],
+                         row["input"], row["passed"]) for row in rows]
+
+    def revalidated(
+        self: Writing, run_id: int, stage: str, *, stages: Sequence[str], fingerprint: str | None,
+        complete: Mapping[int, Onward], restamp: Sequence[int], again: Mapping[int, str], now: float,
+    ) -> None:
+        """Apply a stage's sorting, ``CHUNK`` items a transaction: ``complete`` (item id -> where it goes),
+        ``restamp`` (with ``fingerprint``; None: a job of one stage, whose results carry none), ``again`` (item
+        id -> what is wrong now). ``stages``: the job's, in order. An item that moved meanwhile is left alone."""
+        work: list[tuple[str, int, Any]] = [("complete", i, to) for i, to in complete.items()]
+        work += [("restamp", i, None) for i in restamp if fingerprint is not None]
+        work += [("again", i, why) for i, why in again.items()]
+        for start in range(0, len(work), CHUNK):
+            with self.write() as conn:
+                for what, item_id, detail in work[start:start + CHUNK]:
+                    params = {"id": item_id, "stage": stage, "fingerprint": fingerprint, "now": now, "run": run_id}
+                    if what == "complete":
+                        _complete(conn, params, detail)
+                    elif what == "restamp" and conn.execute(RESTAMP, params).fetchall():
+                        conn.execute(NOTE, {**params, "why": STILL_VALID})
+                    elif what == "again":
+                        _again(conn, params, stages, detail)
+
+
+def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> None:
+    """A failed item whose answer now passes: its stage completed, as at a boundary."""
+    if not conn.execute(f"SELECT 1 FROM items WHERE items.id = :id AND {REJECTED}", params).fetchone():
+        return
+    if params["fingerprint"] is None:
+        moved = move(conn, "finish", where="items.id = :id", values=ONE_STAGE, params=params, returning="items.id")
+    else:
+        conn.execute(SAVE_RESULT, params)
+        if to.stage is None:
+            moved = move(conn, "finish", where="items.id = :id", values=FINISH, params=params, returning="items.id")
+        else:
+            moved = move(conn, "rewind", where="items.id = :id", values={"stage": "stage = :to", **items.FRESH_BUDGET},
+                         params={**params, "to": to.stage}, returning="items.id")
+            skip(conn, [{**params, "stage": skipped} for skipped in to.skipped])
+            items.arrive(conn, params["run"], params["now"])
+    if moved:
+        conn.execute(NOTE, {**params, "why": NOW_VALID})
+
+
+def _again(conn: sqlite3.Connection, params: dict[str, Any], stages: Sequence[str], why: str) -> None:
+    """A result now invalid: its item sent back to the stage, its results from there on forgotten."""
+    if move(conn, "rewind", where=AT_REST, values={"stage": "stage = :stage", **items.FRESH_BUDGET}, params=params,
+            returning="items.id"):
+        conn.execute(FORGET, {**params, "forget": json.dumps(list(stages[stages.index(params["stage"]):]))})
+        conn.execute(NOTE, {**params, "why": NOW_INVALID.format(why=why)})
