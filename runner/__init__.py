@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .engine import Engine, Outcome
-    from .errors import RunnerError
+    from .errors import RunnerError, SkipRetry
     from .jobs import Job, load
     from .model import BreakerState, FailureKind, ItemState
     from .store import Store
@@ -27,6 +27,7 @@ HOMES = {
     "Job": ".jobs",
     "Outcome": ".engine",
     "RunnerError": ".errors",
+    "SkipRetry": ".errors",
     "Store": ".store",
     "load": ".jobs",
 }

@@ -40,7 +40,7 @@ import dataclasses
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import BadRequest, JobError
 
@@ -89,7 +89,8 @@ def limits_for(kind: str, limits: BatchLimits, *, given: Collection[str], where:
     own = KINDS.get(kind)
     if own is None:
         return limits
-    limits = dataclasses.replace(limits, **{key: value for key, value in own.defaults().items() if key not in given})
+    defaults: dict[str, Any] = {key: value for key, value in own.defaults().items() if key not in given}
+    limits = dataclasses.replace(limits, **defaults)
     if limits.max_items > own.requests:
         raise JobError(f"{where}: 'max_items' must be at most {own.requests:,} for kind {kind!r} (the {own.api} "
                        f"takes at most {own.requests:,} requests a batch), not {limits.max_items:,}")

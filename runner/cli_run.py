@@ -31,7 +31,7 @@ SAMPLE_PIPELINE = SAMPLE_JOB.with_name("pipeline.toml")
 @wait_option
 @plain_errors
 def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
-    """Run the sample job on the simulator: no key, no network.
+    """Run the sample job on a local simulator: no key, no network.
 
     With --pipeline, the sample pipeline (run 'pipeline'): each post is
     classified, bug reports and complaints have their version and steps
@@ -75,10 +75,12 @@ def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
 
 @click.command()
 @click.argument("job_or_name")
+@click.option("--at", "at", metavar="TIME", help="Send the items this run adds no sooner than TIME (ISO 8601 with an "
+              "offset, or epoch seconds), unless their record names a time ([schedule] field).")
 @db_option
 @wait_option
 @plain_errors
-def run(job_or_name: str, db: str, wait: bool | None) -> None:
+def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
     """Run a job file, or continue a run by name.
 
     Completed items are kept: running the same job again goes on. Exits 0
@@ -87,7 +89,7 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
     terminal it waits for a person instead of exiting 4 (--no-wait exits);
     in a script it exits 4 (--wait waits).
 
-    Example: runner run sample_data/job.toml
+    Example: runner run sample_data/job.toml --at 2026-12-24T09:00:00Z
     """
     from . import jobs
     from .store import Store, views
@@ -96,6 +98,10 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
 
     if job_or_name.endswith(".toml"):
         job = jobs.load(job_or_name)
+        if at is not None:
+            from .job_queue import parse_time
+
+            job = dataclasses.replace(job, schedule=dataclasses.replace(job.schedule, at=parse_time(at, "--at")))
         job.input.require()  # before the store is opened: a missing input leaves no new store behind
         new = not Path(db).exists()
         try:
@@ -110,6 +116,8 @@ def run(job_or_name: str, db: str, wait: bool | None) -> None:
                 remove_if_no_run(db)
             raise
     else:
+        if at is not None:
+            raise click.UsageError("--at schedules the items a job file adds: give the job file, not the run's name")
         store = Store(db, create=False)
         job = store.job(job_or_name)
         if job.provider.demo:  # its simulator stopped with the demo: every call would fail

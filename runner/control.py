@@ -65,6 +65,15 @@ def retry(
     return store.retry_failed(store.run_id(name), kind=kind, keys=keys, now=now, stage=stage)
 
 
+def prioritize(
+    store: RunStore, name: str, *, to: int, now: float, keys: Sequence[str] = (), group: str | None = None
+) -> int:
+    """Give items (some ``keys``, a ``group``'s, or the keys named within a group) the priority ``to`` (higher
+    first); the next batch formed reads it. How many items it gave. Nothing named, or a key the run does not
+    have, is refused (``RunError``), and nothing changes."""
+    return store.prioritize(store.run_id(name), keys=keys, group=group, to=to, now=now)
+
+
 class Cancelled(NamedTuple):
     """What a cancel did: items failed at once, and items whose batch in flight finishes first."""
 

@@ -24,7 +24,8 @@
         ├── BadRequest          the upstream refused the request as malformed (400)
         ├── NotFound            the model, resource or task is not known (404)
         ├── SubmitUnknown       a create whose answer was lost: it may or may not exist
-        └── TaskUnreachable     a submitted task cannot be polled or found for now
+        ├── TaskUnreachable     a submitted task cannot be polled or found for now
+        └── SkipRetry           a handler's word: fail these items now, never re-attempt them
 
 An error says whether the upstream ``refused`` the call (a 4xx or 429
 answer: nothing ran, nothing was billed) or may have run it
@@ -217,6 +218,20 @@ class TaskUnreachable(UpstreamError):
     """A submitted task cannot be polled or found for now: its items are held, never sent again on their own."""
 
     kind = FailureKind.TRANSPORT
+
+
+class SkipRetry(UpstreamError):
+    """A Python handler's word that its items must not be re-attempted: they fail at once (``skipped_retry``).
+
+    Asynq's ``SkipRetry``: for an error no later try can mend (a record the
+    handler cannot use). A person may still retry them (``runner retry``).
+    Raised by a handler, so whatever it called may have run (not ``refused``).
+    """
+
+    kind = FailureKind.SKIPPED_RETRY
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
 
 
 def gist(message: str) -> str:

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import protocol
+from . import job_queue, protocol
 from .errors import InputError
 from .inputs import read_records
 from .key_set import KeySet
@@ -36,6 +36,10 @@ class ItemRow(NamedTuple):
     input: str
     chars: int
     fingerprint: str
+    #: Its priority (``[batch] priority_field``, higher first) and the time its input schedules it at
+    #: (``[schedule] field``, seconds since the epoch; None: at once).
+    priority: int = 0
+    at: float | None = None
 
 
 def check(job: Job, *, every: Callable[[int], None] | None = None) -> int:
@@ -55,6 +59,7 @@ def check(job: Job, *, every: Callable[[int], None] | None = None) -> int:
                              f"and on {where.removeprefix(source + ' ')}")
         if job.group:
             _field(record, job.group, where)
+        _queue_fields(job, record, where)
         if job.staged:
             _no_stage_named_like_a_field(job, record, where)
         if every is not None and count % EVERY == 0:
@@ -69,6 +74,13 @@ def _no_stage_named_like_a_field(job: Job, record: Mapping[str, Any], where: str
     both = sorted({stage.name for stage in job.stages} & set(record))
     if both:
         raise InputError(f"{where}: field {both[0]!r} has the name of a stage (rename the stage)")
+
+
+def _queue_fields(job: Job, record: Mapping[str, Any], where: str) -> tuple[int, float | None]:
+    """The record's priority and scheduled time, as the job's ``[batch] priority_field`` and ``[schedule] field``
+    name them (0 and None when it names none); a bad value is an InputError naming the record and the field."""
+    priority = job_queue.priority(record, job.batch.priority_field, where) if job.batch.priority_field else 0
+    return priority, job_queue.send_at(record, job.schedule.field, where) if job.schedule.field else None
 
 
 def _first(job: Job, key: str, again: str) -> str | None:
@@ -96,7 +108,10 @@ def rows(job: Job) -> Iterator[ItemRow]:
         text = protocol.encode(protocol.item_payload(key, fields))
         digest = hashed_context.copy()
         digest.update(text.encode())
-        yield ItemRow(key, group, seq, text, len(text), digest.hexdigest())
+        priority, at = _queue_fields(job, record, where)
+        if at is not None:  # a new time is a new input, whichever fields the prompt sends
+            digest.update(f"\nat {at!r}".encode())
+        yield ItemRow(key, group, seq, text, len(text), digest.hexdigest(), priority, at)
 
 
 def items(job: Job) -> Iterator[ItemRow]:

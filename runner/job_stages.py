@@ -59,7 +59,7 @@ from .errors import JobError
 from .job_values import typed
 from .jobs import (
     DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When,
-    _check_values, _output, _prompt_from_json, _refuse_unknown, _text, file_keys,
+    _check_values, _output, _prompt_from_json, _refuse_unknown, _text, _value, file_keys,
 )
 
 STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "fan_out",
@@ -200,7 +200,7 @@ def _override(defaults: Any, value: dict[str, Any], where: str) -> Any:
     """A top-level section with a stage's keys put over it, each read as the type it wants."""
     _refuse_unknown(value, file_keys(type(defaults)), where)
     return dataclasses.replace(
-        defaults, **{key: typed(given, type(getattr(defaults, key)), key, where) for key, given in value.items()})
+        defaults, **{key: _value(getattr(defaults, key), given, key, where) for key, given in value.items()})
 
 
 def _when(value: Any, earlier: list[Stage], where: str) -> When | None:

@@ -12,6 +12,10 @@ A job file looks like this (every section but the top keys is optional)::
     max_items = 25
     max_chars = 20000
     concurrency = 2
+    priority_field = "priority"      # higher first (runner.job_queue)
+
+    [schedule]
+    field = "send_at"                # ISO 8601 with an offset, or epoch seconds: waits until then
 
     [provider]
     kind = "openai-chat"
@@ -27,13 +31,15 @@ A job file looks like this (every section but the top keys is optional)::
     schema = { type = "object", required = ["label"] }   # or a path to a JSON file
 
     [retry]
-    max_attempts = 3
+    max_attempts = 3                 # tries, counted from the first
+
+    [retry.rate_limited]             # and [retry.transport]: a kind's own limits, unset keys as [retry]
+    max_attempts = 6
 
     [[stage]]                        # optional, a pipeline (runner.job_stages): each stage the sections
     name = "classify"                # above, overridden key by key by its own [stage.prompt] etc.
 
-Unknown keys are errors, and so is a value of the wrong type (read by one typed
-reader, ``_typed``). Relative paths are relative to the job file.
+Unknown keys and values of the wrong type are errors (``job_values.typed``); paths are relative to the job file.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import httpx
 from . import job_toml, kinds, pricing, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
+from .job_queue import RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .validation import compile_schema
 
@@ -73,6 +80,8 @@ class BatchLimits:
     max_items: int = 25
     max_chars: int = 20_000
     concurrency: int = 2
+    #: The input field holding an item's priority (higher first; "": every item 0).
+    priority_field: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,19 +121,6 @@ class Prompt:
     system: str = protocol.DEFAULT_SYSTEM
     template: str = protocol.DEFAULT_USER
     fields: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RetryLimits:
-    """Bounds on both retry layers: request retries inside an attempt, re-attempts of an item."""
-
-    request_retries: int = 2
-    max_attempts: int = 3
-    backoff: float = 1.0
-    max_backoff: float = 60.0
-    #: Refused tries in a row (a 429: nothing ran, nothing billed) before an item fails ``rate_limited``;
-    #: they do not count against ``max_attempts``, which bounds the tries that may have cost.
-    max_refusals: int = 10
 
 
 @dataclass(frozen=True)
@@ -192,6 +188,7 @@ class Job:
     prompt: Prompt = field(default_factory=Prompt)
     output_schema: dict[str, Any] | None = None
     retry: RetryLimits = field(default_factory=RetryLimits)
+    schedule: Schedule = field(default_factory=Schedule)
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
@@ -251,6 +248,7 @@ class Job:
             prompt=_prompt_from_json(data["prompt"]),
             output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
+            schedule=Schedule(**data.get("schedule", {})),
         )
 
 
@@ -271,7 +269,7 @@ def load(path: str | Path) -> Job:
 
 
 SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
-TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", *SECTIONS}
+TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", *SECTIONS}
 
 
 def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
@@ -289,6 +287,7 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         group=_text(data, "group", where) if "group" in data else None,
         version=_text(data, "version", where, "1"),
         output_schema=_output(data.get("output", {}), base, f"{where} [output]"),
+        schedule=_section(Schedule, data.get("schedule", {}), f"{where} [schedule]"),
         **sections,
     )
     _check_values(job, where)
@@ -340,8 +339,16 @@ def _section(cls: type[Any], value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         raise JobError(f"{where}: must be a table")
     _refuse_unknown(value, file_keys(cls), where)
-    defaults = cls()
-    return cls(**{name: typed(given, type(getattr(defaults, name)), name, where) for name, given in value.items()})
+    defaults, fields = cls(), {f.name: f for f in dataclasses.fields(cls)}
+    return cls(**{name: _value(getattr(defaults, name), given, name, where, fields[name].metadata.get("type"))
+                  for name, given in value.items()})
+
+
+def _value(default: Any, given: Any, name: str, where: str, wanted: type[Any] | None = None) -> Any:
+    """A section's value, as its default's type (or ``wanted``); a table in it (``[retry.transport]``) a section."""
+    if dataclasses.is_dataclass(default):
+        return _section(type(default), given, f"{where.removesuffix(']')}.{name}]")
+    return typed(given, wanted or type(default), name, where)
 
 
 def _output(value: Any, base: Path, where: str) -> dict[str, Any] | None:
@@ -372,6 +379,7 @@ def _check_values(job: Job | Stage, where: str) -> None:
     ]:
         if getattr(getattr(job, section), name) < least:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
+    job.retry.check(where)
     if getattr(job, "kind", None) not in (*NO_CALL, PYTHON):  # a python stage calls no provider of its own
         _check_provider(job.provider, f"{where} [provider]")
 

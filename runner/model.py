@@ -62,6 +62,8 @@ class FailureKind(StrEnum):
     REJECTED = "rejected"
     #: One of the item's sub-items failed (a fan-out joined without ``allow_failures``).
     SUB_ITEM_FAILED = "sub_item_failed"
+    #: A Python handler raised ``SkipRetry``: failed at once, never re-attempted by the engine (a person may retry).
+    SKIPPED_RETRY = "skipped_retry"
 
 
 class BreakerState(StrEnum):
@@ -93,6 +95,9 @@ class Hold(StrEnum):
     DECIDE = "decide"
     #: A fanned-out item (a parent) waiting at its join stage for its sub-items to settle.
     JOIN = "join"
+    #: Scheduled: an item whose input names a time to send it at (``[schedule]``), waiting for that time alone
+    #: (no back-off, no failure): told apart from a retry's wait in every count.
+    SCHEDULED = "scheduled"
 
 
 class Move(NamedTuple):
@@ -174,6 +179,10 @@ MOVES: dict[str, Move] = {
     # ... and a failed item stays failed (a person's retry sends it) at the stage it must go through again: one
     # a person failed at a stage gone, or one failed after a stage whose result went stale.
     "restage": _move("failed", ItemState.FAILED, sets="stage"),
+    # A scheduled item (``[schedule]``): waiting for its time, given again when its input names another; due,
+    # pending (the claim makes this move for the items whose time came, before it forms a batch).
+    "schedule": _move("pending waiting", ItemState.WAITING, sets="not_before", to_hold=Hold.SCHEDULED),
+    "due": _move("waiting", ItemState.PENDING, clears="not_before", from_hold=Hold.SCHEDULED, to_hold=Hold.NONE),
     # Holding for a person, and what a person's confirmation releases.
     "hold": _move("running", ItemState.RUNNING, from_hold=Hold.NONE, to_hold=Hold.CONFIRM),
     "confirm": _move("running", ItemState.RUNNING, from_hold=Hold.CONFIRM, to_hold=Hold.CONFIRMED),

@@ -23,12 +23,10 @@ in Python are written as JSONL beside the store (``<db>.inputs/<run>.jsonl``,
 ``(submit, poll)`` / ``(submit, poll, find)`` pair
 (:mod:`runner.providers.handler`).
 
-Running the cell again reattaches: a second ``start()`` of a run whose engine
-is still live in this process returns the same handle
-(:class:`~runner.background.Background`), and
-``go()`` awaits it, so one run never gets two engines. Everything else reads
-the store, so it works as well on a run that another kernel or a CLI process
-executes. This module imports no UI library; :meth:`Run.panel` imports
+Running the cell again reattaches: a second ``start()`` of a run whose engine is still live in this
+process returns the same handle (:class:`~runner.background.Background`), and ``go()`` awaits it, so one
+run never gets two engines. Everything else reads the store, so it works as well on a run that another
+kernel or a CLI process executes. This module imports no UI library; :meth:`Run.panel` imports
 :mod:`runner.widgets` when asked.
 """
 
@@ -67,14 +65,18 @@ class Run(Controls, Decisions):
     ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to
     a JSONL, CSV or SQLite file (``table=`` for SQLite). ``provider``: a
     built-in kind, an async handler ``(items) -> results``, or a ``(submit,
-    poll[, find])`` pair; ``model`` and ``base_url``, when not given, are
-    the kind's own (OpenAI's, or for ``"anthropic-messages"`` and
-    ``"anthropic-batch"`` Anthropic's). ``prompt`` is the instructions; ``fields`` picks
-    the record fields sent (default all). ``schema`` is the JSON Schema each
-    result must pass; ``check`` an extra Python check of one result (a
-    message, or None when it is fine). ``batch`` and ``retry`` take the keys
-    of the job file's ``[batch]`` and ``[retry]``. The job is checked as a job
-    file is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
+    poll[, find])`` pair; ``model`` and ``base_url``, when not given, are the
+    kind's own (OpenAI's, or for ``"anthropic-messages"`` and
+    ``"anthropic-batch"`` Anthropic's). ``prompt`` is the instructions;
+    ``fields`` picks the record fields sent (default all). ``schema`` is the
+    JSON Schema each result must pass; ``check`` an extra Python check of one
+    result (a message, or None when it is fine). ``batch`` and ``retry`` take
+    the keys of the job file's ``[batch]`` and ``[retry]`` (``retry={"transport":
+    {"max_attempts": 5}}`` for a kind's own limits). ``schedule`` names the field
+    holding when each item may be sent (ISO 8601 with an offset, or epoch
+    seconds: ``[schedule] field``); ``priority`` the field holding its priority
+    (higher first: ``[batch] priority_field``). The job is checked as a job file
+    is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
 
     ``on_cancel``: a function called once per item a person cancels, with
     the item's state, after the cancel is committed (Queuety's compensation,
@@ -109,6 +111,8 @@ class Run(Controls, Decisions):
         check: Callable[[dict[str, Any]], str | None] | None = None,
         batch: Mapping[str, Any] | None = None,
         retry: Mapping[str, Any] | None = None,
+        schedule: str | None = None,
+        priority: str | None = None,
         version: str = "1",
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
@@ -127,16 +131,16 @@ class Run(Controls, Decisions):
             "input": records.job_input(items, name, self.db, key, table),
             "key": key,
             "version": version,
-            "batch": dict(batch or {}),
+            "batch": {**(batch or {}), **({"priority_field": priority} if priority is not None else {})},
             "retry": dict(retry or {}),
+            "schedule": {"field": schedule} if schedule is not None else {},
             # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
             "provider": {"kind": kind, "api_key_env": api_key_env,
                          **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},
             "prompt": prompt_section,
             "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},
+            **({"group": group} if group is not None else {}),
         }
-        if group is not None:
-            data["group"] = group
         job = jobs.from_dict(data, base=Path.cwd(), where=f"Run({name!r})")
         self.job = runs.defined_with(dataclasses.replace(job, check=check), self.provider)
         self.clock = clock or SystemClock()

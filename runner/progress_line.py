@@ -76,9 +76,19 @@ def time_left(seconds: float | None) -> str:
 def rate_limited(until: float, *, now: float | None = None) -> str:
     """A rate limit the engine waits out, as every view says it: ``rate limited by the upstream: no batch
     starts before 14:52:03`` (local time; with its date when that is not today's, as a long Retry-After gives)."""
-    shown, today = time.localtime(until), time.localtime(time.time() if now is None else now)
-    when = time.strftime("%H:%M:%S" if shown[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", shown)
-    return f"rate limited by the upstream: no batch starts before {when}"
+    return f"rate limited by the upstream: no batch starts before {_clock(until, now)}"
+
+
+def scheduled(count: int, next_at: float | None, *, now: float | None = None) -> str:
+    """Items waiting for the time their input scheduled them at, as every view says it: ``2 items scheduled,
+    the next at 14:52:03`` (local time; with its date when that is not today's)."""
+    return f"{plural(count, 'item')} scheduled" + (f", the next at {_clock(next_at, now)}" if next_at else "")
+
+
+def _clock(at: float, now: float | None) -> str:
+    """A time of day (local), with its date when that is not today's."""
+    shown, today = time.localtime(at), time.localtime(time.time() if now is None else now)
+    return time.strftime("%H:%M:%S" if shown[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", shown)
 
 
 def reading(source: str, records: int) -> Line:
@@ -112,7 +122,7 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
         hint = f"to go on: {command('decide', name, '--all-waiting', '--approve', db=db)} (or d in runner tui)"
         return _held(name, f"waiting for a decision on {plural(standing.needs_decision, 'item')}", hint, waits)
     if standing.rate_limited_until is not None:
-        return Line(f"{name}: {rate_limited(standing.rate_limited_until)}", "", moving=False,
+        return Line(f"{name}: {rate_limited(standing.rate_limited_until, now=standing.read_at)}", "", moving=False,
                     brief=f"{name}: rate limited")
     held = [f"{plural(standing.held, 'item')} held for a confirmation"] if standing.held else []
     brief = [f"{standing.held:,} held"] if standing.held else []
@@ -122,6 +132,9 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     if standing.waiting_for_sub_items:
         held.append(f"{plural(standing.waiting_for_sub_items, 'item')} waiting for sub-items")
         brief.append(f"{standing.waiting_for_sub_items:,} joining")
+    if standing.scheduled:
+        held.append(scheduled(standing.scheduled, standing.next_scheduled_at))
+        brief.append(f"{standing.scheduled:,} scheduled")
     if upstream:
         held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
         brief.append(f"{upstream:,} upstream")

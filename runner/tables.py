@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .columns import shown, table, width
-from .progress_line import rate_limited
+from .progress_line import rate_limited, scheduled
 from .model import Case, HeldItem
 from .store.answers import STATES, StageTally, Standing
 from .words import few, plural
@@ -88,7 +88,7 @@ def status_table(run: Standing) -> list[str]:
     if control.paused:
         caption += " · paused" + (f", {plural(control.steps, 'step')} allowed" if control.steps else "")
     if run.rate_limited_until is not None:
-        caption += f" · {rate_limited(run.rate_limited_until)}"
+        caption += f" · {rate_limited(run.rate_limited_until, now=run.read_at)}"
     engine = "alive" if run.engine_alive else "died (its lease was left behind)" if run.engine_died else "not running"
     caption += f" · engine {engine}"
     if run.held:
@@ -101,6 +101,8 @@ def status_table(run: Standing) -> list[str]:
         caption += f" · {plural(run.cancelled, 'item')} cancelled by a person"
     if run.waiting_for_sub_items:
         caption += f" · {plural(run.waiting_for_sub_items, 'item')} waiting for sub-items"
+    if run.scheduled:
+        caption += f" · {scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at)} (waiting for that time)"
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")

@@ -29,13 +29,12 @@ from typing import Any
 import ipywidgets as widgets
 
 from . import control, recovery
-from .breaker import Control
 from .errors import RunnerError
 from .panel_html import (
     BREAKER_COLOURS, COLOURS, badge, cost_html, error, groups_table, held_html, item_html,
     stacked_bar, where,
 )
-from .progress_line import rate_limited
+from .progress_line import rate_limited, scheduled
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_decisions import DecisionsTab
@@ -209,7 +208,7 @@ class RunPanel:
         self.status = standing.status()
         self._show_counts(standing)
         self.cost.value = cost_html(standing.cost)
-        self._show_breaker(standing.control, standing.rate_limited_until)
+        self._show_breaker(standing)
         self._show_failures(failures)
         self._show_held(held)
         self.decisions.show(decisions)
@@ -249,16 +248,20 @@ class RunPanel:
         staged = len(standing.stages) > 1
         self.stages.value = groups_table(standing.stages, by="stage", passes=standing.passes) if staged else ""
 
-    def _show_breaker(self, ctl: Control, rate_limited_until: float | None) -> None:
+    def _show_breaker(self, standing: Standing) -> None:
+        """The breaker, a rate limit, a pause, the steps allowed and the items scheduled for later."""
+        ctl, now = standing.control, standing.read_at
         parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]
-        if rate_limited_until is not None:
-            parts.append(badge(rate_limited(rate_limited_until), "#b26a00"))
+        if standing.rate_limited_until is not None:
+            parts.append(badge(rate_limited(standing.rate_limited_until, now=now), "#b26a00"))
         if ctl.paused:
             parts.append(badge("paused", "#6d4c41"))
         if ctl.steps:
             parts.append(f"{plural(ctl.steps, 'step')} allowed")
         if ctl.reason:
             parts.append(f"<span style='color:#555'>{escape(ctl.reason)}</span>")
+        if standing.scheduled:
+            parts.append(badge(scheduled(standing.scheduled, standing.next_scheduled_at, now=now), "#00796b"))
         self.breaker.value = " ".join(parts)
         self.pause_button.disabled = ctl.paused
         self.resume_button.disabled = not ctl.held

@@ -37,7 +37,10 @@ def run_text(view: RunView) -> Text:
     text.append_text(format.breaker(run.control, concurrency=view.concurrency, in_flight=view.in_flight))
     if run.rate_limited_until is not None:
         text.append("\n")
-        text.append(progress_line.rate_limited(run.rate_limited_until), style="bold yellow")
+        text.append(progress_line.rate_limited(run.rate_limited_until, now=run.read_at), style="bold yellow")
+    if run.scheduled:
+        text.append("\n")
+        text.append(progress_line.scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at), style="cyan")
     for line in needs(view):
         text.append("\n")
         text.append("▶ ", style="bold yellow")

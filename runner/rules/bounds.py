@@ -1,7 +1,8 @@
 """The attempt bound: when an item to re-attempt gives up instead.
 
 The last step of every verdict (``runner.rules.judge``): a re-attempt of an
-item whose tries that may have cost reach ``max_attempts``, or whose refusals
+item whose tries that may have cost reach ``max_attempts`` (its failure
+kind's own, when the job sets one: ``[retry.transport]``), or whose refusals
 in a row reach ``max_refusals``, gives up (failed, retryable by a person; the
 store adds its tally of attempts and paid calls to the message).
 """
@@ -10,12 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..model import FailureKind
 
 if TYPE_CHECKING:
-    from .judge import Backoff, Started, Verdict
+    from .judge import Started, Verdict
+
+
+class Backoff(Protocol):
+    """The re-attempt times and bounds of the job's retry limits (``runner.jobs.RetryLimits``)."""
+
+    @property
+    def backoff(self) -> float: ...
+
+    @property
+    def max_backoff(self) -> float: ...
+
+    @property
+    def max_refusals(self) -> int: ...
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    def of(self, kind: str) -> Backoff:
+        """The limits a failure of ``kind`` is re-attempted under (``[retry.rate_limited]``, say)."""
+        ...
 
 
 def bounded(verdict: Verdict, items: Sequence[Started], limits: Backoff) -> Verdict:
@@ -31,11 +52,17 @@ def bounded(verdict: Verdict, items: Sequence[Started], limits: Backoff) -> Verd
         if item.id not in retry:
             continue
         refused = item.id in verdict.refused
-        if refused and item.refused_streak + 1 >= limits.max_refusals:
+        if refused and item.refused_streak + 1 >= limits.of(retry[item.id][0]).max_refusals:
             kind, message = retry.pop(item.id)
             gave_up[item.id] = (kind, f"{message} (gave up after {item.refused_streak + 1} refusals in a row, "
                                       "nothing billed for them")
-        elif item.attempts_left + refused <= 0:
+        elif item.attempts_left + refused + _own_bound(limits, retry[item.id][0]) <= 0:
             kind, message = retry.pop(item.id)
             gave_up[item.id] = (kind, f"{message} (gave up")
     return replace(verdict, retry=retry, gave_up=gave_up) if gave_up else verdict
+
+
+def _own_bound(limits: Backoff, kind: FailureKind) -> int:
+    """How many more tries a failure of ``kind`` allows than ``max_attempts`` (fewer: negative); the item's
+    ``attempts_left`` was counted against ``max_attempts`` when it started."""
+    return limits.of(kind).max_attempts - limits.max_attempts

@@ -23,13 +23,16 @@ of these, and :func:`judge` gives its :class:`Verdict`:
 |                                        | run                                                           |
 | credentials, balance, permission, an   | the items fail, retryable by a person; the breaker opens and  |
 | unknown model                          | the run stops                                                 |
-| any other failure (not found, ...)     | the items fail, with the failure's kind                       |
+| any other failure (not found, a        | the items fail, with the failure's kind                       |
+| handler's ``SkipRetry``, ...)          | (``skipped_retry``: retryable by a person, never by the run)  |
 | a task's lines                         | each line on its own: a result is checked, an error judged by |
 |                                        | its kind, a missing line fails as maybe paid                  |
 | a task never created                   | sent again at once: nothing ran, nothing to pay twice         |
 
 The attempt bound is the last step of every verdict (:func:`bounded`): an
-item to re-attempt whose tries that may have cost reach ``max_attempts``, or
+item to re-attempt whose tries that may have cost reach ``max_attempts`` (its
+failure kind's own, ``[retry.transport]`` or ``[retry.rate_limited]``, when
+set; its back-off too), or
 whose refusals in a row reach ``max_refusals``, gives up instead (failed,
 retryable by a person; the store adds its tally of attempts and paid calls
 to the message). The judge never splits an item whose attempts are spent.
@@ -50,7 +53,7 @@ from ..errors import BadRequest, UpstreamError
 from ..protocol import ParsedBatch
 from ..model import FailureKind
 from . import splitting
-from .bounds import bounded
+from .bounds import Backoff, bounded
 from .breaker import Control, Open, TransportFailure, after_success
 
 MISSING_LINE = (
@@ -81,19 +84,6 @@ class Started(Protocol):
 
     @property
     def refused_streak(self) -> int: ...
-
-
-class Backoff(Protocol):
-    """The re-attempt times and bounds of the job's retry limits (``runner.jobs.RetryLimits``)."""
-
-    @property
-    def backoff(self) -> float: ...
-
-    @property
-    def max_backoff(self) -> float: ...
-
-    @property
-    def max_refusals(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -211,6 +201,7 @@ def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, che
     if isinstance(finished, NotCreated):
         return Verdict(retry={item.id: (FailureKind.TRANSPORT, finished.why) for item in items},
                        not_before=now, streaks=streaks)
+    limits = limits.of(finished.kind)
     not_before = now + (finished.retry_after if finished.retry_after is not None else limits.backoff)
     if isinstance(finished, BadRequest) and not finished.stops_run:
         return _refused_request(split_round, items, finished, streaks=streaks, not_before=not_before)

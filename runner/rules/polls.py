@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .judge import Backoff
+    from .bounds import Backoff
 
 #: The shortest pause between two polls, in seconds.
 FIRST = 1.0

@@ -35,6 +35,7 @@ from ..errors import InputChanged, RunError
 from . import fanout, items
 from .connection import SQLiteFile
 from .items import move
+from .settling import LISTED_SOURCE
 
 if TYPE_CHECKING:
     from ..inputs import Fingerprint
@@ -113,7 +114,8 @@ class Additions(SQLiteFile):
             rows, added = iter(rows), 0
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
                 try:
-                    added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name)
+                    added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name,
+                                        at=job.schedule.at)
                 except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
             event_id = _count_added(conn, run_id, preparing.event_id, added, now, job.stages[0].name)
@@ -176,7 +178,8 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: s
 
 
 def _add_chunk(
-    conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str
+    conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str,
+    at: float | None = None,
 ) -> int:
     """Add new items, give known ones whose input changed the new one (moving them as the module says); how
     many were added (not the sub-items a changed parent lost: the removal is an event of its own).
@@ -184,7 +187,8 @@ def _add_chunk(
     ``fresh``: the run had no items when the prepare began, so every key is
     new (the input was checked for duplicates) and none is looked up. Items
     start at the ``first`` stage; one whose input changed starts there again,
-    its results forgotten.
+    its results forgotten. ``at`` (``runner run --at``) schedules the new
+    items whose record names no time of its own.
     """
     known: dict[str, tuple[int, str]] = {}
     if not fresh:
@@ -194,15 +198,32 @@ def _add_chunk(
     changed = [(known[row.key][0], row) for row in rows if row.key in known and known[row.key][1] != row.fingerprint]
     if changed:
         _move_changed(conn, [item_id for item_id, _ in changed], now, first)
-        conn.executemany(items.NEW_INPUT, [(row.group, row.seq, row.chars, row.fingerprint, now, first, item_id)
-                                           for item_id, row in changed])
+        conn.executemany(items.NEW_INPUT, [(row.group, row.seq, row.chars, row.fingerprint, now, first, row.priority,
+                                            item_id) for item_id, row in changed])
         conn.executemany(items.FORGET_RESULTS, [(item_id,) for item_id, _ in changed])
         conn.executemany(items.FORGET_DECISIONS, [(item_id,) for item_id, _ in changed])
         conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in changed])
     new = [row for row in rows if row.key not in known]
+    added: list[tuple[int, ItemRow]] = []
     if new:
         (last,) = conn.execute(items.LAST_ID).fetchone()
-        conn.executemany(items.ADD_ITEM, [(last + n, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
-                                           now, first) for n, row in enumerate(new, 1)])
-        conn.executemany(items.SAVE_INPUT, [(last + n, row.input) for n, row in enumerate(new, 1)])
+        added = [(last + n, row if row.at is not None else row._replace(at=at)) for n, row in enumerate(new, 1)]
+        conn.executemany(items.ADD_ITEM, [(item_id, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
+                                           now, first, row.priority) for item_id, row in added])
+        conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in added])
+    _schedule(conn, changed + added, changed, now)
     return len(new)
+
+
+def _schedule(
+    conn: sqlite3.Connection, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float
+) -> None:
+    """Items whose input names a time ahead wait for it (one scheduled for another time waits for the new one);
+    one scheduled whose new input (``changed``) no longer names a time ahead is pending."""
+    ahead = [(item_id, row.at) for item_id, row in rows if row.at is not None and row.at > now]
+    if ahead:
+        move(conn, "schedule", where=items.TO_SCHEDULE, source=LISTED_SOURCE, values=items.SCHEDULED_AT,
+             params={"ids": json.dumps([i for i, _ in ahead]), "at": json.dumps([at for _, at in ahead]), "now": now})
+    not_ahead = [item_id for item_id, row in changed if row.at is None or row.at <= now]
+    if not_ahead:
+        move(conn, "due", where=LISTED, params={"ids": json.dumps(not_ahead), "now": now})

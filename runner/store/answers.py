@@ -119,6 +119,11 @@ class Standing(NamedTuple):
     cost: Cost = Cost()
     #: Saved tasks whose results were not fetched and expire within a day (``runner.store.expiry``).
     expiring: tuple[Expiring, ...] = ()
+    #: Items waiting for the time their input scheduled them at (counted as ``waiting``), and the earliest such time.
+    scheduled: int = 0
+    next_scheduled_at: float | None = None
+    #: When the store was read: a time in it is shown with its date when that day is not this one's.
+    read_at: float | None = None
 
     @property
     def total(self) -> int:
@@ -203,6 +208,10 @@ class Standing(NamedTuple):
             # Added with expiring results (issue 18): saved tasks whose results were not fetched and expire
             # within a day, each {"batch", "task", "stage", "group", "items", "expires_at"}.
             "expiring": [task.json() for task in self.expiring],
+            # Added with schedules (issue 19): items waiting for their scheduled time (in ``waiting``), and the
+            # earliest such time (seconds since the epoch; null when none).
+            "scheduled": self.scheduled,
+            "next_scheduled_at": self.next_scheduled_at,
         }
 
 

@@ -347,11 +347,19 @@ LAST_ID = "SELECT coalesce(max(id), 0) FROM items"
 
 #: A new item (its state is the moves' to change).
 ADD_ITEM = (
-    "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, stage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, stage, priority) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-#: A known item's new input: its group, order and size (its state is the moves' to change).
-NEW_INPUT = "UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ? WHERE id = ?"
+#: A known item's new input: its group, order, size and priority (its state is the moves' to change).
+NEW_INPUT = ("UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, updated_at = ?, stage = ?, priority = ? "
+             "WHERE id = ?")
+
+#: Items of ``:ids`` (a JSON list of ids) given their times (``:at``, a JSON list in the same order), pending ones or
+#: ones that wait for an older time; ``SCHEDULED_AT`` sets it.
+TO_SCHEDULE = ("items.id = listed.value AND (items.state = 'pending' AND items.hold = 'none' "
+               "OR items.hold = 'scheduled')")
+SCHEDULED_AT = {"not_before": "not_before = json_extract(:at, '$[' || listed.key || ']')"}
 
 #: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
 #: (``:old``), given the pipeline's fingerprint (``stages.to_pipeline``).
@@ -371,3 +379,11 @@ SAVE_INPUT = "INSERT INTO inputs (item_id, input) VALUES (?, ?) ON CONFLICT (ite
 
 #: A failed item tried again (a person's retry, or a new input): a fresh budget of attempts and refusals.
 FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak": "refused_streak = 0"}
+
+#: A person's priority (``runner prioritize``), no state: the items of run ``:run`` named by ``:keys`` (a JSON
+#: list; empty: any) in the group ``:group`` (NULL: any).
+PRIORITIZE = """
+UPDATE items SET priority = :to
+WHERE run_id = :run AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys)))
+AND (:group IS NULL OR grp = :group)
+"""

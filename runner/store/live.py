@@ -184,3 +184,10 @@ def waiting_decisions(store: Store, run_id: int, *, limit: int) -> list[dict[str
         "AS results FROM items WHERE run_id = ? AND hold = 'decide' ORDER BY seq LIMIT ?",
         [run_id, limit],
     )
+
+
+def scheduled(store: Store, run_id: int) -> tuple[int, float | None]:
+    """Items waiting for their scheduled time, and the earliest such time (the partial index on this condition)."""
+    (row,) = store.rows("SELECT count(*) AS n, min(not_before) AS t FROM items "
+                        "WHERE run_id = ? AND hold = 'scheduled'", [run_id])
+    return int(row["n"]), None if row["t"] is None else float(row["t"])

@@ -21,9 +21,9 @@ from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement
 from ..rules import forming
 from ..usage import Usage
 from . import decisions, items, ledger, settling, stages, views
-from .commands import Commands
 from .items import move
 from .leases import Leases, holds
+from .priorities import Priorities
 from .revalidating import Revalidating
 from .runs import Runs
 from .settling import ERROR, IN_BATCH, LISTED_SOURCE
@@ -51,24 +51,28 @@ FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS o
 """
 
 #: Items next in line at one stage (``{stage}``: a condition on it; without, the first stage in the index's order),
-#: due waiting ones first.
+#: due waiting ones first, the highest priority first (the claim index's order; the waits of a back-off read from
+#: their own index, so that the scheduled items, waiting too, are never passed over one by one).
 CLAIM_DUE_WAITING = """
-SELECT id, grp, chars, length(key), stage FROM items
+SELECT id, grp, chars, length(key), stage FROM items INDEXED BY items_backing_off
 WHERE run_id = :run AND state = 'waiting' AND not_before <= :now AND hold = 'none' {stage}
-ORDER BY stage, grp, seq LIMIT :limit
+ORDER BY stage, priority DESC, grp, seq LIMIT :limit
 """
 
 CLAIM_PENDING = """
 SELECT id, grp, chars, length(key), stage FROM items
 WHERE run_id = :run AND state = 'pending' {stage}
-ORDER BY stage, grp, seq LIMIT :limit
+ORDER BY stage, priority DESC, grp, seq LIMIT :limit
 """
+
+#: The scheduled items of a run whose time came (read on the index of scheduled items).
+SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
 
 #: Claimed at one stage, or (None) at the stage of the first item in line.
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions, Revalidating):
+class Store(Runs, Tasks, Priorities, Leases, stages.Stages, decisions.Decisions, Revalidating):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,
@@ -87,6 +91,8 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions, R
         """Form the next batch of one stage and group (due waiting items first) and mark it queued.
 
         ``stage``: of that stage (None: the stage of the first item in line).
+        The scheduled items whose time came are pending first; the items of
+        the highest priority are taken first, the batch of their group.
 
         With a requests ``file``, the batch's lines (each its item and the
         prompt) fit in it too. An item larger than ``max_chars`` on its own,
@@ -94,8 +100,10 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions, R
         limit: it fails as bad_request, with no call.
         """
         with self.write() as conn:
-            params = {"run": run_id, "now": now, "limit": max_items, "stage": stage}
+            params = {"run": run_id, "now": now, "limit": max_items + forming.OTHERS, "stage": stage}
             at = AT_STAGE[stage is not None]
+            if move(conn, "due", where=SCHEDULED_DUE, params=params, returning="items.id"):
+                items.arrive(conn, run_id, now)  # one due at a decide stage waits for a person there
             while True:
                 origin = ItemState.WAITING
                 candidates = conn.execute(CLAIM_DUE_WAITING.format(stage=at), params).fetchall()
@@ -106,7 +114,7 @@ class Store(Runs, Tasks, Commands, Leases, stages.Stages, decisions.Decisions, R
                     return None
                 stage_of = candidates[0][4]
                 candidates = [row[:4] for row in candidates if row[4] == stage_of]
-                group, chosen, chars = forming.fill(candidates, max_chars, file)
+                group, chosen, chars = forming.fill(candidates, max_chars, file, max_items)
                 if chosen:
                     break
                 message = forming.too_large(candidates[0], max_chars, file)

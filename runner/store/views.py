@@ -53,6 +53,7 @@ from .live import (
     item,
     item_history,
     pace,
+    scheduled,
     waiting_decisions,
     work_span,
 )
@@ -62,8 +63,8 @@ if TYPE_CHECKING:
 
 __all__ = [  # from lists and live
     "EXPORT_STATES", "batches", "batches_in_flight", "batches_upstream", "command_tail", "event_tail", "export_page",
-    "failed_items", "failure_kinds", "failures", "finished_since", "history", "holds", "item", "item_history", "items", "pace",
-    "results", "stage_kinds", "stage_passes", "staged", "waiting_decisions", "work_span",
+    "failed_items", "failure_kinds", "failures", "finished_since", "history", "holds", "item", "item_history", "items",
+    "pace", "results", "scheduled", "stage_kinds", "stage_passes", "staged", "waiting_decisions", "work_span",
 ]
 
 UNFINISHED_SQL = ", ".join(f"'{state.value}'" for state in UNFINISHED)
@@ -121,14 +122,15 @@ def unfinished(store: Store, run_id: int) -> int:
 
 
 def next_due(store: Store, run_id: int, *, skip: Sequence[str] = ()) -> float | None:
-    """When the earliest waiting item may be tried again, but for those at the stages ``skip`` names."""
+    """When the earliest waiting item may be tried again (a retry's wait, or a scheduled item's time), but for
+    those at the stages ``skip`` names."""
     rows = store.rows(
         f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND {NOT_HELD}"
         f" AND stage NOT IN ({', '.join('?' for _ in skip)})",
         [run_id, *skip],
     )
-    due = rows[0]["t"]
-    return float(due) if due is not None else None
+    times = [t for t in (rows[0]["t"], scheduled(store, run_id)[1]) if t is not None]
+    return float(min(times)) if times else None
 
 
 def rate_limited_until(store: Store, run_id: int, *, now: float) -> float | None:
@@ -178,6 +180,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     stages = stage_counts(store, run["id"])
     holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
     alive = _lives(holder, now)
+    waiting_for_time, next_time = scheduled(store, run["id"])
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
         groups=groups, control=_control(run), held=held_count(store, run["id"]), engine_alive=alive,
@@ -190,6 +193,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
         cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
         expiring=expiry.expiring(store, run["id"], now=now),
+        scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now,
     )
 
 

@@ -35,7 +35,7 @@ CASES = {
     "unknown section key": (GOOD_JOB + "[batch]\nmax_item = 3\n", None,
                             "job.toml [batch]: unknown key 'max_item': did you mean 'max_items'?"),
     "unknown key far from any": (GOOD_JOB + "[batch]\nsize = 3\n", None,
-                                 "job.toml [batch]: unknown key 'size' (known: max_items, max_chars, concurrency)"),
+                                 "job.toml [batch]: unknown key 'size' (known: max_items, max_chars, concurrency, priority_field)"),
     "unknown provider kind": (GOOD_JOB + 'kind = "openai-chats"\n', None,
                               "job.toml [provider]: unknown kind 'openai-chats': did you mean 'openai-chat'?"),
     "a TOML key set twice": (GOOD_JOB + '[batch]\nmax_items = 5\nconcurrency = 1\nmax_items = 6\n', None,

@@ -35,7 +35,7 @@ def standing(
         ItemState.COMPLETED: 10, ItemState.RUNNING: running, ItemState.PENDING: pending,
     }
     return Standing("posts", counts, {"all": counts}, control, held, engine_alive=True, duplicate_tasks=0,
-                    idle_for=None, rate_limited_until=limited)
+                    idle_for=None, rate_limited_until=limited, read_at=AT_14_52_03 - 60)
 
 
 CASES = [

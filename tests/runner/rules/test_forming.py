@@ -21,6 +21,12 @@ def test_a_batch_takes_the_leading_items_of_one_group_while_their_lines_fit_the_
     assert forming.fill(candidates, 35, None) == ("a", [0, 1, 2], 30)
 
 
+def test_a_batch_takes_its_groups_highest_priority_items_passing_over_other_groups_between_them() -> None:
+    candidates = [(1, "b", 10, 4), (2, "a", 10, 4), (3, "b", 10, 4), (4, "b", 10, 4), (5, "a", 10, 4)]
+    assert forming.fill(candidates, 10_000, None, 2) == ("b", [1, 3], 20)
+    assert forming.fill(candidates, 25, None) == ("b", [1, 3], 20)
+
+
 def test_an_item_no_batch_can_hold_says_which_bound_it_passes() -> None:
     file = batch_api.RequestsFile(line_bytes=100)
     assert forming.too_large((1, "a", 50, 5), 40, file) == "item is 50 characters, over batch.max_chars (40)"

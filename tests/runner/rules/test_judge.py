@@ -24,6 +24,7 @@ from runner.rules.judge import (
     judge_saved,
     whole_answer_problem,
 )
+from runner.jobs import RetryLimits
 from runner.model import BreakerState, FailureKind
 
 NOW = 1_000.0
@@ -38,11 +39,8 @@ class Item:
     refused_streak: int = 0
 
 
-@dataclass(frozen=True)
-class Limits:
-    backoff: float = 1.0
-    max_backoff: float = 60.0
-    max_refusals: int = 10
+#: The job's retry limits, as the engine passes them (back-off 1 s, at most 60 s, 10 refusals in a row).
+Limits = RetryLimits
 
 
 def items(count: int, **fields: Any) -> list[Item]:
