@@ -3,6 +3,7 @@ what a person lets start), and a person's commands in words."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from support import make_job, posts
 from textual.notifications import Notify
 from tui_support import LEASE, NOW, Hand, build, job, press, settle, shown
 
-from runner import progress_line, runs
+from runner import runs
 from runner.breaker import Control
 from runner.model import BreakerState, FailureKind
 from runner.store import Settlement, Store
@@ -83,7 +84,8 @@ async def test_a_run_a_429_holds_back_says_until_when_no_batch_starts_and_gives_
         await settle(pilot)
         lines = [line.strip("│ ") for line in shown(app.screen.query_one(RunPanel))]
     assert "breaker closed, 2 of 2 slots free" in lines
-    assert progress_line.rate_limited(NOW + 3) in lines
+    until = time.strftime("%H:%M:%S", time.localtime(NOW + 3))  # the clock's day: no date
+    assert f"rate limited by the upstream: no batch starts before {until}" in lines
     assert [line for line in lines if line.endswith("left 4 items; no estimate while rate limited")]
 
 

@@ -9,13 +9,14 @@ Widths are checked against lines written out here, never against a width compute
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import click
 from support import KillAtFirstCall, StepClock, make_job, posts, runner_cli, write_jsonl
 from unwritable import small_store
 
-from runner import progress_line, runs, tables
+from runner import runs, tables
 from runner.columns import cells, table
 from runner.model import ItemState
 from runner.rules.breaker import Control
@@ -204,6 +205,7 @@ async def test_failures_of_one_kind_are_listed_item_by_item(
 def test_status_says_under_its_counts_until_when_a_rate_limit_holds_batches_back() -> None:
     counts = {state: 0 for state in STATES} | {ItemState.WAITING: 5, ItemState.PENDING: 20}
     run = Standing("demo", counts, {"2026-01": counts}, Control(), 0, engine_alive=True, duplicate_tasks=0,
-                   idle_for=None, rate_limited_until=1_800_000_030.0)
+                   idle_for=None, rate_limited_until=1_800_000_030.0, read_at=1_800_000_000.0)
     shown = " ".join(" ".join(click.unstyle(line).split()) for line in tables.status_table(run))
-    assert f"breaker closed · {progress_line.rate_limited(1_800_000_030.0)} · engine alive" in shown
+    until = time.strftime("%H:%M:%S", time.localtime(1_800_000_030.0))  # the day it was read: no date
+    assert f"breaker closed · rate limited by the upstream: no batch starts before {until} · engine alive" in shown
