@@ -85,6 +85,12 @@ def scheduled(count: int, next_at: float | None, *, now: float | None = None) ->
     return f"{plural(count, 'item')} scheduled" + (f", the next at {_clock(next_at, now)}" if next_at else "")
 
 
+def scheduled_for(at: float, *, now: float | None = None) -> str:
+    """One item's (or an add's) time, as every view says it: ``scheduled for 14:52:03`` (with its date when that
+    is not today's)."""
+    return f"scheduled for {_clock(at, now)}"
+
+
 def _clock(at: float, now: float | None) -> str:
     """A time of day (local), with its date when that is not today's."""
     shown, today = time.localtime(at), time.localtime(time.time() if now is None else now)

@@ -49,9 +49,11 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
-def few(keys: Sequence[str], *, most: int = 5) -> str:
-    """``p001, p002 and 3 more``: the first ``most`` keys, then how many more."""
-    return ", ".join(keys[:most]) + (f" and {len(keys) - most} more" if len(keys) > most else "")
+def few(keys: Sequence[str], *, most: int = 5, total: int | None = None) -> str:
+    """``p001, p002 and 3 more``: the first ``most`` keys, then how many more (of ``total``, when ``keys`` are
+    only the first of them)."""
+    total = len(keys) if total is None else total
+    return ", ".join(keys[:most]) + (f" and {total - min(most, len(keys))} more" if total > min(most, len(keys)) else "")
 
 
 def unknown(what: str, word: str, known: Iterable[str]) -> str:

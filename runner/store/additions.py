@@ -62,6 +62,9 @@ UPDATE runs SET preparing = 0, input_path = :path, input_size = :size, input_mti
     input_hash = :digest, input_read_at = :now WHERE id = :run
 """
 
+#: The last place in the run's order (-1: it has no items).
+LAST_SEQ = "SELECT coalesce(max(seq), -1) FROM items WHERE run_id = ?"
+
 #: How many items the run has.
 TOTAL = "SELECT coalesce(sum(n), 0) FROM counts WHERE run_id = ?"
 
@@ -124,6 +127,27 @@ class Additions(SQLiteFile):
         preparing.run_id, preparing.event_id = int(run_id), event_id
         if last:
             self._shrink_wal()
+
+    def add_new(
+        self, run_id: int, rows: list[ItemRow], preparing: Preparing, *, first: str, at: float | None, now: float
+    ) -> list[str]:
+        """Add, in one transaction, the rows whose key the run does not have (``runner add``); the keys
+        it had, their items left as they are. The new items start at the ``first`` stage, after the run's own in
+        its order, pending, or waiting for their time (their record's, else ``at``); ``preparing`` carries the
+        add's one event to the next chunk. The run's job and input are not touched."""
+        with self.write() as conn:
+            keys = json.dumps([row.key for row in rows])
+            known = {key for key, _, _ in conn.execute(items.KNOWN_KEYS, {"run": run_id, "keys": keys})}
+            (after,) = conn.execute(LAST_SEQ, (run_id,)).fetchone()
+            new = [row._replace(seq=after + 1 + row.seq) for row in rows if row.key not in known]
+            try:
+                added = _add_chunk(conn, run_id, new, now, fresh=True, first=first, at=at)
+            except sqlite3.IntegrityError as exc:  # a key twice: the file, checked without, changed since
+                raise InputChanged("the file added") from exc
+            preparing.event_id = _count_added(conn, run_id, preparing.event_id, added, now, first)
+            conn.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (now, run_id))
+        preparing.run_id = run_id
+        return [row.key for row in rows if row.key in known]
 
     def preparing(self, name: str) -> bool:
         """Whether the run ``name`` is being prepared, or was cut short while it was (no such run: False)."""
