@@ -78,9 +78,9 @@ UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 def parse_time(text: str, where: str, *, now: float) -> float:
     """A time a person gives (``--at``): ISO 8601 with an offset or ``Z``, epoch seconds, or ``in`` a count of
     seconds, minutes, hours or days from ``now`` (``in 10m``); else an InputError."""
-    words = text.split()
-    if len(words) == 2 and words[0] == "in":
-        count, unit = words[1][:-1], words[1][-1:]
+    if text.strip().startswith("in "):
+        spoken = "".join(text.split()[1:])
+        count, unit = spoken[:-1], spoken[-1:]
         if count.isdecimal() and unit in UNIT_SECONDS:
             return now + int(count) * UNIT_SECONDS[unit]
         raise InputError(f"{where}: not a time from now: {text!r} (say in 90s, in 10m, in 2h or in 1d)")
