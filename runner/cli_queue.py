@@ -9,7 +9,7 @@ import click
 
 from .cli_options import db_option, plain_errors
 from .cli_words import go_on
-from .words import few, plural
+from .words import few, plural, scheduled_for
 
 
 @click.command()
@@ -55,7 +55,6 @@ def add(name: str, file: Path, at: str | None, db: str) -> None:
     """
     from . import adding
     from .job_queue import parse_time
-    from .progress_line import scheduled_for
     from .store import Store
 
     now = time.time()

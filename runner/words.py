@@ -8,6 +8,7 @@ default one, so that the copy reads the store the hint came from.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +48,18 @@ def duration(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60:02d}m"
     return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def clock(at: float, *, now: float | None = None) -> str:
+    """A time of day (local), with its date when that is not ``now``'s day (today's, by default)."""
+    shown, today = time.localtime(at), time.localtime(time.time() if now is None else now)
+    return time.strftime("%H:%M:%S" if shown[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", shown)
+
+
+def scheduled_for(at: float, *, now: float | None = None) -> str:
+    """One item's (or an add's) time, as every view says it: ``scheduled for 14:52:03`` (with its date when that
+    is not today's)."""
+    return f"scheduled for {clock(at, now=now)}"
 
 
 def few(keys: Sequence[str], *, most: int = 5, total: int | None = None) -> str:
