@@ -51,7 +51,8 @@ def add(store: RunStore, name: str, path: Path, *, at: float | None, now: float,
     job = dataclasses.replace(job, input=spec, schedule=dataclasses.replace(job.schedule, at=at))
     source = spec.fingerprint()
     item_rows.check(job)
-    preparing, added, skipped, first_skipped = Preparing(), 0, 0, []
+    preparing, added, skipped = Preparing(), 0, 0
+    first_skipped: list[str] = []
     for chunk in chunks(item_rows.rows(job), chunk_rows):
         unchanged(job, source)
         known = store.add_new(run_id, chunk, preparing, first=job.stages[0].name, at=at, now=now)

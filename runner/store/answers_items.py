@@ -130,10 +130,10 @@ class ScheduledItem(NamedTuple):
 
 
 class ScheduledView(NamedTuple):
-    """A run's scheduled items: how many, the first of them (the earliest first), and when it was read."""
+    """A run's scheduled items: how many in all, the first of them (the earliest first), and when it was read."""
 
     name: str
-    count: int
+    total: int
     items: tuple[ScheduledItem, ...]
     read_at: float
 

@@ -58,11 +58,11 @@ class ScheduledScreen(StoreScreen[ScheduledView]):
         return partial(_scheduled, name=self.run_name)
 
     def show(self, view: ScheduledView) -> None:
-        shown = f", the first {len(view.items):,} shown" if len(view.items) < view.count else ""
+        shown = f", the first {len(view.items):,} shown" if len(view.items) < view.total else ""
         self.query_one("#scheduled-title", Static).update(Text.assemble(
-            (f"{plural(view.count, 'item')} of {self.run_name} scheduled, the earliest first{shown}", "bold")
-            if view.count else (f"Nothing of {self.run_name} is scheduled", "bold"),
-            " · nothing is sent for an item before its time · Enter: detail" if view.count else "",
+            (f"{plural(view.total, 'item')} of {self.run_name} scheduled, the earliest first{shown}", "bold")
+            if view.total else (f"Nothing of {self.run_name} is scheduled", "bold"),
+            " · nothing is sent for an item before its time · Enter: detail" if view.total else "",
         ))
         self.query_one(ScheduledTable).show(view)
 
