@@ -65,8 +65,9 @@ def scheduled_for(at: float, *, now: float | None = None) -> str:
 def few(keys: Sequence[str], *, most: int = 5, total: int | None = None) -> str:
     """``p001, p002 and 3 more``: the first ``most`` keys, then how many more (of ``total``, when ``keys`` are
     only the first of them)."""
-    total = len(keys) if total is None else total
-    return ", ".join(keys[:most]) + (f" and {total - min(most, len(keys))} more" if total > min(most, len(keys)) else "")
+    named = min(most, len(keys))
+    more = (len(keys) if total is None else total) - named
+    return ", ".join(keys[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def unknown(what: str, word: str, known: Iterable[str]) -> str:

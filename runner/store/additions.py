@@ -118,7 +118,7 @@ class Additions(SQLiteFile):
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
                 try:
                     added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name,
-                                        at=job.schedule.at)
+                                        at=job.schedule.at, field=bool(job.schedule.field))
                 except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
             event_id = _count_added(conn, run_id, preparing.event_id, added, now, job.stages[0].name)
@@ -203,7 +203,7 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: s
 
 def _add_chunk(
     conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str,
-    at: float | None = None,
+    at: float | None = None, field: bool = False,
 ) -> int:
     """Add new items, give known ones whose input changed the new one (moving them as the module says); how
     many were added (not the sub-items a changed parent lost: the removal is an event of its own).
@@ -212,7 +212,8 @@ def _add_chunk(
     new (the input was checked for duplicates) and none is looked up. Items
     start at the ``first`` stage; one whose input changed starts there again,
     its results forgotten. ``at`` (``runner run --at``) schedules the new
-    items whose record names no time of its own.
+    items whose record names no time of its own; ``field``: the job names a
+    ``[schedule] field`` (see ``_schedule``).
     """
     known: dict[str, tuple[int, str]] = {}
     if not fresh:
@@ -235,19 +236,23 @@ def _add_chunk(
         conn.executemany(items.ADD_ITEM, [(item_id, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
                                            now, first, row.priority) for item_id, row in added])
         conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in added])
-    _schedule(conn, changed + added, changed, now)
+    _schedule(conn, changed + added, changed, now, field=field)
     return len(new)
 
 
 def _schedule(
-    conn: sqlite3.Connection, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float
+    conn: sqlite3.Connection, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float, *,
+    field: bool,
 ) -> None:
     """Items whose input names a time ahead wait for it (one scheduled for another time waits for the new one);
-    one scheduled whose new input (``changed``) no longer names a time ahead is pending."""
+    one scheduled whose new input (``changed``) names a time that came, or, the job naming a ``[schedule] field``
+    (``field``), no time, is pending. Without the field its time was a person's (``--at``): a new input (a
+    changed prompt) keeps it."""
     ahead = [(item_id, row.at) for item_id, row in rows if row.at is not None and row.at > now]
     if ahead:
         move(conn, "schedule", where=items.TO_SCHEDULE, source=LISTED_SOURCE, values=items.SCHEDULED_AT,
              params={"ids": json.dumps([i for i, _ in ahead]), "at": json.dumps([at for _, at in ahead]), "now": now})
-    not_ahead = [item_id for item_id, row in changed if row.at is None or row.at <= now]
+    not_ahead = [item_id for item_id, row in changed
+                 if (row.at is None and field) or (row.at is not None and row.at <= now)]
     if not_ahead:
         move(conn, "due", where=LISTED, params={"ids": json.dumps(not_ahead), "now": now})
