@@ -126,14 +126,13 @@ def unfinished(store: Store, run_id: int) -> int:
 
 def next_due(store: Store, run_id: int, *, skip: Sequence[str] = ()) -> float | None:
     """When the earliest waiting item may be tried again (a retry's wait, or a scheduled item's time), but for
-    those at the stages ``skip`` names."""
-    rows = store.rows(
-        f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND state = 'waiting' AND {NOT_HELD}"
-        f" AND stage NOT IN ({', '.join('?' for _ in skip)})",
-        [run_id, *skip],
-    )
-    times = [t for t in (rows[0]["t"], scheduled(store, run_id)[1]) if t is not None]
-    return float(min(times)) if times else None
+    those at the stages ``skip`` names (no call of the engine asking moves them: it need not wait for them).
+    One read for each hold, each on its partial index."""
+    others = f"stage NOT IN ({', '.join('?' for _ in skip)})"
+    times = [store.rows(f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND {held} AND {others}",
+                        [run_id, *skip])[0]["t"]
+             for held in (f"state = 'waiting' AND {NOT_HELD}", "hold = 'scheduled'")]
+    return min((float(t) for t in times if t is not None), default=None)
 
 
 def rate_limited_until(store: Store, run_id: int, *, now: float) -> float | None:
