@@ -9,7 +9,8 @@ items follow the run's own in its order. A key the run already has is
 skipped, its item left as it is whatever the file says: never a second item
 for a key, never a saved result lost, nothing sent again. So adding the same
 file twice adds nothing the second time, and an add cut short is finished by
-adding the file again. With ``at`` the new items wait for that time, unless
+adding the file again. A run whose engine is reading its input is refused
+(its next chunk could hold a key the file adds). With ``at`` the new items wait for that time, unless
 their record names one (``[schedule] field``). The run's job and its input
 file are not changed: ``runner run JOB`` reads its own input as before.
 """
@@ -19,8 +20,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from . import item_rows
-from .errors import InputError
+from . import item_rows, lease
+from .errors import InputError, RunError
 from .inputs import InputSpec, format_of
 from .preparing import CHUNK_ROWS, chunks, unchanged
 from .store.additions import Preparing
@@ -44,6 +45,8 @@ def add(store: RunStore, name: str, path: Path, *, at: float | None, now: float,
     """Add the records of the JSONL or CSV file ``path`` to the run ``name`` (see the module)."""
     job = store.job(name)
     run_id = store.run_id(name)
+    if store.preparing(name) and lease.alive(store, name, now=now):  # its first chunks may yet add the same keys
+        raise RunError(f"run {name!r} is reading its input: add to it once that is done")
     spec = InputSpec(path, format_of(path))
     if spec.format == "sqlite":
         raise InputError(f"{path}: runner add reads a JSONL or CSV file (.jsonl, .ndjson, .csv)")

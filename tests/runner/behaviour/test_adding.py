@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 from support import LedgerWatch, StepClock, add_all, make_job, posts, runner_cli, write_jsonl
 
-from runner import adding, runs
+from runner import adding, item_rows, lease, runs
+from runner.errors import RunError
 from runner.job_queue import parse_time
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
+from runner.store.additions import Preparing
 
 START = 1_800_000_000.0
 
@@ -90,3 +92,13 @@ def test_a_bad_add_is_one_line_exit_1_and_the_run_untouched(tmp_path: Path, args
 def test_a_time_from_now_is_counted_from_now() -> None:
     assert [parse_time(text, "--at", now=START) for text in ("in 90s", "in 10m", "in 2h", "in 1d")] == [
         START + 90, START + 600, START + 7_200, START + 86_400]
+
+
+def test_a_run_whose_engine_is_reading_its_input_is_refused_until_it_is_done(tmp_path: Path, store: Store) -> None:
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(4))
+    lease.acquire(store, "test", token="reading", now=START)
+    store.add_items(job, list(item_rows.items(job))[:2], Preparing(), now=START, lease=("test", "reading"))
+    with pytest.raises(RunError, match="run 'test' is reading its input: add to it once that is done"):
+        adding.add(store, "test", write_jsonl(tmp_path / "more.jsonl", posts(6)[3:]), at=None, now=START)
+    lease.release(store, "test", token="reading")
+    assert adding.add(store, "test", tmp_path / "more.jsonl", at=None, now=START) == adding.Added(3, 0, ())
