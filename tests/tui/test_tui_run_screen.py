@@ -83,7 +83,7 @@ async def test_a_run_a_429_holds_back_says_until_when_no_batch_starts_and_gives_
         await settle(pilot)
         lines = [line.strip("│ ") for line in shown(app.screen.query_one(RunPanel))]
     assert "breaker closed, 2 of 2 slots free" in lines
-    assert progress_line.rate_limited(NOW + 3) in lines
+    assert progress_line.rate_limited(NOW + 3, now=NOW) in lines
     assert [line for line in lines if line.endswith("left 4 items; no estimate while rate limited")]
 
 
