@@ -76,7 +76,7 @@ def demo(db: str, latency: float, pipeline: bool, wait: bool | None) -> None:
 @click.command()
 @click.argument("job_or_name")
 @click.option("--at", "at", metavar="TIME", help="Send the items this run adds no sooner than TIME (ISO 8601 with an "
-              "offset, or epoch seconds), unless their record names a time ([schedule] field).")
+              "offset, epoch seconds, or in 10m, 2h, 1d), unless their record names a time ([schedule] field).")
 @db_option
 @wait_option
 @plain_errors
@@ -101,7 +101,8 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
         if at is not None:
             from .job_queue import parse_time
 
-            job = dataclasses.replace(job, schedule=dataclasses.replace(job.schedule, at=parse_time(at, "--at")))
+            when = parse_time(at, "--at", now=time.time())
+            job = dataclasses.replace(job, schedule=dataclasses.replace(job.schedule, at=when))
         job.input.require()  # before the store is opened: a missing input leaves no new store behind
         new = not Path(db).exists()
         try:

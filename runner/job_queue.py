@@ -71,12 +71,23 @@ def send_at(record: Mapping[str, Any], name: str, where: str) -> float | None:
                      f"not {value!r}")
 
 
-def parse_time(text: str, where: str) -> float:
-    """A time a person gives (``--at``): ISO 8601 with an offset or ``Z``, or epoch seconds; else an InputError."""
-    return _iso(text.strip(), "the time", where)
+#: Seconds in each unit of a time from now (``in 90s``, ``in 10m``, ``in 2h``, ``in 1d``).
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
 
 
-def _iso(text: str, what: str, where: str) -> float:
+def parse_time(text: str, where: str, *, now: float) -> float:
+    """A time a person gives (``--at``): ISO 8601 with an offset or ``Z``, epoch seconds, or ``in`` a count of
+    seconds, minutes, hours or days from ``now`` (``in 10m``); else an InputError."""
+    if text.strip().startswith("in "):
+        spoken = "".join(text.split()[1:])
+        count, unit = spoken[:-1], spoken[-1:]
+        if count.isdecimal() and unit in UNIT_SECONDS:
+            return now + int(count) * UNIT_SECONDS[unit]
+        raise InputError(f"{where}: not a time from now: {text!r} (say in 90s, in 10m, in 2h or in 1d)")
+    return _iso(text.strip(), "the time", where, forms="epoch seconds, or in 10m")
+
+
+def _iso(text: str, what: str, where: str, *, forms: str = "or epoch seconds") -> float:
     try:
         seconds = float(text)
     except ValueError:
@@ -87,7 +98,7 @@ def _iso(text: str, what: str, where: str) -> float:
         at = datetime.fromisoformat(text)
     except ValueError:
         raise InputError(f"{where}: {what} is not a time: {text!r} (ISO 8601 with an offset, "
-                         "e.g. 2026-12-02T18:00:00Z, or epoch seconds)") from None
+                         f"e.g. 2026-12-02T18:00:00Z, {forms})") from None
     if at.tzinfo is None:
         raise InputError(f"{where}: {what} has no offset: {text!r} (add Z or +01:00, say)")
     return at.timestamp()

@@ -61,16 +61,16 @@ def prepare(
     total = item_rows.check(job, every=checked)
     _to_pipeline(store, job, now)
     preparing, added = Preparing(), 0
-    chunks = _chunks(item_rows.rows(job), chunk_rows)
-    chunk = next(chunks, [])
-    for following in chunks:
-        _unchanged(job, source)
+    read = chunks(item_rows.rows(job), chunk_rows)
+    chunk = next(read, [])
+    for following in read:
+        unchanged(job, source)
         store.add_items(job, chunk, preparing, now=now(), lease=held)
         added += len(chunk)
         if adding is not None:
             adding(added, total)
         chunk = following
-    _unchanged(job, source)
+    unchanged(job, source)
     store.add_items(job, chunk, preparing, now=now(), lease=held, last=True, source=source)
     return preparing.run_id
 
@@ -88,16 +88,16 @@ def _to_pipeline(store: RunStore, job: Job, now: Callable[[], float]) -> None:
     before = dataclasses.replace(was, input=job.input)
     first = job.stages[0].fingerprint(job.version)
     kept = first if was.stages[0].fingerprint(was.version) == first else None
-    for chunk in _chunks(zip(item_rows.rows(before), item_rows.rows(job), strict=True), CHUNK_ROWS):
+    for chunk in chunks(zip(item_rows.rows(before), item_rows.rows(job), strict=True), CHUNK_ROWS):
         store.to_pipeline(job.name, chunk, first=job.stages[0].name, kept=kept, now=now())
 
 
-def _unchanged(job: Job, source: Fingerprint | None) -> None:
+def unchanged(job: Job, source: Fingerprint | None) -> None:
     """Refuse an input file changed since it was checked, before a chunk read from it is added."""
     if job.input.fingerprint() != source:
         raise InputChanged(job.input.describe())
 
 
-def _chunks(rows: Iterator[T], size: int) -> Iterator[list[T]]:
+def chunks(rows: Iterator[T], size: int) -> Iterator[list[T]]:
     while chunk := list(itertools.islice(rows, size)):
         yield chunk

@@ -26,13 +26,12 @@ Without waiting for a person, a held run says it is stopping.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .model import BreakerState, FailureKind
 from .store.answers import Standing
-from .words import command, duration, plural
+from .words import clock, command, duration, plural
 
 
 @dataclass(frozen=True)
@@ -76,19 +75,13 @@ def time_left(seconds: float | None) -> str:
 def rate_limited(until: float, *, now: float | None = None) -> str:
     """A rate limit the engine waits out, as every view says it: ``rate limited by the upstream: no batch
     starts before 14:52:03`` (local time; with its date when that is not today's, as a long Retry-After gives)."""
-    return f"rate limited by the upstream: no batch starts before {_clock(until, now)}"
+    return f"rate limited by the upstream: no batch starts before {clock(until, now=now)}"
 
 
 def scheduled(count: int, next_at: float | None, *, now: float | None = None) -> str:
     """Items waiting for the time their input scheduled them at, as every view says it: ``2 items scheduled,
     the next at 14:52:03`` (local time; with its date when that is not today's)."""
-    return f"{plural(count, 'item')} scheduled" + (f", the next at {_clock(next_at, now)}" if next_at else "")
-
-
-def _clock(at: float, now: float | None) -> str:
-    """A time of day (local), with its date when that is not today's."""
-    shown, today = time.localtime(at), time.localtime(time.time() if now is None else now)
-    return time.strftime("%H:%M:%S" if shown[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", shown)
+    return f"{plural(count, 'item')} scheduled" + (f", the next at {clock(next_at, now=now)}" if next_at else "")
 
 
 def reading(source: str, records: int) -> Line:

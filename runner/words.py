@@ -8,6 +8,7 @@ default one, so that the copy reads the store the hint came from.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,9 +50,24 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d {s % 86400 // 3600}h"
 
 
-def few(keys: Sequence[str], *, most: int = 5) -> str:
-    """``p001, p002 and 3 more``: the first ``most`` keys, then how many more."""
-    return ", ".join(keys[:most]) + (f" and {len(keys) - most} more" if len(keys) > most else "")
+def clock(at: float, *, now: float | None = None) -> str:
+    """A time of day (local), with its date when that is not ``now``'s day (today's, by default)."""
+    shown, today = time.localtime(at), time.localtime(time.time() if now is None else now)
+    return time.strftime("%H:%M:%S" if shown[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", shown)
+
+
+def scheduled_for(at: float, *, now: float | None = None) -> str:
+    """One item's (or an add's) time, as every view says it: ``scheduled for 14:52:03`` (with its date when that
+    is not today's)."""
+    return f"scheduled for {clock(at, now=now)}"
+
+
+def few(keys: Sequence[str], *, most: int = 5, total: int | None = None) -> str:
+    """``p001, p002 and 3 more``: the first ``most`` keys, then how many more (of ``total``, when ``keys`` are
+    only the first of them)."""
+    named = min(most, len(keys))
+    more = (len(keys) if total is None else total) - named
+    return ", ".join(keys[:most]) + (f" and {more} more" if more > 0 else "")
 
 
 def unknown(what: str, word: str, known: Iterable[str]) -> str:

@@ -56,6 +56,19 @@ class StepClock:
         await asyncio.sleep(0)
 
 
+class LedgerWatch(StepClock):
+    """A test clock that notes, each time the engine waits, the time and which keys the simulator has billed."""
+
+    def __init__(self, sim: Simulator, start: float) -> None:
+        super().__init__(start)
+        self.sim = sim
+        self.seen: list[tuple[float, set[str]]] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.seen.append((self.time, set(self.sim.ledger.snapshot()["billed"])))
+        await super().sleep(seconds)
+
+
 class SharedClock(StepClock):
     """The engine's waits move the simulator's clock too, so a 24 h batch window passes at once."""
 

@@ -62,6 +62,9 @@ UPDATE runs SET preparing = 0, input_path = :path, input_size = :size, input_mti
     input_hash = :digest, input_read_at = :now WHERE id = :run
 """
 
+#: The last place in the run's order (-1: it has no items).
+LAST_SEQ = "SELECT coalesce(max(seq), -1) FROM items WHERE run_id = ?"
+
 #: How many items the run has.
 TOTAL = "SELECT coalesce(sum(n), 0) FROM counts WHERE run_id = ?"
 
@@ -115,7 +118,7 @@ class Additions(SQLiteFile):
             while chunk := list(itertools.islice(rows, INSERT_CHUNK)):
                 try:
                     added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name,
-                                        at=job.schedule.at)
+                                        at=job.schedule.at, field=bool(job.schedule.field))
                 except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
             event_id = _count_added(conn, run_id, preparing.event_id, added, now, job.stages[0].name)
@@ -124,6 +127,27 @@ class Additions(SQLiteFile):
         preparing.run_id, preparing.event_id = int(run_id), event_id
         if last:
             self._shrink_wal()
+
+    def add_new(
+        self, run_id: int, rows: list[ItemRow], preparing: Preparing, *, first: str, at: float | None, now: float
+    ) -> list[str]:
+        """Add, in one transaction, the rows whose key the run does not have (``runner add``); the keys
+        it had, their items left as they are. The new items start at the ``first`` stage, after the run's own in
+        its order, pending, or waiting for their time (their record's, else ``at``); ``preparing`` carries the
+        add's one event to the next chunk. The run's job and input are not touched."""
+        with self.write() as conn:
+            keys = json.dumps([row.key for row in rows])
+            known = {key for key, _, _ in conn.execute(items.KNOWN_KEYS, {"run": run_id, "keys": keys})}
+            (after,) = conn.execute(LAST_SEQ, (run_id,)).fetchone()
+            new = [row._replace(seq=after + 1 + row.seq) for row in rows if row.key not in known]
+            try:
+                added = _add_chunk(conn, run_id, new, now, fresh=True, first=first, at=at)
+            except sqlite3.IntegrityError as exc:  # a key twice: the file, checked without, changed since
+                raise InputChanged("the file added") from exc
+            preparing.event_id = _count_added(conn, run_id, preparing.event_id, added, now, first)
+            conn.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (now, run_id))
+        preparing.run_id = run_id
+        return [row.key for row in rows if row.key in known]
 
     def preparing(self, name: str) -> bool:
         """Whether the run ``name`` is being prepared, or was cut short while it was (no such run: False)."""
@@ -179,7 +203,7 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: s
 
 def _add_chunk(
     conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str,
-    at: float | None = None,
+    at: float | None = None, field: bool = False,
 ) -> int:
     """Add new items, give known ones whose input changed the new one (moving them as the module says); how
     many were added (not the sub-items a changed parent lost: the removal is an event of its own).
@@ -188,7 +212,8 @@ def _add_chunk(
     new (the input was checked for duplicates) and none is looked up. Items
     start at the ``first`` stage; one whose input changed starts there again,
     its results forgotten. ``at`` (``runner run --at``) schedules the new
-    items whose record names no time of its own.
+    items whose record names no time of its own; ``field``: the job names a
+    ``[schedule] field`` (see ``_schedule``).
     """
     known: dict[str, tuple[int, str]] = {}
     if not fresh:
@@ -211,19 +236,23 @@ def _add_chunk(
         conn.executemany(items.ADD_ITEM, [(item_id, run_id, row.key, row.group, row.seq, row.chars, row.fingerprint,
                                            now, first, row.priority) for item_id, row in added])
         conn.executemany(items.SAVE_INPUT, [(item_id, row.input) for item_id, row in added])
-    _schedule(conn, changed + added, changed, now)
+    _schedule(conn, changed + added, changed, now, field=field)
     return len(new)
 
 
 def _schedule(
-    conn: sqlite3.Connection, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float
+    conn: sqlite3.Connection, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float, *,
+    field: bool,
 ) -> None:
     """Items whose input names a time ahead wait for it (one scheduled for another time waits for the new one);
-    one scheduled whose new input (``changed``) no longer names a time ahead is pending."""
+    one scheduled whose new input (``changed``) names a time that came, or, the job naming a ``[schedule] field``
+    (``field``), no time, is pending. Without the field its time was a person's (``--at``): a new input (a
+    changed prompt) keeps it."""
     ahead = [(item_id, row.at) for item_id, row in rows if row.at is not None and row.at > now]
     if ahead:
         move(conn, "schedule", where=items.TO_SCHEDULE, source=LISTED_SOURCE, values=items.SCHEDULED_AT,
              params={"ids": json.dumps([i for i, _ in ahead]), "at": json.dumps([at for _, at in ahead]), "now": now})
-    not_ahead = [item_id for item_id, row in changed if row.at is None or row.at <= now]
+    not_ahead = [item_id for item_id, row in changed
+                 if (row.at is None and field) or (row.at is not None and row.at <= now)]
     if not_ahead:
         move(conn, "due", where=LISTED, params={"ids": json.dumps(not_ahead), "now": now})

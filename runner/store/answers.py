@@ -18,12 +18,13 @@ from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
 from .expiry import Expiring
 from .answers_items import (
-    Decision, DecisionsView, FailedItem, FailuresView, HeldView, HistoryLine, ItemView, KindCount, stage_note,
+    Decision, DecisionsView, FailedItem, FailuresView, HeldView, HistoryLine, ItemView, KindCount, ScheduledItem,
+    ScheduledView, stage_note,
 )
 
 __all__ = [  # from answers_items
     "Decision", "DecisionsView", "FailedItem", "FailuresView", "HeldView", "HistoryLine", "ItemView", "KindCount",
-    "stage_note",
+    "ScheduledItem", "ScheduledView", "stage_note",
 ]
 
 #: The seven states, in the order every UI shows them.

@@ -102,8 +102,8 @@ class ItemView(NamedTuple):
     staged: bool = False
     #: A pipeline's item: each stage's result it has (JSON text), in the order they were saved.
     results: Mapping[str, str] = {}
-    #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person), or
-    #: ``waiting until 12:03:04`` (a time); "" when it is not waiting.
+    #: What a waiting item waits for, apart: ``waiting for a decision at stage review`` (a person),
+    #: ``scheduled for 12:03:04`` (its scheduled time) or ``waiting until ...`` (a back-off); "" when it is not waiting.
     waits: str = ""
 
 
@@ -119,6 +119,23 @@ class HeldView(NamedTuple):
         for item in self.items:
             cases[item.case] += 1
         return {case: n for case, n in cases.items() if n}
+
+
+class ScheduledItem(NamedTuple):
+    """An item waiting for the time its input (or ``runner add --at``) scheduled it at."""
+
+    key: str
+    group: str
+    at: float
+
+
+class ScheduledView(NamedTuple):
+    """A run's scheduled items: how many in all, the first of them (the earliest first), and when it was read."""
+
+    name: str
+    total: int
+    items: tuple[ScheduledItem, ...]
+    read_at: float
 
 
 class Decision(NamedTuple):

@@ -25,6 +25,7 @@ from .confirmations import ConfirmationsScreen
 from .decisions import DecisionsScreen
 from .dialog import AskScreen
 from .failures import FailuresScreen
+from .scheduled import ScheduledScreen
 
 
 #: Lines below which a pipeline's run screen shows its stage rows or its group rows, not both (``v`` switches):
@@ -42,6 +43,7 @@ class RunScreen(StoreScreen[RunView]):
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
         Binding("d", "decisions", "Decide", tooltip="Items waiting at a decide stage: approve, reject or edit, one at a time"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
+        Binding("w", "scheduled", "Scheduled", tooltip="Items waiting for their scheduled time, the earliest first"),
         Binding("v", "switch_rows", "Rows",
                 tooltip="A short screen shows a pipeline's stages or its groups, not both: switch between them"),
         Binding("x", "cancel_run", "Cancel run",
@@ -78,9 +80,9 @@ class RunScreen(StoreScreen[RunView]):
         return partial(_view, name=self.run_name)
 
     def show(self, view: RunView) -> None:
-        deciding = bool(view.standing.needs_decision)
-        if self.view is None or deciding != bool(self.view.standing.needs_decision):
-            self.refresh_bindings()  # d is in the footer only while items wait for a decision
+        footer = bool(view.standing.needs_decision), bool(view.standing.scheduled)
+        if self.view is None or footer != (bool(self.view.standing.needs_decision), bool(self.view.standing.scheduled)):
+            self.refresh_bindings()  # d is in the footer only while items wait for a decision, w while some are scheduled
         self.view = view
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
@@ -131,12 +133,17 @@ class RunScreen(StoreScreen[RunView]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "decisions":
             return self.view is not None and bool(self.view.standing.needs_decision)
+        if action == "scheduled":
+            return self.view is not None and bool(self.view.standing.scheduled)
         if action == "switch_rows":
             return self.staged and self.short
         return True
 
     def action_decisions(self) -> None:
         self.app.push_screen(DecisionsScreen(self.run_name))
+
+    def action_scheduled(self) -> None:
+        self.app.push_screen(ScheduledScreen(self.run_name))
 
     def action_failures(self) -> None:
         self.app.push_screen(FailuresScreen(self.run_name))

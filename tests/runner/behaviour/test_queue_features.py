@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from support import StepClock, add_all, make_job, posts, runner_cli
+from support import LedgerWatch, StepClock, add_all, make_job, posts, runner_cli
 
 from runner import SkipRetry, control, runs
 from runner.job_queue import Schedule
@@ -23,19 +23,6 @@ START = 1_800_000_000.0
 IN_AN_HOUR = datetime.fromtimestamp(START + 3_600, UTC).isoformat().replace("+00:00", "Z")
 
 
-class LedgerWatch(StepClock):
-    """A test clock that notes, each time the engine waits, the time and which keys the simulator has billed."""
-
-    def __init__(self, sim: Simulator) -> None:
-        super().__init__(START)
-        self.sim = sim
-        self.seen: list[tuple[float, set[str]]] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.seen.append((self.time, set(self.sim.ledger.snapshot()["billed"])))
-        await super().sleep(seconds)
-
-
 async def test_nothing_is_sent_for_a_scheduled_item_before_its_time(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
@@ -43,7 +30,7 @@ async def test_nothing_is_sent_for_a_scheduled_item_before_its_time(
     records[1]["send_at"] = IN_AN_HOUR
     records[3]["send_at"] = START + 7_200  # epoch seconds
     job = replace(make_job(tmp_path, sim.base_url, records, max_items=10), schedule=Schedule("send_at"))
-    clock = LedgerWatch(sim)
+    clock = LedgerWatch(sim, START)
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.status["counts"][ItemState.COMPLETED] == 4
     assert [call["ids"] for call in sim.ledger.snapshot()["calls"]] == [["p000", "p002"], ["p001"], ["p003"]]
@@ -142,7 +129,7 @@ async def test_nothing_is_sent_before_the_time_a_run_was_given_for_the_items_it_
     records = posts(3)
     records[2]["send_at"] = START + 60  # its own time stands
     job = replace(make_job(tmp_path, sim.base_url, records), schedule=Schedule("send_at", at=START + 3_600))
-    clock = LedgerWatch(sim)
+    clock = LedgerWatch(sim, START)
     await runs.execute(store, job, clock=clock)
     assert [sorted(call["ids"]) for call in sim.ledger.snapshot()["calls"]] == [["p002"], ["p000", "p001"]]
     assert all(billed <= {"p002"} for at, billed in clock.seen if at < START + 3_600)
