@@ -52,6 +52,12 @@ class Revalidation:
     plan: Plan
     works: tuple[StageWork, ...]
 
+    def resent(self) -> list[tuple[str, list[int], int]]:
+        """Per stage: its name, the items whose result is now invalid (sent again), and how many results are kept
+        or completed with no call: what its re-run plan (:mod:`runner.store.rerun_plans`) prices."""
+        return [(work.stage.name, list(work.sorted.again), len(work.sorted.complete) + len(work.sorted.restamp))
+                for work in self.works]
+
 
 def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | None = None) -> Revalidation:
     """The revalidation of run ``name`` (every stage that calls, or one ``stage``) against ``job`` (by default

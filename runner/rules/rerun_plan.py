@@ -19,9 +19,10 @@ The first row that holds decides an item's part:
 | ``revalidate``: a result now invalid            | anything (it was answered)           | may-repeat   | yes    |
 | ``revalidate``: a result kept, or completed     | anything                             | charge-safe  | no     |
 
-An item's record counts its calls over all its stages: an item of a
-pipeline answered at an earlier stage counts as may-repeat when retried at a
-later one (shown as more than it may be, never less). A part's cost is its
+In a pipeline, "answered" is at the stage the item is sent again at (the
+store counts its paid calls beyond one per calling stage it passed); a call
+lost is counted at any stage (shown as more than it may be, never less). A
+part's cost is its
 items' calls at the estimate of :mod:`runner.rules.estimate` (unknown, None,
 when a stage has no price); items sent with no call cost nothing.
 
@@ -65,7 +66,7 @@ class Resent:
     how: Resend
     #: The kind it failed as (a retry's).
     kind: str | None = None
-    #: A call of it was answered (billed) before.
+    #: A call of it was answered (billed) before, at the stage it is sent again at.
     answered: bool = False
     #: A call of it was sent and its answer lost (an unknown charge).
     lost: bool = False

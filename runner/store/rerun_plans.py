@@ -33,9 +33,21 @@ WHERE {CHOSEN} AND items.hold = 'confirm'
 GROUP BY 1, 2, 3
 """
 
-#: Failed items a retry takes, by stage, kind and whether a call of theirs was answered, or lost.
+#: The stages of the run ``:run`` that make no call (decide, join): their results were never billed.
+NO_CALL = """
+SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages')
+WHERE runs.id = :run AND json_extract(value, '$.kind') IN ('decide', 'join')
+"""
+#: Whether an item was answered (billed) at the stage it is at: more paid calls than the stages it passed that
+#: call (each passed once at least; one passed after an invalid answer counts here too: shown as may-repeat).
+ANSWERED_HERE = f"""
+items.paid_calls > (SELECT count(*) FROM results WHERE results.item_id = items.id AND results.stage != items.stage
+                    AND results.stage NOT IN ({NO_CALL}))
+"""
+
+#: Failed items a retry takes, by stage, kind and whether a call of theirs was answered at its stage, or lost.
 FAILED = f"""
-SELECT stage, error_kind AS kind, paid_calls > 0 AS answered, maybe_paid > 0 AS lost,
+SELECT stage, error_kind AS kind, {ANSWERED_HERE} AS answered, maybe_paid > 0 AS lost,
        count(*) AS n, coalesce(sum(chars), 0) AS chars
 FROM items
 WHERE items.state = 'failed' AND {CHOSEN} AND {RETRIED_KIND} AND {AT_STAGE}
