@@ -146,8 +146,12 @@ class StoreScreen(Screen[None], Generic[T]):
             data = app.connection.call(lambda store: read(store, app.clock()))
         except RunnerError as exc:
             self.post_message(self.Failed(str(exc), command=True))
-        else:
-            app.call_from_thread(lambda: app.push_screen(question(data), then))
+            return
+
+        def show() -> None:
+            app.push_screen(question(data), then)
+
+        app.call_from_thread(show)
 
     def on_store_screen_loaded(self, message: Loaded) -> None:
         self._told = None
