@@ -329,7 +329,7 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
         raise click.UsageError(str(exc)) from exc
     shown = revalidation.plan
     if shown.changes:
-        click.echo(plan_line(rerun_plans.revalidate_plan(store, revalidation.run_id, revalidation.resent())))
+        click.echo(plan_line(rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent())))
     for line in revalidating.plan_lines(shown):
         click.echo(line)
     if shown.may_repeat and not yes:

@@ -52,11 +52,19 @@ class Revalidation:
     plan: Plan
     works: tuple[StageWork, ...]
 
-    def resent(self) -> list[tuple[str, list[int], int]]:
-        """Per stage: its name, the items whose result is now invalid (sent again), and how many results are kept
-        or completed with no call: what its re-run plan (:mod:`runner.store.rerun_plans`) prices."""
-        return [(work.stage.name, list(work.sorted.again), len(work.sorted.complete) + len(work.sorted.restamp))
-                for work in self.works]
+    def resent(self) -> tuple[list[tuple[str, list[int]]], int]:
+        """What its re-run plan (:mod:`runner.store.rerun_plans`) prices, item by item: per stage, the items
+        sent again there (a result now invalid; an item sent again at an earlier stage is sent from there), and
+        how many other items keep or complete their results with no call."""
+        again: list[tuple[str, list[int]]] = []
+        sent: set[int] = set()
+        kept: set[int] = set()
+        for work in self.works:
+            there = [item for item in work.sorted.again if item not in sent]
+            sent.update(there)
+            kept.update(work.sorted.complete, work.sorted.restamp)
+            again.append((work.stage.name, there))
+        return again, len(kept - sent)
 
 
 def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | None = None) -> Revalidation:

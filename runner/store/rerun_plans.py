@@ -83,14 +83,13 @@ def retry_plan(
     return _priced(store, run_id, groups)
 
 
-def revalidate_plan(store: Store, run_id: int, stages: Iterable[tuple[str, Sequence[int], int]]) -> RerunPlan:
-    """The plan of ``runner revalidate``: per stage (its name, the ids of the items whose result is now invalid,
-    how many results are kept or completed with no call)."""
-    groups = []
-    for stage, again, kept in stages:
-        (row,) = store.rows(CHARS, {"ids": json.dumps(list(again))})
-        groups += [Group(stage, Resent(Resend.REVALIDATE_AGAIN), row["n"], row["chars"]),
-                   Group(stage, Resent(Resend.REVALIDATE_KEPT), kept, 0)]
+def revalidate_plan(store: Store, run_id: int, again: Iterable[tuple[str, Sequence[int]]], kept: int) -> RerunPlan:
+    """The plan of ``runner revalidate``: per stage, the ids of the items sent again there (a result now
+    invalid), and how many other items keep or complete their results with no call."""
+    groups = [Group("", Resent(Resend.REVALIDATE_KEPT), kept, 0)]
+    for stage, ids in again:
+        (row,) = store.rows(CHARS, {"ids": json.dumps(list(ids))})
+        groups.append(Group(stage, Resent(Resend.REVALIDATE_AGAIN), row["n"], row["chars"]))
     return _priced(store, run_id, groups)
 
 
