@@ -95,8 +95,9 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None,
     if shown.may_repeat.items and not yes:
         asked = [*keys, *(["--kind", kind] if kind else []), *(["--stage", stage] if stage else []), "--yes"]
         _ask(f"retry {plural(shown.items, 'failed item')} of {name!r} ({shown.may_repeat.items:,} may be billed "
-             "again)?", refused=f"runner retry asks before it sends answered items again; nothing was changed; in a "
-             f"script add --yes: {spelt('retry', name, *asked, db=store.path)}", declined="nothing was retried")
+             "again)?", declined="nothing was retried",
+             refused="runner retry asks before it sends items that may be billed again; nothing was changed; in a "
+                     f"script add --yes: {spelt('retry', name, *asked, db=store.path)}")
     done = control.retry(store, name, now=time.time(), kind=kind, keys=keys, stage=stage)
     if not done.again:
         chosen = (f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")) + (

@@ -87,8 +87,8 @@ def test_retry_yes_sends_items_that_may_be_billed_again_without_asking(tmp_path:
     unasked = runner_cli("retry", "test", "--kind", "cancelled", cwd=tmp_path)
     agreed = runner_cli("retry", "test", "--kind", "cancelled", "--yes", cwd=tmp_path)
     assert unasked.returncode == 1
-    assert unasked.stderr == ("error: runner retry asks before it sends answered items again; nothing was changed; "
-                              "in a script add --yes: runner retry test --kind cancelled --yes\n")
+    assert unasked.stderr == ("error: runner retry asks before it sends items that may be billed again; nothing was "
+                              "changed; in a script add --yes: runner retry test --kind cancelled --yes\n")
     assert agreed.returncode == 0, agreed.stderr
     assert shown(agreed.stdout) == (5, 2, 3)  # the two never sent are charge-safe
     assert "5 failed items of run 'test' pending again" in agreed.stdout
