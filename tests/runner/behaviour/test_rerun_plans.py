@@ -8,9 +8,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support import make_job, posts, runner_cli
+from support import StepClock, make_job, posts, runner_cli
 
 from runner import lease, runs
+from runner.sim import Simulator
 from runner.store import Store, rerun_plans
 from test_cli_confirm import answered
 
@@ -92,3 +93,19 @@ def test_retry_yes_sends_items_that_may_be_billed_again_without_asking(tmp_path:
     assert agreed.returncode == 0, agreed.stderr
     assert shown(agreed.stdout) == (5, 2, 3)  # the two never sent are charge-safe
     assert "5 failed items of run 'test' pending again" in agreed.stdout
+
+
+@pytest.mark.parametrize(("fault", "safe", "again"), [
+    ("billed_then_dropped", 0, 2),  # billed, its answer lost: sending it again may bill it twice
+    ("http_400", 2, 0),  # refused before running: never billed
+])
+async def test_a_retry_of_a_call_billed_and_lost_may_be_billed_again_and_of_a_refused_one_is_charge_safe(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock, fault: str, safe: int, again: int
+) -> None:
+    sim.set_faults({"rules": [{"fault": fault}]})
+    job = make_job(tmp_path, sim.base_url, posts(2), max_items=1, max_attempts=1, request_retries=0)
+    job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, price=PRICE))
+    assert (await runs.execute(store, job, clock=clock)).status["counts"]["failed"] == 2
+    retried = runner_cli("retry", "test", cwd=tmp_path)  # a script: it asks only when some may be billed again
+    assert shown(retried.stdout) == (2, safe, again)
+    assert retried.returncode == (1 if again else 0), retried.stderr
