@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 from .. import costs
 from ..rules.rerun_plan import Group, RerunPlan, Resend, Resent, plan
+from ..rules.triage import Left, on_confirm
 from . import ledger
 from .commands import AT_STAGE, CHOSEN, RETRIED_KIND
-from .views import case_of
 
 if TYPE_CHECKING:
     from .sqlite import Store
@@ -63,8 +63,8 @@ def confirm_plan(store: Store, name: str, *, keys: Sequence[str] = ()) -> RerunP
     run_id = store.run_id(name)
     store.refuse_unknown(run_id, keys)
     rows = store.rows(HELD, {"run": run_id, "keys": json.dumps(list(keys))})
-    groups = [Group(row["stage"], Resent(Resend(case_of({"upstream_id": row["task_saved"] or None,
-                                                          "submits": row["create_sent"]}).value)),
+    groups = [Group(row["stage"], Resent(Resend(on_confirm(Left(sent=True, task_id_saved=bool(row["task_saved"]),
+                                                                create_sent=bool(row["create_sent"]))).value)),
                     row["n"], row["chars"]) for row in rows]
     return _priced(store, run_id, groups)
 
