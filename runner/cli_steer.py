@@ -61,29 +61,44 @@ step = _steering("step", """Let exactly one batch run on a paused run; it stays 
 @click.argument("keys", nargs=-1)
 @click.option("--kind", type=click.Choice([k.value for k in FailureKind]), help="Only failures of this kind.")
 @click.option("--stage", help="Only items that failed at this stage (of a job with [[stage]] tables).")
+@click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required when some "
+                                          "items may be billed again.")
 @db_option
 @plain_errors
-def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None, db: str) -> None:
+def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None, yes: bool, db: str) -> None:
     """Send failed items again, each with a fresh attempt budget.
 
     All of them, one kind, those failed at one --stage, or the KEYS given.
     Each is sent again at the stage where it failed; the results of the
     stages before it are kept. Items a person cancelled (kind cancelled) are
-    left alone unless named: by --kind cancelled or by their KEYS. Each retry
-    of an item the upstream already answered is a paid call. A key the run
-    does not have is named, and nothing changes (exit 1); so is a stage it
-    does not have, with the stages it has (exit 2).
+    left alone unless named: by --kind cancelled or by their KEYS. The plan
+    is shown first: the items charge-safe (refused, never run) and those
+    that may be billed again (answered before, or sent with the answer
+    lost), each with its estimated cost; when some may be billed again it
+    asks (y/N, or --yes). A key the run does not have is named, and nothing
+    changes (exit 1); so is a stage it does not have, with the stages it
+    has (exit 2).
 
     Example: runner retry demo --kind transport
     """
     from . import control
-    from .store import Store
+    from .costs import plan_line
+    from .store import Store, rerun_plans
 
     store = Store(db, create=False)
     try:
-        done = control.retry(store, name, now=time.time(), kind=kind, keys=keys, stage=stage)
+        shown = rerun_plans.retry_plan(store, name, kind=kind, keys=keys, stage=stage)
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
+    if shown.items:
+        click.echo(plan_line(shown))
+    if shown.may_repeat.items and not yes:
+        asked = [*keys, *(["--kind", kind] if kind else []), *(["--stage", stage] if stage else []), "--yes"]
+        _ask(f"retry {plural(shown.items, 'failed item')} of {name!r} ({shown.may_repeat.items:,} may be billed "
+             "again)?", declined="nothing was retried",
+             refused="runner retry asks before it sends items that may be billed again; nothing was changed; in a "
+                     f"script add --yes: {spelt('retry', name, *asked, db=store.path)}")
+    done = control.retry(store, name, now=time.time(), kind=kind, keys=keys, stage=stage)
     if not done.again:
         chosen = (f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")) + (
             f" at stage {stage}" if stage else "")
@@ -113,18 +128,24 @@ def _cancelled_left(store: Store, name: str, *, asked: bool) -> None:
 def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: str) -> None:
     """Release held items after a crash, saying first what each does.
 
-    All of them, or the KEYS given; it asks first (y/N). Items whose task id
-    was saved are polled (no new charge); the others are sent again, and may
-    run and charge twice. `runner status NAME` lists them.
+    All of them, or the KEYS given; it shows the plan (the items
+    charge-safe and those that may be billed again, each with its estimated
+    cost), then asks (y/N). Items whose task id was saved are polled (no new
+    charge); the others are sent again, and may run and charge twice.
+    `runner status NAME` lists them.
 
     Example: runner confirm demo --all
     """
     from . import recovery
-    from .store import Store
+    from .costs import plan_line
+    from .store import Store, rerun_plans
 
     if everything == bool(keys):
         raise click.UsageError("give either --all or the KEYS to release")
     store = Store(db, create=False)
+    shown = rerun_plans.confirm_plan(store, name, keys=keys)
+    if shown.items:
+        click.echo(plan_line(shown))
     if not yes:
         _ask_to_confirm(store, name, keys)
     released = recovery.confirm(store, name, now=time.time(), keys=keys)
@@ -146,15 +167,23 @@ def _ask_to_confirm(store: Store, name: str, keys: tuple[str, ...]) -> None:
     held = [item for item in views.held(store, name) if not keys or item.key in keys]
     if not held:
         return  # nothing to release: nothing to ask
+    refused = (f"runner confirm asks before it releases held items; in a script add --yes: "
+               f"{spelt('confirm', name, *(keys or ['--all']), '--yes', db=store.path)}")
+    if sys.stdin.isatty():
+        for case in recovery.Case:
+            chosen = [item.key for item in held if item.case is case]
+            if chosen:
+                click.echo(f"{case.value}: {len(chosen)} ({few(chosen)}): {case.warning}")
+    _ask(f"release {plural(len(held), 'held item')} of {name!r}?", refused=refused, declined="nothing was released")
+
+
+def _ask(question: str, *, refused: str, declined: str) -> None:
+    """Ask a person (y/N) once the plan is shown; only a yes returns. Without a terminal: ``refused``, saying to
+    add --yes; a no: ``declined``."""
     if not sys.stdin.isatty():
-        raise RunError(f"runner confirm asks before it releases held items; in a script add --yes: "
-                       f"{spelt('confirm', name, *(keys or ['--all']), '--yes', db=store.path)}")
-    for case in recovery.Case:
-        chosen = [item.key for item in held if item.case is case]
-        if chosen:
-            click.echo(f"{case.value}: {len(chosen)} ({few(chosen)}): {case.warning}")
-    if not click.confirm(f"release {plural(len(held), 'held item')} of {name!r}?", default=False):
-        raise RunError("nothing was released")
+        raise RunError(refused)
+    if not click.confirm(question, default=False):
+        raise RunError(declined)
 
 
 def _nothing_released(store: Store, name: str, keys: tuple[str, ...]) -> None:
@@ -291,7 +320,8 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
     Example: runner revalidate demo --stage classify
     """
     from . import revalidating
-    from .store import Store
+    from .costs import plan_line
+    from .store import Store, rerun_plans
 
     store = Store(db, create=False)
     try:
@@ -299,6 +329,8 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
     shown = revalidation.plan
+    if shown.changes:
+        click.echo(plan_line(rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent())))
     for line in revalidating.plan_lines(shown):
         click.echo(line)
     if shown.may_repeat and not yes:
@@ -314,8 +346,6 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
 def _ask_to_revalidate(store: Store, name: str, stage: str | None, again: int) -> None:
     """Ask (y/N) before results now invalid are sent again; only a yes returns. Without a terminal: the command."""
     asked = spelt("revalidate", name, *(["--stage", stage] if stage else []), "--yes", db=store.path)
-    if not sys.stdin.isatty():
-        raise RunError(f"runner revalidate asks before it sends answered items again; nothing was changed; "
-                       f"in a script add --yes: {asked}")
-    if not click.confirm(f"send {plural(again, 'item')} of {name!r} again (may repeat a charge)?", default=False):
-        raise RunError("nothing was changed")
+    _ask(f"send {plural(again, 'item')} of {name!r} again (may repeat a charge)?", declined="nothing was changed",
+         refused=f"runner revalidate asks before it sends answered items again; nothing was changed; "
+                 f"in a script add --yes: {asked}")

@@ -13,13 +13,15 @@ A view over :class:`runner.store.ledger.StageLedger` rows: no SQL here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
 from .rules import estimate
+from .rules.rerun_plan import RerunPlan, Share
 from .usage import Usage
+from .words import plural
 
 if TYPE_CHECKING:
     from .store.ledger import StageLedger
@@ -84,13 +86,11 @@ def terms(job_json: str) -> dict[str, Terms]:
             for name, p in saved if isinstance(name, str) and isinstance(p, dict)}
 
 
-def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
-    """One stage's cost: its ledger row at its provider's price (no terms, or no price: unknown)."""
+def estimating(row: StageLedger | None, terms: Terms | None) -> Callable[[int, int], float | None]:
+    """What calls at a stage are estimated to cost, ``guess(chars, items)``: at its provider's price and the
+    output its answers used so far (its ledger ``row``; None: none yet); None with no price."""
     price = pricing.price_of(terms.price, terms.model) if terms is not None else None
-    reasons = [] if price is not None else [pricing.unpriced(terms.model if terms else "a run whose job is not saved")]
-    if price is not None and row.uncosted:
-        reasons.append(f"{row.uncosted} billed item-calls reported no usage")
-    seen = estimate.Seen(row.usage.output, row.tokened)
+    seen = estimate.Seen(row.usage.output, row.tokened) if row is not None else estimate.Seen()
     batch = terms is not None and terms.kind in pricing.BATCH_KINDS
     expected = terms.expected_output_tokens if terms is not None else 200
 
@@ -98,6 +98,28 @@ def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
         return estimate.cost(chars=chars, items=items, seen=seen, price=price, batch=batch,
                              expected_output_tokens=expected) if items else 0.0
 
+    return guess
+
+
+def estimates(rows: Sequence[StageLedger], job_json: str) -> Callable[[str, int, int], float | None]:
+    """What calls are estimated to cost at each stage of a run, ``estimate(stage, items, chars)``, from its
+    ledger rows and its saved job (a re-run's plan, :mod:`runner.rules.rerun_plan`)."""
+    saved = terms(job_json)
+    by_stage = {row.stage: row for row in rows}
+
+    def estimate_at(stage: str, items: int, chars: int) -> float | None:
+        return estimating(by_stage.get(stage), saved.get(stage, saved.get("")))(chars, items)
+
+    return estimate_at
+
+
+def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
+    """One stage's cost: its ledger row at its provider's price (no terms, or no price: unknown)."""
+    price = pricing.price_of(terms.price, terms.model) if terms is not None else None
+    reasons = [] if price is not None else [pricing.unpriced(terms.model if terms else "a run whose job is not saved")]
+    if price is not None and row.uncosted:
+        reasons.append(f"{row.uncosted} billed item-calls reported no usage")
+    guess = estimating(row, terms)
     return Cost(
         spent=row.cost if price is not None and not row.uncosted else (None if row.billed else 0.0),
         unknown=guess(row.unknown_chars, row.unknown), in_flight=guess(row.running_chars, row.running_items),
@@ -145,3 +167,16 @@ def line(cost: Cost) -> str:
     if cost.unknown_calls or cost.in_flight:
         text += f"; estimates: tokens as {estimate.COUNTED_BY}"
     return text
+
+
+def plan_line(plan: RerunPlan) -> str:
+    """A re-run's plan as every UI shows it before it acts:
+    ``plan: 120 items · 100 charge-safe (est. $0.0200) · 20 may be billed again (est. $0.0100)``."""
+
+    def est(share: Share) -> str:
+        if not share.items:
+            return ""
+        return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
+
+    return (f"plan: {plural(plan.items, 'item')} · {plan.charge_safe.items:,} charge-safe{est(plan.charge_safe)} · "
+            f"{plan.may_repeat.items:,} may be billed again{est(plan.may_repeat)}")

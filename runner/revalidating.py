@@ -52,6 +52,20 @@ class Revalidation:
     plan: Plan
     works: tuple[StageWork, ...]
 
+    def resent(self) -> tuple[list[tuple[str, list[int]]], int]:
+        """What its re-run plan (:mod:`runner.store.rerun_plans`) prices, item by item: per stage, the items
+        sent again there (a result now invalid; an item sent again at an earlier stage is sent from there), and
+        how many other items keep or complete their results with no call."""
+        again: list[tuple[str, list[int]]] = []
+        sent: set[int] = set()
+        kept: set[int] = set()
+        for work in self.works:
+            there = [item for item in work.sorted.again if item not in sent]
+            sent.update(there)
+            kept.update(work.sorted.complete, work.sorted.restamp)
+            again.append((work.stage.name, there))
+        return again, len(kept - sent)
+
 
 def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | None = None) -> Revalidation:
     """The revalidation of run ``name`` (every stage that calls, or one ``stage``) against ``job`` (by default

@@ -11,9 +11,9 @@ Refreshing never calls upstream: a periodic task on the kernel's running loop
 (every ``interval`` seconds) runs cheap reads and sets widget traits, which
 ipywidgets only sends when a value changed.
 
-This module (with its decisions tab, :mod:`runner.widgets_decisions`) is the only one of ``runner``
-that imports ipywidgets; nothing in
-the core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
+This module (with its decisions tab, :mod:`runner.widgets_decisions`, and the step that shows a retry's or a
+confirmation's plan first, :mod:`runner.widgets_plan`) is the only one of ``runner`` that imports ipywidgets;
+nothing in the core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from .panel_html import (
     stacked_bar, where,
 )
 from .progress_line import rate_limited, scheduled
-from .store import Store, views
+from .store import Store, rerun_plans, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_decisions import DecisionsTab
+from .widgets_plan import PlanStep, button as _button
 from .words import plural, retried
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class RunPanel:
         self._unfinished = 0
         self._cancel_asked = False
         self.message = widgets.HTML()
+        self.plan = PlanStep(self.message)  # a retry's or a confirmation's plan, with Go and Cancel
         self.groups = widgets.HTML()
         self.kinds = widgets.Dropdown(description="kind", options=[], layout=widgets.Layout(width="320px"))
         self.retry_button = _button("Retry this kind", "redo", "failed items of this kind back to pending", self._retry)
@@ -136,6 +138,7 @@ class RunPanel:
                 layout=widgets.Layout(align_items="center"),
             ),
             self.message,
+            self.plan.widget,
             self.tabs,
         ])
 
@@ -339,7 +342,8 @@ class RunPanel:
 
     def _retry(self, _: Any) -> None:
         kind = self.kinds.value
-        self._command(control.retry, lambda done: retried(done, f"{kind} item"), kind=kind)
+        self.plan.ask(self._open(), lambda store: rerun_plans.retry_plan(store, self.name, kind=kind),
+                      lambda: self._command(control.retry, lambda done: retried(done, f"{kind} item"), kind=kind))
 
     def _confirm(self, _: Any) -> None:
         if self._twice and not self.acknowledge.value:
@@ -350,8 +354,11 @@ class RunPanel:
             parts = [f"{plural(n, 'item')}: {case.warning}" for case, n in released.items() if n]
             return "; ".join(parts) or "nothing was held"
 
-        self._command(recovery.confirm, said)
-        self.acknowledge.value = False
+        def release() -> None:
+            self._command(recovery.confirm, said)
+            self.acknowledge.value = False
+
+        self.plan.ask(self._open(), lambda store: rerun_plans.confirm_plan(store, self.name), release)
 
     def _command(self, action: Callable[..., Any], said: str | Callable[[Any], str], **options: Any) -> None:
         """Write one command through the core; its outcome, or why it was refused, goes in the message line."""
@@ -368,13 +375,6 @@ class RunPanel:
         else:
             self.message.value = f"<span style='color:#2e7d32'>{escape(text)}</span>"
         self.refresh()
-
-
-def _button(description: str, icon: str, tooltip: str, handler: Callable[[Any], None]) -> Any:
-    button = widgets.Button(description=description, icon=icon, tooltip=tooltip,
-                            layout=widgets.Layout(width="auto", margin="0 0 0 8px"))
-    button.on_click(handler)
-    return button
 
 
 def _choose(select: Any, options: list[tuple[str, str]], value: str | None) -> None:

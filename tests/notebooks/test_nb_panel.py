@@ -195,8 +195,12 @@ async def test_retry_sends_the_chosen_kind_back_and_a_real_engine_completes_it(
         }
         panel.kinds.value = "item_invalid"
         assert panel.retry_button.description == "Retry item_invalid (2)"
-        panel.retry_button.click()
+        panel.retry_button.click()  # the plan first: answered items may be billed again
+        assert panel.plan.text.value == "<b>plan: 2 items · 0 charge-safe · 2 may be billed again (cost unknown)</b>"
+        assert "pending again" not in panel.message.value and panel.plan.widget.layout.display is None
+        panel.plan.go_button.click()
         assert "2 item_invalid items pending again" in panel.message.value
+        assert panel.plan.widget.layout.display == "none"
         sim.set_faults(None)
         outcome = await runs.execute(store, job, read_input=False)
     assert outcome.exit_code == 3
@@ -242,6 +246,11 @@ async def test_confirm_warns_of_a_double_charge_and_releases_held_items_to_a_rea
             panel.acknowledge.value = True
             assert not panel.confirm_button.disabled
             panel.confirm_button.click()
+            assert panel.plan.text.value.startswith("<b>plan: 5 items · 0 charge-safe · 5 may be billed again")
+            panel.plan.cancel_button.click()  # nothing sent
+            assert views.status(store, "crash", now=time.time())["needs_confirmation"] == 5
+            panel.confirm_button.click()
+            panel.plan.go_button.click()
             assert "5 items: sends the items again" in panel.message.value
             assert views.status(store, "crash", now=time.time())["needs_confirmation"] == 0
             assert (await runs.execute(store, job)).exit_code == 0

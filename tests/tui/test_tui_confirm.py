@@ -61,8 +61,9 @@ async def test_confirming_all_in_the_tui_releases_held_items_and_the_engine_adop
         await press(pilot, "c")
         assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
         assert {item.case for item in app.screen.view.items} == {recovery.Case.ADOPT}
-        await pilot.press("c")
+        await press(pilot, "c")
         assert isinstance(app.screen, AskScreen) and app.screen.warning is None
+        assert str(app.screen.body).startswith("plan: 5 items · 5 charge-safe")  # a create looked for, then polled
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmationsScreen) and app.screen.view is not None
@@ -81,9 +82,9 @@ async def test_a_resubmit_asks_with_the_double_charge_warning_and_cancelling_kee
     await runs.execute(store, job, clock=clock)
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
-        await press(pilot, "c")
-        await pilot.press("c")
+        await press(pilot, "c", "c")
         assert isinstance(app.screen, AskScreen)
+        assert str(app.screen.body).startswith("plan: 5 items · 0 charge-safe · 5 may be billed again (cost unknown)")
         assert app.screen.warning == (
             "5 items would be SENT AGAIN: the first call may have run, so confirming may run and charge twice."
         )
@@ -102,8 +103,9 @@ async def test_enter_confirms_one_held_item_and_the_engine_sends_it_again(
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
         await press(pilot, "c")
-        await pilot.press("down", "enter")
+        await press(pilot, "down", "enter")
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Confirm held item p001?"
+        assert str(app.screen.body).startswith("plan: 1 item · 0 charge-safe · 1 may be billed again")
         await pilot.click("#yes")
         await settle(pilot)
     assert held(store) == {"none": 1, "confirm": 4}

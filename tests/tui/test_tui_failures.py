@@ -46,8 +46,10 @@ async def test_t_on_a_kind_retries_its_items_after_asking_and_the_engine_complet
         await press(pilot, "f")
         assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
         assert [(k.kind, k.count, k.retryable) for k in app.screen.view.kinds] == [("bad_request", 2, 0)]
-        await pilot.press("shift+tab", "t")
+        await press(pilot, "shift+tab", "t")
         assert isinstance(app.screen, AskScreen) and app.screen.question == "Retry 2 failed items of kind bad_request?"
+        assert str(app.screen.body).startswith("plan: 2 items · 2 charge-safe (cost unknown)")  # refused: never billed
+        assert app.screen.warning is None
         await pilot.press("y")
         await settle(pilot)
         assert isinstance(app.screen, FailuresScreen) and app.screen.view is not None
@@ -75,8 +77,7 @@ async def test_an_items_detail_shows_its_history_and_t_retries_only_that_item(
             ("pending", "queued", 1), ("queued", "running", 1), ("running", "failed", None)
         ]
         assert json.loads(item.input)["id"] == "p003"
-        await pilot.press("t", "y")
-        await settle(pilot)
+        await press(pilot, "t", "y")
         assert isinstance(app.screen, ItemScreen) and app.screen.view is not None
         assert app.screen.view.state == ItemState.PENDING
     assert states(store) == {"p000": "completed", "p001": "failed", "p002": "completed", "p003": "pending",
@@ -88,8 +89,7 @@ async def test_cancelling_a_retry_changes_nothing(tmp_path: Path, sim: Simulator
     app = RunnerApp(store.path, "test")
     async with app.run_test(size=(120, 40)) as pilot:
         await press(pilot, "f")
-        await pilot.press("t", "escape")
-        await settle(pilot)
+        await press(pilot, "t", "escape")
         assert isinstance(app.screen, FailuresScreen)
     assert states(store)["p001"] == states(store)["p003"] == ItemState.FAILED
 
@@ -157,7 +157,8 @@ async def test_in_a_pipeline_each_failed_item_shows_its_stage_and_a_retry_says_i
     async with app.run_test(size=(120, 40)) as pilot:
         await press(pilot, "f")
         assert " ".join(shown(app.screen.query_one("#failed"))).count("at summarize:") == 1
-        await pilot.press("t")
+        await press(pilot, "t")
         assert isinstance(app.screen, AskScreen)
+        assert str(app.screen.body).startswith("plan: 1 item · 1 charge-safe")  # answered at classify only
         assert "It is sent again at stage summarize; the results of the stages before it are kept." in str(
             app.screen.body)

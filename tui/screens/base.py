@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from textual import work
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
 from runner import words
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tui.app import RunnerApp
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 #: Seconds between two reads of the store while a screen is shown.
 REFRESH_SECONDS = 0.5
@@ -112,6 +113,11 @@ class StoreScreen(Screen[None], Generic[T]):
         """Write a person's command to the store on a worker; tell them the outcome."""
         self._command(act)
 
+    def ask(self, read: Read[U], question: Callable[[U], ModalScreen[bool]],
+            then: Callable[[bool | None], None]) -> None:
+        """Read what a question shows (a re-run's plan) on a worker, then ask it; ``then`` gets the answer."""
+        self._ask(read, question, then)
+
     @work(thread=True, group="load")
     def _load(self, read: Read[T]) -> None:
         app = self.runner
@@ -131,6 +137,21 @@ class StoreScreen(Screen[None], Generic[T]):
             self.post_message(self.Failed(str(exc), command=True))
         else:
             self.post_message(self.Done(text))
+
+    @work(thread=True, group="ask")
+    def _ask(self, read: Read[U], question: Callable[[U], ModalScreen[bool]],
+             then: Callable[[bool | None], None]) -> None:
+        app = self.runner
+        try:
+            data = app.connection.call(lambda store: read(store, app.clock()))
+        except RunnerError as exc:
+            self.post_message(self.Failed(str(exc), command=True))
+            return
+
+        def show() -> None:
+            app.push_screen(question(data), then)
+
+        app.call_from_thread(show)
 
     def on_store_screen_loaded(self, message: Loaded) -> None:
         self._told = None

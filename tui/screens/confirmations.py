@@ -15,8 +15,10 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
 from runner import recovery
+from runner.costs import plan_line
 from runner.recovery import Case
-from runner.store import Store, views
+from runner.rules.rerun_plan import RerunPlan
+from runner.store import Store, rerun_plans, views
 from runner.store.answers import HeldView
 from runner.words import plural
 
@@ -106,9 +108,9 @@ class ConfirmationsScreen(StoreScreen[HeldView]):
         if self.view is None or not self.view.items:
             self.notify(f"nothing of {self.run_name} awaits confirmation", title="runner")
             return
-        cases = self.view.by_case()
-        self.app.push_screen(ask_confirm(f"Confirm all {len(self.view.items):,} held items of {self.run_name}?", cases),
-                             partial(self._confirm_if, keys=()))
+        title, cases = f"Confirm all {len(self.view.items):,} held items of {self.run_name}?", self.view.by_case()
+        self.ask(partial(_plan, name=self.run_name, keys=()), partial(ask_confirm, title, cases),
+                 partial(self._confirm_if, keys=()))
 
     @on(DataTable.RowSelected, "#held")
     def _confirm_one(self, event: DataTable.RowSelected) -> None:
@@ -116,8 +118,9 @@ class ConfirmationsScreen(StoreScreen[HeldView]):
             return
         item = next((i for i in self.view.items if i.key == event.row_key.value), None)
         if item is not None:
-            self.app.push_screen(ask_confirm(f"Confirm held item {item.key}?", {item.case: 1}),
-                                 partial(self._confirm_if, keys=(item.key,)))
+            self.ask(partial(_plan, name=self.run_name, keys=(item.key,)),
+                     partial(ask_confirm, f"Confirm held item {item.key}?", {item.case: 1}),
+                     partial(self._confirm_if, keys=(item.key,)))
 
     def _confirm_if(self, yes: bool | None, *, keys: tuple[str, ...]) -> None:
         if yes:
@@ -136,8 +139,9 @@ def double_charge(cases: dict[Case, int]) -> Text:
     )
 
 
-def ask_confirm(title: str, cases: dict[Case, int]) -> AskScreen:
-    body = Text()
+def ask_confirm(title: str, cases: dict[Case, int], plan: RerunPlan) -> AskScreen:
+    """The question before a confirmation: its plan, then what each case does."""
+    body = Text.assemble((f"{plan_line(plan)}\n", "bold"))
     for case, n in cases.items():
         body.append(f"{n:,} {case.value}: ", style="bold")
         body.append(f"{case.warning}\n", style="red" if case.may_charge_twice else "")
@@ -154,6 +158,10 @@ def confirm(store: Store, now: float, *, name: str, keys: Sequence[str]) -> str:
     total = sum(released.values())
     text = f"released {plural(total, 'item')} of {name}" + (f": {', '.join(parts)}" if parts else "")
     return text + (unless_obeyed(store, name, now, does="goes on") if total else "")
+
+
+def _plan(store: Store, now: float, *, name: str, keys: Sequence[str]) -> RerunPlan:
+    return rerun_plans.confirm_plan(store, name, keys=keys)
 
 
 def _held(store: Store, now: float, *, name: str) -> HeldView:

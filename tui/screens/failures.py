@@ -16,7 +16,9 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
 from runner import control
-from runner.store import Store, views
+from runner.costs import plan_line
+from runner.rules.rerun_plan import RerunPlan
+from runner.store import Store, rerun_plans, views
 from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
 from runner.words import plural, retried
 
@@ -174,15 +176,17 @@ class FailuresScreen(StoreScreen[FailuresView]):
     @on(KindTable.Retry)
     def _retry_kind(self, message: KindTable.Retry) -> None:
         staged = self.view is not None and self.view.staged
-        ask = AskScreen(f"Retry {plural(message.count, 'failed item')} of kind {message.kind}?",
-                        Text(RETRY_COST + (AT_ITS_STAGE if staged else "")), yes="Retry")
-        self.app.push_screen(ask, partial(self._retry_if, kind=message.kind, keys=()))
+        title = f"Retry {plural(message.count, 'failed item')} of kind {message.kind}?"
+        self.ask(partial(_plan, name=self.run_name, kind=message.kind, keys=()),
+                 lambda plan: ask_retry(title, plan, RETRY_COST + (AT_ITS_STAGE if staged else "")),
+                 partial(self._retry_if, kind=message.kind, keys=()))
 
     @on(FailedTable.Retry)
     def _retry_item(self, message: FailedTable.Retry) -> None:
         item, staged = message.item, self.view is not None and self.view.staged
-        self.app.push_screen(ask_retry_item(item.key, item.paid_calls, item.maybe_paid, stage=item.stage if staged else ""),
-                             partial(self._retry_if, kind=None, keys=(item.key,)))
+        self.ask(partial(_plan, name=self.run_name, kind=None, keys=(item.key,)),
+                 partial(ask_retry_item, item.key, item.paid_calls, item.maybe_paid, stage=item.stage if staged else ""),
+                 partial(self._retry_if, kind=None, keys=(item.key,)))
 
     def _retry_if(self, yes: bool | None, *, kind: str | None, keys: tuple[str, ...]) -> None:
         if yes:
@@ -244,8 +248,8 @@ class ItemScreen(StoreScreen[ItemView]):
 
     def action_retry(self) -> None:
         if self.view is not None:
-            self.app.push_screen(ask_retry_item(self.view.key, self.view.paid_calls, self.view.maybe_paid),
-                                 self._retry_if)
+            self.ask(partial(_plan, name=self.run_name, kind=None, keys=(self.item_key,)),
+                     partial(ask_retry_item, self.view.key, self.view.paid_calls, self.view.maybe_paid), self._retry_if)
 
     def _retry_if(self, yes: bool | None) -> None:
         if yes:
@@ -301,13 +305,21 @@ def item_head(view: ItemView) -> Text:
     return text
 
 
-def ask_retry_item(key: str, paid: int, maybe_paid: int, *, stage: str = "") -> AskScreen:
-    """The question before one item's retry: what it costs, and (``stage``: in a pipeline) where it is sent."""
+def ask_retry(title: str, plan: RerunPlan, about: str) -> AskScreen:
+    """The question before a retry: its plan first, then what a retry does."""
+    body = Text.assemble((f"{plan_line(plan)}\n", "bold"), about)
+    warning = f"{plural(plan.may_repeat.items, 'item')} may be billed again" if plan.may_repeat.items else None
+    return AskScreen(title, body, warning=warning, yes="Retry")
+
+
+def ask_retry_item(key: str, paid: int, maybe_paid: int, plan: RerunPlan, *, stage: str = "") -> AskScreen:
+    """The question before one item's retry: its plan, what it cost, and (``stage``: in a pipeline) where it is
+    sent."""
     spent = f" This one has cost {plural(paid, 'paid call')}" + (
         f" and maybe {maybe_paid} more." if maybe_paid else " so far."
     )
     where = f" It is sent again at stage {stage}; the results of the stages before it are kept." if stage else ""
-    return AskScreen(f"Retry item {key}?", Text(RETRY_COST + spent + where), yes="Retry")
+    return ask_retry(f"Retry item {key}?", plan, RETRY_COST + spent + where)
 
 
 def retry(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> str:
@@ -324,6 +336,10 @@ def _json(text: str) -> Text:
         return Text(text, overflow="fold")
     shown.no_wrap, shown.overflow = False, "fold"
     return shown
+
+
+def _plan(store: Store, now: float, *, name: str, kind: str | None, keys: Sequence[str]) -> RerunPlan:
+    return rerun_plans.retry_plan(store, name, kind=kind, keys=keys)
 
 
 def _failures(store: Store, now: float, *, name: str, kind: str | None) -> FailuresView:

@@ -129,7 +129,8 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
         runner_cli("pause", "steps", "--db", "other.db", cwd=tmp_path)
         paused = runner_cli("step", "steps", "--db", "other.db", cwd=tmp_path)
         failures = json.loads(runner_cli("failures", "steps", "--db", "other.db", "--json", cwd=tmp_path).stdout)
-        retried = runner_cli("retry", "steps", "--kind", "item_invalid", "--db", "other.db", cwd=tmp_path)
+        retried = runner_cli("retry", "steps", "--kind", "item_invalid", "--yes", "--db", "other.db",
+                             cwd=tmp_path)
         step_run = runner_cli("run", "steps", "--db", "other.db", cwd=tmp_path)
         after = runner_cli("status", "steps", "--db", "other.db", cwd=tmp_path)
         calls = sim.ledger.snapshot()["calls"]
@@ -139,7 +140,8 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
                          "cost": failures[0]["cost"], "stage": "openai-chat"}]
     assert failures[0]["cost"] > 0  # its model's price is known: gpt-4o-mini
     assert failures[0]["message"].endswith("(gave up; attempts: 1, paid calls: 1)")
-    assert retried.stdout == "1 failed item of run 'steps' pending again; to go on:\nrunner run steps --db other.db\n"
+    assert retried.stdout == ("plan: 1 item · 0 charge-safe · 1 may be billed again (est. $0.0000)\n"
+                              "1 failed item of run 'steps' pending again; to go on:\nrunner run steps --db other.db\n")
     assert (step_run.returncode, calls[-1]["ids"]) == (3, ["p3"])
     assert len(calls) == 4
     assert "breaker closed · paused" in " ".join(after.stdout.split())

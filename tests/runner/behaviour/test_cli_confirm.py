@@ -48,6 +48,7 @@ def test_confirm_shows_what_each_case_does_and_releases_only_after_a_yes(tmp_pat
     confirmed = answered("y", "confirm", "test", "--all", cwd=tmp_path)
     assert confirmed.returncode == 0, confirmed.stderr
     assert confirmed.stdout == (
+        "plan: 3 items · 0 charge-safe · 3 may be billed again (cost unknown)\n"
         "resubmit: 3 (p000, p001, p002): sends the items again: the first call may have run, "
         "so this may run and charge twice\n"
         "release 3 held items of 'test'? [y/N]: "
@@ -72,7 +73,8 @@ def test_confirm_answered_no_or_enter_releases_nothing_and_exits_1(tmp_path: Pat
 def test_confirm_without_a_terminal_refuses_on_one_line_naming_yes_and_changes_nothing(tmp_path: Path) -> None:
     held_run(tmp_path)
     refused = runner_cli("confirm", "test", "--all", cwd=tmp_path)
-    assert (refused.returncode, refused.stdout) == (1, "")
+    assert (refused.returncode, refused.stdout) == (1, "plan: 3 items · 0 charge-safe · 3 may be billed again "
+                                                       "(cost unknown)\n")
     assert refused.stderr == ("error: runner confirm asks before it releases held items; in a script add --yes: "
                               "runner confirm test --all --yes\n")
     assert held(tmp_path) == 3
@@ -83,6 +85,7 @@ def test_confirm_yes_releases_at_once_and_says_what_each_case_does(tmp_path: Pat
     confirmed = runner_cli("confirm", "test", "p000", "p002", "--yes", cwd=tmp_path)
     assert confirmed.returncode == 0, confirmed.stderr
     assert confirmed.stdout == (
+        "plan: 2 items · 0 charge-safe · 2 may be billed again (cost unknown)\n"
         "2 items: sends the items again: the first call may have run, so this may run and charge twice\n"
         "released 2 items; to go on:\nrunner run test\n"
     )

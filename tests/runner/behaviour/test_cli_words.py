@@ -90,8 +90,9 @@ def test_confirm_on_another_store_names_it_in_the_command_that_goes_on(tmp_path:
 async def test_a_run_made_in_python_is_told_to_go_on_from_python_not_with_runner_run(tmp_path: Path) -> None:
     with Store(tmp_path / "runs.db") as store:
         await python_run(store, tmp_path)
-    retried = runner_cli("retry", "test", cwd=tmp_path)
+    retried = runner_cli("retry", "test", "--yes", cwd=tmp_path)
     assert (retried.returncode, retried.stdout) == (0, (
+        "plan: 1 item · 0 charge-safe · 1 may be billed again (cost unknown)\n"
         "1 failed item of run 'test' pending again; to go on (from Python):\n"
         "await runner.notebook.Run.attach('test', db='runs.db', provider=<that handler>).go()\n"))
 
@@ -113,7 +114,7 @@ def test_a_run_on_another_store_ends_with_hints_whose_commands_read_that_store(t
         )
         ran = runner_cli("run", "job.toml", "--db", "my runs.db", cwd=tmp_path)
         failures = runner_cli("failures", "mine", "--db", "my runs.db", cwd=tmp_path)
-        retried = runner_cli("retry", "mine", "--db", "my runs.db", cwd=tmp_path)
+        retried = runner_cli("retry", "mine", "--yes", "--db", "my runs.db", cwd=tmp_path)
         runner_cli("pause", "mine", "--db", "my runs.db", cwd=tmp_path)
         stopped = runner_cli("run", "mine", "--db", "my runs.db", cwd=tmp_path)
     assert ran.returncode == 3, ran.stderr

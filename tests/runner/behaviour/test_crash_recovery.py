@@ -184,7 +184,8 @@ def test_a_held_item_is_shown_with_its_case_and_the_double_charge_warning(tmp_pa
         billed = sim.ledger.snapshot()["billed"]
     assert held_run == 4
     assert "resubmit" in status.stdout and "may run and charge twice" in " ".join(status.stdout.split())
-    assert confirmed.stdout.startswith("5 items: sends the items again: the first call may have run")
+    assert confirmed.stdout.startswith("plan: 5 items · 0 charge-safe · 5 may be billed again (est. $0.0006)\n"
+                                       "5 items: sends the items again: the first call may have run")
     assert done == 0
     assert billed == {f"p{i:03d}": 2 for i in range(5)}
     assert json.loads(subprocess.run([sys.executable, "-m", "runner", "status", "crash", "--json"], cwd=tmp_path,

@@ -77,7 +77,7 @@ async def test_reject_fails_with_rejected_and_a_retry_sends_it_back_to_the_decid
     sim.ledger.reset()
     retried = runner_cli("retry", "triage", "--stage", "review", cwd=tmp_path)
     assert retried.returncode == 0, retried.stderr
-    assert retried.stdout.startswith("1 failed item of run 'triage' waiting again for a person's decision")
+    assert retried.stdout.splitlines()[1].startswith("1 failed item of run 'triage' waiting again for a person's decision")
     assert state(store, "p002") == ("review", ItemState.WAITING, "decide")
     assert sim.ledger.snapshot()["requests"] == 0
 

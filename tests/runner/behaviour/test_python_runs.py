@@ -50,7 +50,7 @@ async def test_runner_run_on_a_python_run_says_in_one_line_to_go_on_from_python_
     tmp_path: Path, store: Store
 ) -> None:
     await python_run(store, tmp_path)
-    assert runner_cli("retry", "test", cwd=tmp_path).returncode == 0
+    assert runner_cli("retry", "test", "--yes", cwd=tmp_path).returncode == 0
     before = runner_cli("status", "test", "--json", cwd=tmp_path).stdout
     refused = runner_cli("run", "test", cwd=tmp_path)
     assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", REFUSAL)
@@ -60,7 +60,7 @@ async def test_runner_run_on_a_python_run_says_in_one_line_to_go_on_from_python_
 
 async def test_the_call_the_refusal_names_goes_on_with_the_handler_given(tmp_path: Path, store: Store) -> None:
     await python_run(store, tmp_path)
-    assert runner_cli("retry", "test", cwd=tmp_path).returncode == 0
+    assert runner_cli("retry", "test", "--yes", cwd=tmp_path).returncode == 0
     outcome = await Run.attach("test", db=tmp_path / "runs.db", provider=label_all).go()
     assert (outcome.exit_code, outcome.status["counts"]["completed"]) == (0, 4)
 

@@ -149,6 +149,9 @@ async def test_revalidate_in_a_script_shows_the_plan_and_changes_nothing_without
     before = states(store)
     asked = runner_cli("revalidate", "triage", cwd=tmp_path)
     assert asked.returncode == 1
+    # counted by item over both stages; the results kept cost no call
+    assert asked.stdout.startswith(f"plan: 12 items · {12 - len(praised)} charge-safe (est. $0.0000) · "
+                                   f"{len(praised)} may be billed again (cost unknown)\n")
     assert f"{len(praised)} items would be sent again: may repeat a charge" in asked.stdout
     assert "runner revalidate triage" in asked.stderr and "--yes" in asked.stderr
     assert states(store) == before
