@@ -12,7 +12,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from support import StepClock, make_job, posts
+import pytest
+from support import KillAtFirstCall, StepClock, make_job, posts, write_jsonl
 
 from runner import runs
 from runner.jobs import Job
@@ -104,3 +105,18 @@ async def test_a_queue_breaker_opened_by_one_run_holds_the_other_until_a_person_
     assert held.stopped_for is not None and held.stopped_for.startswith(f"breaker open (queue {QUEUE!r}: 2 consecutive")
     assert resumed.status["counts"][ItemState.COMPLETED] == 20
     assert store.queues()[0]["breaker"] == BreakerState.CLOSED
+
+
+@pytest.mark.slow
+async def test_the_slot_a_killed_engine_held_comes_back_to_the_queues_other_runs(tmp_path: Path) -> None:
+    """An engine SIGKILLed while its call holds the queue's one slot: the next run of the queue takes it."""
+    with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
+        write_jsonl(tmp_path / "posts.jsonl", posts(3))
+        (tmp_path / "job.toml").write_text(f'name = "killed"\ninput = "posts.jsonl"\n[batch]\nconcurrency = 1\n'
+                                           f'[provider]\nbase_url = "{sim.base_url}"\nqueue = "{QUEUE}"\n')
+        crash.run("run", "job.toml", cwd=tmp_path)
+        with Store(tmp_path / "runs.db", create=False) as store:
+            held_by_the_dead = [run["held"] for queue in store.queues() for run in queue["runs"]]
+            outcome = await runs.execute(store, queued(tmp_path, sim, "b"), clock=StepClock())
+    assert held_by_the_dead == [1]
+    assert outcome.status["counts"][ItemState.COMPLETED] == 20
