@@ -1,12 +1,13 @@
-"""The commands of a run's queue (issue 19): which items go first."""
+"""The commands of queues (issue 19): which items of a run go first, and the shared queues runs take turns in."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import click
 
-from .cli_options import db_option, plain_errors
+from .cli_options import db_option, json_option, plain_errors
 from .cli_words import go_on
 from .words import plural
 
@@ -33,3 +34,71 @@ def prioritize(name: str, keys: tuple[str, ...], to: int, group: str | None, db:
     store = Store(db, create=False)
     count = control.prioritize(store, name, to=to, now=time.time(), keys=keys, group=group)
     go_on(f"{plural(count, 'item')} of run {name!r} at priority {to}", store, name)
+
+
+@click.group()
+def queue() -> None:
+    """Shared queues: runs naming one ([provider] queue) share its limit, rate limit and breaker.
+
+    Example: runner queue set openai-main --concurrency 8
+    """
+
+
+@queue.command(name="set")
+@click.argument("name")
+@click.option("--concurrency", type=int, required=True, help="Batches in flight at most, all its runs together.")
+@db_option
+@plain_errors
+def set_queue(name: str, concurrency: int, db: str) -> None:
+    """Set a shared queue's limit (made if no run named it yet).
+
+    Engines of its runs read it before their next start. Without this, a
+    queue takes the [batch] concurrency of the first run that names it.
+
+    Example: runner queue set openai-main --concurrency 8
+    """
+    from . import control
+    from .store import Store
+
+    with Store(db, create=False) as store:
+        control.set_queue(store, name, concurrency=concurrency)
+    click.echo(f"queue {name}: at most {plural(concurrency, 'batch', 'batches')} in flight, all its runs together")
+
+
+@queue.command(name="list")
+@db_option
+@json_option
+@plain_errors
+def list_queues(db: str, as_json: bool) -> None:
+    """List the shared queues: limit, breaker, rate limit, and what each run holds and has waiting.
+
+    Example: runner queue list --json
+    """
+    from . import tables
+    from .store import Store
+
+    with Store(db, read_only=True) as store:
+        found = store.queues()
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+    elif not found:
+        click.echo(f"no shared queues in {db} (a run names one with [provider] queue)")
+    for shared in [] if as_json else found:
+        tables.echo(tables.queue_table(shared, now=time.time()))
+
+
+@queue.command(name="resume")
+@click.argument("name")
+@db_option
+@plain_errors
+def resume_queue(name: str, db: str) -> None:
+    """Lift a shared queue's open breaker: one batch at a time, all its runs together, until one succeeds.
+
+    Example: runner queue resume openai-main
+    """
+    from . import control
+    from .store import Store
+
+    with Store(db, create=False) as store:
+        now = control.resume_queue(store, name)
+    click.echo(f"queue {name}: breaker {now.breaker.value} ({now.reason})")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .model import BreakerState, FailureKind
-from .store.answers import Standing
+from .store.answers import QueueShare, Standing
 from .words import command, duration, plural
 
 
@@ -83,6 +83,16 @@ def scheduled(count: int, next_at: float | None, *, now: float | None = None) ->
     """Items waiting for the time their input scheduled them at, as every view says it: ``2 items scheduled,
     the next at 14:52:03`` (local time; with its date when that is not today's)."""
     return f"{plural(count, 'item')} scheduled" + (f", the next at {_clock(next_at, now)}" if next_at else "")
+
+
+def queue(share: QueueShare, *, now: float | None = None) -> str:
+    """A run's shared queue, as every view says it: ``queue openai-main: 3 of 8 in flight, this run 2 (1 waiting
+    for a slot) · breaker closed`` and, while a 429 holds it back, ``· no batch starts before 14:52:03``."""
+    control = share.control
+    said = (f"queue {share.name}: {share.in_flight} of {share.concurrency} in flight, this run {share.held}"
+            + (f" ({share.waiting} waiting for a slot)" if share.waiting else "")
+            + f" · breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else ""))
+    return said + (f" · no batch starts before {_clock(share.quiet_until, now)}" if share.quiet_until else "")
 
 
 def _clock(at: float, now: float | None) -> str:

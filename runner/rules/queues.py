@@ -24,6 +24,7 @@ Pure: the queue as the store read it, the run's own count and the time are passe
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from ..model import BreakerState
 from . import gate
@@ -31,6 +32,16 @@ from .breaker import Control
 
 #: How bad a breaker state is, for :func:`joined`.
 _WORSE = {BreakerState.CLOSED: 0, BreakerState.PROBING: 1, BreakerState.OPEN: 2}
+
+
+class Shared(Protocol):
+    """A queue's name and breaker: what :func:`joined` reads, of the engine's :class:`Queue` or a view's."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def control(self) -> Control: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +58,7 @@ class Queue:
     ahead: int = 0
 
 
-def joined(run: Control, queue: Queue | None) -> Control:
+def joined(run: Control, queue: Shared | None) -> Control:
     """The run's controls as its engine heeds them: the worse breaker of the run's and its queue's."""
     if queue is None or _WORSE[queue.control.breaker] <= _WORSE[run.breaker]:
         return run

@@ -19,6 +19,7 @@ from ..errors import RunError
 from ..model import BreakerState, FailureKind, Holder, Settlement
 from ..rules.breaker import Control
 from ..rules.queues import Queue
+from .answers import QueueShare
 from .commands import Commands
 
 #: The holds of the queue ``:queue`` whose engine still holds its run's lease (the token it joined with).
@@ -27,6 +28,12 @@ SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting
 FROM queue_holds h JOIN runs ON runs.id = h.run_id
 JOIN engines e ON e.run = runs.name AND e.token = h.token
 WHERE h.queue = :queue
+"""
+
+#: The queue run ``?`` names ("": none) and the concurrency its job would make a new queue with.
+RUN_QUEUE = """
+SELECT coalesce(json_extract(job, '$.provider.queue'), '') AS queue, json_extract(job, '$.batch.concurrency') AS concurrency
+FROM runs WHERE id = ?
 """
 
 QUEUE_ROW = """
@@ -138,6 +145,21 @@ class Queues(Commands):
             found.append({**row, "runs": [{**run, "live": True} if run["run_id"] in live else
                                           {**run, "held": 0, "waiting": 0, "live": False} for run in runs]})
         return found
+
+    def share(self, run_id: int, *, now: float) -> QueueShare | None:
+        """The queue the run's job names, as the views show it (None: it names none); a queue no engine has made
+        yet shows the limit the run's would make it with."""
+        (run,) = self.rows(RUN_QUEUE, [run_id])
+        if not run["queue"]:
+            return None
+        rows = self.rows(QUEUE_ROW, [run["queue"]])
+        row = rows[0] if rows else {"concurrency": run["concurrency"], "breaker": "closed", "breaker_kind": None,
+                                    "breaker_reason": None, "transport_failures": 0, "quiet_until": 0.0}
+        holds = {hold["run_id"]: hold for hold in self.rows(LIVE_HOLDS, {"queue": run["queue"]})}
+        mine = holds.get(run_id, {"held": 0, "waiting": 0})
+        return QueueShare(run["queue"], row["concurrency"], control_of(row),
+                          row["quiet_until"] if row["quiet_until"] > now else None, mine["held"], mine["waiting"],
+                          sum(hold["held"] for hold in holds.values()))
 
     def _known_queues(self) -> str:
         names = [row["name"] for row in self.rows("SELECT name FROM queues ORDER BY name")]
