@@ -32,7 +32,8 @@ WHERE h.queue = :queue
 
 #: The queue run ``?`` names ("": none) and the concurrency its job would make a new queue with.
 RUN_QUEUE = """
-SELECT coalesce(json_extract(job, '$.provider.queue'), '') AS queue, json_extract(job, '$.batch.concurrency') AS concurrency
+SELECT coalesce(json_extract(job, '$.provider.queue'), '') AS queue,
+    json_extract(job, '$.batch.concurrency') AS concurrency
 FROM runs WHERE id = ?
 """
 

@@ -4,7 +4,8 @@ The judge decided each item's end (:class:`runner.model.Settlement`);
 :func:`settle` makes it durable: the boundary between stages
 (:func:`runner.store.stages.pass_on`), re-attempts, failures and give-ups
 each by their move, a person's cancel that came meanwhile, the breaker's
-move (and a 429's quiet time: to the run's shared queue, if it has one), and the smaller batches a split formed (:func:`split_batch`).
+move (and a 429's quiet time: to the run's shared queue, if it has one),
+and the smaller batches a split formed (:func:`split_batch`).
 """
 
 from __future__ import annotations
