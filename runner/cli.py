@@ -6,7 +6,8 @@ tui), :mod:`runner.cli_steer` is a person's hand (pause, resume, step,
 retry, confirm, cancel, decide), :mod:`runner.cli_queue` orders a run's queue
 (prioritize) and the shared queues runs take turns in (queue set, list,
 resume). A command imports what only it needs (the store, the engine, the
-simulator, the exporter) inside itself: ``--help`` loads no store, and ``status`` and ``failures`` no engine and no rich
+simulator, the exporter) inside itself: ``--help`` loads no store, and
+``status`` and ``failures`` no engine and no rich
 (tests/runner/test_cold_start.py).
 
 Exit codes of ``runner run`` and ``runner demo``: 0 all completed, 3 ended

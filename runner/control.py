@@ -72,10 +72,12 @@ def _queue_open(store: RunStore, name: str) -> str:
 
 
 def step(store: RunStore, name: str, *, now: float) -> Control:
-    """Let exactly one more batch start while paused or open; the run stays held."""
+    """Let exactly one more batch start while paused or open (its own breaker or its shared queue's); the run stays
+    held."""
+    queue_open = bool(_queue_open(store, name))
 
     def one_more(control: Control) -> Control:
-        if not control.held:
+        if not control.held and not queue_open:
             raise RunError(f"run {name!r} is not paused and its breaker is not open: nothing to step")
         return replace(control, steps=control.steps + 1)
 

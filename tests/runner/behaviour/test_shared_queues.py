@@ -120,3 +120,19 @@ async def test_the_slot_a_killed_engine_held_comes_back_to_the_queues_other_runs
             outcome = await runs.execute(store, queued(tmp_path, sim, "b"), clock=StepClock())
     assert held_by_the_dead == [1]
     assert outcome.status["counts"][ItemState.COMPLETED] == 20
+
+
+async def test_a_persons_step_lets_one_batch_of_a_run_held_by_its_queues_breaker_start(
+    tmp_path: Path, store: Store
+) -> None:
+    from runner import control
+
+    with Simulator(faults={"rules": [{"fault": "http_500"}]}).start() as sim:
+        await runs.execute(store, queued(tmp_path, sim, "a"), clock=StepClock())
+        sim.set_faults(None)
+        sent = sim.ledger.snapshot()["requests"]
+        runs.prepare(store, queued(tmp_path, sim, "b"), now=0.0)
+        control.step(store, "b", now=0.0)
+        stepped = await runs.execute(store, queued(tmp_path, sim, "b"), clock=StepClock())
+        assert sim.ledger.snapshot()["requests"] == sent + 1
+    assert stepped.exit_code == 4 and stepped.status["counts"][ItemState.COMPLETED] == 2
