@@ -44,8 +44,11 @@ FROM queues WHERE name = ?
 
 
 def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
-    """The queue the run's engine joined (None: none), read in the caller's transaction."""
-    row = conn.execute("SELECT queue FROM queue_holds WHERE run_id = ?", (run_id,)).fetchone()
+    """The queue the engine holding the run joined (None: none, or the run's hold is an engine's before), read in
+    the caller's transaction."""
+    row = conn.execute("SELECT h.queue FROM queue_holds h JOIN runs ON runs.id = h.run_id "
+                       "JOIN engines e ON e.run = runs.name AND e.token = h.token WHERE h.run_id = ?",
+                       (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
@@ -141,7 +144,8 @@ class Queues(Commands):
         for row in self.rows(f"{QUEUE_ROW.replace('WHERE name = ?', '')} ORDER BY name"):
             live = {hold["run_id"] for hold in self.rows(LIVE_HOLDS, {"queue": row["name"]})}
             runs = self.rows("SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting FROM queue_holds h "
-                             "JOIN runs ON runs.id = h.run_id WHERE h.queue = ? ORDER BY h.priority DESC, runs.name",
+                             "JOIN runs ON runs.id = h.run_id WHERE h.queue = ?1 "
+                             "AND json_extract(runs.job, '$.provider.queue') = ?1 ORDER BY h.priority DESC, runs.name",
                              [row["name"]])
             found.append({**row, "runs": [{**run, "live": True} if run["run_id"] in live else
                                           {**run, "held": 0, "waiting": 0, "live": False} for run in runs]})

@@ -39,7 +39,7 @@ def queued(tmp_path: Path, sim: Simulator, name: str, *, count: int = 20, concur
     records = [{**post, "id": f"{name}{post['id'][1:]}"} for post in posts(count)]
     job = make_job(tmp_path, sim.base_url, records, name=name, max_items=2, concurrency=concurrency,
                    request_retries=0)
-    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, queue=QUEUE, **provider))
+    return dataclasses.replace(job, provider=dataclasses.replace(job.provider, **{"queue": QUEUE, **provider}))
 
 
 async def both(store: Store, *jobs: Job, clock: StepClock | None = None) -> list[runs.Outcome]:
@@ -136,3 +136,14 @@ async def test_a_persons_step_lets_one_batch_of_a_run_held_by_its_queues_breaker
         stepped = await runs.execute(store, queued(tmp_path, sim, "b"), clock=StepClock())
         assert sim.ledger.snapshot()["requests"] == sent + 1
     assert stepped.exit_code == 4 and stepped.status["counts"][ItemState.COMPLETED] == 2
+
+
+async def test_a_run_that_left_its_queue_keeps_its_breaker_to_itself(tmp_path: Path, store: Store) -> None:
+    """A run run once in a queue, then with none: its failures move its own breaker, not the queue's it left."""
+    with Simulator().start() as sim:
+        await runs.execute(store, queued(tmp_path, sim, "a", count=2), clock=StepClock())
+        sim.set_faults({"rules": [{"fault": "http_500"}]})
+        alone = queued(tmp_path, sim, "a", count=4, queue="")
+        outcome = await runs.execute(store, alone, clock=StepClock())
+    assert outcome.status["breaker"]["state"] == BreakerState.OPEN and outcome.status["queue"] is None
+    assert [(queue["breaker"], queue["runs"]) for queue in store.queues()] == [(BreakerState.CLOSED, [])]
