@@ -12,7 +12,8 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | only held items left                        | waiting for a confirmation, and the command for it   |
 | only items at a decide stage left           | waiting for a decision, and the command for it       |
 | a 429's Retry-After holds batches back      | rate limited by the upstream, and until when         |
-| anything else                               | running (items held, batches upstream, if any)       |
+| anything else                               | running (items held, batches upstream or waiting for |
+|                                             | a slot in the run's shared queue, if any)            |
 
 A terminal too narrow for the whole line gets the state's ``brief`` words,
 then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
@@ -147,6 +148,10 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     if standing.scheduled:
         held.append(scheduled(standing.scheduled, standing.next_scheduled_at))
         brief.append(f"{standing.scheduled:,} scheduled")
+    if standing.queue is not None and standing.queue.waiting:
+        held.append(f"{plural(standing.queue.waiting, 'batch', 'batches')} waiting for a slot in queue "
+                    f"{standing.queue.name}")
+        brief.append(f"{standing.queue.waiting:,} waiting for a slot")
     if upstream:
         held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
         brief.append(f"{upstream:,} upstream")

@@ -220,3 +220,10 @@ def test_a_run_held_by_its_queues_open_breaker_is_told_the_queues_resume() -> No
     said = progress_line.line(standing(OPEN, pending=5)._replace(queue=shared), waits=True, db="runs.db")
     assert said.hint == ("runner step posts lets one batch run, runner queue resume openai-main goes on; "
                          "Ctrl-C to leave")
+
+
+def test_a_running_line_counts_the_batches_waiting_for_a_slot_in_the_shared_queue() -> None:
+    shared = QueueShare("openai-main", 8, Control(), None, held=0, waiting=2, in_flight=8)
+    said = progress_line.line(standing(pending=5)._replace(queue=shared), waits=True, db="runs.db")
+    assert (said.state, said.brief) == ("posts: running (2 batches waiting for a slot in queue openai-main)",
+                                        "posts: running (2 waiting for a slot)")
