@@ -25,12 +25,13 @@ QUEUE = "openai-main"
 
 
 class Paced(StepClock):
-    """A clock both engines share: a sleep moves it on at once, and gives the other engine's calls real time (a
-    tenth of it), so neither runs far ahead of the other's heartbeat while a call is in flight."""
+    """A clock both engines share, twice as fast as the wall's: a sleep moves it on at once and gives the other
+    engine's calls half of it in real time, so that neither runs far ahead of the other's heartbeat while one
+    call is in flight (the other would take it for dead after ``LEASE_SECONDS``, and sweep its slots away)."""
 
     async def sleep(self, seconds: float) -> None:
         self.time += seconds
-        await asyncio.sleep(seconds / 10)
+        await asyncio.sleep(seconds / 2)
 
 
 def queued(tmp_path: Path, sim: Simulator, name: str, *, count: int = 20, concurrency: int = 2,
@@ -55,7 +56,7 @@ async def both(store: Store, *jobs: Job, clock: StepClock | None = None) -> list
 async def test_two_runs_sharing_a_queue_never_exceed_its_concurrency_together(tmp_path: Path, store: Store) -> None:
     with Simulator(latency=0.05).start() as sim:
         store.set_queue(QUEUE, concurrency=2)
-        outcomes = await both(store, queued(tmp_path, sim, "a"), queued(tmp_path, sim, "b"), clock=Paced())
+        outcomes = await both(store, queued(tmp_path, sim, "a"), queued(tmp_path, sim, "b"))  # on the wall's clock
         assert sim.ledger.snapshot()["max_in_flight"] == 2  # each run alone may have two in flight
     assert [o.status["counts"][ItemState.COMPLETED] for o in outcomes] == [20, 20]
 
@@ -75,14 +76,14 @@ async def test_a_429_seen_by_one_run_of_a_queue_holds_back_every_run_until_its_r
 ) -> None:
     clock = Paced()
     requests = Requests(clock)
-    faults = {"rules": [{"fault": "http_429", "times": 1, "keys": ["a004"], "retry_after": 30}]}
+    faults = {"rules": [{"fault": "http_429", "times": 1, "keys": ["a004"], "retry_after": 8}]}
     with Simulator(on_request=requests, faults=faults).start() as sim:
         store.set_queue(QUEUE, concurrency=1)
         outcomes = await both(store, queued(tmp_path, sim, "a"), queued(tmp_path, sim, "b"), clock=clock)
     (refused_at,) = [at for at, ids in requests.seen if "a004" in ids][:1]
     (queue,) = store.queues()
     after = [(at, ids[0][0]) for at, ids in requests.seen if at > refused_at]
-    assert queue["quiet_until"] >= refused_at + 30
+    assert queue["quiet_until"] >= refused_at + 8
     assert after and all(at >= queue["quiet_until"] for at, _ in after)
     assert {run for _, run in after} == {"a", "b"}
     assert [o.status["counts"][ItemState.COMPLETED] for o in outcomes] == [20, 20]
