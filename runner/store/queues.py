@@ -37,10 +37,8 @@ SELECT coalesce(json_extract(job, '$.provider.queue'), '') AS queue,
 FROM runs WHERE id = ?
 """
 
-QUEUE_ROW = """
-SELECT name, concurrency, breaker, breaker_kind, breaker_reason, transport_failures, quiet_until
-FROM queues WHERE name = ?
-"""
+QUEUE_COLUMNS = "name, concurrency, breaker, breaker_kind, breaker_reason, transport_failures, quiet_until"
+QUEUE_ROW = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 
 
 def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
@@ -141,7 +139,7 @@ class Queues(Commands):
         """Every queue, by name: its limit, breaker and quiet time, and per run in it what it holds and waits for
         (``live``: its engine holds the run now; a run with none holds nothing)."""
         found = []
-        for row in self.rows(f"{QUEUE_ROW.replace('WHERE name = ?', '')} ORDER BY name"):
+        for row in self.rows(f"SELECT {QUEUE_COLUMNS} FROM queues ORDER BY name"):
             live = {hold["run_id"] for hold in self.rows(LIVE_HOLDS, {"queue": row["name"]})}
             runs = self.rows("SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting FROM queue_holds h "
                              "JOIN runs ON runs.id = h.run_id WHERE h.queue = ?1 "
