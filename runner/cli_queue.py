@@ -38,7 +38,10 @@ def prioritize(name: str, keys: tuple[str, ...], to: int, group: str | None, db:
 
 @click.group()
 def queue() -> None:
-    """Shared queues: runs naming one ([provider] queue) share its limit, rate limit and breaker.
+    """Shared queues: one limit, rate limit and breaker for runs.
+
+    Every run naming a queue ([provider] queue) shares its concurrency
+    limit, the quiet time a 429 asks for, and its breaker.
 
     Example: runner queue set openai-main --concurrency 8
     """
@@ -70,7 +73,10 @@ def set_queue(name: str, concurrency: int, db: str) -> None:
 @json_option
 @plain_errors
 def list_queues(db: str, as_json: bool) -> None:
-    """List the shared queues: limit, breaker, rate limit, and what each run holds and has waiting.
+    """List the shared queues and what each run holds of them.
+
+    Per queue its limit, breaker and a 429's quiet time; per run its
+    priority, its batches in flight and those waiting for a slot.
 
     Example: runner queue list --json
     """
@@ -92,7 +98,9 @@ def list_queues(db: str, as_json: bool) -> None:
 @db_option
 @plain_errors
 def resume_queue(name: str, db: str) -> None:
-    """Lift a shared queue's open breaker: one batch at a time, all its runs together, until one succeeds.
+    """Lift a shared queue's open breaker, one batch at a time at first.
+
+    One batch at a time, all its runs together, until one succeeds.
 
     Example: runner queue resume openai-main
     """
