@@ -1,4 +1,4 @@
-"""A person's hand on a run: pause, resume, step, retry, cancel.
+"""A person's hand on a run: pause, resume, step, retry, cancel; and on a shared queue: its limit, its resume.
 
 The CLI, the TUI and the notebook panel all call these; none of them holds a
 rule. Each command is one transaction that logs it in ``commands`` and
@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from . import lease
 from .rules import breaker
-from .model import Retried
+from .model import BreakerState, Retried
 from .rules.breaker import Control
 from .errors import RunError
 from .store.protocol import RunStore
@@ -35,17 +35,49 @@ def resume(store: RunStore, name: str, *, now: float) -> Control:
     def lift(control: Control) -> Control:
         refused = breaker.nothing_to_resume(control)
         if refused:
-            raise RunError(f"run {name!r} is {refused}")
+            raise RunError(f"run {name!r} is {refused}{_queue_open(store, name)}")
         return breaker.resumed(control)
 
     return _apply(store, name, "resume", now, lift)
 
 
+def set_queue(store: RunStore, name: str, *, concurrency: int) -> None:
+    """A shared queue's limit: at most ``concurrency`` batches in flight, all its runs together (made if new)."""
+    if concurrency < 1:
+        raise RunError(f"queue {name!r}: the concurrency must be at least 1, not {concurrency}")
+    store.set_queue(name, concurrency=concurrency)
+
+
+def resume_queue(store: RunStore, name: str) -> Control:
+    """Lift a shared queue's open breaker: one batch at a time, all its runs together, until one succeeds.
+
+    A queue whose breaker is not open, or no queue of that name, is refused (``RunError``), and nothing changes.
+    """
+
+    def lift(control: Control) -> Control:
+        if control.breaker is not BreakerState.OPEN:
+            raise RunError(f"queue {name!r}: its breaker is {control.breaker.value}, not open: nothing to resume")
+        return breaker.resumed(control)
+
+    return store.queue_command(name, lift)
+
+
+def _queue_open(store: RunStore, name: str) -> str:
+    """What a person resumes instead, when the run's shared queue has its breaker open ("": it has none)."""
+    queue = store.job(name).provider.queue
+    shared = {row["name"]: row["breaker"] for row in store.queues()}
+    if shared.get(queue) != BreakerState.OPEN:
+        return ""
+    return f"; its queue {queue!r} has its breaker open: runner queue resume {queue}"
+
+
 def step(store: RunStore, name: str, *, now: float) -> Control:
-    """Let exactly one more batch start while paused or open; the run stays held."""
+    """Let exactly one more batch start while paused or open (its own breaker or its shared queue's); the run stays
+    held."""
+    queue_open = bool(_queue_open(store, name))
 
     def one_more(control: Control) -> Control:
-        if not control.held:
+        if not control.held and not queue_open:
             raise RunError(f"run {name!r} is not paused and its breaker is not open: nothing to step")
         return replace(control, steps=control.steps + 1)
 

@@ -111,6 +111,10 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
             raise JobError(f"{where} [stage.{section}]: must be a table")
     if "concurrency" in given["batch"]:
         raise JobError(f"{where} [stage.batch]: 'concurrency' is the run's, shared by every stage: set it in [batch]")
+    for key in ("queue", "queue_priority"):
+        if key in given["provider"]:
+            raise JobError(f"{where} [stage.provider]: {key!r} is the run's, shared by every stage: "
+                           "set it in [provider]")
     # A stage's batching starts from the keys [batch] gives, not from the top level's kind's defaults (a chat
     # stage of a job whose top level is the Batch API must not take 50,000 items a call).
     inherited = {**vars(job), "batch": _plain(job.batch, data.get("batch", {}))}

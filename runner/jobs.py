@@ -22,6 +22,7 @@ A job file looks like this (every section but the top keys is optional)::
     base_url = "https://api.openai.com/v1"
     model = "gpt-4o-mini"
     api_key_env = "OPENAI_API_KEY"
+    queue = "openai-main"            # shared with every run naming it (runner.rules.queues)
 
     [prompt]
     instructions = "Classify each post."
@@ -46,23 +47,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
-import httpx
-
-from . import job_toml, kinds, pricing, protocol, words
+from . import job_provider, job_toml, kinds, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
+from .job_provider import PROVIDER_KINDS as PROVIDER_KINDS
 from .job_queue import RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .validation import compile_schema
 
-#: Providers that call (one request, one answer) and those that submit a task and poll it.
-PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch")
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
 PYTHON = "python"
 #: The kind of a stage where a person decides (no call).
@@ -107,6 +104,10 @@ class ProviderConfig:
     handler: str = field(default="", metadata={"job_file": False})
     #: Served by ``runner demo``'s own simulator, which stops with the demo: the run goes on by ``runner demo``.
     demo: bool = field(default=False, metadata={"job_file": False})
+    #: The shared queue whose limit, quiet time and breaker the run shares with every run naming it ("": none).
+    queue: str = ""
+    #: Among a queue's runs waiting for a slot, the highest ``queue_priority`` gets the next one.
+    queue_priority: int = 0
 
     def describe(self) -> str:
         """The kind and what it calls, as the UIs show it: ``openai-chat · gpt-4o-mini``, ``python · my.classify``."""
@@ -381,20 +382,4 @@ def _check_values(job: Job | Stage, where: str) -> None:
             raise JobError(f"{where} [{section}]: {name!r} must be at least {least}")
     job.retry.check(where)
     if getattr(job, "kind", None) not in (*NO_CALL, PYTHON):  # a python stage calls no provider of its own
-        _check_provider(job.provider, f"{where} [provider]")
-
-
-def _check_provider(provider: ProviderConfig, where: str) -> None:
-    if provider.kind not in PROVIDER_KINDS:
-        raise JobError(f"{where}: {words.unknown('kind', provider.kind, PROVIDER_KINDS)}")
-    try:
-        httpx.URL(provider.base_url)
-    except httpx.InvalidURL as exc:  # raised later when the run builds its client, as a traceback
-        raise JobError(f"{where}: 'base_url' is not a URL ({exc})") from exc
-    pricing.read(provider.price, where)
-    # A name that the shell could not export is a typo (or a pasted key), never a variable.
-    if provider.api_key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", provider.api_key_env):
-        raise JobError(
-            f"{where}: 'api_key_env' must be the name of the environment variable that holds the key "
-            "(letters, digits, _), not the key or anything else (its value is not shown)"
-        )
+        job_provider.check(job.provider, f"{where} [provider]")

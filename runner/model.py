@@ -316,6 +316,8 @@ class Settlement:
     not_before: float = 0.0
     #: How this batch moves the breaker, applied to its state inside the same transaction.
     breaker: Callable[[Control], Control] | None = None
+    #: No batch starts before this time (a 429's Retry-After): kept by the run's shared queue, if it has one.
+    quiet_until: float = 0.0
 
 
 class Holder(NamedTuple):

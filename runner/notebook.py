@@ -16,12 +16,10 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     Run.from_job_file("triage.toml", handlers={"extract": extract})   # a pipeline's python stage's function
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
-SQLite with ``table=``). The core streams items from a file, so records given
-in Python are written as JSONL beside the store (``<db>.inputs/<run>.jsonl``,
-:mod:`runner.records`) and the job points at it. The upstream is a built-in provider kind
-(``"openai-chat"``, ``"openai-batch"``), your own async handler, or your own
-``(submit, poll)`` / ``(submit, poll, find)`` pair
-(:mod:`runner.providers.handler`).
+SQLite with ``table=``). The core streams items from a file, so records given in Python are written as
+JSONL beside the store (``<db>.inputs/<run>.jsonl``, :mod:`runner.records`) and the job points at it. The
+upstream is a built-in provider kind (``"openai-chat"``, ``"openai-batch"``), your own async handler, or your
+own ``(submit, poll)`` / ``(submit, poll, find)`` pair (:mod:`runner.providers.handler`).
 
 Running the cell again reattaches: a second ``start()`` of a run whose engine is still live in this
 process returns the same handle (:class:`~runner.background.Background`), and ``go()`` awaits it, so one
@@ -75,19 +73,19 @@ class Run(Controls, Decisions):
     {"max_attempts": 5}}`` for a kind's own limits). ``schedule`` names the field
     holding when each item may be sent (ISO 8601 with an offset, or epoch
     seconds: ``[schedule] field``); ``priority`` the field holding its priority
-    (higher first: ``[batch] priority_field``). The job is checked as a job file
-    is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
+    (higher first: ``[batch] priority_field``). ``queue`` names the shared queue whose limit, rate limit and
+    breaker the run shares with every run naming it, ``queue_priority`` its rank there (``[provider] queue``,
+    ``queue_priority``). The job is checked as a job file is: unknown keys and bad limits raise
+    :class:`~runner.errors.JobError`.
 
     ``on_cancel``: a function called once per item a person cancels, with
     the item's state, after the cancel is committed (Queuety's compensation,
     :mod:`runner.compensation`). It belongs to the run's definition, not to
     :meth:`cancel`: a cancel may come from the TUI or the shell, and items in
-    flight are cancelled when their batch ends, so this run calls it in
-    :meth:`cancel` and again when its engine here ends, for every cancelled
-    item not yet compensated. Once is at most once: the items are claimed in
-    the store before the calls, so no two processes call it for one item;
-    a process that stops between the claim and the calls leaves the rest of
-    its items uncalled (its ``on_cancel`` command in the log has no end).
+    flight are cancelled when their batch ends, so this run calls it in :meth:`cancel` and again when its
+    engine here ends, for every cancelled item not yet compensated. Once is at most once: the items are claimed
+    in the store before the calls, so no two processes call it for one item; a process that stops between the
+    claim and the calls leaves the rest of its items uncalled (its ``on_cancel`` command in the log has no end).
     """
 
     def __init__(
@@ -113,6 +111,8 @@ class Run(Controls, Decisions):
         retry: Mapping[str, Any] | None = None,
         schedule: str | None = None,
         priority: str | None = None,
+        queue: str = "",
+        queue_priority: int = 0,
         version: str = "1",
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
@@ -135,7 +135,7 @@ class Run(Controls, Decisions):
             "retry": dict(retry or {}),
             "schedule": {"field": schedule} if schedule is not None else {},
             # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
-            "provider": {"kind": kind, "api_key_env": api_key_env,
+            "provider": {"kind": kind, "api_key_env": api_key_env, "queue": queue, "queue_priority": queue_priority,
                          **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},
             "prompt": prompt_section,
             "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},

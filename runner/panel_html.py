@@ -1,5 +1,5 @@
-"""How the notebook panel draws a run: its bar, its groups, a failed item, the held items and a decision waiting,
-as HTML.
+"""How the notebook panel draws a run: its bar, its groups, its breaker line, a failed item, the held items and a
+decision waiting, as HTML.
 
 Plain functions from the read model (:mod:`runner.store.answers`) to HTML
 text that :mod:`runner.widgets` puts in its widgets; every outside text is
@@ -18,7 +18,8 @@ from . import costs
 from .costs import Cost
 from .model import BreakerState
 from .recovery import Case, HeldItem
-from .store.answers import STATES, Decision, ItemView
+from .progress_line import queue, rate_limited, scheduled
+from .store.answers import STATES, Decision, ItemView, Standing
 from .words import plural
 
 #: The red of the panel's errors and warnings.
@@ -160,6 +161,25 @@ def decision_html(decision: Decision | None, waiting: int) -> str:
     for stage, result in decision.results.items():
         parts += [f"<b>{escape(stage)}</b>", _code(json.dumps(result, indent=2, ensure_ascii=False))]
     return "<div style='line-height:1.45'>" + "<br>".join(parts) + "</div>"
+
+
+def breaker_html(standing: Standing) -> str:
+    """The breaker, a rate limit, a pause, the steps allowed, the items scheduled for later and the shared queue."""
+    ctl, now = standing.control, standing.read_at
+    parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]
+    if standing.rate_limited_until is not None:
+        parts.append(badge(rate_limited(standing.rate_limited_until, now=now), "#b26a00"))
+    if ctl.paused:
+        parts.append(badge("paused", "#6d4c41"))
+    if ctl.steps:
+        parts.append(f"{plural(ctl.steps, 'step')} allowed")
+    if ctl.reason:
+        parts.append(f"<span style='color:#555'>{escape(ctl.reason)}</span>")
+    if standing.scheduled:
+        parts.append(badge(scheduled(standing.scheduled, standing.next_scheduled_at, now=now), "#00796b"))
+    if standing.queue is not None:
+        parts.append(f"<br>{badge(queue(standing.queue, now=now), '#6a1b9a')}")
+    return " ".join(parts)
 
 
 def cost_html(cost: Cost) -> str:

@@ -12,7 +12,8 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | only held items left                        | waiting for a confirmation, and the command for it   |
 | only items at a decide stage left           | waiting for a decision, and the command for it       |
 | a 429's Retry-After holds batches back      | rate limited by the upstream, and until when         |
-| anything else                               | running (items held, batches upstream, if any)       |
+| anything else                               | running (items held, batches upstream or waiting for |
+|                                             | a slot in the run's shared queue, if any)            |
 
 A terminal too narrow for the whole line gets the state's ``brief`` words,
 then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .model import BreakerState, FailureKind
-from .store.answers import Standing
+from .store.answers import QueueShare, Standing
 from .words import clock, command, duration, plural
 
 
@@ -84,6 +85,16 @@ def scheduled(count: int, next_at: float | None, *, now: float | None = None) ->
     return f"{plural(count, 'item')} scheduled" + (f", the next at {clock(next_at, now=now)}" if next_at else "")
 
 
+def queue(share: QueueShare, *, now: float | None = None) -> str:
+    """A run's shared queue, as every view says it: ``queue openai-main: 3 of 8 in flight, this run 2 (1 waiting
+    for a slot) · breaker closed`` and, while a 429 holds it back, ``· no batch starts before 14:52:03``."""
+    control = share.control
+    said = (f"queue {share.name}: {share.in_flight} of {share.concurrency} in flight, this run {share.held}"
+            + (f" ({share.waiting} waiting for a slot)" if share.waiting else "")
+            + f" · breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else ""))
+    return said + (f" · no batch starts before {clock(share.quiet_until, now=now)}" if share.quiet_until else "")
+
+
 def reading(source: str, records: int) -> Line:
     """While the input is read: how many records so far."""
     return Line(f"reading {source}: {records:,} records", "", moving=False)
@@ -104,7 +115,9 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
         return _held(name, "paused by a person", f"to go on: {command('resume', name, db=db)} (or r in runner tui)",
                      waits)
     if control.breaker is BreakerState.OPEN:
-        hint = f"{command('step', name, db=db)} lets one batch run, {command('resume', name, db=db)} goes on"
+        shared = standing.queue if standing.queue and standing.queue.control.breaker is BreakerState.OPEN else None
+        resume = command("queue", "resume", shared.name, db=db) if shared else command("resume", name, db=db)
+        hint = f"{command('step', name, db=db)} lets one batch run, {resume} goes on"
         if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal
             hint = f"fix the cause, then: {hint}"
         return _held(name, f"breaker open ({control.reason})", hint, waits)
@@ -128,6 +141,10 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     if standing.scheduled:
         held.append(scheduled(standing.scheduled, standing.next_scheduled_at))
         brief.append(f"{standing.scheduled:,} scheduled")
+    if standing.queue is not None and standing.queue.waiting:
+        held.append(f"{plural(standing.queue.waiting, 'batch', 'batches')} waiting for a slot in queue "
+                    f"{standing.queue.name}")
+        brief.append(f"{standing.queue.waiting:,} waiting for a slot")
     if upstream:
         held.append(f"{plural(upstream, 'batch', 'batches')} upstream")
         brief.append(f"{upstream:,} upstream")

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from .columns import shown, table, width
-from .progress_line import rate_limited, scheduled
+from .progress_line import queue, rate_limited, scheduled
 from .model import Case, HeldItem
 from .store.answers import STATES, StageTally, Standing
 from .words import few, plural
@@ -103,6 +103,8 @@ def status_table(run: Standing) -> list[str]:
         caption += f" · {plural(run.waiting_for_sub_items, 'item')} waiting for sub-items"
     if run.scheduled:
         caption += f" · {scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at)} (waiting for that time)"
+    if run.queue is not None:
+        caption += f" · {queue(run.queue, now=run.read_at)}"
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")
@@ -120,3 +122,17 @@ def stages_table(tallies: Sequence[StageTally]) -> list[str]:
              f"{t.skipped:,}" if t.skipped else ""] for t in tallies]
     return table(("stage", "at it now", "passed", "skipped"), rows, title="by stage", numbers={2, 3}, wraps={1},
                  within=width())
+
+
+def queue_table(shared: Mapping[str, Any], *, now: float) -> list[str]:
+    """A shared queue (``Store.queues``): its runs by priority, a row each, what each holds and has waiting; under
+    it the limit, the breaker and a 429's quiet time."""
+    rows = [[run["run"], str(run["priority"]), str(run["held"]), str(run["waiting"]),
+             "alive" if run["live"] else "not running"] for run in shared["runs"]]
+    caption = f"breaker {shared['breaker']}" + (f" ({shared['breaker_reason']})" if shared["breaker_reason"] else "")
+    if shared["quiet_until"] > now:
+        caption += f" · {rate_limited(shared['quiet_until'], now=now)}"
+    in_flight = sum(run["held"] for run in shared["runs"])
+    return table(("run", "priority", "in flight", "waiting", "engine"), rows, numbers={1, 2, 3},
+                 title=f"queue {shared['name']}: {in_flight} of {shared['concurrency']} in flight",
+                 caption=shown(caption), within=width())

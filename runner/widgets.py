@@ -31,10 +31,8 @@ import ipywidgets as widgets
 from . import control, recovery
 from .errors import RunnerError
 from .panel_html import (
-    BREAKER_COLOURS, COLOURS, badge, cost_html, error, groups_table, held_html, item_html,
-    stacked_bar, where,
+    COLOURS, breaker_html, cost_html, error, groups_table, held_html, item_html, stacked_bar, where,
 )
-from .progress_line import rate_limited, scheduled
 from .store import Store, rerun_plans, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_decisions import DecisionsTab
@@ -252,20 +250,9 @@ class RunPanel:
         self.stages.value = groups_table(standing.stages, by="stage", passes=standing.passes) if staged else ""
 
     def _show_breaker(self, standing: Standing) -> None:
-        """The breaker, a rate limit, a pause, the steps allowed and the items scheduled for later."""
-        ctl, now = standing.control, standing.read_at
-        parts = [f"breaker {badge(ctl.breaker.value, BREAKER_COLOURS[ctl.breaker])}"]
-        if standing.rate_limited_until is not None:
-            parts.append(badge(rate_limited(standing.rate_limited_until, now=now), "#b26a00"))
-        if ctl.paused:
-            parts.append(badge("paused", "#6d4c41"))
-        if ctl.steps:
-            parts.append(f"{plural(ctl.steps, 'step')} allowed")
-        if ctl.reason:
-            parts.append(f"<span style='color:#555'>{escape(ctl.reason)}</span>")
-        if standing.scheduled:
-            parts.append(badge(scheduled(standing.scheduled, standing.next_scheduled_at, now=now), "#00796b"))
-        self.breaker.value = " ".join(parts)
+        """The breaker, a rate limit, a pause, the steps allowed, the items scheduled for later, the shared queue."""
+        ctl = standing.control
+        self.breaker.value = breaker_html(standing)
         self.pause_button.disabled = ctl.paused
         self.resume_button.disabled = not ctl.held
         self.step_button.disabled = not ctl.held

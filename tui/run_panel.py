@@ -1,5 +1,5 @@
 """The head of a run's screen: its state, how its engine stands or ended, its pace, the breaker (and a rate limit
-waited out), what a person can do."""
+waited out, the shared queue it takes turns in), what a person can do."""
 
 from __future__ import annotations
 
@@ -38,6 +38,9 @@ def run_text(view: RunView) -> Text:
     if run.rate_limited_until is not None:
         text.append("\n")
         text.append(progress_line.rate_limited(run.rate_limited_until, now=run.read_at), style="bold yellow")
+    if run.queue is not None:
+        text.append("\n")
+        text.append(progress_line.queue(run.queue, now=run.read_at), style="magenta")
     if run.scheduled:
         text.append("\n")
         text.append(progress_line.scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at), style="cyan")

@@ -21,7 +21,6 @@ never from the reason's words. Time comes from an injected clock.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import secrets
@@ -36,13 +35,13 @@ from ..errors import StoreBusy, StoreError
 from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
-from ..rules.judge import Streaks, Verdict, judge_saved
+from ..rules.judge import Streaks, Verdict
 from ..rules.revalidating import StagePlan
-from ..model import Batch, FailureKind, Settlement, StartedItem
+from ..model import Batch, FailureKind, Settlement
 from ..store.protocol import RunStore
-from . import joins, stages
+from . import joins, received, sharing, stages
 from .outcome import Outcome
-from .slot import TAKEN_OVER, Slot, settlement_of
+from .slot import TAKEN_OVER, Slot
 
 HEARTBEAT_SECONDS = 2.0
 log = logging.getLogger(__name__)
@@ -115,6 +114,8 @@ class Engine:
         self.needs_handler: tuple[str, ...] = ()
         #: What the run revalidated as it started: stages whose only change was their output schema.
         self.revalidated: dict[str, StagePlan] = {}
+        #: The run's seat in its shared queue (``[provider] queue``), taken as it starts; a run in none is alone.
+        self.seat: sharing.Alone = sharing.Alone()
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
         """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
@@ -132,8 +133,9 @@ class Engine:
             if prepare is not None:
                 prepare(self.token)
             self.run_id = self.store.run_id(name)
+            self.seat = sharing.seat(self.store, self.job, self.run_id, self.token)
             self.store.recover(self.run_id, now=self.clock.now())
-            self._validate_received()
+            received.validate_received(self)
             if was is not None:
                 self.revalidated = revalidating.after_schema_change(self.store, self.run_id, was, self.job,
                                                                     now=self.clock.now())
@@ -167,6 +169,7 @@ class Engine:
             if self.run_id:
                 gives_back = self.store.recover if cut_short else self.store.release_queued
                 await self.steps.run(lambda: gives_back(self.run_id, lease=(name, self.token), now=self.clock.now()))
+            await self.steps.run(self.seat.leave)
             await self.steps.run(lambda: lease.release(self.store, name, token=self.token))
         except StoreError:
             if self.stop_kind is not FailureKind.STORE:
@@ -224,12 +227,18 @@ class Engine:
             self._beat()
             stages.take_decisions(self.store, self.run_id, self.job, now=self.clock.now())
             joins.join(self.store, self.run_id, self.job, now=self.clock.now())  # parents whose sub-items settled
-            control = self.store.control(self.run_id)
+            control = self.control()
             self._forming_held_up = self._may_start() and self._start(control)
             return control
         except StoreError as exc:
             self.store_failed(exc)
             return None
+
+    def control(self) -> Control:
+        """The run's controls joined with its queue's, read now; the queue's quiet time heeded."""
+        control, quiet_until = self.seat.joined(self.store.control(self.run_id))
+        self.quiet_until = max(self.quiet_until, quiet_until)
+        return control
 
     def _may_start(self) -> bool:
         """Nothing stopped the run, and no rate limit holds new starts back."""
@@ -247,7 +256,9 @@ class Engine:
         free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=len(self._in_flight),
                          quiet_until=self.quiet_until, now=self.clock.now())
         held_up = len(self.formed) < free and not self._form(lookahead=free)
-        for _ in range(min(free, len(self.formed))):
+        room = min(free, self.seat.room(mine=len(self._in_flight), now=self.clock.now()))
+        self.seat.tell(held=self.holding, waiting=max(min(free, len(self.formed)) - room, 0))
+        for _ in range(min(room, len(self.formed))):
             batch = self.formed.popleft()
             self._in_flight.add(asyncio.create_task(Slot(self).run(batch, step=gate.held(control))))
         return held_up
@@ -267,6 +278,9 @@ class Engine:
             return False
         if gate.held(control):
             return await self._wait_for_person(gate.held_reason(control), control.kind)
+        if self.seat.waiting:  # batches formed wait for a slot in the queue: another run's end frees one
+            await self.clock.sleep(POLL_SECONDS)
+            return True
         due = self.store.next_due(self.run_id, skip=self.unworked)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
@@ -342,6 +356,7 @@ class Engine:
             if not held:
                 self.request_stop(TAKEN_OVER)
             self._last_beat = now
+            self.seat.sweep(now)
 
     def holds_lease(self) -> bool:
         """Whether this engine still holds the run (renewing its lease); False once another took it over."""
@@ -380,19 +395,3 @@ class Engine:
         except StoreError as again:  # tried again when the engine stops (``_tidy``), waiting as any write does
             self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
             self._breaker_unsaved = reason
-
-    def _validate_received(self) -> None:
-        """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
-        by_batch: dict[tuple[int, str], list[tuple[StartedItem, str | None]]] = {}
-        for claim in self.claims:
-            for batch_id, output, item in self.store.received_items(
-                self.run_id, max_attempts=self.work(claim.stage).stage.retry.max_attempts, stage=claim.stage
-            ):
-                by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
-        for (batch_id, stage_name), saved in by_batch.items():
-            work = self.work(stage_name)
-            started, outputs = [item for item, _ in saved], {item.id: output for item, output in saved}
-            verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,
-                                  now=self.clock.now())
-            results = {i: json.loads(output) for i, output in outputs.items() if output is not None}
-            self.save(batch_id, stages.boundary(self.job, work, started, settlement_of(verdict), results))

@@ -82,22 +82,25 @@ class Slot:
         since the turn that gave the slot its first batch, or since the slot's
         last call, another slot's outcome may have stopped the run (a refused
         key), opened the breaker or left it probing (one slot), and a person
-        may have paused it. Asked just before the start is written (its
+        may have paused it; in a shared queue, another run may have taken
+        the last slot, set a quiet time or moved the queue's breaker. Asked just before the start is written (its
         commit may carry other slots' starts): a slot the gate lets begin
         counts among those at work from then on, for the next slot asked.
         """
         engine = self.engine
         if engine.stopped_for is not None:
             return False
-        control = engine.store.control(engine.run_id)
+        control = engine.control()
         self.started_closed = control.breaker is BreakerState.CLOSED
+        mine, now = engine.holding - self.begun, engine.clock.now()
         go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
-            in_flight=engine.holding - self.begun, quiet_until=engine.quiet_until, now=engine.clock.now(),
-        )
+            in_flight=mine, quiet_until=engine.quiet_until, now=now,
+        ) and engine.seat.room(mine=mine, now=now) > 0
         if go and not self.begun:
             self.begun = True
             engine.holding += 1
+            engine.seat.tell(held=engine.holding)  # in the start's own transaction: no other run takes the slot
         return go
 
     async def _one(self, batch: Batch, *, step: bool, settled: tuple[Batch, Settlement] | None) -> Settlement | None:
@@ -250,10 +253,16 @@ class Slot:
     async def _save(self, batch: Batch, settlement: Settlement) -> None:
         """Save the slot's last batch alone. Its call is over: from now on the slot no longer counts as at work
         (its save is written before any start asked for after it)."""
-        self.engine.holding -= self.begun
+        engine = self.engine
+        engine.holding -= self.begun
         self.begun = False
-        split = await self.engine.steps.run(lambda: self.engine.save(batch.id, settlement))
-        self.engine.formed.extend(split)
+
+        def save() -> list[Batch]:
+            split = engine.save(batch.id, settlement)
+            engine.seat.tell(held=engine.holding)  # the slot freed for the queue's other runs with the save
+            return split
+
+        engine.formed.extend(await engine.steps.run(save))
 
 
 def read_answer(batch_id: int, answer: Answer, items: list[StartedItem]) -> tuple[Answered, dict[int, str]]:
@@ -279,4 +288,5 @@ def settlement_of(verdict: Verdict) -> Settlement:
         completed=list(verdict.completed), retry=dict(verdict.retry), failed=dict(verdict.failed),
         gave_up=dict(verdict.gave_up), split=[list(ids) for ids in verdict.split], maybe_paid=set(verdict.maybe_paid),
         refused=set(verdict.refused), not_before=verdict.not_before, breaker=verdict.breaker,
+        quiet_until=verdict.quiet_until,
     )

@@ -80,6 +80,27 @@ def tallies(stages: Mapping[str, Mapping[str, int]], passes: Mapping[str, Mappin
                  for stage, counts in stages.items())
 
 
+class QueueShare(NamedTuple):
+    """The run's shared queue (``[provider] queue``) as every view shows it, and what this run holds of it."""
+
+    name: str
+    concurrency: int
+    #: The queue's breaker, shared by its runs.
+    control: Control
+    #: The time before which no batch of the queue starts (a 429's Retry-After); None once it passed.
+    quiet_until: float | None
+    #: This run's batches in flight and waiting for a slot (0 without a live engine), and all its runs' in flight.
+    held: int
+    waiting: int
+    in_flight: int
+
+    def json(self) -> dict[str, Any]:
+        return {"name": self.name, "concurrency": self.concurrency, "held": self.held, "waiting": self.waiting,
+                "in_flight": self.in_flight,
+                "breaker": {"state": self.control.breaker.value, "reason": self.control.reason},
+                "quiet_until": self.quiet_until}
+
+
 class Standing(NamedTuple):
     """Where one run stands: what ``runner status`` prints, a line of the TUI's runs, the panel's head."""
 
@@ -125,6 +146,8 @@ class Standing(NamedTuple):
     next_scheduled_at: float | None = None
     #: When the store was read: a time in it is shown with its date when that day is not this one's.
     read_at: float | None = None
+    #: The run's shared queue (None: it names none); ``control`` is then the worse of the run's and the queue's.
+    queue: QueueShare | None = None
 
     @property
     def total(self) -> int:
@@ -213,6 +236,11 @@ class Standing(NamedTuple):
             # earliest such time (seconds since the epoch; null when none).
             "scheduled": self.scheduled,
             "next_scheduled_at": self.next_scheduled_at,
+            # Added with shared queues (issue 19): the run's queue, null when it names none; ``breaker`` above is
+            # then the worse of the run's and the queue's. {"name", "concurrency", "held" (this run's batches in
+            # flight), "waiting" (this run's batches waiting for a slot), "in_flight" (all its runs'), "breaker"
+            # {"state", "reason"}, "quiet_until" (seconds since the epoch; null when none)}.
+            "queue": None if self.queue is None else self.queue.json(),
         }
 
 

@@ -4,7 +4,8 @@ The judge decided each item's end (:class:`runner.model.Settlement`);
 :func:`settle` makes it durable: the boundary between stages
 (:func:`runner.store.stages.pass_on`), re-attempts, failures and give-ups
 each by their move, a person's cancel that came meanwhile, the breaker's
-move, and the smaller batches a split formed (:func:`split_batch`).
+move (and a 429's quiet time: to the run's shared queue, if it has one),
+and the smaller batches a split formed (:func:`split_batch`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Settlement
 from ..rules import cancelling
-from . import items, stages
+from . import items, queues, stages
 from .items import move, move_each
 
 if TYPE_CHECKING:
@@ -67,8 +68,10 @@ def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Se
               params=[{**params, "id": i, "kind": kind, "message": message, "retryable": 1,
                        "not_before": settlement.not_before} for i, (kind, message) in settlement.gave_up.items()])
     conn.execute("UPDATE batches SET state = ?, finished_at = ? WHERE id = ?", (BatchState.DONE, now, batch_id))
-    if settlement.breaker is not None:
-        (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
+    (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
+    if (queue := queues.queue_of(conn, run_id)) is not None:  # what one run of a shared queue saw holds all back
+        queues.settled(conn, queue, settlement)
+    elif settlement.breaker is not None:
         before = store.control(run_id)
         control = settlement.breaker(before)
         if control != before:

@@ -21,7 +21,7 @@ from .. import costs, liveness, words
 from ..words import scheduled_for
 from ..errors import RunError
 from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, ItemState
-from ..rules import triage
+from ..rules import queues, triage
 from ..rules.breaker import Control
 from . import event_log, expiry, ledger
 from .answers import (
@@ -183,9 +183,10 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
     alive = _lives(holder, now)
     waiting_for_time, next_time = scheduled(store, run["id"])
+    queue = store.share(run["id"], now=now)
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
-        groups=groups, control=_control(run), held=held_count(store, run["id"]), engine_alive=alive,
+        groups=groups, control=queues.joined(_control(run), queue), held=held_count(store, run["id"]), engine_alive=alive,
         duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
         engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
@@ -195,7 +196,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
         cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
         expiring=expiry.expiring(store, run["id"], now=now),
-        scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now,
+        scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now, queue=queue,
     )
 
 

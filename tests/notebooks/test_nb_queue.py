@@ -1,4 +1,4 @@
-"""The notebook API takes issue 19's queue keys: ``schedule=``, ``priority=`` and a kind's own retry limits."""
+"""The notebook API takes issue 19's queue keys: ``schedule=``, ``priority=``, ``queue=`` and a kind's own retry limits."""
 
 from __future__ import annotations
 
@@ -37,5 +37,27 @@ def test_the_panel_shows_scheduled_items_apart_with_the_next_time(tmp_path: Path
     try:
         assert "1 item scheduled, the next at 2096-" in panel.breaker.value
         assert panel.numbers["waiting"].value == "1"
+    finally:
+        panel.close()
+
+
+async def test_a_run_defined_in_python_takes_turns_in_the_shared_queue_it_names(tmp_path: Path, sim: Simulator) -> None:
+    run = Run("nb", posts(4), db=tmp_path / "runs.db", base_url=sim.base_url, queue="openai-main", queue_priority=3,
+              batch={"max_items": 1, "concurrency": 3})
+    assert (await run.go()).exit_code == 0
+    with Store(tmp_path / "runs.db") as store:
+        (queue,) = store.queues()
+    assert (queue["name"], queue["concurrency"]) == ("openai-main", 3)
+    assert [(held["run"], held["priority"]) for held in queue["runs"]] == [("nb", 3)]
+
+
+def test_the_panel_shows_the_shared_queue_of_its_run(tmp_path: Path) -> None:
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2))
+    job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, queue="openai-main"))
+    with Store(tmp_path / "runs.db") as store:
+        add_all(store, job, now=1_800_000_000.0)
+    panel = RunPanel(tmp_path / "runs.db", "test", live=False)
+    try:
+        assert "queue openai-main: 0 of 2 in flight, this run 0 · breaker closed" in panel.breaker.value
     finally:
         panel.close()

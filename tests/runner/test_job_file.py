@@ -78,7 +78,7 @@ def test_values_toml_allows_but_a_job_cannot_use_are_refused(tmp_path: Path, tab
     ('[provider]\nkind = "python"\n', " [provider]: unknown kind 'python' (known: openai-chat, openai-batch, "
      "anthropic-messages, anthropic-batch)"),
     ('[provider]\nhandler = "my.classify"\n', " [provider]: unknown key 'handler' (known: kind, base_url, model, "
-     "api_key_env, timeout, create_margin, max_tokens, price, expected_output_tokens)"),
+     "api_key_env, timeout, create_margin, max_tokens, price, expected_output_tokens, queue, queue_priority)"),
 ], ids=["kind", "handler"])
 def test_a_python_handler_is_given_from_python_never_in_a_job_file(tmp_path: Path, tables: str, message: str) -> None:
     assert refusal(job_file(tmp_path, tables=tables)) == message

@@ -42,8 +42,13 @@ def test_per_kind_retry_limits_are_read_with_unset_keys_taking_the_retrys(tmp_pa
     ('[retry]\ntransport = 3\n', " [retry.transport]: must be a table"),
     ("[schedule]\ncolumn = \"at\"\n", " [schedule]: unknown key 'column' (known: field)"),
     ("[batch]\npriority_field = 1\n", " [batch]: 'priority_field' must be a string, not 1"),
+    ('[provider]\nqueue = "openai main"\n', " [provider]: 'queue' must be one word of letters, digits and _ . : - "
+     "(say \"openai-main\"), not 'openai main'"),
+    ("[provider]\nqueue_priority = \"high\"\n", " [provider]: 'queue_priority' must be an integer, not 'high'"),
+    ('[provider]\nqueue = "q"\n[[stage]]\nname = "one"\n[stage.provider]\nqueue = "other"\n',
+     ' [[stage]] 1 "one" [stage.provider]: \'queue\' is the run\'s, shared by every stage: set it in [provider]'),
 ], ids=["max_attempts 0", "negative backoff", "max_attempts -1", "backoff as text", "unknown kind key", "a kind of no limits", "not a table",
-        "schedule key", "priority_field type"])
+        "schedule key", "priority_field type", "queue name", "queue_priority type", "a stage's queue"])
 def test_bad_queue_keys_are_refused_with_a_plain_message(tmp_path: Path, tables: str, message: str) -> None:
     path = job_file(tmp_path, tables)
     with pytest.raises(JobError) as caught:
@@ -88,3 +93,9 @@ def test_a_priority_that_is_no_integer_names_the_record_and_the_field(tmp_path: 
     with pytest.raises(InputError) as caught:
         item_rows.check(jobs.load(path))
     assert "line 1: field 'p' must be an integer priority, not 'high'" in str(caught.value)
+
+
+def test_a_runs_shared_queue_and_its_priority_there_are_read_from_its_provider(tmp_path: Path) -> None:
+    job = jobs.load(job_file(tmp_path, '[provider]\nqueue = "openai-main"\nqueue_priority = 5\n'))
+    assert (job.provider.queue, job.provider.queue_priority) == ("openai-main", 5)
+    assert jobs.Job.from_json(job.to_json()).provider.queue == "openai-main"

@@ -15,7 +15,7 @@ from runner.providers.handler import PythonHandler
 from runner.store import Store
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.rules.breaker import Control
-from runner.store.answers import STATES, RunView, Standing, time_left
+from runner.store.answers import STATES, QueueShare, RunView, Standing, time_left
 from runner.terminal_run import RunProgress
 from tui import run_panel
 
@@ -213,3 +213,17 @@ def test_a_rate_limit_ending_another_day_is_told_with_its_date() -> None:
     tomorrow = progress_line.rate_limited(now + 24 * 3600, now=now)
     assert today == "rate limited by the upstream: no batch starts before 14:03:00"
     assert tomorrow == "rate limited by the upstream: no batch starts before 2026-12-03 14:00:00"
+
+
+def test_a_run_held_by_its_queues_open_breaker_is_told_the_queues_resume() -> None:
+    shared = QueueShare("openai-main", 8, OPEN, None, held=0, waiting=0, in_flight=0)
+    said = progress_line.line(standing(OPEN, pending=5)._replace(queue=shared), waits=True, db="runs.db")
+    assert said.hint == ("runner step posts lets one batch run, runner queue resume openai-main goes on; "
+                         "Ctrl-C to leave")
+
+
+def test_a_running_line_counts_the_batches_waiting_for_a_slot_in_the_shared_queue() -> None:
+    shared = QueueShare("openai-main", 8, Control(), None, held=0, waiting=2, in_flight=8)
+    said = progress_line.line(standing(pending=5)._replace(queue=shared), waits=True, db="runs.db")
+    assert (said.state, said.brief) == ("posts: running (2 batches waiting for a slot in queue openai-main)",
+                                        "posts: running (2 waiting for a slot)")

@@ -73,3 +73,17 @@ async def test_the_scheduled_key_shows_only_while_items_are_scheduled(tmp_path: 
         await press(pilot)
         footer = footer_keys(app.screen)
     assert "Scheduled" not in footer and "Failures" in footer
+
+
+def test_the_run_panel_and_the_runs_table_show_the_shared_queue_a_run_takes_turns_in(tmp_path: Path) -> None:
+    from tui.screens.runs import _cells
+
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2))
+    job = dataclasses.replace(job, provider=dataclasses.replace(job.provider, queue="openai-main"))
+    with Store(tmp_path / "runs.db") as store:
+        add_all(store, job, now=1_800_000_000.0)
+        store.set_queue("openai-main", concurrency=8)
+        text = run_text(views.run_view(store, "test", now=1_800_000_000.0)).plain
+        cells = _cells(views.standing(store, "test", now=1_800_000_000.0))
+    assert "queue openai-main: 0 of 8 in flight, this run 0 · breaker closed" in text
+    assert any(str(cell) == "closed\nqueue openai-main" for cell in cells)

@@ -45,9 +45,17 @@ def _cells(run: Standing) -> list[str | Text]:
         right(run.counts["failed"], "red"),
         right(run.unfinished),
         right(run.held, "bold yellow"),
-        Text(run.control.breaker.value, style=format.BREAKER_STYLE[run.control.breaker]),
+        _breaker(run),
         Text(format.ago(run.idle_for), justify="right"),
     ]
+
+
+def _breaker(run: Standing) -> Text:
+    """The run's breaker (the worse of its own and its shared queue's) and, beneath, the queue it shares, if any."""
+    text = Text(run.control.breaker.value, style=format.BREAKER_STYLE[run.control.breaker])
+    if run.queue is not None:
+        text.append(f"\nqueue {run.queue.name}", style="magenta")
+    return text
 
 
 def _state(run: Standing) -> Text:

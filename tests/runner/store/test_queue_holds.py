@@ -1,0 +1,51 @@
+"""A shared queue's holds in the store: what the other runs hold counts only while their engine lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from support import add_all, make_job, posts
+
+from runner import liveness
+from runner.store import Store
+
+NOW = 1_800_000_000.0
+URL = "http://127.0.0.1:9/v1"
+
+
+def engine_of(store: Store, tmp_path: Path, name: str, *, priority: int = 0) -> int:
+    """The run ``name`` made, its lease taken at ``NOW`` by the engine ``name`` (this process), in the queue ``q``."""
+    run_id = add_all(store, make_job(tmp_path, URL, posts(2), name=name), now=NOW)
+    store.take_lease(name, token=name, pid=os.getpid(), host=liveness.this_host(), now=NOW,
+                     refuse=lambda holder: None)
+    store.join_queue(run_id, "q", token=name, priority=priority, concurrency=2)
+    return run_id
+
+
+def test_the_slots_of_an_engine_whose_lease_died_come_back_to_the_queue(tmp_path: Path, store: Store) -> None:
+    a, b = engine_of(store, tmp_path, "a"), engine_of(store, tmp_path, "b")
+    store.hold_in_queue(a, token="a", held=2, waiting=0)
+    held_while_alive = store.run_queue(b)
+    store.beat("b", token="b", now=NOW + liveness.LEASE_SECONDS)
+    dropped = store.sweep_queue("q", lives=lambda holder: liveness.lives(holder, NOW + liveness.LEASE_SECONDS))
+    assert held_while_alive is not None and held_while_alive.others == 2
+    assert dropped == 1
+    assert (queue := store.run_queue(b)) is not None and queue.others == 0
+
+
+def test_an_engine_that_took_a_run_over_does_not_count_what_the_one_before_held(tmp_path: Path, store: Store) -> None:
+    a, b = engine_of(store, tmp_path, "a"), engine_of(store, tmp_path, "b")
+    store.hold_in_queue(a, token="a", held=2, waiting=0)
+    store.take_lease("a", token="a2", pid=os.getpid(), host=liveness.this_host(), now=NOW, refuse=lambda h: None)
+    assert (queue := store.run_queue(b)) is not None and queue.others == 0
+
+
+def test_only_runs_of_a_higher_priority_count_as_ahead_of_a_run_waiting_for_a_slot(
+    tmp_path: Path, store: Store
+) -> None:
+    low, high = engine_of(store, tmp_path, "low"), engine_of(store, tmp_path, "high", priority=5)
+    store.hold_in_queue(low, token="low", held=0, waiting=3)
+    store.hold_in_queue(high, token="high", held=0, waiting=2)
+    assert (of_low := store.run_queue(low)) is not None and of_low.ahead == 2
+    assert (of_high := store.run_queue(high)) is not None and of_high.ahead == 0
