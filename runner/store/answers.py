@@ -122,6 +122,8 @@ class Standing(NamedTuple):
     #: Items waiting for the time their input scheduled them at (counted as ``waiting``), and the earliest such time.
     scheduled: int = 0
     next_scheduled_at: float | None = None
+    #: Items moved to the run's archive (``runner archive``): still counted above, by the state they were in.
+    archived: int = 0
     #: When the store was read: a time in it is shown with its date when that day is not this one's.
     read_at: float | None = None
 
@@ -212,6 +214,8 @@ class Standing(NamedTuple):
             # earliest such time (seconds since the epoch; null when none).
             "scheduled": self.scheduled,
             "next_scheduled_at": self.next_scheduled_at,
+            # Added with the archive (issue 19): items moved to the run's archive, still in ``counts`` and the totals.
+            "archived": self.archived,
         }
 
 
