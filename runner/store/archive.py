@@ -192,7 +192,7 @@ def _copy(conn: sqlite3.Connection, source: str, target: str, column: str, *, re
     """The statement copying the rows of the items listed (``:ids``) from ``source`` to ``target``, column by column
     (the target's columns, read from the schema: the two tables have the same). ``renumbered``: ``"kept"`` copies
     the rows but those whose id is listed in ``:taken``, ``"new"`` those alone, each under a new id."""
-    names = [row[1] for row in conn.execute("SELECT name FROM pragma_table_info(?)", (target,))]
+    names = [row[0] for row in conn.execute("SELECT name FROM pragma_table_info(?)", (target,))]
     if renumbered == "new":
         names.remove("id")
     where = LISTED.format(column=column)
