@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from fanouts import fan_job
 from pipelines import pipeline
-from scenes import dump
+from scenes import an_archived_sub_item, dump
 from support import StepClock, make_job, posts, runner_cli, write_jsonl
 
 from runner import archiving, runs
@@ -51,8 +51,7 @@ async def test_a_fan_out_moves_as_one_unit_its_sub_items_with_their_parent(
     await runs.execute(store, fan_job(tmp_path, sim.base_url, count=2, chunks=3), clock=StepClock(START))
     before = dump(store.path)
     assert sum(archiving.archive(store, "fan", ages={"completed": "0m"}, now=LATER).values()) == 8
-    sub_item = store.rows("SELECT key FROM archived_items WHERE parent_id IS NOT NULL LIMIT 1")[0]["key"]
-    assert archiving.restore(store, "fan", keys=[sub_item], now=LATER) == 4
+    assert archiving.restore(store, "fan", keys=[an_archived_sub_item(store)], now=LATER) == 4
     assert archiving.restore(store, "fan", keys=None, now=LATER) == 4
     assert dump(store.path) == before
 
@@ -116,6 +115,8 @@ def test_export_of_the_archive_has_the_rows_an_export_had(tmp_path: Path, sim: S
     (["archive", "mine", "--older", "3x"],
      "error: --older: '3x' is not a duration (a whole number and d, h or m: 30d, 12h, 90m)"),
     (["archive", "mine"], "error: run 'mine': its job has no [retention]; say which items: --older AGE or --state"),
+    (["retry", "mine", "p000"],
+     "error: run 'mine' has no item 'p000' ('p000' is archived: runner restore brings it back): nothing was changed"),
     (["restore", "mine", "p999"], "error: run 'mine': 1 of the keys given is not in its archive ('p999': not in the "
                                   "run); nothing was restored"),
 ])
@@ -124,8 +125,10 @@ def test_bad_input_is_one_line_and_exit_1_the_store_untouched(
 ) -> None:
     job_file(tmp_path, sim.base_url, count=2)
     assert runner_cli("run", "job.toml", cwd=tmp_path).returncode == 0
+    db = str(tmp_path / "runs.db")
+    assert CliRunner().invoke(main, ["archive", "mine", "--older", "0m", "--db", db]).exit_code == 0
     before = dump(tmp_path / "runs.db")
-    said = CliRunner().invoke(main, [*args, "--db", str(tmp_path / "runs.db")])
+    said = CliRunner().invoke(main, [*args, "--db", db])
     assert said.exit_code == 1
     assert said.stderr.startswith(message) and said.stderr.count("\n") == 1, said.stderr
     assert dump(tmp_path / "runs.db") == before

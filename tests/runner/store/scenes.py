@@ -138,6 +138,11 @@ def dump(db: Path) -> list[str]:
     return lines
 
 
+def an_archived_sub_item(store: Store) -> str:
+    """The key of a sub-item in a run's archive."""
+    return str(store.rows("SELECT key FROM archived_items WHERE parent_id IS NOT NULL ORDER BY id LIMIT 1")[0]["key"])
+
+
 # The raw tallies the invariant fixture compares: an item in its run's archive (``runner archive``) counts as one
 # in the run, its rows with it.
 
