@@ -25,8 +25,10 @@ def archive(store: Store, name: str, *, ages: Mapping[str, str], now: float, chu
     run_id = store.run_id(name)
     before = retention.before(dict(ages), now=now)
     moved: Counter[str] = Counter()
-    while before and (done := store.archive_chunk(run_id, before=before, limit=chunk, now=now)):
-        moved.update(done)
+    last = 0
+    while before and (done := store.archive_chunk(run_id, before=before, after=last, limit=chunk, now=now)).moved:
+        moved.update(done.moved)
+        last = done.last
     return moved
 
 

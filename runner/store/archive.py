@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from ..errors import RunError
 from .connection import SQLiteFile
@@ -27,10 +28,11 @@ OWN_ROWS = {"items": "id", "inputs": "item_id", "results": "item_id", "decisions
 #: The ids of a unit's items given (``:ids``), as a condition on ``{column}``.
 LISTED = "{column} IN (SELECT value FROM json_each(:ids))"
 
-#: Up to ``:limit`` units of a run to archive: finished items that are no sub-item, each whose state has a time
-#: (``:completed``, ``:failed``: NULL, not that state) it last changed at or before, with no sub-item unfinished.
+#: Up to ``:limit`` units of a run to archive, after the item id ``:after`` (where the chunk before stopped): finished
+#: items that are no sub-item, each whose state has a time (``:completed``, ``:failed``: NULL, not that state) it last
+#: changed at or before, with no sub-item unfinished.
 UNITS_TO_ARCHIVE = """
-SELECT id FROM items WHERE run_id = :run AND parent_id IS NULL
+SELECT id FROM items WHERE run_id = :run AND id > :after AND parent_id IS NULL
 AND ((state = 'completed' AND updated_at <= :completed) OR (state = 'failed' AND updated_at <= :failed))
 AND NOT EXISTS (SELECT 1 FROM items AS sub WHERE sub.parent_id = items.id
                 AND sub.state != 'completed' AND sub.state != 'failed')
@@ -101,22 +103,32 @@ ON CONFLICT (run_id) DO UPDATE SET items = items + excluded.items, at = excluded
 """
 
 
+class Chunk(NamedTuple):
+    """What one chunk of an archive moved: items by state; and the last item id it read, the next one's start."""
+
+    moved: dict[str, int]
+    last: int
+
+
 class Archive(SQLiteFile):
     """The verbs that archive a run's finished items and restore them."""
 
-    def archive_chunk(self, run_id: int, *, before: Mapping[str, float], limit: int, now: float) -> dict[str, int]:
-        """Archive up to ``limit`` units of the run, in one transaction; how many items went, by state (none: none
-        was left).
+    def archive_chunk(
+        self, run_id: int, *, before: Mapping[str, float], after: int, limit: int, now: float
+    ) -> Chunk:
+        """Archive up to ``limit`` units of the run whose item id is over ``after``, in one transaction: how many
+        items went, by state (none: none was left), and where the next chunk starts.
 
         ``before`` maps each state archived (``completed``, ``failed``) to the
         time its items last changed at or before.
         """
-        wanted = {"run": run_id, "limit": limit, "completed": before.get("completed"), "failed": before.get("failed")}
+        wanted = {"run": run_id, "after": after, "limit": limit, "completed": before.get("completed"),
+                  "failed": before.get("failed")}
         with self.write() as conn:
             roots = [row[0] for row in conn.execute(UNITS_TO_ARCHIVE, wanted)]
             ids = _unit(conn, "items", roots)
             if not ids:
-                return {}
+                return Chunk({}, after)
             params = {"ids": json.dumps(ids), "run": run_id, "sign": 1}
             for table, column in OWN_ROWS.items():
                 conn.execute(_copy(conn, table, f"archived_{table}", column), params)
@@ -126,7 +138,7 @@ class Archive(SQLiteFile):
             conn.execute(PASSED.format(table="archived_results"), params)
             conn.execute(SUMMARY, {"run": run_id, "n": len(ids), "now": now})
             moved = conn.execute(BY_STATE, params).fetchall()
-        return {state: n for state, n in moved}
+        return Chunk({state: n for state, n in moved}, roots[-1])
 
     def restore_chunk(self, run_id: int, *, keys: Sequence[str] | None, limit: int, now: float) -> int:
         """Bring back up to ``limit`` archived units of the run (those of ``keys``; None: any), each row as it was,
