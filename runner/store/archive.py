@@ -39,13 +39,13 @@ AND NOT EXISTS (SELECT 1 FROM items AS sub WHERE sub.parent_id = items.id
 ORDER BY id LIMIT :limit
 """
 
-#: Up to ``:limit`` units of a run in the archive, all of them or those of the keys given (``:keys``, JSON; NULL:
-#: all), a sub-item's key naming its parent's unit.
-UNITS_TO_RESTORE = """
+#: Up to ``:limit`` units of a run in the archive: of the keys given (``:keys``, JSON), a sub-item's key naming its
+#: parent's unit; or (``ALL_TO_RESTORE``) any, the first in id order (those restored are gone from it).
+KEYS_TO_RESTORE = """
 SELECT DISTINCT coalesce(parent_id, id) AS id FROM archived_items
-WHERE run_id = :run AND (:keys IS NULL OR key IN (SELECT value FROM json_each(:keys)))
-ORDER BY 1 LIMIT :limit
+WHERE run_id = :run AND key IN (SELECT value FROM json_each(:keys)) ORDER BY 1 LIMIT :limit
 """
+ALL_TO_RESTORE = "SELECT id FROM archived_items WHERE run_id = :run AND parent_id IS NULL ORDER BY id LIMIT :limit"
 
 #: The keys given (``:keys``) that ``{table}`` holds for the run.
 KEYS_IN = ("SELECT value AS key FROM json_each(:keys) WHERE value IN "
@@ -145,7 +145,7 @@ class Archive(SQLiteFile):
         in one transaction; how many items came back (0: none was left)."""
         wanted = {"run": run_id, "limit": limit, "keys": None if keys is None else json.dumps(list(keys))}
         with self.write() as conn:
-            roots = [row[0] for row in conn.execute(UNITS_TO_RESTORE, wanted)]
+            roots = [row[0] for row in conn.execute(ALL_TO_RESTORE if keys is None else KEYS_TO_RESTORE, wanted)]
             ids = _unit(conn, "archived_items", roots)
             if not ids:
                 return 0

@@ -72,6 +72,8 @@ def test_a_jobs_retention_archives_at_the_end_of_a_run_and_says_what(tmp_path: P
             in ran.stdout.splitlines())
     status = json.loads(runner_cli("status", "mine", "--json", cwd=tmp_path).stdout)
     assert (status["counts"]["completed"], status["archived"]) == (5, 5)
+    shown = runner_cli("status", "mine", cwd=tmp_path).stdout.splitlines()
+    assert shown[-2:] == ["5 items archived (counted above); bring them back:", "runner restore mine --all"]
 
 
 def test_archive_with_no_flags_applies_the_jobs_retention(tmp_path: Path, sim: Simulator) -> None:
