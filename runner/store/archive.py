@@ -211,4 +211,4 @@ def _copy(conn: sqlite3.Connection, source: str, target: str, column: str, *, re
     if renumbered:
         where += f" AND id {'NOT ' if renumbered == 'kept' else ''}IN (SELECT value FROM json_each(:taken))"
     listed = ", ".join(names)
-    return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}"
+    return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}{' ORDER BY id' * (renumbered == 'new')}"

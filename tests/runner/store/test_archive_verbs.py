@@ -93,6 +93,19 @@ async def test_a_new_item_never_takes_an_archived_items_id(store: Store, tmp_pat
     assert [row["key"] for row in store.rows("SELECT key FROM items ORDER BY id")] == [f"p00{i}" for i in range(5)]
 
 
+async def test_an_archived_event_whose_id_was_taken_since_comes_back_under_a_new_one(
+    store: Store, tmp_path: Path
+) -> None:
+    await four_posts(store, tmp_path)
+    (events,) = store.rows("SELECT count(*) AS n FROM events")
+    archiving.archive(store, "test", ages=EVERY, now=START + DAY)
+    add_all(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5)), now=START + DAY)  # its event: the next id
+    (taken,) = store.rows("SELECT count(*) AS n FROM archived_events WHERE id IN (SELECT id FROM events)")
+    assert taken["n"] == 1
+    archiving.restore(store, "test", keys=None, now=START + DAY)
+    assert store.rows("SELECT count(*) AS n FROM events") == [{"n": events["n"] + 1}]
+
+
 async def test_restore_brings_back_the_keys_given_and_refuses_one_not_archived(store: Store, tmp_path: Path) -> None:
     await four_posts(store, tmp_path)
     archiving.archive(store, "test", ages={"completed": "0m"}, now=START + DAY)
