@@ -22,7 +22,7 @@ from .words import command as spelt, plural
 @db_option
 @plain_errors
 def archive(name: str, older: str | None, state: str | None, vacuum: bool, db: str) -> None:
-    """Move a run's finished items to its archive, with all their rows.
+    """Move a run's finished items, whole, to its archive.
 
     Completed and failed items go (never an unfinished one), with their
     input, results, history and charges; the run's counts, calls and cost

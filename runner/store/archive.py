@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from ..errors import RunError
+from ..errors import RunError, StoreError
 from .connection import SQLiteFile
 
 #: Each table of an item's own rows, with the column naming its item, in the order they are copied.
@@ -47,19 +47,18 @@ WHERE run_id = :run AND key IN (SELECT value FROM json_each(:keys)) ORDER BY 1 L
 """
 ALL_TO_RESTORE = "SELECT id FROM archived_items WHERE run_id = :run AND parent_id IS NULL ORDER BY id LIMIT :limit"
 
-#: The keys given (``:keys``) that ``{table}`` holds for the run.
-KEYS_IN = ("SELECT value AS key FROM json_each(:keys) WHERE value IN "
-                 "(SELECT key FROM {table} WHERE run_id = :run)")
+#: The keys given (``:keys``) that ``{table}`` holds for the run (each looked up on its index of keys).
+KEYS_IN = """
+SELECT {table}.key FROM json_each(:keys) AS given CROSS JOIN {table}
+WHERE {table}.run_id = :run AND {table}.key = given.value
+"""
+
+#: The keys given (``:keys``) that the run's archive holds: an input read again leaves them there.
+ARCHIVED_KEYS = KEYS_IN.format(table="archived_items")
 
 #: The ids of the archived events of the items given (``:ids``) that events written since have taken.
 TAKEN_EVENT_IDS = ("SELECT id FROM archived_events WHERE item_id IN (SELECT value FROM json_each(:ids)) "
                    "AND id IN (SELECT id FROM events)")
-
-#: The keys given (``:keys``) that the run's archive holds: an input read again leaves them there.
-ARCHIVED_KEYS = """
-SELECT archived_items.key FROM json_each(:keys) AS given CROSS JOIN archived_items
-WHERE archived_items.run_id = :run AND archived_items.key = given.value
-"""
 
 #: A unit: the items given (``:ids``) and their sub-items, at any depth, in ``{table}``.
 UNIT = """
@@ -96,7 +95,7 @@ WHERE run_id = :run
 #: How many of the items given (``:ids``) the archive holds, by state.
 BY_STATE = "SELECT state, count(*) FROM archived_items WHERE id IN (SELECT value FROM json_each(:ids)) GROUP BY state"
 
-#: The run's summary row moved by ``:n`` items (a row of none is dropped).
+#: The run's summary row moved by ``:n`` items (a restore drops it once it counts none).
 SUMMARY = """
 INSERT INTO archives (run_id, items, at) VALUES (:run, :n, :now)
 ON CONFLICT (run_id) DO UPDATE SET items = items + excluded.items, at = excluded.at
@@ -169,7 +168,7 @@ class Archive(SQLiteFile):
     def refuse_not_archived(self, run_id: int, name: str, keys: Sequence[str]) -> None:
         """A RunError naming the keys given that the run's archive does not hold (saying which the run holds)."""
         given = {"run": run_id, "keys": json.dumps(list(keys))}
-        archived = {row["key"] for row in self.rows(KEYS_IN.format(table="archived_items"), given)}
+        archived = {row["key"] for row in self.rows(ARCHIVED_KEYS, given)}
         missing = [key for key in keys if key not in archived]
         if not missing:
             return
@@ -188,9 +187,13 @@ class Archive(SQLiteFile):
         return self.path.stat().st_size + self._wal_bytes()
 
     def vacuum(self) -> None:
-        """Rewrite the store file without its free pages, and truncate its -wal (no transaction may be open)."""
-        self.conn.execute("VACUUM")
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        """Rewrite the store file without its free pages, and truncate its -wal (no transaction may be open); one
+        that fails (another writer held the store all along, a full disk) is a StoreError, the store as it was."""
+        try:
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: the vacuum failed ({exc}); the store keeps its size") from exc
 
 
 def _unit(conn: sqlite3.Connection, table: str, roots: list[int]) -> list[int]:
