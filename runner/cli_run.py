@@ -16,7 +16,7 @@ import click
 
 from . import cli_words
 from .cli_options import db_option, plain_errors, wait_option
-from .errors import InputError, JobError, RunError
+from .errors import InputError, JobError, RunError, StoreError
 from . import words
 from .words import command as spelt
 
@@ -133,12 +133,16 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
 
 
 def _apply_retention(db: str, job: Job) -> None:
-    """The job's ``[retention]`` applied once its run stopped, saying what it archived (nothing: no retention)."""
+    """The job's ``[retention]`` applied once its run stopped, saying what it archived (nothing: no retention); a
+    store that cannot be written then is a warning, not the run's failure."""
     from .archiving import at_run_end
     from .store import Store
 
-    with Store(db, create=False) as store:
-        said = at_run_end(store, job.name, job.retention, now=time.time())
+    try:
+        with Store(db, create=False) as store:
+            said = at_run_end(store, job.name, job.retention, now=time.time())
+    except StoreError as exc:  # the run's own outcome stands: its exit code is the run's
+        said = f"warning: [retention] not applied ({exc}); it applies with: {spelt('archive', job.name, db=db)}"
     if said is not None:
         click.echo(said)
 

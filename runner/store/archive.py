@@ -213,5 +213,5 @@ def _copy(conn: sqlite3.Connection, source: str, target: str, column: str, *, re
     where = LISTED.format(column=column)
     if renumbered:
         where += f" AND id {'NOT ' if renumbered == 'kept' else ''}IN (SELECT value FROM json_each(:taken))"
-    listed = ", ".join(names)
-    return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}{' ORDER BY id' * (renumbered == 'new')}"
+    listed, in_order = ", ".join(names), " ORDER BY id" if renumbered == "new" else ""
+    return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}{in_order}"
