@@ -58,6 +58,9 @@ def status(name: str | None, db: str, as_json: bool) -> None:
                 click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
             echo_cost(standing.cost)
+            if standing.archived:
+                hint(f"{plural(standing.archived, 'item')} archived (counted above); bring them back:",
+                     spelt("restore", standing.name, "--all", db=db))
             if standing.held:
                 tables.echo(tables.held_table(views.held(store, standing.name)))
                 hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
@@ -129,9 +132,10 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
 @click.option("--format", "fmt", default="jsonl", show_default=True, help="jsonl, csv or parquet (needs pyarrow).")
 @click.option("--out", default="-", show_default=True, help="The file to write; - is stdout.")
 @click.option("--state", default="all", show_default=True, help="The items written: completed, failed or all.")
+@click.option("--archived", is_flag=True, help="The items of the run's archive instead (runner archive).")
 @db_option
 @plain_errors
-def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
+def export_items(name: str, fmt: str, out: str, state: str, archived: bool, db: str) -> None:
     """Write a run's items as JSONL, CSV or Parquet, one row each.
 
     A row holds the key, group, state, result fields and input sent; failed
@@ -145,7 +149,7 @@ def export_items(name: str, fmt: str, out: str, state: str, db: str) -> None:
 
     with Store(db, read_only=True) as store:
         try:
-            count = export.write(store, name, out, fmt=fmt, state=state)
+            count = export.write(store, name, out, fmt=fmt, state=state, archived=archived)
         except BrokenPipeError:  # the reader stopped reading (| head): what it took was written
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return

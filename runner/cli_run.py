@@ -10,14 +10,18 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from . import cli_words
 from .cli_options import db_option, plain_errors, wait_option
-from .errors import InputError, JobError, RunError
+from .errors import InputError, JobError, RunError, StoreError
 from . import words
 from .words import command as spelt
+
+if TYPE_CHECKING:
+    from .jobs import Job
 
 SAMPLE_JOB = Path(__file__).resolve().parent.parent / "sample_data" / "job.toml"
 SAMPLE_PIPELINE = SAMPLE_JOB.with_name("pipeline.toml")
@@ -125,7 +129,23 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
             raise JobError(f"run {job.name!r} is runner demo's: its simulator stops with the demo; "
                            f"go on with: {words.go_on(job, db)}")
         outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=False)
+    _apply_retention(db, job)
     sys.exit(outcome.exit_code)
+
+
+def _apply_retention(db: str, job: Job) -> None:
+    """The job's ``[retention]`` applied once its run stopped, saying what it archived (nothing: no retention); a
+    store that cannot be written then is a warning, not the run's failure."""
+    from .archiving import at_run_end
+    from .store import Store
+
+    try:
+        with Store(db, create=False) as store:
+            said = at_run_end(store, job.name, job.retention, now=time.time())
+    except StoreError as exc:  # the run's own outcome stands: its exit code is the run's
+        said = f"warning: [retention] not applied ({exc}); it applies with: {spelt('archive', job.name, db=db)}"
+    if said is not None:
+        click.echo(said)
 
 
 @click.command(epilog=cli_words.FAULTS)

@@ -56,28 +56,32 @@ TAIL = ("kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed",
 OWN = frozenset((*HEAD, "input", *TAIL))
 
 
-def write(store: Store, name: str, out: str, *, fmt: str = "jsonl", state: str = "all") -> int:
-    """Write run ``name``'s items in ``state`` to the file ``out`` (``-``: stdout) as ``fmt``; how many rows."""
+def write(store: Store, name: str, out: str, *, fmt: str = "jsonl", state: str = "all", archived: bool = False) -> int:
+    """Write run ``name``'s items in ``state`` to the file ``out`` (``-``: stdout) as ``fmt``; how many rows.
+    ``archived``: the items of the run's archive (``runner archive``), in the same columns."""
     writer = _writer(fmt)
     _check_state(state)
     store.run_id(name)
     with _opened(out) as stream:
-        return writer(store, name, state, stream)
+        return writer(store, name, state, stream, archived)
 
 
-def rows(store: Store, name: str, *, state: str = "all") -> Iterator[dict[str, Any]]:
+def rows(store: Store, name: str, *, state: str = "all", archived: bool = False) -> Iterator[dict[str, Any]]:
     """Every item of run ``name`` in ``state`` (completed, failed or all) as an export row, in the order added."""
-    return chain.from_iterable(pages(store, name, state=state))
+    return chain.from_iterable(pages(store, name, state=state, archived=archived))
 
 
-def pages(store: Store, name: str, *, state: str = "all", size: int = PAGE) -> Iterator[list[dict[str, Any]]]:
+def pages(
+    store: Store, name: str, *, state: str = "all", size: int = PAGE, archived: bool = False
+) -> Iterator[list[dict[str, Any]]]:
     """The export rows of run ``name``, ``size`` items at a time, each page read from the store when asked for."""
     _check_state(state)
     run_id = store.run_id(name)
     staged = views.staged(store, run_id)
     shape = _shape(store, run_id) if staged else Shape({}, frozenset())
     after = 0
-    while items := views.export_page(store, run_id, state=state, after=after, limit=size, staged=staged):
+    while items := views.export_page(store, run_id, state=state, after=after, limit=size, staged=staged,
+                                     archived=archived):
         yield [_staged_row(item, shape) if staged else _row(item) for item in items]
         after = items[-1]["id"]
 
@@ -106,12 +110,12 @@ def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def columns(store: Store, name: str, *, state: str) -> dict[str, set[str]]:
+def columns(store: Store, name: str, *, state: str, archived: bool = False) -> dict[str, set[str]]:
     """The flat columns of an export, in the row's order, each with the type names of its values (None left out)."""
     seen: dict[str, set[str]] = {}
     run_id = store.run_id(name)
     places = _shape(store, run_id).places if views.staged(store, run_id) else {}
-    for row in rows(store, name, state=state):
+    for row in rows(store, name, state=state, archived=archived):
         for column, value in flat(row).items():
             types = seen.setdefault(column, set())
             if value is not None:
@@ -167,7 +171,7 @@ def _check_state(state: str) -> None:
         raise ExportError(f"unknown state {state!r}: one of {', '.join(views.EXPORT_STATES)}")
 
 
-Writer = Callable[[Store, str, str, IO[bytes]], int]
+Writer = Callable[[Store, str, str, IO[bytes], bool], int]
 
 
 def _writer(fmt: str) -> Writer:
@@ -181,20 +185,20 @@ def _writer(fmt: str) -> Writer:
     raise ExportError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
 
 
-def _jsonl(store: Store, name: str, state: str, out: IO[bytes]) -> int:
+def _jsonl(store: Store, name: str, state: str, out: IO[bytes], archived: bool) -> int:
     count = 0
-    for page in pages(store, name, state=state):
+    for page in pages(store, name, state=state, archived=archived):
         out.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in page).encode())
         count += len(page)
     return count
 
 
-def _csv(store: Store, name: str, state: str, out: IO[bytes]) -> int:
+def _csv(store: Store, name: str, state: str, out: IO[bytes], archived: bool) -> int:
     text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
-    table = csv.DictWriter(text, list(columns(store, name, state=state)))
+    table = csv.DictWriter(text, list(columns(store, name, state=state, archived=archived)))
     table.writeheader()
     count = 0
-    for page in pages(store, name, state=state):
+    for page in pages(store, name, state=state, archived=archived):
         table.writerows({column: _text(value) for column, value in flat(row).items()} for row in page)
         count += len(page)
     text.detach()  # the stream stays open for whoever opened it
@@ -206,14 +210,14 @@ def _text(value: Any) -> Any:
     return value if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _parquet(store: Store, name: str, state: str, out: IO[bytes]) -> int:
+def _parquet(store: Store, name: str, state: str, out: IO[bytes], archived: bool) -> int:
     arrow = _import("pyarrow")
     schema = arrow.schema([(column, _arrow_type(arrow, types)) for column, types in
-                           columns(store, name, state=state).items()])
+                           columns(store, name, state=state, archived=archived).items()])
     as_text = {field.name for field in schema if field.type == arrow.string()}
     count = 0
     with _import("pyarrow.parquet").ParquetWriter(out, schema) as parquet:
-        for page in pages(store, name, state=state):
+        for page in pages(store, name, state=state, archived=archived):
             cells = [{c: _text(v) if c in as_text else v for c, v in flat(row).items()} for row in page]
             parquet.write_table(arrow.Table.from_pylist(cells, schema=schema))
             count += len(page)

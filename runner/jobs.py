@@ -37,6 +37,9 @@ A job file looks like this (every section but the top keys is optional)::
     [retry.rate_limited]             # and [retry.transport]: a kind's own limits, unset keys as [retry]
     max_attempts = 6
 
+    [retention]                      # finished items older than this go to the run's archive (runner.retention)
+    completed = "30d"                # and failed = "90d"; applied by runner archive and at runner run's end
+
     [[stage]]                        # optional, a pipeline (runner.job_stages): each stage the sections
     name = "classify"                # above, overridden key by key by its own [stage.prompt] etc.
 
@@ -58,6 +61,7 @@ from .inputs import Format, InputSpec, format_of
 from .job_provider import PROVIDER_KINDS as PROVIDER_KINDS
 from .job_queue import RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
+from .retention import Retention
 from .validation import compile_schema
 
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
@@ -190,6 +194,7 @@ class Job:
     output_schema: dict[str, Any] | None = None
     retry: RetryLimits = field(default_factory=RetryLimits)
     schedule: Schedule = field(default_factory=Schedule)
+    retention: Retention = field(default_factory=Retention)
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
@@ -237,19 +242,13 @@ class Job:
         data = json.loads(text)
         staged = data.get("staged", False)
         return cls(
-            stages=_stages_from_json(data["stages"]) if staged else (),
-            staged=staged,
-            name=data["name"],
+            stages=_stages_from_json(data["stages"]) if staged else (), staged=staged, name=data["name"],
             input=InputSpec(Path(data["input"]["path"]), data["input"]["format"], data["input"]["table"]),
-            key=data["key"],
-            group=data["group"],
-            version=data["version"],
-            batch=BatchLimits(**data["batch"]),
-            provider=ProviderConfig(**data["provider"]),
-            prompt=_prompt_from_json(data["prompt"]),
-            output_schema=data["output_schema"],
+            key=data["key"], group=data["group"], version=data["version"],
+            batch=BatchLimits(**data["batch"]), provider=ProviderConfig(**data["provider"]),
+            prompt=_prompt_from_json(data["prompt"]), output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
-            schedule=Schedule(**data.get("schedule", {})),
+            schedule=Schedule(**data.get("schedule", {})), retention=Retention(**data.get("retention", {})),
         )
 
 
@@ -270,7 +269,7 @@ def load(path: str | Path) -> Job:
 
 
 SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
-TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", *SECTIONS}
+TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", "retention", *SECTIONS}
 
 
 def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
@@ -289,6 +288,7 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         version=_text(data, "version", where, "1"),
         output_schema=_output(data.get("output", {}), base, f"{where} [output]"),
         schedule=_section(Schedule, data.get("schedule", {}), f"{where} [schedule]"),
+        retention=_section(Retention, data.get("retention", {}), f"{where} [retention]").checked(where),
         **sections,
     )
     _check_values(job, where)

@@ -18,7 +18,9 @@ kept for it, the decision is for its old input: it starts again at the first
 stage, the decision forgotten; if it had failed, the fix is tried, with a fresh
 attempt budget; if it was in a formed, unsent batch, it leaves it for pending
 (the batch was sized, and grouped, for the old input). A parent of a fan-out
-loses its sub-items (:func:`runner.store.fanout.remove_sub_items`).
+loses its sub-items (:func:`runner.store.fanout.remove_sub_items`). An item in
+the run's archive (``runner archive``) is left there, whatever its input is
+now: it is never added again (``runner restore`` brings it back).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputChanged, RunError
 from . import fanout, items
+from .archive import ARCHIVED_KEYS
 from .connection import SQLiteFile
 from .items import move
 from .settling import LISTED_SOURCE
@@ -220,6 +223,8 @@ def _add_chunk(
         keys = json.dumps([row.key for row in rows])
         known = {key: (item_id, digest) for key, item_id, digest in
                  conn.execute(items.KNOWN_KEYS, {"run": run_id, "keys": keys})}
+        archived = {key for (key,) in conn.execute(ARCHIVED_KEYS, {"run": run_id, "keys": keys})}
+        rows = [row for row in rows if row.key not in archived]
     changed = [(known[row.key][0], row) for row in rows if row.key in known and known[row.key][1] != row.fingerprint]
     if changed:
         _move_changed(conn, [item_id for item_id, _ in changed], now, first)

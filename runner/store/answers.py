@@ -144,6 +144,8 @@ class Standing(NamedTuple):
     #: Items waiting for the time their input scheduled them at (counted as ``waiting``), and the earliest such time.
     scheduled: int = 0
     next_scheduled_at: float | None = None
+    #: Items moved to the run's archive (``runner archive``): still counted above, by the state they were in.
+    archived: int = 0
     #: When the store was read: a time in it is shown with its date when that day is not this one's.
     read_at: float | None = None
     #: The run's shared queue (None: it names none); ``control`` is then the worse of the run's and the queue's.
@@ -241,6 +243,8 @@ class Standing(NamedTuple):
             # flight), "waiting" (this run's batches waiting for a slot), "in_flight" (all its runs'), "breaker"
             # {"state", "reason"}, "quiet_until" (seconds since the epoch; null when none)}.
             "queue": None if self.queue is None else self.queue.json(),
+            # Added with the archive (issue 19): items moved to the run's archive, still in ``counts`` and the totals.
+            "archived": self.archived,
         }
 
 

@@ -16,6 +16,7 @@ from ..errors import RunError, StoreError, UnknownStage
 from ..model import BreakerState, FailureKind, Retried
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
+from .archive import ARCHIVED_KEYS
 from .connection import SQLiteFile
 from . import fanout, items
 from .items import move
@@ -148,12 +149,15 @@ class Commands(SQLiteFile):
             raise UnknownStage(f"run {run['name']!r} has no stage {stage!r}; its stages: {', '.join(known)}")
 
     def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None:
-        """Refuse keys that no item of the run has (``RunError`` naming the first of them); a read, in any transaction."""
+        """Refuse keys that no item of the run has (``RunError`` naming the first of them, and saying when one is in
+        the run's archive); a read, in any transaction."""
         unknown = [row["key"] for row in self.rows(UNKNOWN_KEYS, {"run": run_id, "keys": json.dumps(list(keys))})]
         if unknown:
             (run,) = self.rows("SELECT name FROM runs WHERE id = ?", [run_id])
             listed = ", ".join(repr(key) for key in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-            raise RunError(f"run {run['name']!r} has no item{'s' if len(unknown) > 1 else ''} {listed}: "
+            archived = self.rows(ARCHIVED_KEYS, {"run": run_id, "keys": json.dumps(unknown)})
+            why = f" ({archived[0]['key']!r} is archived: runner restore brings it back)" if archived else ""
+            raise RunError(f"run {run['name']!r} has no item{'s' if len(unknown) > 1 else ''} {listed}{why}: "
                            "nothing was changed")
 
     def held_items(self, run_id: int) -> list[dict[str, Any]]:

@@ -342,8 +342,9 @@ SELECT items.key, items.id, items.fingerprint FROM json_each(:keys) AS given CRO
 WHERE items.run_id = :run AND items.key = given.value
 """
 
-#: The highest item id so far: new items are numbered after it (by the one transaction that adds them).
-LAST_ID = "SELECT coalesce(max(id), 0) FROM items"
+#: The highest item id so far, the archive's too: new items are numbered after it (by the one transaction that
+#: adds them), so that an archived item comes back under its own id.
+LAST_ID = "SELECT max(coalesce((SELECT max(id) FROM items), 0), coalesce((SELECT max(id) FROM archived_items), 0))"
 
 #: A new item (its state is the moves' to change).
 ADD_ITEM = (

@@ -43,6 +43,11 @@ def history(store: Store, run_id: int) -> list[dict[str, Any]]:
 #: The states an export may keep, by its ``--state``: every item's, or one state's.
 EXPORT_STATES = {"all": None, "completed": "completed", "failed": "failed"}
 
+#: Before a read of items: the archive's tables under the names of the live ones (``runner export --archived``).
+ARCHIVED = ("WITH items AS NOT MATERIALIZED (SELECT * FROM archived_items), "
+            "inputs AS NOT MATERIALIZED (SELECT * FROM archived_inputs), "
+            "results AS NOT MATERIALIZED (SELECT * FROM archived_results) ")
+
 
 def staged(store: Store, run_id: int) -> bool:
     """Whether the run's job has ``[[stage]]`` tables (its export has a column group per stage)."""
@@ -58,7 +63,7 @@ def stage_kinds(store: Store, run_id: int) -> list[tuple[str, str]]:
 
 
 def export_page(
-    store: Store, run_id: int, *, state: str, after: int, limit: int, staged: bool = False
+    store: Store, run_id: int, *, state: str, after: int, limit: int, staged: bool = False, archived: bool = False
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` items after item id ``after``, in the order they were added: what an export writes.
 
@@ -67,10 +72,12 @@ def export_page(
     and the result (JSON text), and its failure's kind and message, attempts
     and charges (:data:`runner.export.TAIL`). A pipeline's (``staged``) has its ``stage`` and ``stages``, each
     passed stage's result
-    (a JSON object ``{stage: result}``), and a sub-item its ``parent``'s key (else None).
+    (a JSON object ``{stage: result}``), and a sub-item its ``parent``'s key (else None). ``archived``: the
+    items of the run's archive.
     """
     wanted = EXPORT_STATES[state]
     return store.rows(
+        f"{ARCHIVED if archived else ''}"
         'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
         f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, not_billed, "
         "tokens_in, tokens_out, cost, stage, "

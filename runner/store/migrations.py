@@ -16,6 +16,7 @@ from .migrations_ledger import LEDGER, RESULTS_EXPIRE
 from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
 from .migrations_queue import PRIORITIES_AND_SCHEDULES
 from .migrations_shared_queues import SHARED_QUEUES
+from .migrations_archive import ARCHIVE
 
 # Version 2: the lease is held by run name, taken before the run row exists;
 # a partial index counts the items held for confirmation; a person's controls:
@@ -225,4 +226,5 @@ UPGRADES: list[list[str]] = [
     RESULTS_EXPIRE,
     PRIORITIES_AND_SCHEDULES,
     SHARED_QUEUES,
+    ARCHIVE,
 ]

@@ -22,6 +22,7 @@ from ..rules import forming
 from ..usage import Usage
 from . import decisions, items, ledger, settling, stages, views
 from .items import move
+from .archive import Archive
 from .leases import Leases, holds
 from .priorities import Priorities
 from .queues import Queues
@@ -73,7 +74,7 @@ SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Priorities, Queues, Leases, stages.Stages, decisions.Decisions, Revalidating):
+class Store(Runs, Tasks, Priorities, Queues, Leases, stages.Stages, decisions.Decisions, Revalidating, Archive):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,

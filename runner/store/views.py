@@ -197,6 +197,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
         expiring=expiry.expiring(store, run["id"], now=now),
         scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now, queue=queue,
+        archived=store.archived_count(run["id"]),
     )
 
 

@@ -138,7 +138,17 @@ def dump(db: Path) -> list[str]:
     return lines
 
 
-# The raw tallies the invariant fixture compares.
+def an_archived_sub_item(store: Store) -> str:
+    """The key of a sub-item in a run's archive."""
+    return str(store.rows("SELECT key FROM archived_items WHERE parent_id IS NOT NULL ORDER BY id LIMIT 1")[0]["key"])
+
+
+# The raw tallies the invariant fixture compares: an item in its run's archive (``runner archive``) counts as one
+# in the run, its rows with it.
+
+ITEMS = "(SELECT * FROM items UNION ALL SELECT * FROM archived_items)"
+EVENTS = "(SELECT * FROM events UNION ALL SELECT * FROM archived_events)"
+RESULTS = "(SELECT * FROM results UNION ALL SELECT * FROM archived_results)"
 
 
 def states_told_by_events(store: Store) -> dict[tuple[int, str, str], int]:
@@ -146,8 +156,8 @@ def states_told_by_events(store: Store) -> dict[tuple[int, str, str], int]:
     less every move out of it (at the stage moved from)."""
     return {(r["run_id"], r["stage"], r["state"]): r["n"] for r in store.rows(
         "SELECT run_id, stage, state, sum(n) AS n FROM ("
-        "SELECT run_id, coalesce(to_stage, stage) AS stage, to_state AS state, items AS n FROM events "
-        "UNION ALL SELECT run_id, stage, from_state, -items FROM events WHERE from_state IS NOT NULL"
+        f"SELECT run_id, coalesce(to_stage, stage) AS stage, to_state AS state, items AS n FROM {EVENTS} "
+        f"UNION ALL SELECT run_id, stage, from_state, -items FROM {EVENTS} WHERE from_state IS NOT NULL"
         ") GROUP BY run_id, stage, state HAVING sum(n) != 0"
     )}
 
@@ -155,7 +165,7 @@ def states_told_by_events(store: Store) -> dict[tuple[int, str, str], int]:
 def states_of_items(store: Store) -> dict[tuple[int, str, str], int]:
     """Items per run, stage and state as the items table holds them."""
     return {(r["run_id"], r["stage"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, stage, state, count(*) AS n FROM items GROUP BY run_id, stage, state"
+        f"SELECT run_id, stage, state, count(*) AS n FROM {ITEMS} GROUP BY run_id, stage, state"
     )}
 
 
@@ -177,10 +187,10 @@ def passes_of_results(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
     """Per run and stage, the results saved (counted from the results) and the items that skipped it (from the
     events: each item once)."""
     counted: dict[tuple[int, str], tuple[int, int]] = {}
-    for r in store.rows("SELECT items.run_id, results.stage, count(*) AS n FROM results "
-                        "JOIN items ON items.id = results.item_id GROUP BY items.run_id, results.stage"):
+    for r in store.rows(f"SELECT items.run_id, results.stage, count(*) AS n FROM {RESULTS} AS results "
+                        f"JOIN {ITEMS} AS items ON items.id = results.item_id GROUP BY items.run_id, results.stage"):
         counted[(r["run_id"], r["stage"])] = (r["n"], 0)
-    for r in store.rows("SELECT run_id, stage, count(DISTINCT item_id) AS n FROM events WHERE kind = 'skipped' "
+    for r in store.rows(f"SELECT run_id, stage, count(DISTINCT item_id) AS n FROM {EVENTS} WHERE kind = 'skipped' "
                         "GROUP BY run_id, stage"):
         counted[(r["run_id"], r["stage"])] = (counted.get((r["run_id"], r["stage"]), (0, 0))[0], r["n"])
     return counted
@@ -189,7 +199,7 @@ def passes_of_results(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
 def counts_of_items(store: Store) -> dict[tuple[int, str, str, str], int]:
     """Items per run, stage, group and state, counted from the items table."""
     return {(r["run_id"], r["stage"], r["grp"], r["state"]): r["n"] for r in store.rows(
-        "SELECT run_id, stage, grp, state, count(*) AS n FROM items GROUP BY run_id, stage, grp, state"
+        f"SELECT run_id, stage, grp, state, count(*) AS n FROM {ITEMS} GROUP BY run_id, stage, grp, state"
     )}
 
 
@@ -221,7 +231,7 @@ def paid_of_items(store: Store) -> dict[int, tuple[int, int]]:
     """Each run's paid and maybe-paid calls, summed over its items."""
     return {r["id"]: (r["paid"], r["maybe"]) for r in store.rows(
         "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe "
-        "FROM runs LEFT JOIN items ON items.run_id = runs.id GROUP BY runs.id"
+        f"FROM runs LEFT JOIN {ITEMS} AS items ON items.run_id = runs.id GROUP BY runs.id"
     )}
 
 
@@ -238,7 +248,7 @@ def charges_of_items(store: Store) -> dict[int, tuple[int, int, int]]:
     """Each run's paid, maybe-paid and not billed calls, summed over its items."""
     return {r["id"]: (r["paid"], r["maybe"], r["refused"]) for r in store.rows(
         "SELECT runs.id, coalesce(sum(items.paid_calls), 0) AS paid, coalesce(sum(items.maybe_paid), 0) AS maybe, "
-        "coalesce(sum(items.not_billed), 0) AS refused FROM runs LEFT JOIN items ON items.run_id = runs.id "
+        f"coalesce(sum(items.not_billed), 0) AS refused FROM runs LEFT JOIN {ITEMS} AS items ON items.run_id = runs.id "
         "GROUP BY runs.id"
     )}
 
