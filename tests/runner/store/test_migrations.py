@@ -152,7 +152,7 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
                       "DROP INDEX items_scheduled", "DROP INDEX items_backing_off", "DROP INDEX items_to_claim",
                       "CREATE INDEX items_to_claim ON items (run_id, state, stage, grp, seq)",
                       "ALTER TABLE items DROP COLUMN priority", "DROP TABLE queue_holds", "DROP TABLE queues",
-                      "ALTER TABLE items DROP COLUMN priority", "DROP TABLE archives",
+                      "DROP TABLE archives",
                       *(f"DROP TABLE archived_{table}" for table in ("items", "inputs", "results", "decisions", "events")),
                       *(f"ALTER TABLE items DROP COLUMN {column}"
                         for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
