@@ -17,6 +17,10 @@ A job file looks like this (every section but the top keys is optional)::
     [schedule]
     field = "send_at"                # ISO 8601 with an offset, or epoch seconds: waits until then
 
+    [budget]                         # a batch starts only within it (runner.rules.budget; runner budget raises it)
+    max_cost = 5.0                   # USD: spent + in flight + unknown charges + the next batch, estimated
+    max_tokens = 2_000_000           # tokens, counted the same way
+
     [provider]
     kind = "openai-chat"
     base_url = "https://api.openai.com/v1"
@@ -50,16 +54,20 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import httpx
 
-from . import job_toml, kinds, pricing, protocol, words
+from . import job_budget, job_toml, kinds, pricing, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .job_queue import RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
+from .rules.budget import Budget
 from .validation import compile_schema
+
+if TYPE_CHECKING:
+    from .job_stages import When
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
 PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch")
@@ -124,21 +132,6 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class When:
-    """Which items a stage takes: those whose state's ``field`` (``stage.field`` for a result) passes one test."""
-
-    field: str
-    #: The value must be one of these (None: not asked).
-    in_: tuple[Any, ...] | None = None
-    #: The value must equal this (``missing``: not asked).
-    equals: Any = None
-    #: Whether the value must be present (true) or absent (false); None: not asked.
-    exists: bool | None = None
-    #: ``equals`` was given (its value may be anything, even false).
-    has_equals: bool = False
-
-
-@dataclass(frozen=True)
 class Stage:
     """One stage of a pipeline: its kind (a provider kind, ``python`` or ``decide``) and what it runs with."""
 
@@ -189,6 +182,8 @@ class Job:
     output_schema: dict[str, Any] | None = None
     retry: RetryLimits = field(default_factory=RetryLimits)
     schedule: Schedule = field(default_factory=Schedule)
+    #: What the run may commit to (``[budget]``); a person's ``runner budget`` replaces it in the store.
+    budget: Budget = field(default_factory=Budget)
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
@@ -249,6 +244,7 @@ class Job:
             output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
             schedule=Schedule(**data.get("schedule", {})),
+            budget=Budget(**data.get("budget", {})),
         )
 
 
@@ -269,7 +265,7 @@ def load(path: str | Path) -> Job:
 
 
 SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
-TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", *SECTIONS}
+TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", "budget", *SECTIONS}
 
 
 def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
@@ -288,14 +284,16 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         version=_text(data, "version", where, "1"),
         output_schema=_output(data.get("output", {}), base, f"{where} [output]"),
         schedule=_section(Schedule, data.get("schedule", {}), f"{where} [schedule]"),
+        budget=_section(Budget, data.get("budget", {}), f"{where} [budget]"),
         **sections,
     )
     _check_values(job, where)
-    if "stage" not in data:
-        return job
-    from . import job_stages  # here: it builds on this module's readers
+    if "stage" in data:
+        from . import job_stages  # here: it builds on this module's readers
 
-    return dataclasses.replace(job, staged=True, stages=job_stages.read(job, data, base=base, where=where))
+        job = dataclasses.replace(job, staged=True, stages=job_stages.read(job, data, base=base, where=where))
+    job_budget.check(job, f"{where} [budget]")
+    return job
 
 
 def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:

@@ -110,4 +110,4 @@ def charged(price: Price | None, usage: Usage | None, *, kind: str) -> tuple[flo
 
 def unpriced(model: str) -> str:
     """Why a provider's cost is unknown: no price for its model."""
-    return f"no price for {model} (set [provider] price)"
+    return f"no price for {model} ([provider] price)"

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from ..budgets import BudgetView
 from ..costs import Cost
+from ..rules.budget import Budget, Committed, Left
 from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
 from .expiry import Expiring
@@ -124,6 +126,8 @@ class Standing(NamedTuple):
     next_scheduled_at: float | None = None
     #: When the store was read: a time in it is shown with its date when that day is not this one's.
     read_at: float | None = None
+    #: The run's budget (issue 18's guard): its limits, what the run committed to and what is left.
+    budget: BudgetView = BudgetView(Budget(), Committed(), Left())
 
     @property
     def total(self) -> int:
@@ -212,6 +216,9 @@ class Standing(NamedTuple):
             # earliest such time (seconds since the epoch; null when none).
             "scheduled": self.scheduled,
             "next_scheduled_at": self.next_scheduled_at,
+            # Added with the budget guard (issue 18): {"max_cost", "max_tokens", "left": {"cost", "tokens"}}, what
+            # the budget leaves after spent, in flight and unknown charges; null when no budget is set.
+            "budget": self.budget.as_json(),
         }
 
 

@@ -22,6 +22,7 @@ from ..rules import forming
 from ..usage import Usage
 from . import decisions, items, ledger, settling, stages, views
 from .items import move
+from .budgets import Budgets
 from .leases import Leases, holds
 from .priorities import Priorities
 from .revalidating import Revalidating
@@ -72,7 +73,7 @@ SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Priorities, Leases, stages.Stages, decisions.Decisions, Revalidating):
+class Store(Runs, Tasks, Priorities, Budgets, Leases, stages.Stages, decisions.Decisions, Revalidating):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,

@@ -151,7 +151,7 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
                       "ALTER TABLE batches DROP COLUMN results_expire",
                       "DROP INDEX items_scheduled", "DROP INDEX items_backing_off", "DROP INDEX items_to_claim",
                       "CREATE INDEX items_to_claim ON items (run_id, state, stage, grp, seq)",
-                      "ALTER TABLE items DROP COLUMN priority",
+                      "ALTER TABLE items DROP COLUMN priority", "ALTER TABLE runs DROP COLUMN budget",
                       *(f"ALTER TABLE items DROP COLUMN {column}"
                         for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
                       "PRAGMA user_version = 14"):

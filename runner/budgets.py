@@ -1,0 +1,71 @@
+"""A run's budget against what it committed to: the guard asked before a batch starts, and what the views show.
+
+The decision is :mod:`runner.rules.budget`'s; this reads its figures: the
+budget that holds (a person's, else the job's ``[budget]``), the ledger at
+the saved job's prices (:mod:`runner.costs`), and the next batch's estimate.
+No SQL here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from . import costs
+from .rules import budget as rule
+from .rules.budget import Budget, Committed, Left
+
+if TYPE_CHECKING:
+    from .model import Batch
+    from .store.protocol import RunStore
+
+#: How a person raises a run's budget, after the figures of a stop.
+RAISE = "runner budget raises it"
+
+
+def committed(cost: costs.Cost) -> Committed:
+    """What a run's cost says it committed to: spent, in flight and unknown charges, USD and tokens."""
+    return Committed(cost.spent, cost.in_flight, cost.unknown, cost.tokens.input + cost.tokens.output,
+                     cost.tokens_in_flight, cost.tokens_unknown)
+
+
+def guard(store: RunStore, run_id: int, job_json: str, batch: Batch) -> str | None:
+    """Why ``batch`` may not start within the run's budget, with the figures and how to go on; None when it may
+    (or no budget is set)."""
+    limits = store.budget(run_id)
+    if not limits.limited:
+        return None
+    rows = store.ledger(run_id)
+    cost, tokens = costs.next_batch(rows, job_json, batch.stage, chars=batch.chars, items=batch.size)
+    why = rule.over(limits, committed(costs.of_run(rows, job_json)), cost=cost, tokens=tokens)
+    return None if why is None else f"budget: {why} ({RAISE})"
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    """A run's budget as the views show it: its limits, what the run committed to and what is left."""
+
+    budget: Budget
+    committed: Committed
+    left: Left
+
+    def as_json(self) -> dict[str, Any] | None:
+        """``runner status --json``'s ``budget``: null when none is set."""
+        if not self.budget.limited:
+            return None
+        return {**self.budget.as_dict(), "left": {"cost": self.left.cost, "tokens": self.left.tokens}}
+
+    def line(self) -> str:
+        """``budget $1.2000 of $5.0000 · 12,000 of 50,000 tokens`` ("" when none is set), beside the cost line."""
+        parts = []
+        if self.budget.max_cost is not None:
+            parts.append(f"{costs.money(self.committed.cost)} of {costs.money(self.budget.max_cost)}")
+        if self.budget.max_tokens is not None:
+            parts.append(f"{self.committed.tokens:,} of {self.budget.max_tokens:,} tokens")
+        return f"budget {' · '.join(parts)}" if parts else ""
+
+
+def view(limits: Budget, cost: costs.Cost) -> BudgetView:
+    """The budget view of a run whose budget is ``limits`` and whose cost is ``cost``."""
+    spent = committed(cost)
+    return BudgetView(limits, spent, rule.left(limits, spent))
