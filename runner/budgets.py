@@ -38,7 +38,7 @@ def guard(store: RunStore, run_id: int, job_json: str, batch: Batch) -> str | No
     rows = store.ledger(run_id)
     cost, tokens = costs.next_batch(rows, job_json, batch.stage, chars=batch.chars, items=batch.size)
     why = rule.over(limits, committed(costs.of_run(rows, job_json)), cost=cost, tokens=tokens)
-    return None if why is None else f"budget: {why} ({RAISE})"
+    return None if why is None else f"budget: {why}; {RAISE}"
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,8 @@ def view(limits: Budget, cost: costs.Cost) -> BudgetView:
     """The budget view of a run whose budget is ``limits`` and whose cost is ``cost``."""
     spent = committed(cost)
     return BudgetView(limits, spent, rule.left(limits, spent))
+
+
+def cost_line(cost: costs.Cost, shown: BudgetView) -> str:
+    """The cost line (:func:`runner.costs.line`), the budget beside it when one is set."""
+    return " · ".join(part for part in (costs.line(cost), shown.line()) if part)

@@ -4,8 +4,9 @@ The commands live by what they do: :mod:`runner.cli_run` starts work (demo,
 run, sim), :mod:`runner.cli_read` reads a run (status, failures, export,
 tui), :mod:`runner.cli_steer` is a person's hand (pause, resume, step,
 retry, confirm, cancel, decide), :mod:`runner.cli_queue` orders a run's queue
-(prioritize). A command imports what only it needs (the store, the
-engine, the simulator, the exporter) inside itself: ``--help`` loads no
+(prioritize), :mod:`runner.cli_budget` gives a run a budget. A command
+imports what only it needs (the store, the engine, the simulator, the
+exporter) inside itself: ``--help`` loads no
 store, and ``status`` and ``failures`` no engine and no rich
 (tests/runner/test_cold_start.py).
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from . import cli_queue, cli_read, cli_run, cli_steer, cli_words
+from . import cli_budget, cli_queue, cli_read, cli_run, cli_steer, cli_words
 
 
 @click.group(cls=cli_words.Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,7 +31,7 @@ def main() -> None:
 for command in (
     cli_run.demo, cli_run.run, cli_read.status, cli_read.failures, cli_read.export_items, cli_read.tui,
     cli_steer.pause, cli_steer.resume, cli_steer.step, cli_steer.retry, cli_steer.confirm, cli_steer.cancel,
-    cli_steer.decide, cli_steer.revalidate, cli_queue.prioritize,
+    cli_steer.decide, cli_steer.revalidate, cli_queue.prioritize, cli_budget.budget,
     cli_run.sim,
 ):
     main.add_command(command)

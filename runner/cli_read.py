@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from .store import Store
     from .store.answers import Standing
 
-if TYPE_CHECKING:
-    from .costs import Cost
-
 
 @click.command()
 @click.argument("name", required=False)
@@ -57,7 +54,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             if index:
                 click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
-            echo_cost(standing.cost)
+            echo_cost(standing)
             if standing.held:
                 tables.echo(tables.held_table(views.held(store, standing.name)))
                 hint("release them (all, or the KEYS given):", spelt("confirm", standing.name, "--all", db=db))
@@ -170,11 +167,13 @@ def tui(name: str | None, db: str) -> None:
     run_tui(db, name)
 
 
-def echo_cost(cost: Cost) -> None:
-    """The cost line under a run's status: the run's, then each stage's where there are several."""
-    from . import costs
+def echo_cost(standing: Standing) -> None:
+    """The cost line under a run's status, the budget beside it: the run's, then each stage's where there are
+    several."""
+    from . import budgets, costs
 
-    click.echo(costs.line(cost))
+    cost = standing.cost
+    click.echo(budgets.cost_line(cost, standing.budget))
     if len(cost.stages) > 1:
         for name, stage in cost.stages.items():
             click.echo(f"  {name}: {costs.line(stage)}")
