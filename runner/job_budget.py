@@ -1,4 +1,4 @@
-"""A job's ``[budget]`` checked as it is loaded: each limit more than 0, and a cost budget only where calls have a price.
+"""A job's ``[budget]`` checked as it is loaded: each limit more than 0, a cost budget only where calls have a price.
 
 A model with no price (neither ``[provider] price`` nor the built-in table)
 cannot keep a cost budget: such a job is refused at load, not stopped at its

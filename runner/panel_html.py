@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from . import costs
+from . import budgets
+from .budgets import BudgetView
 from .costs import Cost
 from .model import BreakerState
 from .recovery import Case, HeldItem
@@ -162,9 +163,10 @@ def decision_html(decision: Decision | None, waiting: int) -> str:
     return "<div style='line-height:1.45'>" + "<br>".join(parts) + "</div>"
 
 
-def cost_html(cost: Cost) -> str:
-    """The run's cost line (:func:`runner.costs.line`), in the warning colour when some of it is unknown."""
-    text = escape(costs.line(cost), quote=False)
+def cost_html(cost: Cost, budget: BudgetView) -> str:
+    """The run's cost line with its budget beside it (:func:`runner.budgets.cost_line`), in the warning colour
+    when some of it is unknown."""
+    text = escape(budgets.cost_line(cost, budget), quote=False)
     colour = "#a60" if cost.spent is None else "#555"
     return f"<span style='color:{colour}'>{text}</span>"
 

@@ -11,9 +11,9 @@ Refreshing never calls upstream: a periodic task on the kernel's running loop
 (every ``interval`` seconds) runs cheap reads and sets widget traits, which
 ipywidgets only sends when a value changed.
 
-This module (with its decisions tab, :mod:`runner.widgets_decisions`) is the only one of ``runner``
-that imports ipywidgets; nothing in
-the core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
+This module (with its decisions tab and budget field, :mod:`runner.widgets_decisions` and :mod:`runner.widgets_budget`)
+is the only one of ``runner`` that imports ipywidgets; nothing in the core imports it
+(:meth:`runner.notebook.Run.panel` does, when asked).
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import ipywidgets as widgets
 from . import control, recovery
 from .errors import RunnerError
 from .panel_html import (
-    BREAKER_COLOURS, COLOURS, badge, cost_html, error, groups_table, held_html, item_html,
-    stacked_bar, where,
+    BREAKER_COLOURS, COLOURS, badge, cost_html, error, groups_table, held_html, item_html, stacked_bar, where,
 )
 from .progress_line import rate_limited, scheduled
 from .store import Store, views
 from .store.answers import STATES, FailuresView, Standing
+from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
 from .words import plural, retried
 
@@ -80,8 +80,7 @@ class RunPanel:
     # The widgets ---------------------------------------------------------------
 
     def _build(self) -> None:
-        self.title = widgets.HTML()
-        self.bar = widgets.HTML()
+        self.title, self.bar = widgets.HTML(), widgets.HTML()
         self.numbers = {
             state: widgets.HTML(
                 value="0", description=state,
@@ -91,7 +90,8 @@ class RunPanel:
             for state in STATES
         }
         self.stages = widgets.HTML()  # a pipeline's items by stage and state, under the run's totals
-        self.cost = widgets.HTML()  # spent, unknown, in flight, tokens (issue 18)
+        self.cost = widgets.HTML()  # spent, unknown, in flight, tokens, the budget beside them (issue 18)
+        self.budget = BudgetField(self._command)
         self.breaker = widgets.HTML()
         self.pause_button = _button("Pause", "pause", "no new batches; those in flight finish", self._pause)
         self.resume_button = _button("Resume", "play", "one batch at a time until one succeeds", self._resume)
@@ -102,8 +102,7 @@ class RunPanel:
         #: The unfinished items the last refresh counted: a cancel's first click asks about them.
         self._unfinished = 0
         self._cancel_asked = False
-        self.message = widgets.HTML()
-        self.groups = widgets.HTML()
+        self.message, self.groups = widgets.HTML(), widgets.HTML()
         self.kinds = widgets.Dropdown(description="kind", options=[], layout=widgets.Layout(width="320px"))
         self.retry_button = _button("Retry this kind", "redo", "failed items of this kind back to pending", self._retry)
         self.failed = widgets.Select(options=[], rows=10, layout=widgets.Layout(width="360px"))
@@ -130,7 +129,7 @@ class RunPanel:
             self.bar,
             widgets.HBox(list(self.numbers.values()), layout=widgets.Layout(flex_flow="row wrap")),
             self.stages,
-            self.cost,
+            widgets.HBox([self.cost, self.budget.widget], layout=widgets.Layout(align_items="center")),
             widgets.HBox(
                 [self.breaker, self.pause_button, self.resume_button, self.step_button, self.cancel_button],
                 layout=widgets.Layout(align_items="center"),
@@ -207,7 +206,8 @@ class RunPanel:
             return
         self.status = standing.status()
         self._show_counts(standing)
-        self.cost.value = cost_html(standing.cost)
+        self.cost.value = cost_html(standing.cost, standing.budget)
+        self.budget.show(standing.budget)
         self._show_breaker(standing)
         self._show_failures(failures)
         self._show_held(held)

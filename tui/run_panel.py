@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from runner import costs, progress_line
+from runner import budgets, progress_line
 from runner.model import BreakerState, ItemState
 from runner.store.answers import Hold, RunState, RunView, Standing, why_no_estimate
 from runner.words import plural
@@ -32,7 +32,7 @@ def run_text(view: RunView) -> Text:
     text.append("\n")
     text.append_text(pace(view))
     text.append("\n")
-    text.append(costs.line(run.cost), style="dim" if run.cost.spent is not None else "yellow")
+    text.append(budgets.cost_line(run.cost, run.budget), style="dim" if run.cost.spent is not None else "yellow")
     text.append("\n")
     text.append_text(format.breaker(run.control, concurrency=view.concurrency, in_flight=view.in_flight))
     if run.rate_limited_until is not None:

@@ -23,6 +23,7 @@ from ..widgets import BatchTable, EventLog, GroupTable, StageTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
 from .decisions import DecisionsScreen
+from .budget import BudgetScreen, Limits
 from .dialog import AskScreen
 from .failures import FailuresScreen
 
@@ -42,6 +43,7 @@ class RunScreen(StoreScreen[RunView]):
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
         Binding("d", "decisions", "Decide", tooltip="Items waiting at a decide stage: approve, reject or edit, one at a time"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
+        Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
         Binding("v", "switch_rows", "Rows",
                 tooltip="A short screen shows a pipeline's stages or its groups, not both: switch between them"),
         Binding("x", "cancel_run", "Cancel run",
@@ -141,6 +143,14 @@ class RunScreen(StoreScreen[RunView]):
     def action_failures(self) -> None:
         self.app.push_screen(FailuresScreen(self.run_name))
 
+    def action_budget(self) -> None:
+        if self.view is not None:
+            self.app.push_screen(BudgetScreen(self.run_name, self.view.standing.budget), self._budget_if)
+
+    def _budget_if(self, limits: Limits | None) -> None:
+        if limits is not None:
+            self.command(partial(_budget, name=self.run_name, limits=limits))
+
     def action_cancel_run(self) -> None:
         if self.view is not None:
             self.app.push_screen(ask_cancel(self.view), self._cancel_if)
@@ -194,6 +204,12 @@ def _resume(store: Store, now: float, *, name: str) -> str:
 def _step(store: Store, now: float, *, name: str) -> str:
     done = control.step(store, name, now=now)
     return f"one more batch of {name} may run, then it stays held" + _after(store, name, done, now)
+
+
+def _budget(store: Store, now: float, *, name: str, limits: Limits) -> str:
+    _, after = control.budget(store, name, now=now, max_cost=limits[0], max_tokens=limits[1])
+    shown = views.standing(store, name, now=now).budget.line()
+    return f"{name}: {shown}" + _after(store, name, after, now)
 
 
 def _cancel(store: Store, now: float, *, name: str) -> str:
