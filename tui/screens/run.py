@@ -43,12 +43,13 @@ class RunScreen(StoreScreen[RunView]):
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
         Binding("d", "decisions", "Decide", tooltip="Items waiting at a decide stage: approve, reject or edit, one at a time"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
-        Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
         Binding("v", "switch_rows", "Rows",
                 tooltip="A short screen shows a pipeline's stages or its groups, not both: switch between them"),
         Binding("x", "cancel_run", "Cancel run",
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
         Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
+        # last: at 80 columns the footer has no room for it (the command palette offers it)
+        Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
     ]
 
     def __init__(self, run: str) -> None:
