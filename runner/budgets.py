@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import costs
+from . import costs, pricing
 from .rules import budget as rule
 from .rules.budget import Budget, Committed, Left
 
@@ -59,7 +59,7 @@ class BudgetView:
         """``budget $1.2000 of $5.0000 · 12,000 of 50,000 tokens`` ("" when none is set), beside the cost line."""
         parts = []
         if self.budget.max_cost is not None:
-            parts.append(f"{costs.money(self.committed.cost)} of {costs.money(self.budget.max_cost)}")
+            parts.append(f"{pricing.money(self.committed.cost)} of {pricing.money(self.budget.max_cost)}")
         if self.budget.max_tokens is not None:
             parts.append(f"{self.committed.tokens:,} of {self.budget.max_tokens:,} tokens")
         return f"budget {' · '.join(parts)}" if parts else ""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
+from .pricing import money
 from .rules import estimate
 from .usage import Usage
 
@@ -155,13 +156,6 @@ def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
         reasons=tuple(dict.fromkeys(r for c in parts for r in c.reasons)), stages=stages,
         tokens_in_flight=sum(c.tokens_in_flight for c in parts), tokens_unknown=sum(c.tokens_unknown for c in parts),
     )
-
-
-def money(figure: float | None) -> str:
-    """A figure as the views show it: ``$0.0123``, or ``unknown``."""
-    if figure is None:
-        return "unknown"
-    return f"${figure:,.4f}" if figure < 100 else f"${figure:,.2f}"
 
 
 def line(cost: Cost) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..costs import money as usd
+from ..pricing import money as usd
 from ..model import BreakerState, FailureKind
 from .breaker import Control
 

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from runner.budgets import BudgetView
-from runner.costs import money
+from runner.pricing import money
 
 #: What the dialog gives back: USD and tokens, each None when left empty (kept).
 Limits = tuple[float | None, int | None]
