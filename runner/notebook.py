@@ -65,8 +65,8 @@ class Run(Controls, Decisions):
     a JSONL, CSV or SQLite file (``table=`` for SQLite). ``provider``: a
     built-in kind, an async handler ``(items) -> results``, or a ``(submit,
     poll[, find])`` pair; ``model`` and ``base_url``, when not given, are the
-    kind's own (OpenAI's, or for ``"anthropic-messages"`` and
-    ``"anthropic-batch"`` Anthropic's). ``prompt`` is the instructions;
+    kind's own (OpenAI's, or for ``"anthropic-messages"`` and ``"anthropic-batch"``
+    Anthropic's); ``price`` is ``[provider] price``. ``prompt`` is the instructions;
     ``fields`` picks the record fields sent (default all). ``schema`` is the
     JSON Schema each result must pass; ``check`` an extra Python check of one
     result (a message, or None when it is fine). ``batch``, ``retry`` and ``budget`` take the keys of
@@ -101,6 +101,7 @@ class Run(Controls, Decisions):
         provider: ProviderSpec = "openai-chat",
         model: str | None = None,
         base_url: str | None = None,
+        price: Mapping[str, float] | None = None,
         api_key_env: str = "",
         prompt: str | None = None,
         fields: Sequence[str] = (),
@@ -127,16 +128,14 @@ class Run(Controls, Decisions):
             if value is not None:
                 prompt_section[field] = value
         data: dict[str, Any] = {
-            "name": name,
-            "input": records.job_input(items, name, self.db, key, table),
-            "key": key,
-            "version": version,
+            "name": name, "input": records.job_input(items, name, self.db, key, table),
+            "key": key, "version": version,
             "batch": {**(batch or {}), **({"priority_field": priority} if priority is not None else {})},
             "retry": dict(retry or {}), "budget": dict(budget or {}),
             "schedule": {"field": schedule} if schedule is not None else {},
             # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
-            "provider": {"kind": kind, "api_key_env": api_key_env,
-                         **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},
+            "provider": {"kind": kind, "api_key_env": api_key_env, **{
+                k: v for k, v in (("model", model), ("base_url", base_url), ("price", price)) if v is not None}},
             "prompt": prompt_section,
             "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},
             **({"group": group} if group is not None else {}),

@@ -17,7 +17,7 @@ from support import StepClock, make_job, posts, runner_cli, write_jsonl
 from runner import control, runs
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.model import BreakerState
+from runner.model import BreakerState, FailureKind
 from runner.rules.budget import Budget
 from runner.sim import Simulator
 from runner.store import Store
@@ -69,6 +69,31 @@ async def test_raising_the_budget_lets_a_run_stopped_at_it_go_on_to_completion(
     budget = outcome.status["budget"]
     assert budget["max_cost"] == 5000 and budget["max_tokens"] is None
     assert budget["left"]["cost"] == pytest.approx(5000 - outcome.status["cost"]["spent"])
+
+
+class RaisingClock(StepClock):
+    """A person who, seeing the run wait at its budget, gives it a larger one (as the TUI's ``b`` would)."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store, self.raised = store, 0
+
+    async def sleep(self, seconds: float) -> None:
+        names = self.store.run_names()
+        if names and self.store.control(self.store.run_id("test")).kind is FailureKind.BUDGET:
+            control.budget(self.store, "test", max_cost=5000, now=self.now())
+            self.raised += 1
+        await super().sleep(seconds)
+
+
+async def test_an_engine_waiting_for_a_person_goes_on_by_itself_once_the_budget_is_raised(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    clock = RaisingClock(store)
+    job = budgeted(make_job(tmp_path, sim.base_url, posts(8), max_items=4, concurrency=2), max_cost=1000)
+    outcome = await runs.execute(store, job, clock=clock, wait_for_person=True)
+    assert clock.raised == 1
+    assert outcome.exit_code == 0 and outcome.status["counts"]["completed"] == 8
 
 
 async def test_a_budget_given_by_a_person_holds_until_the_job_s_budget_changes(
