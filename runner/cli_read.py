@@ -16,7 +16,7 @@ import click
 
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
-from .model import FailureKind
+from .model import ITEM_FAILURE_KINDS
 from .words import command as spelt, duration, go_on, plural
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def _warn_expiring(store: Store, standing: Standing, db: str) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--kind", type=click.Choice([kind.value for kind in FailureKind]),
+@click.option("--kind", type=click.Choice([kind.value for kind in ITEM_FAILURE_KINDS]),
               help="Every failed item of this kind, one a row.")
 @db_option
 @json_option

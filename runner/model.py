@@ -68,6 +68,10 @@ class FailureKind(StrEnum):
     BUDGET = "budget"
 
 
+#: The kinds an item may fail with: ``budget`` is a run's stop alone.
+ITEM_FAILURE_KINDS = tuple(kind for kind in FailureKind if kind is not FailureKind.BUDGET)
+
+
 class BreakerState(StrEnum):
     """The breaker: normal, one batch at a time, or no new batches."""
 

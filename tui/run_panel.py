@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from runner import budgets, progress_line
-from runner.model import BreakerState, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store.answers import Hold, RunState, RunView, Standing, why_no_estimate
 from runner.words import plural
 
@@ -133,7 +133,9 @@ def needs(view: RunView) -> list[str]:
     if run.needs_decision:
         lines.append(f"{plural(run.needs_decision, 'item waits', 'items wait')} for your decision, not for a time: "
                      "d shows them one at a time")
-    if run.control.breaker is BreakerState.OPEN:
+    if run.control.breaker is BreakerState.OPEN and run.control.kind is FailureKind.BUDGET:
+        lines.append("stopped at its budget: b gives a larger one, and the run goes on; s steps one batch past it")
+    elif run.control.breaker is BreakerState.OPEN:
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
     elif run.control.paused:
         lines.append("paused: r resumes, s lets exactly one batch run")
