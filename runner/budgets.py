@@ -16,6 +16,7 @@ from .rules import budget as rule
 from .rules.budget import Budget, Committed, Left
 
 if TYPE_CHECKING:
+    from .jobs import Job
     from .model import Batch
     from .store.protocol import RunStore
 
@@ -29,13 +30,13 @@ def committed(cost: costs.Cost) -> Committed:
                      cost.tokens_in_flight, cost.tokens_unknown)
 
 
-def guard(store: RunStore, run_id: int, job_json: str, batch: Batch) -> str | None:
-    """Why ``batch`` may not start within the run's budget, with the figures and how to go on; None when it may
-    (or no budget is set)."""
+def guard(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
+    """Why ``batch`` of ``job``'s run may not start within the run's budget, with the figures and how to go on;
+    None when it may (or no budget is set)."""
     limits = store.budget(run_id)
     if not limits.limited:
         return None
-    rows = store.ledger(run_id)
+    rows, job_json = store.ledger(run_id), job.to_json()
     cost, tokens = costs.next_batch(rows, job_json, batch.stage, chars=batch.chars, items=batch.size)
     why = rule.over(limits, committed(costs.of_run(rows, job_json)), cost=cost, tokens=tokens)
     return None if why is None else f"budget: {why}; {RAISE}"

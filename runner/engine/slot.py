@@ -106,7 +106,7 @@ class Slot:
             in_flight=engine.holding - self.begun, quiet_until=engine.quiet_until, now=engine.clock.now(),
         )
         if go and not (step or batch.resume):
-            self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job.to_json(), batch)
+            self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job, batch)
             if self.over_budget is not None:
                 engine.stop_for_person(self.over_budget, FailureKind.BUDGET)
                 return False
