@@ -17,11 +17,13 @@ from .cli_words import go_on
 @db_option
 @plain_errors
 def budget(name: str, max_cost: float | None, max_tokens: int | None, db: str) -> None:
-    """Give a run a new budget: what it may spend, with what is in flight and unknown charges.
+    """Give a run a new budget, in USD or tokens.
 
-    A limit not given keeps its value. A run stopped at its budget goes on
-    (a running engine goes on by itself). A budget given here holds until the
-    job file's [budget] changes.
+    A batch starts only while what was spent, the batches in flight and the
+    unknown charges (at their estimates), and its own estimate, stay within
+    it. A limit not given keeps its value. A run stopped at its budget goes
+    on (a running engine goes on by itself). A budget given here holds until
+    the job file's [budget] changes.
 
     Example: runner budget demo --max 10
     """

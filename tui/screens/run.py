@@ -48,7 +48,6 @@ class RunScreen(StoreScreen[RunView]):
         Binding("x", "cancel_run", "Cancel run",
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
         Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
-        # last: at 80 columns the footer has no room for it (the command palette offers it)
         Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
     ]
 
@@ -81,9 +80,10 @@ class RunScreen(StoreScreen[RunView]):
         return partial(_view, name=self.run_name)
 
     def show(self, view: RunView) -> None:
-        deciding = bool(view.standing.needs_decision)
-        if self.view is None or deciding != bool(self.view.standing.needs_decision):
-            self.refresh_bindings()  # d is in the footer only while items wait for a decision
+        keyed = (bool(view.standing.needs_decision), view.standing.budget.budget.limited)
+        was = self.view.standing if self.view is not None else None
+        if was is None or keyed != (bool(was.needs_decision), was.budget.budget.limited):
+            self.refresh_bindings()  # d is in the footer only while items wait for a decision, b with a budget
         self.view = view
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
@@ -136,6 +136,8 @@ class RunScreen(StoreScreen[RunView]):
             return self.view is not None and bool(self.view.standing.needs_decision)
         if action == "switch_rows":
             return self.staged and self.short
+        if action == "budget":  # a run with a budget (at 80 columns the footer has no room for one more key)
+            return self.view is not None and self.view.standing.budget.budget.limited
         return True
 
     def action_decisions(self) -> None:
