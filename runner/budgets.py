@@ -3,11 +3,14 @@
 The decision is :mod:`runner.rules.budget`'s; this reads its figures: the
 budget that holds (a person's, else the job's ``[budget]``), the ledger at
 the saved job's prices (:mod:`runner.costs`), and the next batch's estimate.
-No SQL here.
+Only the stages that call a provider count: a ``python`` stage's handler is
+the user's own code, whose calls the runner cannot price (its batches are
+never held to the budget). No SQL here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +20,26 @@ from .rules.budget import Budget, Committed, Left
 
 if TYPE_CHECKING:
     from .jobs import Job
+    from .store.ledger import StageLedger
     from .model import Batch
     from .store.protocol import RunStore
 
 #: How a person raises a run's budget, after the figures of a stop.
 RAISE = "runner budget raises it"
+#: The provider kind of a user's handler (``runner.jobs.PYTHON``): not counted against a budget.
+HANDLER = "python"
+
+
+def counted(rows: Sequence[StageLedger], job_json: str) -> list[StageLedger]:
+    """The ledger rows of the stages that call a provider: those a budget counts."""
+    return [row for row in rows if calls(job_json, row.stage)]
+
+
+def calls(job_json: str, stage: str) -> bool:
+    """Whether ``stage`` of the saved job calls a provider (not a user's handler)."""
+    saved = costs.terms(job_json)
+    terms = saved.get(stage, saved.get(""))
+    return terms is None or terms.kind != HANDLER
 
 
 def committed(cost: costs.Cost) -> Committed:
@@ -36,7 +54,10 @@ def guard(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
     limits = store.budget(run_id)
     if not limits.limited:
         return None
-    rows, job_json = store.ledger(run_id), job.to_json()
+    job_json = job.to_json()
+    if not calls(job_json, batch.stage):
+        return None
+    rows = counted(store.ledger(run_id), job_json)
     cost, tokens = costs.next_batch(rows, job_json, batch.stage, chars=batch.chars, items=batch.size)
     why = rule.over(limits, committed(costs.of_run(rows, job_json)), cost=cost, tokens=tokens)
     return None if why is None else f"budget: {why}; {RAISE}"
@@ -66,9 +87,11 @@ class BudgetView:
         return f"budget {' · '.join(parts)}" if parts else ""
 
 
-def view(limits: Budget, cost: costs.Cost) -> BudgetView:
-    """The budget view of a run whose budget is ``limits`` and whose cost is ``cost``."""
-    spent = committed(cost)
+def view(limits: Budget, rows: Sequence[StageLedger], job_json: str) -> BudgetView:
+    """The budget view of a run whose budget is ``limits``, by its ledger ``rows`` and its saved job."""
+    if not limits.limited:
+        return BudgetView(limits, Committed(), Left())
+    spent = committed(costs.of_run(counted(rows, job_json), job_json))
     return BudgetView(limits, spent, rule.left(limits, spent))
 
 

@@ -182,7 +182,8 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
     alive = _lives(holder, now)
     waiting_for_time, next_time = scheduled(store, run["id"])
-    cost = costs.of_run(ledger.totals(store, run["id"]), run["job"])
+    rows = ledger.totals(store, run["id"])
+    cost = costs.of_run(rows, run["job"])
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
         groups=groups, control=_control(run), held=held_count(store, run["id"]), engine_alive=alive,
@@ -195,7 +196,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
         cost=cost, expiring=expiry.expiring(store, run["id"], now=now),
         scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now,
-        budget=budgets.view(read_budget(run["budget"] or run["job_budget"]), cost),
+        budget=budgets.view(read_budget(run["budget"] or run["job_budget"]), rows, run["job"]),
     )
 
 

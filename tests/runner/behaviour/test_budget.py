@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import StepClock, make_job, posts, runner_cli, write_jsonl
@@ -18,6 +19,7 @@ from runner import control, runs
 from runner.errors import RunError
 from runner.jobs import Job
 from runner.model import BreakerState, FailureKind
+from runner.notebook import Run
 from runner.rules.budget import Budget
 from runner.sim import Simulator
 from runner.store import Store
@@ -115,6 +117,27 @@ async def test_a_budget_of_tokens_stops_the_run_as_a_budget_of_cost_does(
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.exit_code == 4 and outcome.stopped_for is not None
     assert "0 tokens spent + " in outcome.stopped_for and "would pass the budget of 1,000 tokens" in outcome.stopped_for
+
+
+async def label_each(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A user's python stage: its calls are its own, never priced by the runner."""
+    return [{"id": item["id"], "tag": "x"} for item in items]
+
+
+async def test_a_python_stage_s_calls_are_not_counted_against_a_cost_budget_nor_held_to_it(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(8))
+    (tmp_path / "job.toml").write_text(
+        f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 4\n[provider]\nbase_url = "{sim.base_url}"\n'
+        'model = "sim-model"\nprice = { input = 0, output = 1, per = 1 }\n[budget]\nmax_cost = 5000\n'
+        '[[stage]]\nname = "classify"\n[[stage]]\nname = "tag"\nkind = "python"\nhandler = "tag-v1"\n', encoding="utf-8")
+    run = Run.from_job_file(tmp_path / "job.toml", db=tmp_path / "runs.db", handlers={"tag": label_each},
+                            clock=StepClock())
+    outcome = await run.go()
+    assert outcome.exit_code == 0 and outcome.status["counts"]["completed"] == 8
+    assert outcome.status["cost"]["spent"] is None  # the handler's calls have no price: the run's cost is unknown
+    assert outcome.status["budget"]["left"]["cost"] is not None  # but the budget counts the calls it can price
 
 
 @pytest.mark.parametrize("limits, said", [
