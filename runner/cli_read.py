@@ -16,15 +16,12 @@ import click
 
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
-from .model import FailureKind
+from .model import ITEM_FAILURE_KINDS
 from .words import command as spelt, duration, go_on, plural
 
 if TYPE_CHECKING:
     from .store import Store
     from .store.answers import Standing
-
-if TYPE_CHECKING:
-    from .costs import Cost
 
 
 @click.command()
@@ -57,7 +54,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             if index:
                 click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
-            echo_cost(standing.cost)
+            echo_cost(standing)
             if standing.archived:
                 hint(f"{plural(standing.archived, 'item')} archived (counted above); bring them back:",
                      spelt("restore", standing.name, "--all", db=db))
@@ -87,7 +84,7 @@ def _warn_expiring(store: Store, standing: Standing, db: str) -> None:
 
 @click.command()
 @click.argument("name")
-@click.option("--kind", type=click.Choice([kind.value for kind in FailureKind]),
+@click.option("--kind", type=click.Choice([kind.value for kind in ITEM_FAILURE_KINDS]),
               help="Every failed item of this kind, one a row.")
 @db_option
 @json_option
@@ -174,11 +171,13 @@ def tui(name: str | None, db: str) -> None:
     run_tui(db, name)
 
 
-def echo_cost(cost: Cost) -> None:
-    """The cost line under a run's status: the run's, then each stage's where there are several."""
-    from . import costs
+def echo_cost(standing: Standing) -> None:
+    """The cost line under a run's status, the budget beside it: the run's, then each stage's where there are
+    several."""
+    from . import budgets, costs
 
-    click.echo(costs.line(cost))
+    cost = standing.cost
+    click.echo(budgets.cost_line(cost, standing.budget))
     if len(cost.stages) > 1:
         for name, stage in cost.stages.items():
             click.echo(f"  {name}: {costs.line(stage)}")

@@ -16,7 +16,7 @@ import click
 from .cli_options import db_option, plain_errors
 from .cli_words import go_on, hint, show_control
 from .errors import RunError, UnknownStage
-from .model import FailureKind
+from .model import ITEM_FAILURE_KINDS, FailureKind
 from .words import command as spelt, few, go_on as go_on_command, plural, retried
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ step = _steering("step", """Let exactly one batch run on a paused run; it stays 
 @click.command()
 @click.argument("name")
 @click.argument("keys", nargs=-1)
-@click.option("--kind", type=click.Choice([k.value for k in FailureKind]), help="Only failures of this kind.")
+@click.option("--kind", type=click.Choice([k.value for k in ITEM_FAILURE_KINDS]), help="Only failures of this kind.")
 @click.option("--stage", help="Only items that failed at this stage (of a job with [[stage]] tables).")
 @click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required when some "
                                           "items may be billed again.")

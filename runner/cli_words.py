@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
 ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "cancel",
-         "decide", "revalidate", "prioritize", "add", "queue", "archive", "restore", "sim")
+         "decide", "revalidate", "prioritize", "add", "queue", "budget", "archive", "restore", "sim")
 
 
 class Commands(click.Group):
@@ -153,11 +153,11 @@ def show_results(name: str, db: str) -> None:
 
 def show_demo_cost(job: Job, cost: Cost) -> None:
     """What the demo would have cost upstream at its sample model's price (the simulator charges nothing)."""
-    from . import costs, pricing
+    from . import pricing
     from .jobs import NO_CALL
 
     models = ", ".join(dict.fromkeys(stage.provider.model for stage in job.stages if stage.kind not in NO_CALL))
-    click.echo(f"At {models}'s price ({pricing.TAKEN}), this run would have cost {costs.money(cost.spent)} "
+    click.echo(f"At {models}'s price ({pricing.TAKEN}), this run would have cost {pricing.money(cost.spent)} "
                f"({pricing.CURRENCY}) upstream: {cost.tokens.input:,} input and {cost.tokens.output:,} output tokens.")
 
 

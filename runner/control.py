@@ -1,4 +1,4 @@
-"""A person's hand on a run: pause, resume, step, retry, cancel; and on a shared queue: its limit, its resume.
+"""A person's hand on a run: pause, resume, step, retry, cancel, budget; and on a shared queue: its limit, its resume.
 
 The CLI, the TUI and the notebook panel all call these; none of them holds a
 rule. Each command is one transaction that logs it in ``commands`` and
@@ -9,6 +9,7 @@ Without a live engine, the change waits in the store for the next one.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import NamedTuple
@@ -16,6 +17,8 @@ from typing import NamedTuple
 from . import lease
 from .rules import breaker
 from .model import BreakerState, Retried
+from .rules import budget as budgets
+from .rules.budget import Budget
 from .rules.breaker import Control
 from .errors import RunError
 from .store.protocol import RunStore
@@ -82,6 +85,34 @@ def step(store: RunStore, name: str, *, now: float) -> Control:
         return replace(control, steps=control.steps + 1)
 
     return _apply(store, name, "step", now, one_more)
+
+
+def budget(
+    store: RunStore, name: str, *, now: float, max_cost: float | None = None, max_tokens: int | None = None
+) -> tuple[Budget, Control]:
+    """Give the run a new budget: the limits given replace those that hold, the others kept. A run stopped at its
+    budget goes on (its breaker closes: ``rules.budget.given``); the engine asks again before the next batch.
+
+    Neither limit, one not more than 0, or a cost budget for a model with no price is refused (``RunError``), and
+    nothing changes.
+    """
+    from . import job_budget
+    from .errors import JobError
+
+    if max_cost is None and max_tokens is None:
+        raise RunError("give a budget: --max USD, --max-tokens N, or both")
+    job = store.job(name)
+
+    def change(holds: Budget) -> Budget:
+        new = Budget(holds.max_cost if max_cost is None else max_cost,
+                     holds.max_tokens if max_tokens is None else max_tokens)
+        try:
+            job_budget.check(dataclasses.replace(job, budget=new), f"run {name!r}")
+        except JobError as exc:
+            raise RunError(str(exc)) from exc
+        return new
+
+    return store.give_budget(store.run_id(name), change, budgets.given, now=now)
 
 
 def retry(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
+from .pricing import money
 from .rules import estimate
 from .rules.rerun_plan import RerunPlan, Share
 from .usage import Usage
@@ -40,6 +41,9 @@ class Cost:
     unknown_calls: int = 0
     reasons: tuple[str, ...] = ()
     stages: dict[str, Cost] = field(default_factory=dict)
+    #: The estimated tokens of the batches in flight and of the unknown charges (what a budget of tokens counts).
+    tokens_in_flight: int = 0
+    tokens_unknown: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """``runner status --json``'s ``cost``."""
@@ -86,19 +90,32 @@ def terms(job_json: str) -> dict[str, Terms]:
             for name, p in saved if isinstance(name, str) and isinstance(p, dict)}
 
 
-def estimating(row: StageLedger | None, terms: Terms | None) -> Callable[[int, int], float | None]:
-    """What calls at a stage are estimated to cost, ``guess(chars, items)``: at its provider's price and the
-    output its answers used so far (its ledger ``row``; None: none yet); None with no price."""
-    price = pricing.price_of(terms.price, terms.model) if terms is not None else None
+@dataclass(frozen=True)
+class Estimator:
+    """How a stage's calls not answered (in flight, or their answer lost) are estimated: at its price, by what its
+    answers used so far (:mod:`runner.rules.estimate`)."""
+
+    price: pricing.Price | None
+    batch: bool
+    seen: estimate.Seen
+    expected: int
+
+    def cost(self, chars: int, items: int) -> float | None:
+        return estimate.cost(chars=chars, items=items, seen=self.seen, price=self.price, batch=self.batch,
+                             expected_output_tokens=self.expected) if items else 0.0
+
+    def tokens(self, chars: int, items: int) -> int:
+        used = estimate.tokens(chars=chars, items=items, seen=self.seen, expected_output_tokens=self.expected)
+        return used.input + used.output if items else 0
+
+
+def estimator(row: StageLedger | None, terms: Terms | None) -> Estimator:
+    """The estimator of a stage by its ledger row (None: nothing of it yet) and its provider's terms (None: unknown)."""
     seen = estimate.Seen(row.usage.output, row.tokened) if row is not None else estimate.Seen()
-    batch = terms is not None and terms.kind in pricing.BATCH_KINDS
-    expected = terms.expected_output_tokens if terms is not None else 200
-
-    def guess(chars: int, items: int) -> float | None:
-        return estimate.cost(chars=chars, items=items, seen=seen, price=price, batch=batch,
-                             expected_output_tokens=expected) if items else 0.0
-
-    return guess
+    if terms is None:
+        return Estimator(None, False, seen, 200)
+    return Estimator(pricing.price_of(terms.price, terms.model), terms.kind in pricing.BATCH_KINDS, seen,
+                     terms.expected_output_tokens)
 
 
 def estimates(rows: Sequence[StageLedger], job_json: str) -> Callable[[str, int, int], float | None]:
@@ -108,24 +125,35 @@ def estimates(rows: Sequence[StageLedger], job_json: str) -> Callable[[str, int,
     by_stage = {row.stage: row for row in rows}
 
     def estimate_at(stage: str, items: int, chars: int) -> float | None:
-        return estimating(by_stage.get(stage), saved.get(stage, saved.get("")))(chars, items)
+        return estimator(by_stage.get(stage), saved.get(stage, saved.get(""))).cost(chars, items)
 
     return estimate_at
 
 
 def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
     """One stage's cost: its ledger row at its provider's price (no terms, or no price: unknown)."""
-    price = pricing.price_of(terms.price, terms.model) if terms is not None else None
-    reasons = [] if price is not None else [pricing.unpriced(terms.model if terms else "a run whose job is not saved")]
-    if price is not None and row.uncosted:
+    guess = estimator(row, terms)
+    reasons = [] if guess.price is not None else [
+        pricing.unpriced(terms.model if terms else "a run whose job is not saved")]
+    if guess.price is not None and row.uncosted:
         reasons.append(f"{row.uncosted} billed item-calls reported no usage")
-    guess = estimating(row, terms)
     return Cost(
-        spent=row.cost if price is not None and not row.uncosted else (None if row.billed else 0.0),
-        unknown=guess(row.unknown_chars, row.unknown), in_flight=guess(row.running_chars, row.running_items),
+        spent=row.cost if guess.price is not None and not row.uncosted else (None if row.billed else 0.0),
+        unknown=guess.cost(row.unknown_chars, row.unknown), in_flight=guess.cost(row.running_chars, row.running_items),
         tokens=row.usage, billed=row.billed, not_billed=row.not_billed, unknown_calls=row.unknown,
         reasons=tuple(reasons) if row.billed or row.unknown or row.running_items else (),
+        tokens_in_flight=guess.tokens(row.running_chars, row.running_items),
+        tokens_unknown=guess.tokens(row.unknown_chars, row.unknown),
     )
+
+
+def next_batch(rows: Sequence[StageLedger], job_json: str, stage: str, *, chars: int, items: int) -> tuple[
+        float | None, int]:
+    """The estimate of a batch about to start at ``stage``: its cost (None: no price) and tokens."""
+    saved = terms(job_json)
+    row = next((row for row in rows if row.stage == stage), None)
+    guess = estimator(row, saved.get(stage, saved.get("")))
+    return guess.cost(chars, items), guess.tokens(chars, items)
 
 
 def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
@@ -140,33 +168,26 @@ def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
         billed=sum(c.billed for c in parts), not_billed=sum(c.not_billed for c in parts),
         unknown_calls=sum(c.unknown_calls for c in parts),
         reasons=tuple(dict.fromkeys(r for c in parts for r in c.reasons)), stages=stages,
+        tokens_in_flight=sum(c.tokens_in_flight for c in parts), tokens_unknown=sum(c.tokens_unknown for c in parts),
     )
 
 
-def money(figure: float | None) -> str:
-    """A figure as the views show it: ``$0.0123``, or ``unknown``."""
-    if figure is None:
-        return "unknown"
-    return f"${figure:,.4f}" if figure < 100 else f"${figure:,.2f}"
-
-
 def line(cost: Cost) -> str:
-    """The cost line of ``runner status``, the TUI and the panel: spent, unknown, in flight, tokens."""
+    """The cost line of ``runner status``, the TUI and the panel: spent (or why it is unknown), unknown charges,
+    in flight, tokens; cached input only when some was."""
     tokens = cost.tokens
-    parts = [f"cost: {money(cost.spent)} spent" if cost.spent is not None else "cost: spent unknown"]
+    parts = [f"cost unknown: {'; '.join(cost.reasons)}" if cost.reasons else f"cost: {money(cost.spent)} spent"]
     if cost.unknown_calls:
         lost = f"{cost.unknown_calls:,} calls sent, answer lost"
         parts.append(f"{money(cost.unknown)} may have been billed ({lost})" if cost.unknown is not None
-                     else f"{lost} (cost unknown)")
+                     else f"{lost}, may have been billed")
     if cost.in_flight is None or cost.in_flight:
-        parts.append(f"{money(cost.in_flight)} in flight" if cost.in_flight is not None else "in flight: cost unknown")
-    parts.append(f"tokens {tokens.input:,} in ({tokens.cached_input:,} cached) / {tokens.output:,} out")
-    text = " · ".join(parts)
-    if cost.reasons:
-        text += f" ({'; '.join(cost.reasons)})"
+        parts.append(f"{money(cost.in_flight)} in flight" if cost.in_flight is not None else "calls in flight")
+    cached = f" ({tokens.cached_input:,} cached)" if tokens.cached_input else ""
+    parts.append(f"tokens {tokens.input:,} in{cached} / {tokens.output:,} out")
     if cost.unknown_calls or cost.in_flight:
-        text += f"; estimates: tokens as {estimate.COUNTED_BY}"
-    return text
+        parts.append(f"estimates: tokens as {estimate.COUNTED_BY}")
+    return " · ".join(parts)
 
 
 def plan_line(plan: RerunPlan) -> str:

@@ -51,6 +51,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,25 @@ from . import batch_api, kinds, words
 from .errors import JobError
 from .job_values import typed
 from .jobs import (
-    DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When,
+    DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage,
     _check_values, _output, _prompt_from_json, _refuse_unknown, _text, _value, file_keys,
 )
+
+
+@dataclass(frozen=True)
+class When:
+    """Which items a stage takes: those whose state's ``field`` (``stage.field`` for a result) passes one test."""
+
+    field: str
+    #: The value must be one of these (None: not asked).
+    in_: tuple[Any, ...] | None = None
+    #: The value must equal this (``missing``: not asked).
+    equals: Any = None
+    #: Whether the value must be present (true) or absent (false); None: not asked.
+    exists: bool | None = None
+    #: ``equals`` was given (its value may be anything, even false).
+    has_equals: bool = False
+
 
 STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "fan_out",
               "max_fan_out", "max_state_bytes", "allow_failures")

@@ -17,6 +17,10 @@ A job file looks like this (every section but the top keys is optional)::
     [schedule]
     field = "send_at"                # ISO 8601 with an offset, or epoch seconds: waits until then
 
+    [budget]                         # a batch starts only within it (runner.rules.budget; runner budget raises it)
+    max_cost = 5.0                   # USD: spent + in flight + unknown charges + the next batch, estimated
+    max_tokens = 2_000_000           # tokens, counted the same way
+
     [provider]
     kind = "openai-chat"
     base_url = "https://api.openai.com/v1"
@@ -53,16 +57,20 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
-from . import job_provider, job_toml, kinds, protocol, words
+from . import job_budget, job_provider, job_toml, kinds, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .job_provider import PROVIDER_KINDS as PROVIDER_KINDS
 from .job_queue import RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .retention import Retention
+from .rules.budget import Budget
 from .validation import compile_schema
+
+if TYPE_CHECKING:
+    from .job_stages import When
 
 #: The kind of a run whose provider is a user's Python handler: given from Python, never in a job file.
 PYTHON = "python"
@@ -129,21 +137,6 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class When:
-    """Which items a stage takes: those whose state's ``field`` (``stage.field`` for a result) passes one test."""
-
-    field: str
-    #: The value must be one of these (None: not asked).
-    in_: tuple[Any, ...] | None = None
-    #: The value must equal this (``missing``: not asked).
-    equals: Any = None
-    #: Whether the value must be present (true) or absent (false); None: not asked.
-    exists: bool | None = None
-    #: ``equals`` was given (its value may be anything, even false).
-    has_equals: bool = False
-
-
-@dataclass(frozen=True)
 class Stage:
     """One stage of a pipeline: its kind (a provider kind, ``python`` or ``decide``) and what it runs with."""
 
@@ -195,6 +188,8 @@ class Job:
     retry: RetryLimits = field(default_factory=RetryLimits)
     schedule: Schedule = field(default_factory=Schedule)
     retention: Retention = field(default_factory=Retention)
+    #: What the run may commit to (``[budget]``); a person's ``runner budget`` replaces it in the store.
+    budget: Budget = field(default_factory=Budget)
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
@@ -249,6 +244,7 @@ class Job:
             prompt=_prompt_from_json(data["prompt"]), output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
             schedule=Schedule(**data.get("schedule", {})), retention=Retention(**data.get("retention", {})),
+            budget=Budget(**data.get("budget", {})),
         )
 
 
@@ -269,7 +265,7 @@ def load(path: str | Path) -> Job:
 
 
 SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
-TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", "retention", *SECTIONS}
+TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", "retention", "budget", *SECTIONS}
 
 
 def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
@@ -289,14 +285,16 @@ def from_dict(data: Mapping[str, Any], *, base: Path, where: str) -> Job:
         output_schema=_output(data.get("output", {}), base, f"{where} [output]"),
         schedule=_section(Schedule, data.get("schedule", {}), f"{where} [schedule]"),
         retention=_section(Retention, data.get("retention", {}), f"{where} [retention]").checked(where),
+        budget=_section(Budget, data.get("budget", {}), f"{where} [budget]"),
         **sections,
     )
     _check_values(job, where)
-    if "stage" not in data:
-        return job
-    from . import job_stages  # here: it builds on this module's readers
+    if "stage" in data:
+        from . import job_stages  # here: it builds on this module's readers
 
-    return dataclasses.replace(job, staged=True, stages=job_stages.read(job, data, base=base, where=where))
+        job = dataclasses.replace(job, staged=True, stages=job_stages.read(job, data, base=base, where=where))
+    job_budget.check(job, f"{where} [budget]")
+    return job
 
 
 def _refuse_unknown(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:

@@ -64,6 +64,12 @@ class FailureKind(StrEnum):
     SUB_ITEM_FAILED = "sub_item_failed"
     #: A Python handler raised ``SkipRetry``: failed at once, never re-attempted by the engine (a person may retry).
     SKIPPED_RETRY = "skipped_retry"
+    #: The run's breaker opened at its budget (``[budget]``): the kind of a stop, never of an item's failure.
+    BUDGET = "budget"
+
+
+#: The kinds an item may fail with: ``budget`` is a run's stop alone.
+ITEM_FAILURE_KINDS = tuple(kind for kind in FailureKind if kind is not FailureKind.BUDGET)
 
 
 class BreakerState(StrEnum):

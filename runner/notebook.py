@@ -12,6 +12,7 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     run.panel()                       # the live ipywidgets panel (imported only here)
     run.failures(), run.results(), run.events("p001")
     run.cancel()                      # unfinished items fail as cancelled; on_cancel=f compensates each
+    run.budget(max_cost=10)           # a new budget (Run(..., budget={"max_cost": 5})); a run stopped at it goes on
     run.decisions(), run.decide("p001", approve=True, data={...})   # a decide stage's items
     Run.from_job_file("triage.toml", handlers={"extract": extract})   # a pipeline's python stage's function
 
@@ -23,9 +24,8 @@ own ``(submit, poll)`` / ``(submit, poll, find)`` pair (:mod:`runner.providers.h
 
 Running the cell again reattaches: a second ``start()`` of a run whose engine is still live in this
 process returns the same handle (:class:`~runner.background.Background`), and ``go()`` awaits it, so one
-run never gets two engines. Everything else reads the store, so it works as well on a run that another
-kernel or a CLI process executes. This module imports no UI library; :meth:`Run.panel` imports
-:mod:`runner.widgets` when asked.
+run never gets two engines. Everything else reads the store, so it works as well on a run that another kernel
+or a CLI process executes. This module imports no UI library; :meth:`Run.panel` imports :mod:`runner.widgets`.
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ class Run(Controls, Decisions):
     a JSONL, CSV or SQLite file (``table=`` for SQLite). ``provider``: a
     built-in kind, an async handler ``(items) -> results``, or a ``(submit,
     poll[, find])`` pair; ``model`` and ``base_url``, when not given, are the
-    kind's own (OpenAI's, or for ``"anthropic-messages"`` and
-    ``"anthropic-batch"`` Anthropic's). ``prompt`` is the instructions;
+    kind's own (OpenAI's, or for ``"anthropic-messages"`` and ``"anthropic-batch"``
+    Anthropic's); ``price`` is ``[provider] price``. ``prompt`` is the instructions;
     ``fields`` picks the record fields sent (default all). ``schema`` is the
     JSON Schema each result must pass; ``check`` an extra Python check of one
-    result (a message, or None when it is fine). ``batch`` and ``retry`` take
-    the keys of the job file's ``[batch]`` and ``[retry]`` (``retry={"transport":
-    {"max_attempts": 5}}`` for a kind's own limits). ``schedule`` names the field
+    result (a message, or None when it is fine). ``batch``, ``retry`` and ``budget`` take the keys of
+    the job file's ``[batch]``, ``[retry]`` and ``[budget]`` (``retry={"transport": {"max_attempts": 5}}``
+    for a kind's own limits; ``budget={"max_cost": 5.0}``). ``schedule`` names the field
     holding when each item may be sent (ISO 8601 with an offset, or epoch
     seconds: ``[schedule] field``); ``priority`` the field holding its priority
     (higher first: ``[batch] priority_field``). ``queue`` names the shared queue whose limit, rate limit and
@@ -100,6 +100,7 @@ class Run(Controls, Decisions):
         provider: ProviderSpec = "openai-chat",
         model: str | None = None,
         base_url: str | None = None,
+        price: Mapping[str, float] | None = None,
         api_key_env: str = "",
         prompt: str | None = None,
         fields: Sequence[str] = (),
@@ -109,6 +110,7 @@ class Run(Controls, Decisions):
         check: Callable[[dict[str, Any]], str | None] | None = None,
         batch: Mapping[str, Any] | None = None,
         retry: Mapping[str, Any] | None = None,
+        budget: Mapping[str, Any] | None = None,
         schedule: str | None = None,
         priority: str | None = None,
         queue: str = "",
@@ -127,16 +129,14 @@ class Run(Controls, Decisions):
             if value is not None:
                 prompt_section[field] = value
         data: dict[str, Any] = {
-            "name": name,
-            "input": records.job_input(items, name, self.db, key, table),
-            "key": key,
-            "version": version,
+            "name": name, "input": records.job_input(items, name, self.db, key, table),
+            "key": key, "version": version,
             "batch": {**(batch or {}), **({"priority_field": priority} if priority is not None else {})},
-            "retry": dict(retry or {}),
+            "retry": dict(retry or {}), "budget": dict(budget or {}),
             "schedule": {"field": schedule} if schedule is not None else {},
             # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
             "provider": {"kind": kind, "api_key_env": api_key_env, "queue": queue, "queue_priority": queue_priority,
-                         **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},
+                         **{k: v for k, v in (("model", model), ("base_url", base_url), ("price", price)) if v is not None}},
             "prompt": prompt_section,
             "output": {"schema": dict(schema) if isinstance(schema, Mapping) else schema} if schema else {},
             **({"group": group} if group is not None else {}),

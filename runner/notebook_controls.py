@@ -1,4 +1,4 @@
-"""A notebook run's controls: a person's pause, resume, step, retry and confirm, each one store transaction.
+"""A notebook run's controls: a person's pause, resume, step, retry, confirm and budget, each one store transaction.
 
 Part of :class:`runner.notebook.Run` (a mixin, as :mod:`runner.notebook_decisions`), obeyed by an engine in
 any process, or by the next one; ``cancel`` stays on ``Run`` with its ``on_cancel``.
@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from . import control, recovery, revalidating
 from .breaker import Control
 from .notebook_decisions import _Run
+from .rules.budget import Budget
 from .rules.revalidating import Plan
 
 
 class Controls:
-    """``pause()``, ``resume()``, ``step()``, ``retry()`` and ``confirm()`` of a notebook run."""
+    """``pause()``, ``resume()``, ``step()``, ``retry()``, ``confirm()`` and ``budget()`` of a notebook run."""
 
     def pause(self: _Run) -> Control:
         """No new batches; those in flight finish (an engine in any process obeys)."""
@@ -31,6 +32,11 @@ class Controls:
         """Let exactly one more batch start while paused or open; the run stays held."""
         with self._store() as store:
             return control.step(store, self.name, now=self.clock.now())
+
+    def budget(self: _Run, *, max_cost: float | None = None, max_tokens: int | None = None) -> Budget:
+        """A new budget (the limits given; the others kept): a run stopped at its budget goes on."""
+        with self._store() as store:
+            return control.budget(store, self.name, now=self.clock.now(), max_cost=max_cost, max_tokens=max_tokens)[0]
 
     def retry(self: _Run, *, kind: str | None = None, keys: Sequence[str] = (), stage: str | None = None) -> int:
         """Failed items (all, one kind, some keys, those failed at one ``stage``) back to pending with a fresh

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from . import costs
+from . import budgets
+from .budgets import BudgetView
 from .costs import Cost
 from .model import BreakerState
 from .recovery import Case, HeldItem
@@ -182,9 +183,10 @@ def breaker_html(standing: Standing) -> str:
     return " ".join(parts)
 
 
-def cost_html(cost: Cost) -> str:
-    """The run's cost line (:func:`runner.costs.line`), in the warning colour when some of it is unknown."""
-    text = escape(costs.line(cost), quote=False)
+def cost_html(cost: Cost, budget: BudgetView) -> str:
+    """The run's cost line with its budget beside it (:func:`runner.budgets.cost_line`), in the warning colour
+    when some of it is unknown."""
+    text = escape(budgets.cost_line(cost, budget), quote=False)
     colour = "#a60" if cost.spent is None else "#555"
     return f"<span style='color:{colour}'>{text}</span>"
 

@@ -108,6 +108,13 @@ def charged(price: Price | None, usage: Usage | None, *, kind: str) -> tuple[flo
     return price.cost(usage, batch=kind in BATCH_KINDS)
 
 
+def money(figure: float | None) -> str:
+    """A figure as the views show it: ``$0.0123``, or ``unknown``."""
+    if figure is None:
+        return "unknown"
+    return f"${figure:,.4f}" if figure < 100 else f"${figure:,.2f}"
+
+
 def unpriced(model: str) -> str:
     """Why a provider's cost is unknown: no price for its model."""
-    return f"no price for {model} (set [provider] price)"
+    return f"no price for {model} ([provider] price)"

@@ -29,7 +29,7 @@ from .engine import Engine, Outcome
 from .jobs import Job
 from .revalidating import revalidated_line
 from .rules.revalidating import StagePlan
-from .model import ItemState
+from .model import FailureKind, ItemState
 from .store import Store, views
 from .store.answers import time_left
 from .words import command, go_on, plural
@@ -217,6 +217,9 @@ def _next_steps(job: Job, outcome: Outcome, db: Path) -> list[str]:
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
     if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume
         return ["to go on:", again]
+    if kind is FailureKind.BUDGET:
+        return ["give it a larger budget (it goes on from there):", command("budget", name, "--max", "USD", db=db),
+                again]
     if kind in progress_line.FIX_FIRST:
         return ["fix the cause, then:", command("resume", name, db=db),
                 command("retry", name, "--kind", kind, db=db), again]

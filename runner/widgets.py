@@ -11,9 +11,10 @@ Refreshing never calls upstream: a periodic task on the kernel's running loop
 (every ``interval`` seconds) runs cheap reads and sets widget traits, which
 ipywidgets only sends when a value changed.
 
-This module (with its decisions tab, :mod:`runner.widgets_decisions`, and the step that shows a retry's or a
-confirmation's plan first, :mod:`runner.widgets_plan`) is the only one of ``runner`` that imports ipywidgets;
-nothing in the core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
+This module (with its decisions tab, :mod:`runner.widgets_decisions`, its budget field,
+:mod:`runner.widgets_budget`, and the step that shows a retry's or a confirmation's plan first,
+:mod:`runner.widgets_plan`) is the only one of ``runner`` that imports ipywidgets; nothing in the
+core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .panel_html import (
 )
 from .store import Store, rerun_plans, views
 from .store.answers import STATES, FailuresView, Standing
+from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
 from .widgets_plan import PlanStep, button as _button
 from .words import plural, retried
@@ -79,8 +81,7 @@ class RunPanel:
     # The widgets ---------------------------------------------------------------
 
     def _build(self) -> None:
-        self.title = widgets.HTML()
-        self.bar = widgets.HTML()
+        self.title, self.bar = widgets.HTML(), widgets.HTML()
         self.numbers = {
             state: widgets.HTML(
                 value="0", description=state,
@@ -90,7 +91,8 @@ class RunPanel:
             for state in STATES
         }
         self.stages = widgets.HTML()  # a pipeline's items by stage and state, under the run's totals
-        self.cost = widgets.HTML()  # spent, unknown, in flight, tokens (issue 18)
+        self.cost = widgets.HTML()  # spent, unknown, in flight, tokens, the budget beside them (issue 18)
+        self.budget = BudgetField(self._command)
         self.breaker = widgets.HTML()
         self.pause_button = _button("Pause", "pause", "no new batches; those in flight finish", self._pause)
         self.resume_button = _button("Resume", "play", "one batch at a time until one succeeds", self._resume)
@@ -130,7 +132,7 @@ class RunPanel:
             self.bar,
             widgets.HBox(list(self.numbers.values()), layout=widgets.Layout(flex_flow="row wrap")),
             self.stages,
-            self.cost,
+            widgets.HBox([self.cost, self.budget.widget], layout=widgets.Layout(align_items="center")),
             widgets.HBox(
                 [self.breaker, self.pause_button, self.resume_button, self.step_button, self.cancel_button],
                 layout=widgets.Layout(align_items="center"),
@@ -208,7 +210,8 @@ class RunPanel:
             return
         self.status = standing.status()
         self._show_counts(standing)
-        self.cost.value = cost_html(standing.cost)
+        self.cost.value = cost_html(standing.cost, standing.budget)
+        self.budget.show(standing.budget)
         self._show_breaker(standing)
         self._show_failures(failures)
         self._show_held(held)

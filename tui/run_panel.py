@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from runner import costs, progress_line
-from runner.model import BreakerState, ItemState
+from runner import budgets, progress_line
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.store.answers import Hold, RunState, RunView, Standing, why_no_estimate
 from runner.words import plural
 
@@ -32,7 +32,7 @@ def run_text(view: RunView) -> Text:
     text.append("\n")
     text.append_text(pace(view))
     text.append("\n")
-    text.append(costs.line(run.cost), style="dim" if run.cost.spent is not None else "yellow")
+    text.append(budgets.cost_line(run.cost, run.budget), style="dim" if run.cost.spent is not None else "yellow")
     text.append("\n")
     text.append_text(format.breaker(run.control, concurrency=view.concurrency, in_flight=view.in_flight))
     if run.rate_limited_until is not None:
@@ -136,7 +136,9 @@ def needs(view: RunView) -> list[str]:
     if run.needs_decision:
         lines.append(f"{plural(run.needs_decision, 'item waits', 'items wait')} for your decision, not for a time: "
                      "d shows them one at a time")
-    if run.control.breaker is BreakerState.OPEN:
+    if run.control.breaker is BreakerState.OPEN and run.control.kind is FailureKind.BUDGET:
+        lines.append("stopped at its budget: b gives a larger one, and the run goes on; s steps one batch past it")
+    elif run.control.breaker is BreakerState.OPEN:
         lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
     elif run.control.paused:
         lines.append("paused: r resumes, s lets exactly one batch run")

@@ -2,8 +2,10 @@
 
 1. start (the store's ``advance``): the slot's previous batch saved, this one's
    items ``running`` with attempts + 1, the next batch formed, in one commit
-   made *before* the call; the gate (:func:`runner.rules.gate.may_go_on`) is
-   asked just before it, and again after a wait for a busy store;
+   made *before* the call; the gate (:func:`runner.rules.gate.may_go_on`) and
+   the budget (:func:`runner.budgets.guard`) are asked just before it, and
+   again after a wait for a busy store: a batch that would pass the budget
+   does not start, and the run stops with its breaker open (kind ``budget``);
 2. call, with bounded request retries for transport trouble, or submit and
    poll (:class:`~runner.tasks.TaskDriver`);
 3. receive: the answer committed as ``received`` before anything reads it;
@@ -22,13 +24,13 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from .. import pricing, protocol, usage
+from .. import budgets, pricing, protocol, usage
 from . import stages
 from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from ..providers import Answer, Provider, TaskResult
 from ..rules import charges, gate
 from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
-from ..model import Batch, BreakerState, Settlement, StartedItem
+from ..model import Batch, BreakerState, FailureKind, Settlement, StartedItem
 
 if TYPE_CHECKING:
     from .loop import Engine
@@ -47,6 +49,8 @@ class Slot:
         self.started_closed = False
         #: The gate let this slot start its first batch: it counts among the engine's slots at work.
         self.begun = False
+        #: Why the slot's batch would pass the run's budget: the breaker it opens, once the start is given up.
+        self.over_budget: str | None = None
 
     async def run(self, batch: Batch, *, step: bool) -> None:
         """Work ``batch``, then the next in line while there is one and the gate lets it start.
@@ -75,7 +79,7 @@ class Slot:
         finally:
             engine.holding -= self.begun
 
-    def may_go_on(self, *, step: bool) -> bool:
+    def may_go_on(self, batch: Batch, *, step: bool) -> bool:
         """Whether this slot may start a batch: the run and its controls as they are now.
 
         Read just before each start (and again after a wait for a busy store):
@@ -86,8 +90,14 @@ class Slot:
         the last slot, set a quiet time or moved the queue's breaker. Asked just before the start is written (its
         commit may carry other slots' starts): a slot the gate lets begin
         counts among those at work from then on, for the next slot asked.
+
+        Then the budget: what is spent, in flight (the starts written before
+        this one count) and unknown, plus this batch's estimate. A step a
+        person allowed, and a confirmed batch's poll (nothing sent again), are
+        not held to it.
         """
         engine = self.engine
+        self.over_budget = None
         if engine.stopped_for is not None:
             return False
         control = engine.control()
@@ -97,6 +107,11 @@ class Slot:
             control, step=step, concurrency=engine.job.batch.concurrency,
             in_flight=mine, quiet_until=engine.quiet_until, now=now,
         ) and engine.seat.room(mine=mine, now=now) > 0
+        if go and not (step or batch.resume):
+            self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job, batch)
+            if self.over_budget is not None:
+                engine.stop_for_person(self.over_budget, FailureKind.BUDGET)
+                return False
         if go and not self.begun:
             self.begun = True
             engine.holding += 1
@@ -151,12 +166,15 @@ class Slot:
                 intent=work.tasks is None,
                 claims=engine.claims if len(engine.formed) < engine.job.batch.concurrency else (),
             ),
-            still=lambda: self.may_go_on(step=step),
+            still=lambda: self.may_go_on(batch, step=step),
         )
         if begun is None:
             engine.formed.appendleft(batch)
             if settled is not None:
                 await self._save(*settled)
+            if self.over_budget is not None:
+                reason = self.over_budget
+                await engine.steps.run(lambda: engine.store.open_breaker(engine.run_id, FailureKind.BUDGET, reason))
             return None
         items, formed = begun
         engine.formed.extend(formed)

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from ..budgets import BudgetView
 from ..costs import Cost
+from ..rules.budget import Budget, Committed, Left
 from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
 from .expiry import Expiring
@@ -150,6 +152,8 @@ class Standing(NamedTuple):
     read_at: float | None = None
     #: The run's shared queue (None: it names none); ``control`` is then the worse of the run's and the queue's.
     queue: QueueShare | None = None
+    #: The run's budget (issue 18's guard): its limits, what the run committed to and what is left.
+    budget: BudgetView = BudgetView(Budget(), Committed(), Left())
 
     @property
     def total(self) -> int:
@@ -245,6 +249,9 @@ class Standing(NamedTuple):
             "queue": None if self.queue is None else self.queue.json(),
             # Added with the archive (issue 19): items moved to the run's archive, still in ``counts`` and the totals.
             "archived": self.archived,
+            # Added with the budget guard (issue 18): {"max_cost", "max_tokens", "left": {"cost", "tokens"}}, what
+            # the budget leaves after spent, in flight and unknown charges; null when no budget is set.
+            "budget": self.budget.as_json(),
         }
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..usage import Usage
 
 if TYPE_CHECKING:
-    from .sqlite import Store
+    from .connection import SQLiteFile
 
 #: The ``receive`` move's ledger fields: each answered item's share of the batch's tokens and cost, input by
 #: its input's size (``:tchars`` the answered items' input), output by its result's (``:olen`` the results'; with
@@ -130,14 +130,14 @@ TOTALS = """
 SELECT stage, billed, not_billed, unknown, unknown_chars, input_tokens, cached_tokens, output_tokens,
        reasoning_tokens, tokened, cost, uncosted FROM ledger WHERE run_id = ?
 """
-#: Batches in flight: started, not yet answered (by the ``batches_by_state`` index).
+#: Batches in flight: started, not yet answered (an answered one, saved with the slot's next start, is spent).
 RUNNING = (
     "SELECT stage, sum(size) AS items, sum(chars) AS chars FROM batches WHERE run_id = ? AND state = 'running' "
-    "GROUP BY stage"
+    "AND answer IS NULL GROUP BY stage"
 )
 
 
-def totals(store: Store, run_id: int) -> list[StageLedger]:
+def totals(store: SQLiteFile, run_id: int) -> list[StageLedger]:
     """The run's ledger per stage, with what is in flight: O(stages + batches running)."""
     running = {row["stage"]: row for row in store.rows(RUNNING, [run_id])}
     rows = {row["stage"]: row for row in store.rows(TOTALS, [run_id])}

@@ -12,6 +12,7 @@ ones; it moves no item from one state to another.
 
 from __future__ import annotations
 
+from .migrations_budget import BUDGET
 from .migrations_ledger import LEDGER, RESULTS_EXPIRE
 from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
 from .migrations_queue import PRIORITIES_AND_SCHEDULES
@@ -227,4 +228,5 @@ UPGRADES: list[list[str]] = [
     PRIORITIES_AND_SCHEDULES,
     SHARED_QUEUES,
     ARCHIVE,
+    BUDGET,
 ]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..model import Batch, Claim, FailureKind, Holder, Retried, Settlement, StartedItem
 from ..rules.breaker import Control
 from ..rules.queues import Queue
+from ..rules.budget import Budget
 from ..usage import Usage
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .additions import Preparing
     from .decisions import Decided, Planner
     from .fanout import Joined, Parent
+    from .ledger import StageLedger
     from .revalidating import Onward, SavedRow
     from .stages import Stale
 
@@ -125,6 +127,11 @@ class RunStore(Protocol):
         self, run_id: int, *, kind: str | None, keys: Sequence[str], now: float, stage: str | None = None
     ) -> Retried: ...
     def prioritize(self, run_id: int, *, keys: Sequence[str], group: str | None, to: int, now: float) -> int: ...
+    def budget(self, run_id: int) -> Budget: ...
+    def give_budget(
+        self, run_id: int, change: Callable[[Budget], Budget], go_on: Callable[[Control], Control], *, now: float
+    ) -> tuple[Budget, Control]: ...
+    def ledger(self, run_id: int) -> list[StageLedger]: ...
     def stages(self, run_id: int) -> list[str]: ...
     def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None: ...
     def held_items(self, run_id: int) -> list[dict[str, Any]]: ...

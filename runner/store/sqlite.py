@@ -23,6 +23,7 @@ from ..usage import Usage
 from . import decisions, items, ledger, settling, stages, views
 from .items import move
 from .archive import Archive
+from .budgets import Budgets
 from .leases import Leases, holds
 from .priorities import Priorities
 from .queues import Queues
@@ -74,7 +75,7 @@ SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Priorities, Queues, Leases, stages.Stages, decisions.Decisions, Revalidating, Archive):
+class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, decisions.Decisions, Revalidating, Archive):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,

@@ -17,13 +17,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import costs, liveness, words
+from .. import budgets, costs, liveness, words
 from ..words import scheduled_for
 from ..errors import RunError
-from ..model import UNFINISHED, BreakerState, Case, HeldItem, Hold, Holder, ItemState
+from ..model import UNFINISHED, BreakerState, Case, FailureKind, HeldItem, Hold, Holder, ItemState
 from ..rules import queues, triage
 from ..rules.breaker import Control
 from . import event_log, expiry, ledger
+from .budgets import read as read_budget
 from .answers import (
     STATES,
     BatchInFlight,
@@ -184,6 +185,8 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     alive = _lives(holder, now)
     waiting_for_time, next_time = scheduled(store, run["id"])
     queue = store.share(run["id"], now=now)
+    rows = ledger.totals(store, run["id"])
+    cost = costs.of_run(rows, run["job"])
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
         groups=groups, control=queues.joined(_control(run), queue), held=held_count(store, run["id"]), engine_alive=alive,
@@ -194,10 +197,10 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
         stages=stages, passes=passes(store, run["id"], stages), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
-        cost=costs.of_run(ledger.totals(store, run["id"]), run["job"]),
-        expiring=expiry.expiring(store, run["id"], now=now),
+        cost=cost, expiring=expiry.expiring(store, run["id"], now=now),
         scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now, queue=queue,
         archived=store.archived_count(run["id"]),
+        budget=budgets.view(read_budget(run["budget"] or run["job_budget"]), rows, run["job"]),
     )
 
 
@@ -210,7 +213,7 @@ def _run(store: Store, name: str) -> dict[str, Any]:
 def _control(run: Mapping[str, Any]) -> Control:
     return Control(
         BreakerState(run["breaker"]), run["breaker_reason"], run["transport_failures"], bool(run["paused"]),
-        run["steps"],
+        run["steps"], FailureKind(run["breaker_kind"]) if run["breaker_kind"] else None,
     )
 
 
@@ -235,8 +238,8 @@ def left_running(store: Store, name: str, *, now: float) -> int:
 # What the TUI polls: each read uses an index or a LIMIT, never a scan of a run's items.
 
 RUN_COLUMNS = (
-    "id, name, job, created_at, updated_at, breaker, breaker_reason, transport_failures, paused, steps, "
-    "paid_calls, maybe_paid, input_read_at"
+    "id, name, job, created_at, updated_at, breaker, breaker_reason, breaker_kind, transport_failures, paused, "
+    "steps, paid_calls, maybe_paid, input_read_at, budget, json_extract(job, '$.budget') AS job_budget"
 )
 
 

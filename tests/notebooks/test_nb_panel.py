@@ -90,7 +90,7 @@ async def test_the_panel_shows_the_numbers_runner_status_prints(
     assert "20 items" in panel.title.value and "no engine running" in panel.title.value
     assert "closed" in panel.breaker.value
     tokens = printed["cost"]["tokens"]  # the cost line, as runner status has it (sim-model: no price)
-    assert f"tokens {tokens['input']:,} in" in panel.cost.value and "spent unknown" in panel.cost.value
+    assert f"tokens {tokens['input']:,} in" in panel.cost.value and "cost unknown" in panel.cost.value
     assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
         False, True, True,
     )

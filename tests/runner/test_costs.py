@@ -31,9 +31,9 @@ def test_a_stage_without_a_price_makes_the_run_s_cost_unknown_and_says_why() -> 
     rows = [StageLedger("one", billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0),
             StageLedger("two", billed=1, usage=Usage(10, 0, 5), tokened=1, uncosted=1)]
     cost = costs.of_run(rows, job(("one", PRICED), ("two", {**PRICED, "model": "theirs", "price": {}})))
-    assert cost.spent is None and cost.reasons == ("no price for theirs (set [provider] price)",)
+    assert cost.spent is None and cost.reasons == ("no price for theirs ([provider] price)",)
     assert cost.stages["one"].spent == 20.0 and cost.tokens == Usage(20, 0, 10)
-    assert costs.line(cost).startswith("cost: spent unknown · tokens 20 in (0 cached) / 10 out (no price for theirs")
+    assert costs.line(cost) == "cost unknown: no price for theirs ([provider] price) · tokens 20 in / 10 out"
 
 
 def test_billed_calls_with_no_usage_leave_the_cost_unknown_though_the_model_has_a_price() -> None:
@@ -44,4 +44,21 @@ def test_billed_calls_with_no_usage_leave_the_cost_unknown_though_the_model_has_
 @pytest.mark.parametrize("saved", ["{}", "not json"])
 def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
     cost = costs.of_run([StageLedger("openai-chat", billed=2, uncosted=2)], saved)
-    assert cost.spent is None and cost.reasons == ("no price for a run whose job is not saved (set [provider] price)",)
+    assert cost.spent is None and cost.reasons == ("no price for a run whose job is not saved ([provider] price)",)
+
+
+@pytest.mark.parametrize("cost, shown", [
+    (costs.Cost(), "cost: $0.0000 spent · tokens 0 in / 0 out"),
+    (costs.Cost(spent=1.5, tokens=Usage(1_000, 200, 50)), "cost: $1.5000 spent · tokens 1,000 in (200 cached) / 50 out"),
+    (costs.Cost(spent=1.0, unknown=0.25, unknown_calls=3, in_flight=0.5),
+     "cost: $1.0000 spent · $0.2500 may have been billed (3 calls sent, answer lost) · $0.5000 in flight · "
+     "tokens 0 in / 0 out · estimates: tokens as characters / 4"),
+    (costs.Cost(spent=0.0, unknown=None, in_flight=None, unknown_calls=2, reasons=("no price for m ([provider] price)",)),
+     "cost unknown: no price for m ([provider] price) · 2 calls sent, answer lost, may have been billed · "
+     "calls in flight · tokens 0 in / 0 out · estimates: tokens as characters / 4"),
+])
+def test_the_cost_line_has_no_nested_parentheses_and_shows_cached_input_only_when_some_was(
+    cost: costs.Cost, shown: str
+) -> None:
+    assert costs.line(cost) == shown
+    assert "((" not in shown and "))" not in shown

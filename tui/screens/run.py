@@ -23,6 +23,7 @@ from ..widgets import BatchTable, EventLog, GroupTable, StageTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
 from .decisions import DecisionsScreen
+from .budget import BudgetScreen, Limits
 from .dialog import AskScreen
 from .failures import FailuresScreen
 from .scheduled import ScheduledScreen
@@ -49,6 +50,7 @@ class RunScreen(StoreScreen[RunView]):
         Binding("x", "cancel_run", "Cancel run",
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
         Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
+        Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
     ]
 
     def __init__(self, run: str) -> None:
@@ -80,9 +82,10 @@ class RunScreen(StoreScreen[RunView]):
         return partial(_view, name=self.run_name)
 
     def show(self, view: RunView) -> None:
-        footer = bool(view.standing.needs_decision), bool(view.standing.scheduled)
-        if self.view is None or footer != (bool(self.view.standing.needs_decision), bool(self.view.standing.scheduled)):
-            self.refresh_bindings()  # d is in the footer only while items wait for a decision, w while some are scheduled
+        keyed = (bool(view.standing.needs_decision), bool(view.standing.scheduled), view.standing.budget.budget.limited)
+        was = self.view.standing if self.view is not None else None
+        if was is None or keyed != (bool(was.needs_decision), bool(was.scheduled), was.budget.budget.limited):
+            self.refresh_bindings()  # d in the footer only while items wait for a decision, w while some are scheduled, b with a budget
         self.view = view
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
@@ -137,6 +140,8 @@ class RunScreen(StoreScreen[RunView]):
             return self.view is not None and bool(self.view.standing.scheduled)
         if action == "switch_rows":
             return self.staged and self.short
+        if action == "budget":  # a run with a budget (at 80 columns the footer has no room for one more key)
+            return self.view is not None and self.view.standing.budget.budget.limited
         return True
 
     def action_decisions(self) -> None:
@@ -147,6 +152,14 @@ class RunScreen(StoreScreen[RunView]):
 
     def action_failures(self) -> None:
         self.app.push_screen(FailuresScreen(self.run_name))
+
+    def action_budget(self) -> None:
+        if self.view is not None:
+            self.app.push_screen(BudgetScreen(self.run_name, self.view.standing.budget), self._budget_if)
+
+    def _budget_if(self, limits: Limits | None) -> None:
+        if limits is not None:
+            self.command(partial(_budget, name=self.run_name, limits=limits))
 
     def action_cancel_run(self) -> None:
         if self.view is not None:
@@ -201,6 +214,12 @@ def _resume(store: Store, now: float, *, name: str) -> str:
 def _step(store: Store, now: float, *, name: str) -> str:
     done = control.step(store, name, now=now)
     return f"one more batch of {name} may run, then it stays held" + _after(store, name, done, now)
+
+
+def _budget(store: Store, now: float, *, name: str, limits: Limits) -> str:
+    _, after = control.budget(store, name, now=now, max_cost=limits[0], max_tokens=limits[1])
+    shown = views.standing(store, name, now=now).budget.line()
+    return f"{name}: {shown}" + _after(store, name, after, now)
 
 
 def _cancel(store: Store, now: float, *, name: str) -> str:

@@ -37,7 +37,7 @@ def test_status_columns_are_as_wide_as_their_data_with_numbers_aligned_right(tmp
     lines = runner_cli("status", "posts", cwd=tmp_path).stdout.splitlines()
     assert lines[0].strip() == "run posts: 3 items"
     header, rule, group, total, caption, cost = lines[1:]
-    assert cost.startswith("cost: ")  # the run's cost line under the table (issue 18)
+    assert cost.startswith("cost unknown: ")  # the run's cost line under the table (issue 18): sim-model has no price
     assert header.split() == ["group", "pending", "queued", "waiting", "running", "received", "completed", "failed"]
     assert set(rule) == {"─"} and len(rule) == len(header)
     assert total.split() == ["total", "1", "0", "0", "0", "0", "1", "1"]

@@ -154,6 +154,7 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
                       "ALTER TABLE items DROP COLUMN priority", "DROP TABLE queue_holds", "DROP TABLE queues",
                       "DROP TABLE archives",
                       *(f"DROP TABLE archived_{table}" for table in ("items", "inputs", "results", "decisions", "events")),
+                      "ALTER TABLE runs DROP COLUMN budget",
                       *(f"ALTER TABLE items DROP COLUMN {column}"
                         for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
                       "PRAGMA user_version = 14"):

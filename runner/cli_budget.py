@@ -1,0 +1,36 @@
+"""``runner budget``: a person gives a run a new budget (issue 18's guard), and a run stopped at its budget goes on."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from .cli_options import db_option, plain_errors
+from .cli_words import go_on
+
+
+@click.command()
+@click.argument("name")
+@click.option("--max", "max_cost", type=float, help="The most the run may commit to, in USD.")
+@click.option("--max-tokens", type=int, help="The most tokens the run may commit to.")
+@db_option
+@plain_errors
+def budget(name: str, max_cost: float | None, max_tokens: int | None, db: str) -> None:
+    """Give a run a new budget, in USD or tokens.
+
+    A batch starts only while what was spent, the batches in flight and the
+    unknown charges (at their estimates), and its own estimate, stay within
+    it. A limit not given keeps its value. A run stopped at its budget goes
+    on (a running engine goes on by itself). A budget given here holds until
+    the job file's [budget] changes.
+
+    Example: runner budget demo --max 10
+    """
+    from . import control
+    from .store import Store, views
+
+    store = Store(db, create=False)
+    control.budget(store, name, now=time.time(), max_cost=max_cost, max_tokens=max_tokens)
+    shown = views.standing(store, name, now=time.time()).budget.line()
+    go_on(f"run {name!r}: {shown}", store, name)

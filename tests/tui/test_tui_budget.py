@@ -1,0 +1,57 @@
+"""The run screen's budget: shown beside the cost line, and ``b`` opens a dialog that gives a new one, which lets a
+run stopped at its budget go on."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from support import StepClock, make_job, posts
+from tui_support import Told, press, settle
+
+from runner import runs
+from runner.model import BreakerState
+from runner.rules.budget import Budget
+from runner.sim import Simulator
+from runner.store import Store
+from tui.app import RunnerApp
+from tui.run_panel import RunPanel
+from tui.screens.budget import BudgetScreen
+
+
+async def stopped_at_budget(tmp_path: Path, sim: Simulator, store: Store) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(8), max_items=4, concurrency=2)
+    job = dataclasses.replace(job.with_provider(price={"input": 0.0, "output": 1.0, "per": 1}),
+                              budget=Budget(max_cost=1000))
+    assert (await runs.execute(store, job, clock=StepClock())).exit_code == 4
+
+
+async def test_b_gives_a_run_stopped_at_its_budget_a_new_one_and_its_breaker_closes(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await stopped_at_budget(tmp_path, sim, store)
+    told = Told()
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40), message_hook=told) as pilot:
+        await press(pilot, "b")
+        assert isinstance(app.screen, BudgetScreen)
+        await pilot.press("ctrl+a", "ctrl+k", *"5000", "ctrl+s")
+        await settle(pilot, read=True)
+        assert " of $5,000.00" in str(app.screen.query_one(RunPanel).render())
+    assert store.budget(store.run_id("test")) == Budget(5000.0, None)
+    assert store.control(store.run_id("test")).breaker is BreakerState.CLOSED
+    assert told.messages and told.messages[-1].startswith("test: budget $")
+
+
+async def test_the_budget_dialog_keeps_nothing_it_was_not_given(tmp_path: Path, sim: Simulator, store: Store) -> None:
+    await stopped_at_budget(tmp_path, sim, store)
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await press(pilot, "b")
+        await pilot.press("ctrl+a", "ctrl+k", "ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, BudgetScreen)  # not saved: nothing given
+        await pilot.press("escape")
+        await settle(pilot)
+    assert store.budget(store.run_id("test")) == Budget(1000.0, None)
+    assert store.control(store.run_id("test")).breaker is BreakerState.OPEN
