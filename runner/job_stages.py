@@ -57,6 +57,7 @@ from typing import Any
 from . import batch_api, kinds, words
 from .errors import JobError
 from .job_values import typed
+from .rules.fanout import CHUNK
 from .jobs import (
     DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When,
     _check_values, _output, _prompt_from_json, _refuse_unknown, _text, _value, file_keys,
@@ -73,8 +74,6 @@ KINDS = (*PROVIDER_KINDS, PYTHON, *NO_CALL)
 #: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
 COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid",
            "not_billed", "tokens_in", "tokens_out", "cost")
-#: A sub-item's element of its parent's list, in its state (a reserved name: it starts with ``_``).
-CHUNK = "_chunk"
 
 
 def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[Stage, ...]:
