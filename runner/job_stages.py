@@ -95,7 +95,9 @@ def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[
 def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: list[Stage], *, base: Path,
            where: str) -> Stage:
     _refuse_unknown(table, STAGE_KEYS, where)
-    name = _text(table, "name", where) if "name" in table else ""
+    if "name" not in table:
+        raise JobError(f"{where}: 'name' is required (a stage's result is saved under it)")
+    name = _text(table, "name", where)
     if not name or name.startswith("_") or "." in name or '"' in name or not name.isprintable():
         raise JobError(f"{where}: 'name' must be a name, printable, without '.' or '\"', not starting with '_' "
                        "(reserved)")

@@ -165,6 +165,7 @@ STAGE_REFUSALS = [
     ('[[stage]]\nname = "a.b"\n', "without '.'"),
     ("[[stage]]\nname = 'say \"hi\"'\n", "without '.' or '\"'"),
     ('[[stage]]\nname = "two\\nlines"\n', '[[stage]] 1 "two\\nlines": \'name\' must be a name, printable'),
+    ('[[stage]]\nname = "a"\n[[stage]]\nkind = "decide"\n', "[[stage]] 2 (no name): 'name' is required"),
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "message"\n', "stage 'message' has the name of a column of the export"),
     ('[[stage]]\nname = "a"\nwhen = { field = "x", equals = 1 }\n', "the first stage takes every item"),
     ('[[stage]]\nname = "a"\n[[stage]]\nname = "b"\nwhen = { field = "c.label", in = ["x"] }\n',
