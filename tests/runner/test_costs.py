@@ -45,3 +45,10 @@ def test_billed_calls_with_no_usage_leave_the_cost_unknown_though_the_model_has_
 def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
     cost = costs.of_run([StageLedger("openai-chat", billed=2, uncosted=2)], saved)
     assert cost.spent is None and cost.reasons == ("no price for a run whose job is not saved (set [provider] price)",)
+
+
+def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_longer_names() -> None:
+    rows = [StageLedger(name, billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0)
+            for name in ("final", "gone", "note", "split")]
+    cost = costs.of_run(rows, job(("split", PRICED), ("note", PRICED), ("final", PRICED)))
+    assert list(cost.stages) == ["split", "note", "final", "gone"]
