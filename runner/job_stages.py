@@ -18,8 +18,9 @@ kind (the default: its provider's), ``python`` (a function the notebook API
 is given for the stage makes its calls: ``Run.from_job_file(...,
 handlers={"extract": f})``; ``handler = "label"`` names it, for people and
 for the stage's fingerprint, by default the stage's name), ``decide`` (a
-person decides; no call) or ``join`` (see below); a job needs a stage that
-calls (or a ``python`` one).
+person decides; no call) or ``join`` (see below), neither of which has the
+sections of a call (``[stage.provider]``, ``prompt``, ``output``, ``batch``,
+``retry``); a job needs a stage that calls (or a ``python`` one).
 
 A fan-out (issue 17, seed 001's WeKnora count)::
 
@@ -120,6 +121,10 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     kind = _text(table, "kind", where) if "kind" in table else sections["provider"].kind
     if kind not in KINDS:
         raise JobError(f"{where}: {words.unknown('kind', kind, KINDS)}")
+    unused = [section for section in (*SECTIONS, "output") if section in table]
+    if kind in NO_CALL and unused:
+        raise JobError(f"{where} [stage.{unused[0]}]: a stage of kind {kind!r} makes no call, so it has no "
+                       f"[stage.{unused[0]}]")
     if kind not in NO_CALL:
         sections["provider"] = kinds.defaults(dataclasses.replace(sections["provider"], kind=kind), kind,
                                               given=[*data.get("provider", {}), *given["provider"]])
