@@ -27,6 +27,13 @@ def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_
     assert cost.reasons == () and cost.as_json()["charges"] == {"billed": 4, "not_billed": 0, "unknown": 2}
 
 
+def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_longer_names() -> None:
+    rows = [StageLedger(name, billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0)
+            for name in ("final", "gone", "note", "split")]
+    cost = costs.of_run(rows, job(("split", PRICED), ("note", PRICED), ("final", PRICED)))
+    assert list(cost.stages) == ["split", "note", "final", "gone"]
+
+
 def test_a_stage_without_a_price_makes_the_run_s_cost_unknown_and_says_why() -> None:
     rows = [StageLedger("one", billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0),
             StageLedger("two", billed=1, usage=Usage(10, 0, 5), tokened=1, uncosted=1)]
@@ -46,9 +53,3 @@ def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
     cost = costs.of_run([StageLedger("openai-chat", billed=2, uncosted=2)], saved)
     assert cost.spent is None and cost.reasons == ("no price for a run whose job is not saved (set [provider] price)",)
 
-
-def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_longer_names() -> None:
-    rows = [StageLedger(name, billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0)
-            for name in ("final", "gone", "note", "split")]
-    cost = costs.of_run(rows, job(("split", PRICED), ("note", PRICED), ("final", PRICED)))
-    assert list(cost.stages) == ["split", "note", "final", "gone"]
