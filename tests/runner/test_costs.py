@@ -18,6 +18,13 @@ def job(*stages: tuple[str, dict[str, object]]) -> str:
     return json.dumps({"provider": PRICED, "stages": [{"name": n, "provider": p} for n, p in stages]})
 
 
+def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_longer_names() -> None:
+    rows = [StageLedger(name, billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0)
+            for name in ("final", "gone", "note", "split")]
+    cost = costs.of_run(rows, job(("split", PRICED), ("note", PRICED), ("final", PRICED)))
+    assert list(cost.stages) == ["split", "note", "final", "gone"]
+
+
 def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_their_estimate() -> None:
     row = StageLedger("one", billed=4, unknown=2, unknown_chars=40, usage=Usage(100, 0, 50), tokened=4, cost=200.0,
                       running_items=1, running_chars=8)
@@ -25,13 +32,6 @@ def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_
     # 50 output tokens over 4 items: 12.5 an item
     assert (cost.spent, cost.unknown, cost.in_flight) == (200.0, 10 * 1.0 + 2 * 12.5 * 2.0, 2 * 1.0 + 12.5 * 2.0)
     assert cost.reasons == () and cost.as_json()["charges"] == {"billed": 4, "not_billed": 0, "unknown": 2}
-
-
-def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_longer_names() -> None:
-    rows = [StageLedger(name, billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0)
-            for name in ("final", "gone", "note", "split")]
-    cost = costs.of_run(rows, job(("split", PRICED), ("note", PRICED), ("final", PRICED)))
-    assert list(cost.stages) == ["split", "note", "final", "gone"]
 
 
 def test_a_stage_without_a_price_makes_the_run_s_cost_unknown_and_says_why() -> None:
