@@ -52,4 +52,3 @@ def test_billed_calls_with_no_usage_leave_the_cost_unknown_though_the_model_has_
 def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
     cost = costs.of_run([StageLedger("openai-chat", billed=2, uncosted=2)], saved)
     assert cost.spent is None and cost.reasons == ("no price for a run whose job is not saved (set [provider] price)",)
-
