@@ -103,19 +103,21 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None,
         chosen = (f" of kind {kind}" if kind else (" among the KEYS given" if keys else "")) + (
             f" at stage {stage}" if stage else "")
         click.echo(f"nothing to retry: run {name!r} has no failed item{chosen}")
-        _cancelled_left(store, name, asked=kind is None and not keys and stage is None)
+        _cancelled_left(store, name, asked=kind is None and not keys, stage=stage)
         return
     go_on(retried(done, of=f" of run {name!r}"), store, name)
 
 
-def _cancelled_left(store: Store, name: str, *, asked: bool) -> None:
-    """A retry of every failed item leaves the cancelled ones: say so, with the command that retries them."""
+def _cancelled_left(store: Store, name: str, *, asked: bool, stage: str | None) -> None:
+    """A retry of every failed item (or every one of a stage) leaves the cancelled ones: say so, with the command
+    that retries them."""
     from .store import views
 
-    cancelled = views.cancelled_count(store, store.run_id(name)) if asked else 0
+    cancelled = views.cancelled_count(store, store.run_id(name), stage=stage) if asked else 0
     if cancelled:
+        at_stage = ["--stage", stage] if stage is not None else []
         hint(f"{plural(cancelled, 'item')} cancelled by a person {'is' if cancelled == 1 else 'are'} retried only "
-             "when named:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, db=store.path))
+             "when named:", spelt("retry", name, "--kind", FailureKind.CANCELLED.value, *at_stage, db=store.path))
 
 
 @click.command()

@@ -158,9 +158,11 @@ def next_batch(rows: Sequence[StageLedger], job_json: str, stage: str, *, chars:
 
 def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
     """A run's cost from its ledger rows and its saved job: every stage's added up (unknown if any stage's is),
-    each stage's kept."""
+    each stage's kept, in the job's stage order (then any stage the job no longer names)."""
     saved = terms(job_json)
-    stages = {row.stage: of_stage(row, saved.get(row.stage, saved.get(""))) for row in rows}
+    order = {name: n for n, name in enumerate(saved)}
+    stages = {row.stage: of_stage(row, saved.get(row.stage, saved.get("")))
+              for row in sorted(rows, key=lambda row: order.get(row.stage, len(order)))}
     parts = list(stages.values())
     return Cost(
         spent=_sum(c.spent for c in parts), unknown=_sum(c.unknown for c in parts),

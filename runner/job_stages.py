@@ -18,8 +18,9 @@ kind (the default: its provider's), ``python`` (a function the notebook API
 is given for the stage makes its calls: ``Run.from_job_file(...,
 handlers={"extract": f})``; ``handler = "label"`` names it, for people and
 for the stage's fingerprint, by default the stage's name), ``decide`` (a
-person decides; no call) or ``join`` (see below); a job needs a stage that
-calls (or a ``python`` one).
+person decides; no call) or ``join`` (see below), neither of which has the
+sections of a call (``[stage.provider]``, ``prompt``, ``output``, ``batch``,
+``retry``); a job needs a stage that calls (or a ``python`` one).
 
 A fan-out (issue 17, seed 001's WeKnora count)::
 
@@ -58,6 +59,7 @@ from typing import Any
 from . import batch_api, kinds, words
 from .errors import JobError
 from .job_values import typed
+from .rules.fanout import CHUNK
 from .jobs import (
     DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage,
     _check_values, _output, _prompt_from_json, _refuse_unknown, _text, _value, file_keys,
@@ -90,8 +92,6 @@ KINDS = (*PROVIDER_KINDS, PYTHON, *NO_CALL)
 #: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
 COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid",
            "not_billed", "tokens_in", "tokens_out", "cost")
-#: A sub-item's element of its parent's list, in its state (a reserved name: it starts with ``_``).
-CHUNK = "_chunk"
 
 
 def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[Stage, ...]:
@@ -113,7 +113,9 @@ def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[
 def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: list[Stage], *, base: Path,
            where: str) -> Stage:
     _refuse_unknown(table, STAGE_KEYS, where)
-    name = _text(table, "name", where) if "name" in table else ""
+    if "name" not in table:
+        raise JobError(f"{where}: 'name' is required (a stage's result is saved under it)")
+    name = _text(table, "name", where)
     if not name or name.startswith("_") or "." in name or '"' in name or not name.isprintable():
         raise JobError(f"{where}: 'name' must be a name, printable, without '.' or '\"', not starting with '_' "
                        "(reserved)")
@@ -140,6 +142,10 @@ def _stage(job: Job, data: Mapping[str, Any], table: dict[str, Any], earlier: li
     kind = _text(table, "kind", where) if "kind" in table else sections["provider"].kind
     if kind not in KINDS:
         raise JobError(f"{where}: {words.unknown('kind', kind, KINDS)}")
+    unused = [section for section in (*SECTIONS, "output") if section in table]
+    if kind in NO_CALL and unused:
+        raise JobError(f"{where} [stage.{unused[0]}]: a stage of kind {kind!r} makes no call, so it has no "
+                       f"[stage.{unused[0]}]")
     if kind not in NO_CALL:
         sections["provider"] = kinds.defaults(dataclasses.replace(sections["provider"], kind=kind), kind,
                                               given=[*data.get("provider", {}), *given["provider"]])

@@ -78,6 +78,11 @@ def plan(stages: Sequence[Kinded], item: At, *, approve: bool, data: Mapping[str
     if item.state == ItemState.WAITING and item.hold == Hold.DECIDE:
         goes = next_stage(stages, item.stage, state_of(item.record, {**item.results, item.stage: dict(data)}))
         return Plan(item.stage, applied=True, goes=goes if approve else None)
+    later = [name for name in deciding if names.index(name) >= names.index(item.stage)]
+    reached = _reachable(stages, item)
+    if item.sub_item and later and not reached:  # settled or not: no decide stage is a sub-item's
+        return Plan(None, why=f"it is a sub-item: it stops at its join, and decide stage {later[0]!r} after it is "
+                              "its parent's")
     if item.state == ItemState.COMPLETED:
         return Plan(None, why="it is completed: past its decide stage")
     if item.state == ItemState.FAILED:
@@ -85,14 +90,10 @@ def plan(stages: Sequence[Kinded], item: At, *, approve: bool, data: Mapping[str
             return Plan(None, why=f"it was rejected at stage {item.stage!r}: a retry of kind rejected sends it "
                                   "back to wait there")
         return Plan(None, why=f"it failed at stage {item.stage!r} ({item.error_kind}), not at a decide stage")
-    later = [name for name in deciding if names.index(name) >= names.index(item.stage)]
-    reached = _reachable(stages, item)
     if not later:
         return Plan(None, why=f"it is at stage {item.stage!r}, past the last decide stage")
     if not reached:
-        return Plan(None, why=(
-            f"it is a sub-item: it stops at its join, and decide stage {later[0]!r} after it is its parent's"
-            if item.sub_item else f"decide stage {later[0]!r} is its sub-items' (after its fan-out): decide those"))
+        return Plan(None, why=f"decide stage {later[0]!r} is its sub-items' (after its fan-out): decide those")
     return Plan(reached[0])
 
 

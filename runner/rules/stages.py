@@ -7,7 +7,9 @@ stages it passed. A stage's ``when`` (``field`` with ``in``, ``equals`` or
 ``when`` is false is skipped: it saves no result. Values compare as JSON
 does, except that ``true`` and ``false`` are never the numbers 1 and 0;
 ``exists`` takes a null for absent (a result's field that is null was not
-found), and a path through a non-object finds nothing.
+found), and a path through a non-object finds nothing. A fan-out stage
+skipped takes the stages up to its join, and the join, with it: they are its
+sub-items' (there are none), and the item goes on after the join.
 
 - :func:`next_stage`: after a stage completes, the next stage whose ``when``
   holds (None: past the last), and the stages skipped on the way;
@@ -54,6 +56,10 @@ class StageLike(Protocol):
     def name(self) -> str: ...
     @property
     def when(self) -> Test | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def fan_out(self) -> str: ...
 
 
 class Next(NamedTuple):
@@ -105,11 +111,22 @@ def next_stage(stages: Sequence[StageLike], after: str, state: Mapping[str, Any]
     """The stage an item goes to once ``after`` completed, skipping those whose ``when`` is false."""
     names = [stage.name for stage in stages]
     skipped: list[str] = []
-    for stage in stages[names.index(after) + 1:]:
-        if holds(stage.when, state):
-            return Next(stage.name, tuple(skipped))
-        skipped.append(stage.name)
+    at = names.index(after) + 1
+    while at < len(stages):
+        if holds(stages[at].when, state):
+            return Next(names[at], tuple(skipped))
+        through = _through(stages, at)
+        skipped.extend(names[at:through + 1])
+        at = through + 1
     return Next(None, tuple(skipped))
+
+
+def _through(stages: Sequence[StageLike], at: int) -> int:
+    """The last of the stages skipped with the stage at ``at``: a fan-out's join (the stages up to it are its
+    sub-items', and an item that does not fan out has none), else that stage alone."""
+    if not stages[at].fan_out:
+        return at
+    return next((n for n in range(at + 1, len(stages)) if stages[n].kind == "join"), len(stages) - 1)
 
 
 def resume_at(
@@ -119,16 +136,21 @@ def resume_at(
     """The first stage an item must go through again: its result missing or saved under another fingerprint.
 
     ``fingerprints``: each stage's now; ``saved``: stage -> (result, fingerprint) as the store keeps them.
-    Stages whose ``when`` is false for the state so far are passed over; None: every result stands.
+    Stages whose ``when`` is false for the state so far are passed over (a fan-out's with its stages up to its
+    join); None: every result stands.
     """
     results: dict[str, Any] = {}
-    for stage in stages:
+    at = 0
+    while at < len(stages):
+        stage = stages[at]
         if not holds(stage.when, state_of(record, results)):
+            at = _through(stages, at) + 1
             continue
         kept = saved.get(stage.name)
         if kept is None or kept[1] != fingerprints[stage.name]:
             return stage.name
         results[stage.name] = kept[0]
+        at += 1
     return None
 
 

@@ -240,14 +240,15 @@ class FanOuts(SQLiteFile):
                         "error_kind": f"error_kind = '{FailureKind.SUB_ITEM_FAILED.value}'",
                         "error": "error = :message", "retryable": "retryable = 1"})
                     continue
-                conn.execute(SAVE_RESULT, {**params, "result": end.result, "fingerprint": end.fingerprint})
-                skip(conn, [{"id": end.id, "now": now, "stage": stage} for stage in end.skipped])
                 if end.next_stage is None:
-                    move(conn, "join_last", where=AT_JOIN, values={"output": "output = :result"},
-                         params={**params, "result": end.result})
-                    continue
-                move(conn, "join", where=AT_JOIN, values={"stage": "stage = :next", **items.FRESH_BUDGET},
-                     params={**params, "next": end.next_stage})
+                    moved = move(conn, "join_last", where=AT_JOIN, values={"output": "output = :result"},
+                                 params={**params, "result": end.result}, returning="items.id")
+                else:
+                    moved = move(conn, "join", where=AT_JOIN, values={"stage": "stage = :next", **items.FRESH_BUDGET},
+                                 params={**params, "next": end.next_stage}, returning="items.id")
+                if moved:  # not one a person cancelled (or whose sub-item was retried) since it was read
+                    conn.execute(SAVE_RESULT, {**params, "result": end.result, "fingerprint": end.fingerprint})
+                    skip(conn, [{"id": end.id, "now": now, "stage": stage} for stage in end.skipped])
             if any(end.next_stage is not None for end in joined):  # those now at a decide stage wait for a person
                 (run_id,) = conn.execute("SELECT run_id FROM items WHERE id = ?", (joined[0].id,)).fetchone()
                 items.arrive(conn, run_id, now)

@@ -18,6 +18,13 @@ def job(*stages: tuple[str, dict[str, object]]) -> str:
     return json.dumps({"provider": PRICED, "stages": [{"name": n, "provider": p} for n, p in stages]})
 
 
+def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_longer_names() -> None:
+    rows = [StageLedger(name, billed=1, usage=Usage(10, 0, 5), tokened=1, cost=20.0)
+            for name in ("final", "gone", "note", "split")]
+    cost = costs.of_run(rows, job(("split", PRICED), ("note", PRICED), ("final", PRICED)))
+    assert list(cost.stages) == ["split", "note", "final", "gone"]
+
+
 def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_their_estimate() -> None:
     row = StageLedger("one", billed=4, unknown=2, unknown_chars=40, usage=Usage(100, 0, 50), tokened=4, cost=200.0,
                       running_items=1, running_chars=8)

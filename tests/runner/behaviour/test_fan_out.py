@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from fanouts import fan_job
+from pipelines import CLASSIFY
 from support import posts, write_jsonl
 
-from runner import control, deciding, export, runs
+from runner import control, deciding, export, jobs, runs
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -113,6 +114,26 @@ async def test_a_fan_out_of_an_empty_list_goes_straight_through_the_join(
     parent = rows(store)["p000"]
     assert (parent["state"], parent["gather"]) == ("completed", {"results": [], "failed": []})
     assert outcome.status["total"] == 1 and outcome.exit_code == 0
+
+
+async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_goes_on_after_them(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    fan_job(tmp_path, sim.base_url, count=6, after=True)
+    path, split = tmp_path / "fan.toml", '[[stage]]\nname = "split"\n'
+    path.write_text(path.read_text().replace(
+        split, f'{CLASSIFY}{split}when = {{ field = "classify.label", equals = "bug" }}\n', 1))
+    outcome = await runs.execute(store, jobs.load(path))
+    exported = rows(store)
+    labels = {key: row["classify"]["label"] for key, row in exported.items() if "/" not in key}
+    bugs = {key for key, label in labels.items() if label == "bug"}
+    assert bugs and bugs != set(labels)
+    noted = {key.split("/")[0] for call in sim.ledger.snapshot()["calls"] if call["model"] == "m-note"
+             for key in call["ids"]}
+    assert noted == bugs
+    assert {(exported[key]["state"], exported[key]["stage"], "summary" in exported[key]["after"]) for key in labels} == {
+        ("completed", "after", True)}
+    assert outcome.exit_code == 0
 
 
 async def test_a_parent_whose_input_changed_loses_its_sub_items_and_a_retry_fans_it_out_again(

@@ -115,3 +115,16 @@ async def test_a_rerun_without_the_last_stage_completes_the_items_failed_at_it(
     assert outcome.gone == {"summarize": 1}
     assert views.item(store, store.run_id("triage"), "p001")["state"] == ItemState.COMPLETED
     assert [(f["key"], f["stage"]) for f in views.failures(store, "triage")] == [("p002", "classify")]
+
+
+async def test_a_retry_of_one_stage_that_finds_only_cancelled_items_there_names_them_with_the_command(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await runs.execute(store, pipeline(tmp_path, sim.base_url, count=2, stages="classify review"))
+    assert runner_cli("cancel", "triage", cwd=tmp_path).returncode == 0
+    at_review = runner_cli("retry", "triage", "--stage", "review", cwd=tmp_path)
+    at_classify = runner_cli("retry", "triage", "--stage", "classify", cwd=tmp_path)
+    assert at_review.stdout == ("nothing to retry: run 'triage' has no failed item at stage review\n2 items cancelled "
+                                "by a person are retried only when named:\n"
+                                "runner retry triage --kind cancelled --stage review\n")
+    assert at_classify.stdout == "nothing to retry: run 'triage' has no failed item at stage classify\n"

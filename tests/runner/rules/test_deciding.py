@@ -62,11 +62,15 @@ def test_a_run_without_a_decide_stage_refuses_every_decision() -> None:
 FANNED = [S("split", fan_out="chunks"), S("note"), S("check", "decide"), S("gather", "join"), S("review", "decide")]
 
 
-def test_a_sub_item_is_refused_a_decision_for_a_decide_stage_past_its_join() -> None:
-    sub = at("note", "pending")._replace(sub_item=True)
-    assert plan(FANNED, sub, approve=False, data={}) == Plan("check")
+@pytest.mark.parametrize("state", ["pending", "completed", "failed"])
+def test_a_sub_item_is_refused_a_decision_for_a_decide_stage_past_its_join(state: str) -> None:
+    sub = at("note", state, kind="auth" if state == "failed" else None)._replace(sub_item=True)
     refused = plan([*FANNED[:2], *FANNED[3:]], sub, approve=False, data={})
     assert refused.why == "it is a sub-item: it stops at its join, and decide stage 'review' after it is its parent's"
+
+
+def test_a_sub_item_before_a_decide_stage_inside_its_fan_out_keeps_the_decision_for_it() -> None:
+    assert plan(FANNED, at("note", "pending")._replace(sub_item=True), approve=False, data={}) == Plan("check")
 
 
 def test_a_parent_keeps_a_decision_for_the_decide_stage_after_its_join_not_its_sub_items_one() -> None:

@@ -11,8 +11,8 @@ from runner.rules.stages import Next, Onward, from_gone_stage, holds, next_stage
 
 
 class S:
-    def __init__(self, name: str, when: When | None = None) -> None:
-        self.name, self.when = name, when
+    def __init__(self, name: str, when: When | None = None, kind: str = "openai-chat", fan_out: str = "") -> None:
+        self.name, self.when, self.kind, self.fan_out = name, when, kind, fan_out
 
 
 BUGS = When("classify.label", in_=("bug", "complaint"))
@@ -59,6 +59,31 @@ NEXT_CASES = [
 @pytest.mark.parametrize("after, state, expected", [c[1:] for c in NEXT_CASES], ids=[c[0] for c in NEXT_CASES])
 def test_the_next_stage_is_the_first_whose_when_holds(after: str, state: dict[str, Any], expected: Next) -> None:
     assert next_stage(PIPELINE, after, state) == expected
+
+
+#: A fan-out for bugs alone: the others skip it, with its sub-items' stage and its join, on to summarize.
+FANNED_BUGS = [S("classify"), S("split", BUGS, fan_out="chunks"), S("note"), S("gather", kind="join"),
+               S("summarize")]
+SKIPPED_FAN_OUT_CASES = [
+    ("praise skips the fan-out, its stages and its join", "classify", {"classify": {"label": "praise"}},
+     Next("summarize", ("split", "note", "gather"))),
+    ("a bug fans out", "classify", {"classify": {"label": "bug"}}, Next("split")),
+]
+
+
+@pytest.mark.parametrize("after, state, expected", [c[1:] for c in SKIPPED_FAN_OUT_CASES],
+                         ids=[c[0] for c in SKIPPED_FAN_OUT_CASES])
+def test_a_fan_out_skipped_skips_the_stages_up_to_its_join_and_the_join(
+    after: str, state: dict[str, Any], expected: Next
+) -> None:
+    assert next_stage(FANNED_BUGS, after, state) == expected
+
+
+def test_a_rerun_passes_over_a_fan_out_skipped_and_its_stages_up_to_its_join() -> None:
+    fingerprints = {"classify": "c1", "split": "f1", "note": "n1", "gather": "g1", "summarize": "s1"}
+    saved = {"classify": ({"label": "praise"}, "c1"), "summarize": ({"s": "x"}, "s1")}
+    assert resume_at(FANNED_BUGS, fingerprints, {"title": "t"}, saved) is None
+    assert resume_at(FANNED_BUGS, fingerprints, {"title": "t"}, {"classify": saved["classify"]}) == "summarize"
 
 
 FP = {"classify": "c1", "extract": "e1", "summarize": "s1"}

@@ -52,6 +52,14 @@ def fanned_out(store: Store, tmp_path: Path, chunks: list[str]) -> tuple[int, in
     return run_id, parent
 
 
+def noted(store: Store, tmp_path: Path) -> tuple[int, int]:
+    """The one post fanned out into two sub-items, both completed at ``note``: (run id, parent id)."""
+    run_id, parent = fanned_out(store, tmp_path, ["a", "b"])
+    for batch_id, item_id in [answered(store, run_id, "note", {"note": "n"}) for _ in range(2)]:
+        store.settle_batch(batch_id, Settlement(completed=[item_id], fingerprint="f"), now=2.0)
+    return run_id, parent
+
+
 def left(store: Store, parent: int) -> int:
     [row] = store.rows("SELECT sub_items_left FROM items WHERE id = ?", [parent])
     return int(row["sub_items_left"])
@@ -145,15 +153,25 @@ def test_a_parent_cancelled_while_its_fan_out_stage_was_in_flight_keeps_its_resu
 def test_a_parent_whose_sub_items_settled_before_a_stop_is_joined_from_the_store_alone(
     tmp_path: Path, store: Store
 ) -> None:
-    run_id, parent = fanned_out(store, tmp_path, ["a", "b"])
-    for batch_id, item_id in [answered(store, run_id, "note", {"note": "n"}) for _ in range(2)]:
-        store.settle_batch(batch_id, Settlement(completed=[item_id], fingerprint="f"), now=2.0)
+    run_id, parent = noted(store, tmp_path)
     job = fan_job(tmp_path)  # what the next engine reads on its first turn: the store, no call
     assert joins.join(store, run_id, job, now=3.0) == 1
     [row] = store.rows("SELECT state, stage, hold, output FROM items WHERE id = ?", [parent])
     assert (row["state"], row["stage"], row["hold"]) == ("completed", "gather", "none")
     assert [r["note"] for r in json.loads(row["output"])["results"]] == ["n", "n"]
     assert joins.join(store, run_id, job, now=4.0) == 0
+
+
+def test_a_join_of_a_parent_a_person_cancelled_since_it_was_read_saves_no_result_and_leaves_it_failed(
+    tmp_path: Path, store: Store
+) -> None:
+    run_id, parent = noted(store, tmp_path)
+    ends = [joins.end_of(fan_job(tmp_path), ready) for ready in store.joinable(run_id, ["gather"])]
+    assert store.cancel(run_id, keys=["p000"], now=2.5, engine_alive=True) == (1, 0)
+    store.join(ends, now=3.0)
+    [row] = store.rows("SELECT state, error_kind FROM items WHERE id = ?", [parent])
+    assert (row["state"], row["error_kind"]) == ("failed", "cancelled")
+    assert store.rows("SELECT stage FROM results WHERE item_id = ? AND stage = 'gather'", [parent]) == []
 
 
 def test_a_parent_sent_back_before_its_fan_out_retires_its_sub_items_in_flight_too_never_sending_them_again(
