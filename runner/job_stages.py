@@ -48,6 +48,7 @@ earlier stage. Every problem is one JobError naming the stage.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import json
 import math
 from collections.abc import Mapping
@@ -56,13 +57,14 @@ from typing import Any
 
 from . import batch_api, kinds, words
 from .errors import JobError
+from .job_queue import Cache
 from .job_values import typed
 from .jobs import (
-    DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage, When,
+    DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage,
     _check_values, _output, _prompt_from_json, _refuse_unknown, _text, _value, file_keys,
 )
 
-STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "fan_out",
+STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "cache", "fan_out",
               "max_fan_out", "max_state_bytes", "allow_failures")
 #: A fan-out's keys, and a join's.
 FAN_OUT_KEYS = ("fan_out", "max_fan_out", "max_state_bytes")
@@ -75,6 +77,22 @@ COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attemp
            "not_billed", "tokens_in", "tokens_out", "cost")
 #: A sub-item's element of its parent's list, in its state (a reserved name: it starts with ``_``).
 CHUNK = "_chunk"
+
+
+@dataclass(frozen=True)
+class When:
+    """Which items a stage takes: those whose state's ``field`` (``stage.field`` for a result) passes one test."""
+
+    field: str
+    #: The value must be one of these (None: not asked).
+    in_: tuple[Any, ...] | None = None
+    #: The value must equal this (``missing``: not asked).
+    equals: Any = None
+    #: Whether the value must be present (true) or absent (false); None: not asked.
+    exists: bool | None = None
+    #: ``equals`` was given (its value may be anything, even false).
+    has_equals: bool = False
+
 
 
 def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[Stage, ...]:
@@ -262,7 +280,7 @@ def from_json(data: dict[str, Any]) -> Stage:
     return Stage(
         name=data["name"], kind=data["kind"], provider=ProviderConfig(**data["provider"]),
         prompt=_prompt_from_json(data["prompt"]), output_schema=data["output_schema"],
-        batch=BatchLimits(**data["batch"]), retry=RetryLimits(**data["retry"]),
+        batch=BatchLimits(**data["batch"]), retry=RetryLimits(**data["retry"]), cache=Cache(**data.get("cache", {})),
         when=None if when is None else When(**{**when, "in_": None if when["in_"] is None else tuple(when["in_"])}),
         **{key: data[key] for key in (*FAN_OUT_KEYS, *JOIN_KEYS) if key in data},
     )

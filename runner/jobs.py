@@ -36,6 +36,10 @@ A job file looks like this (every section but the top keys is optional)::
     [retry.rate_limited]             # and [retry.transport]: a kind's own limits, unset keys as [retry]
     max_attempts = 6
 
+    [cache]
+    reuse = true                     # an item whose same work has a validated result in this store takes it:
+                                     # no call, not billed (runner.reusing); default false
+
     [[stage]]                        # optional, a pipeline (runner.job_stages): each stage the sections
     name = "classify"                # above, overridden key by key by its own [stage.prompt] etc.
 
@@ -50,16 +54,19 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import httpx
 
 from . import job_toml, kinds, pricing, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
-from .job_queue import RetryLimits as RetryLimits, Schedule
+from .job_queue import Cache, RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .validation import compile_schema
+
+if TYPE_CHECKING:
+    from .job_stages import When
 
 #: Providers that call (one request, one answer) and those that submit a task and poll it.
 PROVIDER_KINDS = ("openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch")
@@ -124,21 +131,6 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class When:
-    """Which items a stage takes: those whose state's ``field`` (``stage.field`` for a result) passes one test."""
-
-    field: str
-    #: The value must be one of these (None: not asked).
-    in_: tuple[Any, ...] | None = None
-    #: The value must equal this (``missing``: not asked).
-    equals: Any = None
-    #: Whether the value must be present (true) or absent (false); None: not asked.
-    exists: bool | None = None
-    #: ``equals`` was given (its value may be anything, even false).
-    has_equals: bool = False
-
-
-@dataclass(frozen=True)
 class Stage:
     """One stage of a pipeline: its kind (a provider kind, ``python`` or ``decide``) and what it runs with."""
 
@@ -150,6 +142,7 @@ class Stage:
     batch: BatchLimits
     retry: RetryLimits
     when: When | None = None
+    cache: Cache = field(default_factory=Cache)
     #: The field of this stage's result whose list fans the item out: one sub-item per element ("": none).
     fan_out: str = ""
     #: A fan-out's guards: at most this many sub-items, and an item's state at most this many bytes (JSON).
@@ -189,6 +182,7 @@ class Job:
     output_schema: dict[str, Any] | None = None
     retry: RetryLimits = field(default_factory=RetryLimits)
     schedule: Schedule = field(default_factory=Schedule)
+    cache: Cache = field(default_factory=Cache)
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
@@ -201,7 +195,7 @@ class Job:
         if not self.staged:  # the one stage is the top-level sections, whatever they were replaced by
             object.__setattr__(self, "stages", (Stage(
                 self.provider.kind, self.provider.kind, self.provider, self.prompt, self.output_schema, self.batch,
-                self.retry),))
+                self.retry, cache=self.cache),))
 
     def stage(self, name: str) -> Stage:
         """The stage of this name (a KeyError for none)."""
@@ -249,6 +243,7 @@ class Job:
             output_schema=data["output_schema"],
             retry=RetryLimits(**data["retry"]),
             schedule=Schedule(**data.get("schedule", {})),
+            cache=Cache(**data.get("cache", {})),
         )
 
 
@@ -268,7 +263,7 @@ def load(path: str | Path) -> Job:
     return from_dict(job_toml.read(path), base=path.parent, where=str(path))
 
 
-SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
+SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits, "cache": Cache}
 TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", *SECTIONS}
 
 

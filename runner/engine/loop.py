@@ -21,13 +21,12 @@ never from the reason's words. Time comes from an injected clock.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import secrets
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import busy, lease, python_stages, revalidating
 from ..rules.breaker import Control
@@ -36,13 +35,13 @@ from ..errors import StoreBusy, StoreError
 from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
-from ..rules.judge import Streaks, Verdict, judge_saved
+from ..rules.judge import Streaks, Verdict
 from ..rules.revalidating import StagePlan
-from ..model import Batch, FailureKind, Settlement, StartedItem
+from ..model import Batch, FailureKind, Settlement
 from ..store.protocol import RunStore
-from . import joins, stages
+from . import joins, saved, stages
 from .outcome import Outcome
-from .slot import TAKEN_OVER, Slot, settlement_of
+from .slot import TAKEN_OVER, Slot
 
 HEARTBEAT_SECONDS = 2.0
 log = logging.getLogger(__name__)
@@ -93,6 +92,8 @@ class Engine:
         self._last_beat = 0.0
         #: Batches formed (or confirmed by a person) that wait for a slot, the next to start first.
         self.formed: deque[Batch] = deque()
+        #: Batches of reused results (``[cache] reuse``), received with no call: settled at the next turn.
+        self.reused: deque[Batch] = deque()
         #: The slots at work: each a task running batches one after another.
         self._in_flight: set[asyncio.Task[None]] = set()
         #: Slots at work (each counted once the gate let it start its first batch) and not yet ended.
@@ -133,7 +134,7 @@ class Engine:
                 prepare(self.token)
             self.run_id = self.store.run_id(name)
             self.store.recover(self.run_id, now=self.clock.now())
-            self._validate_received()
+            saved.validate_received(self)
             if was is not None:
                 self.revalidated = revalidating.after_schema_change(self.store, self.run_id, was, self.job,
                                                                     now=self.clock.now())
@@ -224,6 +225,7 @@ class Engine:
             self._beat()
             stages.take_decisions(self.store, self.run_id, self.job, now=self.clock.now())
             joins.join(self.store, self.run_id, self.job, now=self.clock.now())  # parents whose sub-items settled
+            saved.settle_reused(self)
             control = self.store.control(self.run_id)
             self._forming_held_up = self._may_start() and self._start(control)
             return control
@@ -263,6 +265,8 @@ class Engine:
         """Nothing in flight: wait for what the store says is still to come (a person's act, waiting), or stop."""
         if self.stopped_for is not None and not self._waits_out_stop(control):
             return False
+        if self.reused:  # the next turn settles them
+            return True
         if self.store.unfinished(self.run_id) == 0:
             return False
         if gate.held(control):
@@ -270,7 +274,7 @@ class Engine:
         due = self.store.next_due(self.run_id, skip=self.unworked)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
-            self.formed.extend([formed] if formed is not None else [])
+            self.take_formed([formed] if formed is not None else [])
             self._forming_held_up = False
             return True
         if due is None and not self.formed:  # only items held for a person, or at a python stage given no handler
@@ -325,8 +329,14 @@ class Engine:
                 return False
             if batch is None:
                 return True
-            self.formed.append(batch)
+            self.take_formed([batch])
+            saved.settle_reused(self)
         return True
+
+    def take_formed(self, formed: Iterable[Batch]) -> None:
+        """Batches formed, in line for a slot; those of reused results kept apart, for the next turn to settle."""
+        for batch in formed:
+            (self.reused if batch.reused else self.formed).append(batch)
 
     def _claim(self) -> Batch | None:
         return self.store.claim_first(self.run_id, self.claims, now=self.clock.now())
@@ -380,19 +390,3 @@ class Engine:
         except StoreError as again:  # tried again when the engine stops (``_tidy``), waiting as any write does
             self.stopped_for = f"{reason}; the open breaker could not be saved: {again}"
             self._breaker_unsaved = reason
-
-    def _validate_received(self) -> None:
-        """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
-        by_batch: dict[tuple[int, str], list[tuple[StartedItem, str | None]]] = {}
-        for claim in self.claims:
-            for batch_id, output, item in self.store.received_items(
-                self.run_id, max_attempts=self.work(claim.stage).stage.retry.max_attempts, stage=claim.stage
-            ):
-                by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
-        for (batch_id, stage_name), saved in by_batch.items():
-            work = self.work(stage_name)
-            started, outputs = [item for item, _ in saved], {item.id: output for item, output in saved}
-            verdict = judge_saved(started, outputs, check=work.check.problem, limits=work.stage.retry,
-                                  now=self.clock.now())
-            results = {i: json.loads(output) for i, output in outputs.items() if output is not None}
-            self.save(batch_id, stages.boundary(self.job, work, started, settlement_of(verdict), results))

@@ -156,7 +156,7 @@ class Slot:
                 await self._save(*settled)
             return None
         items, formed = begun
-        engine.formed.extend(formed)
+        engine.take_formed(formed)
         if not items:
             await self._save(batch, Settlement())
             if not await engine.steps.run(lambda: engine.holds_lease()):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from .migrations_ledger import LEDGER, RESULTS_EXPIRE
 from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
 from .migrations_queue import PRIORITIES_AND_SCHEDULES
+from .migrations_reuse import REUSE
 
 # Version 2: the lease is held by run name, taken before the run row exists;
 # a partial index counts the items held for confirmation; a person's controls:
@@ -223,4 +224,5 @@ UPGRADES: list[list[str]] = [
     LEDGER,
     RESULTS_EXPIRE,
     PRIORITIES_AND_SCHEDULES,
+    REUSE,
 ]

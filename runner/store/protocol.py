@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .additions import Preparing
     from .decisions import Decided, Planner
     from .fanout import Joined, Parent
+    from .reusing import Reuser
     from .revalidating import Onward, SavedRow
     from .stages import Stale
 
@@ -54,7 +55,7 @@ class RunStore(Protocol):
     # A batch's path
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None,
+        stage: str | None = None, reuse: Reuser | None = None,
     ) -> Batch | None: ...
     def claim_first(self, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None: ...
     def start_batch(
@@ -105,7 +106,7 @@ class RunStore(Protocol):
     def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]: ...
     def join(self, joined: Sequence[Joined], *, now: float) -> None: ...
     def received_items(
-        self, run_id: int, *, max_attempts: int, stage: str | None = None
+        self, run_id: int, *, max_attempts: int, stage: str | None = None, batch: int | None = None
     ) -> list[tuple[int, str | None, StartedItem]]: ...
     def settle_batch(self, batch_id: int, settlement: Settlement, *, now: float) -> list[Batch]: ...
 

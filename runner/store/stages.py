@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
-from . import fanout, items
+from . import fanout, items, reusing
 from .connection import SQLiteFile
 from .items import move, move_each
 from .skips import skip
@@ -40,13 +40,16 @@ from .skips import skip
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
     from ..item_rows import ItemRow
+    from .reusing import Reuser
 
-#: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
+#: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation, with the work
+#: it answers (``:works``, :mod:`runner.reusing`).
 SAVE_RESULTS = """
-INSERT INTO results (item_id, stage, result, fingerprint, at)
-SELECT id, stage, output, :fingerprint, :now FROM items
+INSERT INTO results (item_id, stage, result, fingerprint, at, work)
+SELECT id, stage, output, :fingerprint, :now, json_extract(:works, '$."' || id || '"') FROM items
 WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state = 'received' AND output IS NOT NULL
-ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at,
+    work = excluded.work
 """
 
 IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
@@ -58,7 +61,7 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
     items that go on pending at their next stage (the stages they skip noted), the others completed."""
     if settlement.fingerprint:  # a pipeline's (a job of one stage keeps its result as the item's output)
         conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed),
-                                    "fingerprint": settlement.fingerprint})
+                                    "fingerprint": settlement.fingerprint, "works": json.dumps(settlement.works)})
     move_each(conn, "next_stage", where=IN_BATCH, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     skip(conn, [{**params, "id": i, "stage": stage} for i, skipped in settlement.skipped.items() for stage in skipped])
@@ -68,7 +71,9 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
         items.arrive(conn, run_id, params["now"])
     done = [i for i in settlement.completed if i not in settlement.next_stage and i not in settlement.fan_out]
     if done:
-        move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
+        works = {} if settlement.fingerprint else settlement.works  # a pipeline's are its results'
+        move(conn, "complete", where=DONE, values={"work": reusing.WORK_OF_ITEM}, logged_for="batch",
+             params={**params, "ids": json.dumps(done), "works": json.dumps(works)})
 
 
 #: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
@@ -155,7 +160,7 @@ class Claiming(Protocol):
     def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None,
+        stage: str | None = None, reuse: Reuser | None = None,
     ) -> Batch | None: ...
 
 

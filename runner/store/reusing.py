@@ -1,0 +1,92 @@
+"""The store's half of unique work (``[cache] reuse``, :mod:`runner.reusing`): the results of the same work found
+for the items in line, taken as their answers inside the claim's transaction, and each result saved with its work.
+
+:func:`take` looks each item in line up by its work (one read of a partial
+index each: ``items_by_work``, ``results_by_work``) and makes the ``reuse``
+move for those whose result passes the stage's check now: ``received`` in a
+batch of their own (one group, as every batch), their output the result,
+``reused`` counted on each and on the ledger's row of the stage, and nothing
+billed. The batch is ``done`` at once (no call is made for it); the engine
+settles its items as any saved answer. A settlement saves the work of each
+result with it (``WORK_OF_ITEM``; a pipeline's in ``results``:
+``runner.store.stages.SAVE_RESULTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..model import Batch, BatchState, ItemState
+from . import ledger
+from .items import move
+from .tasks import NOTE
+
+#: The items in line (``:ids``) as their work is made of: key, input, and the results of the stages they passed.
+IN_LINE = """
+SELECT items.id, items.grp, items.chars, items.key, inputs.input,
+       (SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)
+FROM json_each(:ids) AS listed JOIN items ON items.id = listed.value JOIN inputs ON inputs.item_id = items.id
+ORDER BY listed.key
+"""
+
+#: The saved results of one work, in any run: a job of one stage's completed output, a pipeline's result.
+FOUND = """
+SELECT output FROM items WHERE work = :work AND state = 'completed'
+UNION ALL SELECT result FROM results WHERE work = :work
+LIMIT 8
+"""
+
+#: The work of each result of a one-stage job completed by a settlement (``:works``, item id -> work).
+WORK_OF_ITEM = """work = json_extract(:works, '$."' || items.id || '"')"""
+
+REUSED = "reused: the result of the same work, saved in this store; no call, not billed"
+
+
+class Reuser(Protocol):
+    """What a claim asks of each item in line (:class:`runner.reusing.Reuse`)."""
+
+    def work(self, key: str, item_input: str, results: str) -> str: ...
+    def accepts(self, result: str) -> bool: ...
+
+
+def take(
+    conn: sqlite3.Connection, run_id: int, stage: str, candidates: Sequence[Sequence[Any]], origin: ItemState,
+    reuse: Reuser, now: float,
+) -> Batch | None:
+    """The items in line (``candidates``: id first, in line's order) whose work has a result that stands, received
+    in a batch of the first such item's group; None when none has."""
+    found: dict[int, str] = {}
+    group, chars = None, 0
+    for item_id, grp, size, key, item_input, results in conn.execute(
+            IN_LINE, {"ids": json.dumps([row[0] for row in candidates])}):
+        if group is not None and grp != group:
+            continue
+        result = _found(conn, reuse, reuse.work(key, item_input, results))
+        if result is not None:
+            found[item_id], group, chars = result, grp, chars + size
+    if group is None:
+        return None
+    (batch_id,) = conn.execute(
+        "INSERT INTO batches (run_id, grp, state, size, chars, created_at, finished_at, stage) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (run_id, group, BatchState.DONE, len(found), chars, now, now, stage),
+    ).fetchone()
+    params = {"batch": batch_id, "ids": json.dumps(list(found)), "found": json.dumps(found), "now": now}
+    move(conn, "reuse", where="items.id = listed.value", source="FROM json_each(:ids) AS listed", origin=origin,
+         values={"batch_id": "batch_id = :batch", "output": """output = json_extract(:found, '$."' || items.id || '"')""",
+                 "reused": "reused = reused + 1"}, params=params, logged_for="batch")
+    conn.execute(ledger.ADD_FOR_BATCH, {**ledger.ZERO, "batch": batch_id, "reused": len(found)})
+    conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RECEIVED, "items": 0, "kind": "reused",
+                        "message": REUSED, "now": now})
+    return Batch(id=int(batch_id), group=group, size=len(found), chars=chars, stage=stage, reused=True)
+
+
+def _found(conn: sqlite3.Connection, reuse: Reuser, work: str) -> str | None:
+    """The first saved result of ``work`` that passes the stage's check now; None when there is none."""
+    for (result,) in conn.execute(FOUND, {"work": work}):
+        if reuse.accepts(result):
+            return str(result)
+    return None
