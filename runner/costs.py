@@ -36,6 +36,8 @@ class Cost:
     billed: int = 0
     not_billed: int = 0
     unknown_calls: int = 0
+    #: Results taken from the same work with no call (``[cache] reuse``): not billed.
+    reused: int = 0
     reasons: tuple[str, ...] = ()
     stages: dict[str, Cost] = field(default_factory=dict)
 
@@ -44,7 +46,8 @@ class Cost:
         data: dict[str, Any] = {
             "spent": self.spent, "unknown": self.unknown, "in_flight": self.in_flight,
             "currency": pricing.CURRENCY, "tokens": self.tokens.as_dict(),
-            "charges": {"billed": self.billed, "not_billed": self.not_billed, "unknown": self.unknown_calls},
+            "charges": {"billed": self.billed, "not_billed": self.not_billed, "unknown": self.unknown_calls,
+                        "reused": self.reused},
             "reason": "; ".join(self.reasons) or None, "estimated_by": estimate.COUNTED_BY,
         }
         if len(self.stages) > 1:
@@ -101,7 +104,7 @@ def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
     return Cost(
         spent=row.cost if price is not None and not row.uncosted else (None if row.billed else 0.0),
         unknown=guess(row.unknown_chars, row.unknown), in_flight=guess(row.running_chars, row.running_items),
-        tokens=row.usage, billed=row.billed, not_billed=row.not_billed, unknown_calls=row.unknown,
+        tokens=row.usage, billed=row.billed, not_billed=row.not_billed, unknown_calls=row.unknown, reused=row.reused,
         reasons=tuple(reasons) if row.billed or row.unknown or row.running_items else (),
     )
 
@@ -116,7 +119,7 @@ def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
         spent=_sum(c.spent for c in parts), unknown=_sum(c.unknown for c in parts),
         in_flight=_sum(c.in_flight for c in parts), tokens=usage.total(c.tokens for c in parts) or Usage(),
         billed=sum(c.billed for c in parts), not_billed=sum(c.not_billed for c in parts),
-        unknown_calls=sum(c.unknown_calls for c in parts),
+        unknown_calls=sum(c.unknown_calls for c in parts), reused=sum(c.reused for c in parts),
         reasons=tuple(dict.fromkeys(r for c in parts for r in c.reasons)), stages=stages,
     )
 
@@ -139,6 +142,8 @@ def line(cost: Cost) -> str:
     if cost.in_flight is None or cost.in_flight:
         parts.append(f"{money(cost.in_flight)} in flight" if cost.in_flight is not None else "in flight: cost unknown")
     parts.append(f"tokens {tokens.input:,} in ({tokens.cached_input:,} cached) / {tokens.output:,} out")
+    if cost.reused:
+        parts.append(f"reused {cost.reused:,}, not billed")
     text = " · ".join(parts)
     if cost.reasons:
         text += f" ({'; '.join(cost.reasons)})"

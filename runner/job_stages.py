@@ -74,7 +74,7 @@ WHEN_KEYS = ("field", "in", "equals", "exists")
 KINDS = (*PROVIDER_KINDS, PYTHON, *NO_CALL)
 #: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
 COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid",
-           "not_billed", "tokens_in", "tokens_out", "cost")
+           "not_billed", "reused", "tokens_in", "tokens_out", "cost")
 #: A sub-item's element of its parent's list, in its state (a reserved name: it starts with ``_``).
 CHUNK = "_chunk"
 

@@ -173,7 +173,7 @@ class Stages(fanout.FanOuts):
         with self.write():
             for claim in claims:
                 batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
-                                         file=claim.file, stage=claim.stage)
+                                         file=claim.file, stage=claim.stage, reuse=claim.reuse)
                 if batch is not None:
                     return batch
         return None

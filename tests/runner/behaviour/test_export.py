@@ -50,7 +50,7 @@ def test_csv_flattens_the_input_and_result_into_columns_and_keeps_the_failure_of
         rows = list(table)
     assert table.fieldnames == [
         "key", "group", "state", "label", "input.month", "input.body", "kind", "message", "attempts", "paid_calls",
-        "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost",
+        "maybe_paid", "not_billed", "reused", "tokens_in", "tokens_out", "cost",
     ]
     assert [(row["key"], row["state"], row["label"]) for row in rows] == [
         ("p000", "completed", "question"), ("p001", "failed", ""), ("p002", "completed", "question"),
