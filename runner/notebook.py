@@ -20,8 +20,7 @@ SQLite with ``table=``). The core streams items from a file, so records given
 in Python are written as JSONL beside the store (``<db>.inputs/<run>.jsonl``,
 :mod:`runner.records`) and the job points at it. The upstream is a built-in provider kind
 (``"openai-chat"``, ``"openai-batch"``), your own async handler, or your own
-``(submit, poll)`` / ``(submit, poll, find)`` pair
-(:mod:`runner.providers.handler`).
+``(submit, poll)`` / ``(submit, poll, find)`` pair (:mod:`runner.providers.handler`).
 
 Running the cell again reattaches: a second ``start()`` of a run whose engine is still live in this
 process returns the same handle (:class:`~runner.background.Background`), and ``go()`` awaits it, so one
@@ -75,8 +74,8 @@ class Run(Controls, Decisions):
     {"max_attempts": 5}}`` for a kind's own limits). ``schedule`` names the field
     holding when each item may be sent (ISO 8601 with an offset, or epoch
     seconds: ``[schedule] field``); ``priority`` the field holding its priority
-    (higher first: ``[batch] priority_field``). The job is checked as a job file
-    is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
+    (higher first: ``[batch] priority_field``); ``reuse=True`` takes the results of the same work
+    saved in the store, with no call (``[cache] reuse``). The job is checked as a job file is (``JobError``).
 
     ``on_cancel``: a function called once per item a person cancels, with
     the item's state, after the cancel is committed (Queuety's compensation,
@@ -113,6 +112,7 @@ class Run(Controls, Decisions):
         retry: Mapping[str, Any] | None = None,
         schedule: str | None = None,
         priority: str | None = None,
+        reuse: bool = False,
         version: str = "1",
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
@@ -133,7 +133,7 @@ class Run(Controls, Decisions):
             "version": version,
             "batch": {**(batch or {}), **({"priority_field": priority} if priority is not None else {})},
             "retry": dict(retry or {}),
-            "schedule": {"field": schedule} if schedule is not None else {},
+            "schedule": {"field": schedule} if schedule is not None else {}, "cache": {"reuse": reuse},
             # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
             "provider": {"kind": kind, "api_key_env": api_key_env,
                          **{k: v for k, v in (("model", model), ("base_url", base_url)) if v is not None}},

@@ -199,8 +199,8 @@ class Standing(NamedTuple):
             # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
             # Each stage also has ``passed`` (its result saved) and ``skipped`` (its ``when`` false).
             # Added with reuse (issue 19): ``reused``, the results a stage took from the same work with no call.
-            "stages": {t.stage: {**t.counts, "passed": t.passed, "skipped": t.skipped, "reused": self.reused_at(t.stage)}
-                       for t in self.tallies},
+            "stages": {t.stage: {**t.counts, "passed": t.passed, "skipped": t.skipped,
+                                 "reused": self.reused_at(t.stage)} for t in self.tallies},
             # Added with decisions (issue 17): items waiting at a decide stage (within counts' ``waiting``).
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
