@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.jobs import When
+from runner.job_stages import When
 from runner.rules.deciding import At, Plan, plan
 from runner.rules.stages import Next
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from runner.jobs import When
+from runner.job_stages import When
 from runner.rules.stages import Next, Onward, from_gone_stage, holds, next_stage, onward, resume_at, sent_fields
 
 
