@@ -12,10 +12,12 @@ from support import add_all, make_job, posts, runner_cli
 from runner import export, jobs, runs
 from runner.job_queue import Cache
 from runner.jobs import Job, Prompt
-from runner.model import ItemState
+from runner.model import Claim, ItemState
 from runner.notebook import Run
 from runner.sim import Simulator
+from runner.reusing import Reuse
 from runner.store import Store, views
+from runner.validation import ResultCheck
 
 SCHEMA = {"type": "object", "required": ["id"]}
 
@@ -135,3 +137,20 @@ async def test_the_notebook_api_takes_reuse(tmp_path: Path, sim: Simulator) -> N
     outcome = await again.go()
     assert len(calls(sim)) == 1
     assert outcome.status["reused"] == 3
+
+
+async def test_results_reused_before_a_stop_are_settled_by_the_next_engine_with_no_call(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    job = make_job(tmp_path, sim.base_url, posts(2), schema=SCHEMA)
+    await runs.execute(store, job)
+    again = reusing(job, "again")
+    add_all(store, again, now=0.0)
+    stage = again.stages[0]
+    reuse = Reuse(again, stage, stage.fingerprint(again.version), ResultCheck(SCHEMA))
+    taken = store.claim_first(store.run_id("again"), [Claim(None, 25, 20_000, reuse=reuse)], now=0.0)
+    assert taken is not None and taken.reused and taken.size == 2
+    assert views.status(store, "again", now=0.0)["counts"][ItemState.RECEIVED] == 2
+    outcome = await runs.execute(store, again, read_input=False)
+    assert outcome.status["counts"][ItemState.COMPLETED] == 2
+    assert len(calls(sim)) == 1
