@@ -13,7 +13,6 @@ from runner import export, jobs, runs
 from runner.job_queue import Cache
 from runner.jobs import Job, Prompt
 from runner.model import Claim, ItemState
-from runner.notebook import Run
 from runner.sim import Simulator
 from runner.reusing import Reuse
 from runner.store import Store, views
@@ -127,16 +126,6 @@ def test_a_reuse_that_is_not_true_or_false_is_one_line_and_exit_1(tmp_path: Path
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == ["error: job.toml [cache]: 'reuse' must be true or false, not 'yes'"]
     assert not (tmp_path / "runs.db").exists()
-
-
-async def test_the_notebook_api_takes_reuse(tmp_path: Path, sim: Simulator) -> None:
-    records = posts(3)
-    first = Run("first", records, db=tmp_path / "runs.db", base_url=sim.base_url, model="sim-model")
-    await first.go()
-    again = Run("again", records, db=tmp_path / "runs.db", base_url=sim.base_url, model="sim-model", reuse=True)
-    outcome = await again.go()
-    assert len(calls(sim)) == 1
-    assert outcome.status["reused"] == 3
 
 
 async def test_results_reused_before_a_stop_are_settled_by_the_next_engine_with_no_call(
