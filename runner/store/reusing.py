@@ -8,8 +8,7 @@ batch of their own (one group, as every batch), their output the result,
 ``reused`` counted on each and on the ledger's row of the stage, and nothing
 billed. The batch is ``done`` at once (no call is made for it); the engine
 settles its items as any saved answer. A settlement saves the work of each
-result with it (``WORK_OF_ITEM``; a pipeline's in ``results``:
-``runner.store.stages.SAVE_RESULTS``).
+result with it (:func:`runner.store.stages.pass_on`).
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ UNION ALL SELECT result FROM results WHERE work = :work
 LIMIT 8
 """
 
-#: The work of each result of a one-stage job completed by a settlement (``:works``, item id -> work).
-WORK_OF_ITEM = """work = json_extract(:works, '$."' || items.id || '"')"""
 
 REUSED = "reused: the result of the same work, saved in this store; no call, not billed"
 
@@ -74,10 +71,9 @@ def take(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (run_id, group, BatchState.DONE, len(found), chars, now, now, stage),
     ).fetchone()
-    params = {"batch": batch_id, "ids": json.dumps(list(found)), "found": json.dumps(found), "now": now}
-    move(conn, "reuse", where="items.id = listed.value", source="FROM json_each(:ids) AS listed", origin=origin,
-         values={"batch_id": "batch_id = :batch", "output": """output = json_extract(:found, '$."' || items.id || '"')""",
-                 "reused": "reused = reused + 1"}, params=params, logged_for="batch")
+    move(conn, "reuse", where="items.id = found.key", source="FROM json_each(:found) AS found", origin=origin,
+         values={"batch_id": "batch_id = :batch", "output": "output = found.value", "reused": "reused = reused + 1"},
+         params={"batch": batch_id, "found": json.dumps(found), "now": now}, logged_for="batch")
     conn.execute(ledger.ADD_FOR_BATCH, {**ledger.ZERO, "batch": batch_id, "reused": len(found)})
     conn.execute(NOTE, {"batch": batch_id, "state": ItemState.RECEIVED, "items": 0, "kind": "reused",
                         "message": REUSED, "now": now})

@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
-from . import fanout, items, reusing
+from . import fanout, items
 from .connection import SQLiteFile
 from .items import move, move_each
 from .skips import skip
@@ -46,14 +46,19 @@ if TYPE_CHECKING:
 #: it answers (``:works``, :mod:`runner.reusing`).
 SAVE_RESULTS = """
 INSERT INTO results (item_id, stage, result, fingerprint, at, work)
-SELECT id, stage, output, :fingerprint, :now, json_extract(:works, '$."' || id || '"') FROM items
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state = 'received' AND output IS NOT NULL
+SELECT items.id, items.stage, items.output, :fingerprint, :now, worked.value
+FROM json_each(:works) AS worked JOIN items ON items.id = worked.key
+WHERE items.id IN (SELECT value FROM json_each(:ids)) AND items.batch_id = :batch AND items.state = 'received'
+AND items.output IS NOT NULL
 ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at,
     work = excluded.work
 """
 
 IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
-DONE = "items.id IN (SELECT value FROM json_each(:ids)) AND items.batch_id = :batch AND items.output IS NOT NULL"
+#: The items of batch ``:batch`` a settlement completes, each with the work its result answers (``:works``, item id ->
+#: work, null for none; :mod:`runner.reusing`), joined by id: one lookup per item, not a read of the object per item.
+WORKED = "FROM json_each(:works) AS worked"
+DONE = "items.id = worked.key AND items.batch_id = :batch AND items.output IS NOT NULL"
 
 
 def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
@@ -71,9 +76,10 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
         items.arrive(conn, run_id, params["now"])
     done = [i for i in settlement.completed if i not in settlement.next_stage and i not in settlement.fan_out]
     if done:
-        works = {} if settlement.fingerprint else settlement.works  # a pipeline's are its results'
-        move(conn, "complete", where=DONE, values={"work": reusing.WORK_OF_ITEM}, logged_for="batch",
-             params={**params, "ids": json.dumps(done), "works": json.dumps(works)})
+        # The work of a one-stage job's result is its item's (a pipeline's is its result's: none here).
+        works = {i: None if settlement.fingerprint else settlement.works.get(i) for i in done}
+        move(conn, "complete", where=DONE, source=WORKED, values={"work": "work = worked.value"},
+             logged_for="batch", params={**params, "works": json.dumps(works)})
 
 
 #: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
