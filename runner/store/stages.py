@@ -42,14 +42,13 @@ if TYPE_CHECKING:
     from ..item_rows import ItemRow
     from .reusing import Reuser
 
-#: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation, with the work
-#: it answers (``:works``, :mod:`runner.reusing`).
+#: A stage's result saved for each item of ``:works`` (item id -> the work its result answers, :mod:`runner.reusing`;
+#: null for none) in batch ``:batch`` whose output passed validation, with its work.
 SAVE_RESULTS = """
 INSERT INTO results (item_id, stage, result, fingerprint, at, work)
 SELECT items.id, items.stage, items.output, :fingerprint, :now, worked.value
 FROM json_each(:works) AS worked JOIN items ON items.id = worked.key
-WHERE items.id IN (SELECT value FROM json_each(:ids)) AND items.batch_id = :batch AND items.state = 'received'
-AND items.output IS NOT NULL
+WHERE items.batch_id = :batch AND items.state = 'received' AND items.output IS NOT NULL
 ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at,
     work = excluded.work
 """
@@ -65,8 +64,8 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
     """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
     items that go on pending at their next stage (the stages they skip noted), the others completed."""
     if settlement.fingerprint:  # a pipeline's (a job of one stage keeps its result as the item's output)
-        conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed),
-                                    "fingerprint": settlement.fingerprint, "works": json.dumps(settlement.works)})
+        conn.execute(SAVE_RESULTS, {**params, "fingerprint": settlement.fingerprint,
+                                    "works": json.dumps({i: settlement.works.get(i) for i in settlement.completed})})
     move_each(conn, "next_stage", where=IN_BATCH, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     skip(conn, [{**params, "id": i, "stage": stage} for i, skipped in settlement.skipped.items() for stage in skipped])
