@@ -1,12 +1,13 @@
 """The store's half of unique work (``[cache] reuse``, :mod:`runner.reusing`): the results of the same work found
-for the items in line, taken as their answers inside the claim's transaction, and each result saved with its work.
+for the items a claim chose, taken as their answers inside the claim's transaction.
 
-:func:`take` looks each item in line up by its work (one read of a partial
-index each: ``items_by_work``, ``results_by_work``) and makes the ``reuse``
-move for those whose result passes the stage's check now: ``received`` in a
-batch of their own (one group, as every batch), their output the result,
-``reused`` counted on each and on the ledger's row of the stage, and nothing
-billed. The batch is ``done`` at once (no call is made for it); the engine
+:func:`take` looks each item chosen for a batch up by its work (one read of
+a partial index each: ``items_by_work``, ``results_by_work``) and makes the
+``reuse`` move for those whose result passes the stage's check now:
+``received`` in a batch of their own (of the group they were chosen in),
+their output the result, ``reused`` counted on each and on the ledger's row
+of the stage, and nothing billed. The others are chosen again by the next
+claim (looked up once more). The batch is ``done`` at once (no call is made for it); the engine
 settles its items as any saved answer. A settlement saves the work of each
 result with it (:func:`runner.store.stages.pass_on`).
 """
@@ -23,7 +24,7 @@ from . import ledger
 from .items import move
 from .tasks import NOTE
 
-#: The items in line (``:ids``) as their work is made of: key, input, and the results of the stages they passed.
+#: The items chosen (``:ids``) as their work is made of: key, input, and the results of the stages they passed.
 IN_LINE = """
 SELECT items.id, items.grp, items.chars, items.key, inputs.input,
        (SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)
@@ -50,21 +51,18 @@ class Reuser(Protocol):
 
 
 def take(
-    conn: sqlite3.Connection, run_id: int, stage: str, candidates: Sequence[Sequence[Any]], origin: ItemState,
-    reuse: Reuser, now: float,
+    conn: sqlite3.Connection, run_id: int, stage: str, chosen: Sequence[int], origin: ItemState, reuse: Reuser,
+    now: float,
 ) -> Batch | None:
-    """The items in line (``candidates``: id first, in line's order) whose work has a result that stands, received
-    in a batch of the first such item's group; None when none has."""
+    """The items ``chosen`` for a batch (one group) whose work has a result that stands, received in a batch of their
+    own; None when none has."""
     found: dict[int, str] = {}
-    group, chars = None, 0
-    for item_id, grp, size, key, item_input, results in conn.execute(
-            IN_LINE, {"ids": json.dumps([row[0] for row in candidates])}):
-        if group is not None and grp != group:
-            continue
+    group, chars = "", 0
+    for item_id, grp, size, key, item_input, results in conn.execute(IN_LINE, {"ids": json.dumps(list(chosen))}):
         result = _found(conn, reuse, reuse.work(key, item_input, results))
         if result is not None:
             found[item_id], group, chars = result, grp, chars + size
-    if group is None:
+    if not found:
         return None
     (batch_id,) = conn.execute(
         "INSERT INTO batches (run_id, grp, state, size, chars, created_at, finished_at, stage) "

@@ -98,8 +98,9 @@ class Store(Runs, Tasks, Priorities, Leases, stages.Stages, decisions.Decisions,
         prompt) fit in it too. An item larger than ``max_chars`` on its own,
         or whose line alone outgrows the file, can never be sent within the
         limit: it fails as bad_request, with no call. With ``reuse``, the items
-        in line whose same work has a result that stands take it, received in a
-        batch of their own that makes no call (``Batch.reused``), formed first.
+        chosen whose same work has a result that stands take it, received in a
+        batch of their own that makes no call (``Batch.reused``), formed in place
+        of this one: the others are chosen again by the next claim.
         """
         with self.write() as conn:
             params = {"run": run_id, "now": now, "limit": max_items + forming.OTHERS, "stage": stage}
@@ -116,9 +117,10 @@ class Store(Runs, Tasks, Priorities, Leases, stages.Stages, decisions.Decisions,
                     return None
                 stage_of = candidates[0][4]
                 candidates = [row[:4] for row in candidates if row[4] == stage_of]
-                if reuse is not None and (taken := reusing.take(conn, run_id, stage_of, candidates, origin, reuse, now)):
-                    return taken
                 group, chosen, chars = forming.fill(candidates, max_chars, file, max_items)
+                if chosen and reuse is not None and (taken := reusing.take(conn, run_id, stage_of, chosen, origin,
+                                                                          reuse, now)):
+                    return taken
                 if chosen:
                     break
                 message = forming.too_large(candidates[0], max_chars, file)
