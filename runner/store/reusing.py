@@ -40,7 +40,7 @@ LIMIT 8
 """
 
 
-REUSED = "reused: the result of the same work, saved in this store; no call, not billed"
+REUSED = "the result of the same work saved in this store, checked again: no call, not billed"
 
 
 class Reuser(Protocol):

@@ -53,7 +53,8 @@ async def test_reused_items_are_marked_and_say_so_in_their_history(
     await runs.execute(store, reusing(job, "again"))
     run_id = store.run_id("again")
     assert [row["reused"] for row in export.rows(store, "again")] == [1, 1]
-    assert [event["kind"] for event in views.history(store, run_id) if event["kind"] == "reused"] == ["reused"]
+    assert [(event["kind"], event["message"]) for event in views.history(store, run_id) if event["kind"]] == [
+        ("reused", "the result of the same work saved in this store, checked again: no call, not billed")]
     assert "reused 2, not billed" in runner_cli("status", "again", "--db", str(store.path), cwd=tmp_path).stdout
 
 
