@@ -144,3 +144,19 @@ async def test_results_reused_before_a_stop_are_settled_by_the_next_engine_with_
     outcome = await runs.execute(store, again, read_input=False)
     assert outcome.status["counts"][ItemState.COMPLETED] == 2
     assert len(calls(sim)) == 1
+
+
+async def test_a_stage_of_its_own_cache_reuses_alone(tmp_path: Path, sim: Simulator, store: Store) -> None:
+    job = pipeline(tmp_path, sim.base_url, count=4)
+    await runs.execute(store, job)
+    first = calls_by_stage(calls(sim))
+    text = (tmp_path / "pipeline.toml").read_text(encoding="utf-8")
+    (tmp_path / "pipeline.toml").write_text(text.replace('name = "triage"', 'name = "again"').replace(
+        '[stage.provider]\nmodel = "m-summarize"', '[stage.cache]\nreuse = true\n[stage.provider]\nmodel = "m-summarize"'),
+        encoding="utf-8")
+    outcome = await runs.execute(store, jobs.load(tmp_path / "pipeline.toml"))
+    assert calls_by_stage(calls(sim)) == {
+        "classify": sorted(first["classify"] * 2), "extract": sorted(first["extract"] * 2),
+        "summarize": first["summarize"]}
+    assert {stage: row["reused"] for stage, row in outcome.status["stages"].items()} == {
+        "classify": 0, "extract": 0, "summarize": len(first["summarize"])}
