@@ -151,9 +151,9 @@ async def test_a_stage_of_its_own_cache_reuses_alone(tmp_path: Path, sim: Simula
     await runs.execute(store, job)
     first = calls_by_stage(calls(sim))
     text = (tmp_path / "pipeline.toml").read_text(encoding="utf-8")
+    summarize = '[stage.provider]\nmodel = "m-summarize"'
     (tmp_path / "pipeline.toml").write_text(text.replace('name = "triage"', 'name = "again"').replace(
-        '[stage.provider]\nmodel = "m-summarize"', '[stage.cache]\nreuse = true\n[stage.provider]\nmodel = "m-summarize"'),
-        encoding="utf-8")
+        summarize, f"[stage.cache]\nreuse = true\n{summarize}"), encoding="utf-8")
     outcome = await runs.execute(store, jobs.load(tmp_path / "pipeline.toml"))
     assert calls_by_stage(calls(sim)) == {
         "classify": sorted(first["classify"] * 2), "extract": sorted(first["extract"] * 2),
