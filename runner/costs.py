@@ -46,8 +46,7 @@ class Cost:
         data: dict[str, Any] = {
             "spent": self.spent, "unknown": self.unknown, "in_flight": self.in_flight,
             "currency": pricing.CURRENCY, "tokens": self.tokens.as_dict(),
-            "charges": {"billed": self.billed, "not_billed": self.not_billed, "unknown": self.unknown_calls,
-                        "reused": self.reused},
+            "charges": {"billed": self.billed, "not_billed": self.not_billed, "unknown": self.unknown_calls},
             "reason": "; ".join(self.reasons) or None, "estimated_by": estimate.COUNTED_BY,
         }
         if len(self.stages) > 1:

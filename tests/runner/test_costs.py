@@ -24,8 +24,7 @@ def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_
     cost = costs.of_run([row], job(("one", PRICED)))
     # 50 output tokens over 4 items: 12.5 an item
     assert (cost.spent, cost.unknown, cost.in_flight) == (200.0, 10 * 1.0 + 2 * 12.5 * 2.0, 2 * 1.0 + 12.5 * 2.0)
-    assert cost.reasons == () and cost.as_json()["charges"] == {"billed": 4, "not_billed": 0, "unknown": 2,
-                                                                 "reused": 0}
+    assert cost.reasons == () and cost.as_json()["charges"] == {"billed": 4, "not_billed": 0, "unknown": 2}
 
 
 def test_a_stage_without_a_price_makes_the_run_s_cost_unknown_and_says_why() -> None:

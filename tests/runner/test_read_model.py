@@ -63,7 +63,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
         "maybe_paid": 3, "cancelled": 0, "stages": {}, "needs_decision": 0, "waiting_for_sub_items": 0,
         "cost": {"spent": 0.0, "unknown": 0.0, "in_flight": 0.0, "currency": "USD",
                  "tokens": {"input": 0, "cached_input": 0, "output": 0, "reasoning": 0},
-                 "charges": {"billed": 0, "not_billed": 0, "unknown": 0, "reused": 0}, "reason": None,
+                 "charges": {"billed": 0, "not_billed": 0, "unknown": 0}, "reason": None,
                  "estimated_by": "characters / 4"},
         "expiring": [],
         "scheduled": 0, "next_scheduled_at": None, "reused": 0,

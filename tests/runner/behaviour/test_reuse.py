@@ -40,7 +40,7 @@ async def test_a_run_over_the_same_work_completes_every_item_with_no_call(
     assert outcome.status["counts"][ItemState.COMPLETED] == 6
     assert len(calls(sim)) == made
     assert outcome.status["reused"] == 6
-    assert outcome.status["cost"]["charges"] == {"billed": 0, "not_billed": 0, "unknown": 0, "reused": 6}
+    assert outcome.status["cost"]["charges"] == {"billed": 0, "not_billed": 0, "unknown": 0}  # reused: no charge
     assert {item["key"]: item["result"] for item in views.results(store, store.run_id("again"))} == {
         item["key"]: item["result"] for item in views.results(store, store.run_id("test"))}
 

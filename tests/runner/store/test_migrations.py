@@ -175,8 +175,7 @@ def test_an_old_stores_paid_and_maybe_paid_calls_become_billed_and_unknown_charg
     with Store(tmp_path / "runs.db") as store:
         cost = {name: views.status(store, name, now=10.0)["cost"] for name in ("a", "b")}
         assert {name: c["charges"] for name, c in cost.items()} == {
-            "a": {"billed": 5, "not_billed": 0, "unknown": 1, "reused": 0},
-            "b": {"billed": 1, "not_billed": 0, "unknown": 2, "reused": 0}}
+            "a": {"billed": 5, "not_billed": 0, "unknown": 1}, "b": {"billed": 1, "not_billed": 0, "unknown": 2}}
         assert all(c["spent"] is None and c["reason"] for c in cost.values())  # tokens not known: never 0
         assert store.rows("SELECT key FROM items WHERE cost IS NULL ORDER BY run_id, key") == [
             {"key": "k0"}, {"key": "k1"}, {"key": "k0"}]
