@@ -18,7 +18,7 @@ rest are pending.
 - the engine's reads on every turn: its controls and the confirmed batches
   to resume (``Store.control``, ``Store.resumable``);
 - recovery, as an engine starts: open the store, take the lease,
-  ``Store.recover`` and ``engine.received.validate_received``.
+  ``Store.recover`` and ``runner.engine.saved.validate_received``.
 
 Preparing a large input (its speed, peak memory and write lock) is
 ``bench.large_input``'s.
@@ -42,7 +42,8 @@ from typing import Any
 
 from runner import lease, protocol
 from runner.store import views
-from runner.engine import Engine, received
+from runner.engine import Engine
+from runner.engine import saved
 from runner.providers.handler import PythonHandler
 from runner.store import Store
 
@@ -233,7 +234,7 @@ def recover(path: Path) -> dict[str, float]:
     steps["open, lease"] = time.perf_counter() - start
     before = views.status(store, NAME, now=NOW)["counts"]
     steps["Store.recover"] = elapsed(lambda: store.recover(engine.run_id, now=NOW))
-    steps["validate_received"] = elapsed(lambda: received.validate_received(engine))
+    steps["validate_received"] = elapsed(lambda: saved.validate_received(engine))
     after = views.status(store, NAME, now=NOW)
     store.close()
     expected = (before["running"], 0, 0, before["completed"] + before["received"])

@@ -39,6 +39,8 @@ class Cost:
     billed: int = 0
     not_billed: int = 0
     unknown_calls: int = 0
+    #: Results taken from the same work with no call (``[cache] reuse``): not billed.
+    reused: int = 0
     reasons: tuple[str, ...] = ()
     stages: dict[str, Cost] = field(default_factory=dict)
     #: The estimated tokens of the batches in flight and of the unknown charges (what a budget of tokens counts).
@@ -140,7 +142,7 @@ def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
     return Cost(
         spent=row.cost if guess.price is not None and not row.uncosted else (None if row.billed else 0.0),
         unknown=guess.cost(row.unknown_chars, row.unknown), in_flight=guess.cost(row.running_chars, row.running_items),
-        tokens=row.usage, billed=row.billed, not_billed=row.not_billed, unknown_calls=row.unknown,
+        tokens=row.usage, billed=row.billed, not_billed=row.not_billed, unknown_calls=row.unknown, reused=row.reused,
         reasons=tuple(reasons) if row.billed or row.unknown or row.running_items else (),
         tokens_in_flight=guess.tokens(row.running_chars, row.running_items),
         tokens_unknown=guess.tokens(row.unknown_chars, row.unknown),
@@ -168,7 +170,7 @@ def of_run(rows: Sequence[StageLedger], job_json: str) -> Cost:
         spent=_sum(c.spent for c in parts), unknown=_sum(c.unknown for c in parts),
         in_flight=_sum(c.in_flight for c in parts), tokens=usage.total(c.tokens for c in parts) or Usage(),
         billed=sum(c.billed for c in parts), not_billed=sum(c.not_billed for c in parts),
-        unknown_calls=sum(c.unknown_calls for c in parts),
+        unknown_calls=sum(c.unknown_calls for c in parts), reused=sum(c.reused for c in parts),
         reasons=tuple(dict.fromkeys(r for c in parts for r in c.reasons)), stages=stages,
         tokens_in_flight=sum(c.tokens_in_flight for c in parts), tokens_unknown=sum(c.tokens_unknown for c in parts),
     )
@@ -187,6 +189,8 @@ def line(cost: Cost) -> str:
         parts.append(f"{money(cost.in_flight)} in flight" if cost.in_flight is not None else "calls in flight")
     cached = f" ({tokens.cached_input:,} cached)" if tokens.cached_input else ""
     parts.append(f"tokens {tokens.input:,} in{cached} / {tokens.output:,} out")
+    if cost.reused:
+        parts.append(f"reused {cost.reused:,}, not billed")
     if cost.unknown_calls or cost.in_flight:
         parts.append(f"estimates: tokens as {estimate.COUNTED_BY}")
     return " · ".join(parts)

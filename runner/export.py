@@ -3,7 +3,8 @@
 One row per item, as JSONL writes it::
 
     {"key", "group", "state", <the result's fields>, "input": {<the fields sent>},
-     "kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost"}
+     "kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed", "reused", "tokens_in", "tokens_out",
+     "cost"}
 
 A pipeline's row (a job of ``[[stage]]`` tables) has, in place of the result's
 fields, the ``stage`` the item is at and one group per stage it passed, in the
@@ -51,8 +52,10 @@ PAGE = 1_000
 #: The row's own columns: before the result's fields, and after the input's.
 HEAD = ("key", "group", "state")
 #: The charges (issue 18): calls billed (``paid_calls``), unknown (``maybe_paid``) and not billed, the item's share
-#: of its batches' tokens, and its cost in USD (empty when unknown: a call with no usage or no price).
-TAIL = ("kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost")
+#: of its batches' tokens, and its cost in USD (empty when unknown: a call with no usage or no price); ``reused``
+#: (issue 19): the results it took from the same work with no call (``[cache] reuse``).
+TAIL = ("kind", "message", "attempts", "paid_calls", "maybe_paid", "not_billed", "reused", "tokens_in", "tokens_out",
+        "cost")
 OWN = frozenset((*HEAD, "input", *TAIL))
 
 

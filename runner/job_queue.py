@@ -10,6 +10,8 @@
   unset taking ``[retry]``'s. Attempts are counted
   from the first try, as ``[retry] max_attempts`` is: ``max_attempts = 5``
   means at most five tries (Asynq's ``MaxRetry`` of 4).
+- ``[cache] reuse`` (:class:`Cache`, per stage too): unique work across runs
+  (:mod:`runner.reusing`).
 
 Reading a field's value is here too: a bad one is an InputError naming the
 record and the field, raised while the input is checked, before the store is
@@ -26,6 +28,15 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InputError, JobError
+
+
+@dataclass(frozen=True)
+class Cache:
+    """``[cache]`` (and ``[stage.cache]``): ``reuse``, an item whose same work already has a validated result in the
+    store (any run) takes it, with no call and nothing billed (:mod:`runner.reusing`)."""
+
+    reuse: bool = False
+
 
 @dataclass(frozen=True)
 class Schedule:

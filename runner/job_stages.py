@@ -49,6 +49,7 @@ earlier stage. Every problem is one JobError naming the stage.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import json
 import math
 from collections.abc import Mapping
@@ -58,12 +59,25 @@ from typing import Any
 
 from . import batch_api, kinds, words
 from .errors import JobError
+from .job_queue import Cache
 from .job_values import typed
 from .rules.fanout import CHUNK
 from .jobs import (
     DECIDE, JOIN, NO_CALL, PROVIDER_KINDS, PYTHON, SECTIONS, BatchLimits, Job, ProviderConfig, RetryLimits, Stage,
     _check_values, _output, _prompt_from_json, _refuse_unknown, _text, _value, file_keys,
 )
+
+STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "cache", "fan_out",
+              "max_fan_out", "max_state_bytes", "allow_failures")
+#: A fan-out's keys, and a join's.
+FAN_OUT_KEYS = ("fan_out", "max_fan_out", "max_state_bytes")
+JOIN_KEYS = ("allow_failures",)
+KEY_TYPES = {"fan_out": str, "max_fan_out": int, "max_state_bytes": int, "allow_failures": bool}
+WHEN_KEYS = ("field", "in", "equals", "exists")
+KINDS = (*PROVIDER_KINDS, PYTHON, *NO_CALL)
+#: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
+COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid",
+           "not_billed", "reused", "tokens_in", "tokens_out", "cost")
 
 
 @dataclass(frozen=True)
@@ -80,18 +94,6 @@ class When:
     #: ``equals`` was given (its value may be anything, even false).
     has_equals: bool = False
 
-
-STAGE_KEYS = ("name", "kind", "handler", "when", "provider", "prompt", "output", "batch", "retry", "fan_out",
-              "max_fan_out", "max_state_bytes", "allow_failures")
-#: A fan-out's keys, and a join's.
-FAN_OUT_KEYS = ("fan_out", "max_fan_out", "max_state_bytes")
-JOIN_KEYS = ("allow_failures",)
-KEY_TYPES = {"fan_out": str, "max_fan_out": int, "max_state_bytes": int, "allow_failures": bool}
-WHEN_KEYS = ("field", "in", "equals", "exists")
-KINDS = (*PROVIDER_KINDS, PYTHON, *NO_CALL)
-#: The export's own columns (``runner.export``), beside which each stage's result is a column of its own.
-COLUMNS = ("key", "group", "state", "stage", "input", "kind", "message", "attempts", "paid_calls", "maybe_paid",
-           "not_billed", "tokens_in", "tokens_out", "cost")
 
 
 def read(job: Job, data: Mapping[str, Any], *, base: Path, where: str) -> tuple[Stage, ...]:
@@ -289,7 +291,7 @@ def from_json(data: dict[str, Any]) -> Stage:
     return Stage(
         name=data["name"], kind=data["kind"], provider=ProviderConfig(**data["provider"]),
         prompt=_prompt_from_json(data["prompt"]), output_schema=data["output_schema"],
-        batch=BatchLimits(**data["batch"]), retry=RetryLimits(**data["retry"]),
+        batch=BatchLimits(**data["batch"]), retry=RetryLimits(**data["retry"]), cache=Cache(**data.get("cache", {})),
         when=None if when is None else When(**{**when, "in_": None if when["in_"] is None else tuple(when["in_"])}),
         **{key: data[key] for key in (*FAN_OUT_KEYS, *JOIN_KEYS) if key in data},
     )

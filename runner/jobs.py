@@ -43,6 +43,9 @@ A job file looks like this (every section but the top keys is optional)::
 
     [retention]                      # finished items older than this go to the run's archive (runner.retention)
     completed = "30d"                # and failed = "90d"; applied by runner archive and at runner run's end
+    [cache]
+    reuse = true                     # an item whose same work has a validated result in this store takes it:
+                                     # no call, not billed (runner.reusing); default false
 
     [[stage]]                        # optional, a pipeline (runner.job_stages): each stage the sections
     name = "classify"                # above, overridden key by key by its own [stage.prompt] etc.
@@ -63,7 +66,7 @@ from . import job_budget, job_provider, job_toml, kinds, protocol, words
 from .errors import JobError
 from .inputs import Format, InputSpec, format_of
 from .job_provider import PROVIDER_KINDS as PROVIDER_KINDS
-from .job_queue import RetryLimits as RetryLimits, Schedule
+from .job_queue import Cache, RetryLimits as RetryLimits, Schedule
 from .job_values import TYPE_NAMES as TYPE_NAMES, typed
 from .retention import Retention
 from .rules.budget import Budget
@@ -148,6 +151,7 @@ class Stage:
     batch: BatchLimits
     retry: RetryLimits
     when: When | None = None
+    cache: Cache = field(default_factory=Cache)
     #: The field of this stage's result whose list fans the item out: one sub-item per element ("": none).
     fan_out: str = ""
     #: A fan-out's guards: at most this many sub-items, and an item's state at most this many bytes (JSON).
@@ -190,6 +194,7 @@ class Job:
     retention: Retention = field(default_factory=Retention)
     #: What the run may commit to (``[budget]``); a person's ``runner budget`` replaces it in the store.
     budget: Budget = field(default_factory=Budget)
+    cache: Cache = field(default_factory=Cache)
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
@@ -202,7 +207,7 @@ class Job:
         if not self.staged:  # the one stage is the top-level sections, whatever they were replaced by
             object.__setattr__(self, "stages", (Stage(
                 self.provider.kind, self.provider.kind, self.provider, self.prompt, self.output_schema, self.batch,
-                self.retry),))
+                self.retry, cache=self.cache),))
 
     def stage(self, name: str) -> Stage:
         """The stage of this name (a KeyError for none)."""
@@ -245,6 +250,7 @@ class Job:
             retry=RetryLimits(**data["retry"]),
             schedule=Schedule(**data.get("schedule", {})), retention=Retention(**data.get("retention", {})),
             budget=Budget(**data.get("budget", {})),
+            cache=Cache(**data.get("cache", {})),
         )
 
 
@@ -264,7 +270,7 @@ def load(path: str | Path) -> Job:
     return from_dict(job_toml.read(path), base=path.parent, where=str(path))
 
 
-SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits}
+SECTIONS = {"batch": BatchLimits, "provider": ProviderConfig, "prompt": Prompt, "retry": RetryLimits, "cache": Cache}
 TOP_KEYS = {"name", "input", "key", "group", "version", "output", "stage", "schedule", "retention", "budget", *SECTIONS}
 
 

@@ -141,20 +141,27 @@ MOVES: dict[str, Move] = {
     # An answer is kept whatever the hold: the engine that took a run over may hold the items of a
     # batch whose answer then comes to the engine it took the run from.
     "receive": _move("running", ItemState.RECEIVED, sets="output paid_calls refused_streak tokens_in tokens_out cost",
-                     to_hold=Hold.NONE, per_batch=True),
-    "complete": _move("received", ItemState.COMPLETED, clears="error_kind error retryable", to_hold=Hold.NONE,
-                      per_batch=True),
+                     clears="work", to_hold=Hold.NONE, per_batch=True),
+    # The work a one-stage job's result answers is saved as it completes (``runner.reusing``; a pipeline's with its
+    # row of ``results``); every other move that sets or clears the output clears it.
+    "complete": _move("received", ItemState.COMPLETED, sets="work", clears="error_kind error retryable",
+                      to_hold=Hold.NONE, per_batch=True),
+    # Reused (``[cache] reuse``): the validated result of the same work, found at the claim, saved as the answer,
+    # with no call and nothing billed; completed (or sent on) from there as any answer is.
+    "reuse": _move("pending waiting", ItemState.RECEIVED, sets="batch_id output reused", clears="work",
+                   per_batch=True),
     # The boundary between stages: a stage's result saved (in ``results``), the item pending at the next
     # stage, with a fresh budget of attempts and refusals there.
     "next_stage": _move("received", ItemState.PENDING, sets="stage retry_base refused_streak",
-                        clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+                        clears="batch_id output work error_kind error retryable not_before", to_hold=Hold.NONE),
     # A fan-out: the item's result saved, the item waiting at its join stage for as many sub-items as it
     # fanned out to (``sub_items_left``, counted down as each settles); then joined, by one of three ends.
     "fan_out": _move("received", ItemState.WAITING, sets="stage retry_base refused_streak sub_items_left",
-                     clears="batch_id output error_kind error retryable not_before", to_hold=Hold.JOIN),
+                     clears="batch_id output work error_kind error retryable not_before", to_hold=Hold.JOIN),
     "join": _move("waiting", ItemState.PENDING, sets="stage retry_base refused_streak", from_hold=Hold.JOIN,
                   to_hold=Hold.NONE),
-    "join_last": _move("waiting", ItemState.COMPLETED, sets="output", from_hold=Hold.JOIN, to_hold=Hold.NONE),
+    "join_last": _move("waiting", ItemState.COMPLETED, sets="output", clears="work", from_hold=Hold.JOIN,
+                       to_hold=Hold.NONE),
     "join_failed": _move("waiting", ItemState.FAILED, sets="error_kind error retryable", from_hold=Hold.JOIN,
                          to_hold=Hold.NONE),
     # A parent a person retried (pending at its join) waits there again before it is joined.
@@ -162,7 +169,7 @@ MOVES: dict[str, Move] = {
     # ... and one whose sub-item was sent again (a person's retry, a re-run's changed stage inside its fan-out),
     # joined, failed or gone on past its join, waits there again, its results from the join on forgotten.
     "reopen": _move("completed failed pending waiting", ItemState.WAITING, sets="stage retry_base refused_streak",
-                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.JOIN),
+                    clears="batch_id output work error_kind error retryable not_before", to_hold=Hold.JOIN),
     "split": _move("running received", ItemState.QUEUED, sets="batch_id", per_batch=True),
     # A verdict's other ends.
     "retry": _move("running received", ItemState.WAITING, sets="error_kind error retryable not_before",
@@ -177,11 +184,11 @@ MOVES: dict[str, Move] = {
     # there (its answer, its hold, its failure were that stage's).
     "rewind": _move("completed pending waiting received running failed", ItemState.PENDING,
                     sets="stage retry_base refused_streak",
-                    clears="batch_id output error_kind error retryable not_before", to_hold=Hold.NONE),
+                    clears="batch_id output work error_kind error retryable not_before", to_hold=Hold.NONE),
     # ... or, when every stage it needs has its result, it completes at the last it passed, that stage's result
     # its output (one completed at a stage gone moves there); counted and logged per item, with why.
     "finish": _move("pending waiting received running failed completed", ItemState.COMPLETED, sets="stage output",
-                    clears="batch_id error_kind error retryable not_before", to_hold=Hold.NONE),
+                    clears="batch_id work error_kind error retryable not_before", to_hold=Hold.NONE),
     # ... and a failed item stays failed (a person's retry sends it) at the stage it must go through again: one
     # a person failed at a stage gone, or one failed after a stage whose result went stale.
     "restage": _move("failed", ItemState.FAILED, sets="stage"),
@@ -225,10 +232,10 @@ MOVES: dict[str, Move] = {
     "await_decision": _move("pending", ItemState.WAITING, clears="batch_id not_before", from_hold=Hold.NONE,
                             to_hold=Hold.DECIDE),
     "approve": _move("waiting", ItemState.PENDING, sets="stage retry_base refused_streak",
-                     clears="batch_id output error_kind error retryable not_before", from_hold=Hold.DECIDE,
+                     clears="batch_id output work error_kind error retryable not_before", from_hold=Hold.DECIDE,
                      to_hold=Hold.NONE),
     "approve_last": _move("waiting", ItemState.COMPLETED, sets="output",
-                          clears="batch_id error_kind error retryable not_before", from_hold=Hold.DECIDE,
+                          clears="batch_id work error_kind error retryable not_before", from_hold=Hold.DECIDE,
                           to_hold=Hold.NONE),
     "reject": _move("waiting", ItemState.FAILED, sets="error_kind error retryable", from_hold=Hold.DECIDE,
                     to_hold=Hold.NONE),
@@ -248,6 +255,8 @@ class Batch(NamedTuple):
     resume: bool = False
     #: The stage the batch works (every item of a batch is at its stage).
     stage: str = ""
+    #: Its items took the results of the same work (``[cache] reuse``), received with no call: validate and settle.
+    reused: bool = False
 
 
 class Claim(NamedTuple):
@@ -259,6 +268,8 @@ class Claim(NamedTuple):
     max_chars: int
     #: A :class:`runner.batch_api.RequestsFile` for a stage whose provider sends one, else None.
     file: Any = None
+    #: A :class:`runner.reusing.Reuse` for a stage that reuses the results of the same work, else None.
+    reuse: Any = None
 
 
 class StartedItem(NamedTuple):
@@ -305,6 +316,8 @@ class Settlement:
     #: The fingerprint of the batch's stage, saved with each result in a pipeline ("": one stage, no result saved
     #: apart: the item's output is its result).
     fingerprint: str = ""
+    #: item id -> the work its result answers (``runner.reusing.work``), saved with it.
+    works: dict[int, str] = field(default_factory=dict)
     #: item id -> (kind, message): tried again after ``not_before``.
     retry: dict[int, tuple[FailureKind, str]] = field(default_factory=dict)
     #: item id -> (kind, message, retryable by a person).

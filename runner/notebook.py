@@ -74,9 +74,9 @@ class Run(Controls, Decisions):
     holding when each item may be sent (ISO 8601 with an offset, or epoch
     seconds: ``[schedule] field``); ``priority`` the field holding its priority
     (higher first: ``[batch] priority_field``). ``queue`` names the shared queue whose limit, rate limit and
-    breaker the run shares with every run naming it, ``queue_priority`` its rank there (``[provider] queue``,
-    ``queue_priority``). The job is checked as a job file is: unknown keys and bad limits raise
-    :class:`~runner.errors.JobError`.
+    breaker the run shares with every run naming it, ``queue_priority`` its rank there (``[provider] queue``);
+    ``reuse=True`` takes the results of the same work saved in the store, with no call (``[cache] reuse``).
+    The job is checked as a job file is: unknown keys and bad limits raise :class:`~runner.errors.JobError`.
 
     ``on_cancel``: a function called once per item a person cancels, with
     the item's state, after the cancel is committed (Queuety's compensation,
@@ -113,8 +113,8 @@ class Run(Controls, Decisions):
         budget: Mapping[str, Any] | None = None,
         schedule: str | None = None,
         priority: str | None = None,
-        queue: str = "",
-        queue_priority: int = 0,
+        queue: str = "", queue_priority: int = 0,
+        reuse: bool = False,
         version: str = "1",
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
@@ -133,7 +133,7 @@ class Run(Controls, Decisions):
             "key": key, "version": version,
             "batch": {**(batch or {}), **({"priority_field": priority} if priority is not None else {})},
             "retry": dict(retry or {}), "budget": dict(budget or {}),
-            "schedule": {"field": schedule} if schedule is not None else {},
+            "schedule": {"field": schedule} if schedule is not None else {}, "cache": {"reuse": reuse},
             # A model or base URL not given is the kind's own default (OpenAI's, or Anthropic's).
             "provider": {"kind": kind, "api_key_env": api_key_env, "queue": queue, "queue_priority": queue_priority,
                          **{k: v for k, v in (("model", model), ("base_url", base_url), ("price", price)) if v is not None}},

@@ -26,7 +26,7 @@ import random
 import secrets
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import busy, lease, python_stages, revalidating
 from ..rules.breaker import Control
@@ -39,7 +39,7 @@ from ..rules.judge import Streaks, Verdict
 from ..rules.revalidating import StagePlan
 from ..model import Batch, FailureKind, Settlement
 from ..store.protocol import RunStore
-from . import joins, received, sharing, stages
+from . import joins, saved, sharing, stages
 from .outcome import Outcome
 from .slot import TAKEN_OVER, Slot
 
@@ -58,19 +58,10 @@ class Engine:
     so do a Ctrl-C, a failed store and a bug.
     """
 
-    def __init__(
-        self,
-        store: RunStore,
-        job: Job,
-        provider: Provider | TaskProvider | None,
-        *,
-        clock: Clock | None = None,
-        wait_for_person: bool = False,
-        rng: random.Random | None = None,
-        stage_providers: Mapping[str, Provider | TaskProvider] | None = None,
-    ) -> None:
-        self.store = store
-        self.job = job
+    def __init__(self, store: RunStore, job: Job, provider: Provider | TaskProvider | None, *,
+                 clock: Clock | None = None, wait_for_person: bool = False, rng: random.Random | None = None,
+                 stage_providers: Mapping[str, Provider | TaskProvider] | None = None) -> None:
+        self.store, self.job = store, job
         self.clock = clock or SystemClock()
         #: Each stage's provider, its check, and (once the run starts) its caller or its task driver;
         #: ``provider`` serves every stage not in ``stage_providers``; a python stage given neither is not worked
@@ -92,6 +83,8 @@ class Engine:
         self._last_beat = 0.0
         #: Batches formed (or confirmed by a person) that wait for a slot, the next to start first.
         self.formed: deque[Batch] = deque()
+        #: Batches of reused results (``[cache] reuse``), received with no call: settled at the next turn.
+        self.reused: deque[Batch] = deque()
         #: The slots at work: each a task running batches one after another.
         self._in_flight: set[asyncio.Task[None]] = set()
         #: Slots at work (each counted once the gate let it start its first batch) and not yet ended.
@@ -135,7 +128,7 @@ class Engine:
             self.run_id = self.store.run_id(name)
             self.seat = sharing.seat(self.store, self.job, self.run_id, self.token)
             self.store.recover(self.run_id, now=self.clock.now())
-            received.validate_received(self)
+            saved.validate_received(self)
             if was is not None:
                 self.revalidated = revalidating.after_schema_change(self.store, self.run_id, was, self.job,
                                                                     now=self.clock.now())
@@ -227,6 +220,7 @@ class Engine:
             self._beat()
             stages.take_decisions(self.store, self.run_id, self.job, now=self.clock.now())
             joins.join(self.store, self.run_id, self.job, now=self.clock.now())  # parents whose sub-items settled
+            saved.settle_reused(self)
             control = self.control()
             self._forming_held_up = self._may_start() and self._start(control)
             return control
@@ -274,6 +268,8 @@ class Engine:
         """Nothing in flight: wait for what the store says is still to come (a person's act, waiting), or stop."""
         if self.stopped_for is not None and not self._waits_out_stop(control):
             return False
+        if self.reused:  # the next turn settles them
+            return True
         if self.store.unfinished(self.run_id) == 0:
             return False
         if gate.held(control):
@@ -284,7 +280,7 @@ class Engine:
         due = self.store.next_due(self.run_id, skip=self.unworked)
         if due is None and not self.formed and self._forming_held_up:  # wait for the store, then start it
             formed = await self.steps.run(self._claim)
-            self.formed.extend([formed] if formed is not None else [])
+            self.take_formed([formed] if formed is not None else [])
             self._forming_held_up = False
             return True
         if due is None and not self.formed:  # only items held for a person, or at a python stage given no handler
@@ -339,8 +335,14 @@ class Engine:
                 return False
             if batch is None:
                 return True
-            self.formed.append(batch)
+            self.take_formed([batch])
+            saved.settle_reused(self)
         return True
+
+    def take_formed(self, formed: Iterable[Batch]) -> None:
+        """Batches formed, in line for a slot; those of reused results kept apart, for the next turn to settle."""
+        for batch in formed:
+            (self.reused if batch.reused else self.formed).append(batch)
 
     def _claim(self) -> Batch | None:
         return self.store.claim_first(self.run_id, self.claims, now=self.clock.now())

@@ -177,7 +177,7 @@ class Slot:
                 await engine.steps.run(lambda: engine.store.open_breaker(engine.run_id, FailureKind.BUDGET, reason))
             return None
         items, formed = begun
-        engine.formed.extend(formed)
+        engine.take_formed(formed)
         if not items:
             await self._save(batch, Settlement())
             if not await engine.steps.run(lambda: engine.holds_lease()):

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .. import deciding, protocol, python_stages, words
+from .. import deciding, protocol, python_stages, reusing, words
 from ..jobs import DECIDE, JOIN, NO_CALL, Job, Stage
 from ..model import Claim, FailureKind, FanOut, ItemState, Settlement, StartedItem
 from ..providers import Provider, SizedTasks, TaskProvider
@@ -34,7 +34,7 @@ from ..busy import StoreSteps
 from ..clock import Clock
 from ..errors import StoreBusy
 from ..rules import fanout
-from ..rules.stages import Onward, next_stage, onward, sent_fields, state_of
+from ..rules.stages import Onward, next_stage, onward, state_of
 from ..store.protocol import RunStore
 from ..store.stages import Stale
 from ..tasks import TaskDriver
@@ -76,7 +76,13 @@ def claims(works: Mapping[str, StageWork], job: Job) -> list[Claim]:
     """The stages to form batches of, in the order asked: later stages first (a job without ``[[stage]]``: its
     one stage, whatever its items are labelled)."""
     return [Claim(stage.name if job.staged else None, stage.batch.max_items, stage.batch.max_chars,
-                  works[stage.name].file) for stage in reversed(job.stages) if stage.name in works]
+                  works[stage.name].file, _reuse(job, works[stage.name]))
+            for stage in reversed(job.stages) if stage.name in works]
+
+
+def _reuse(job: Job, work: StageWork) -> reusing.Reuse | None:
+    """What the claim of a stage with ``[cache] reuse`` asks of each item in line (None: the stage sends every item)."""
+    return reusing.Reuse(job, work.stage, work.fingerprint, work.check) if work.stage.cache.reuse else None
 
 
 def take_decisions(store: RunStore, run_id: int, job: Job, *, now: float) -> None:
@@ -223,14 +229,7 @@ def _onward(stages: Sequence[Stage], fingerprints: Mapping[str, str], item: Stal
 
 def sent(job: Job, stage: Stage, items: Sequence[StartedItem]) -> protocol.BatchItems:
     """What a batch of ``stage`` sends: each item as stored, or, in a pipeline, the stage's fields of its state."""
-    if not job.staged:
-        return protocol.BatchItems([item.input for item in items])
-    payloads = []
-    for item in items:
-        record, results = json.loads(item.input), json.loads(item.results)
-        payloads.append(protocol.item_payload(
-            item.key, sent_fields(stage.prompt.fields, state_of(record, results), results)))
-    return protocol.BatchItems.of(payloads)
+    return protocol.BatchItems([reusing.sent(job, stage, item.key, item.input, item.results) for item in items])
 
 
 def boundary(
@@ -239,12 +238,15 @@ def boundary(
     """The settlement with where each completed item goes (a pipeline's: the next stage, pending there, or none:
     completed) and the fingerprint its results are saved with.
 
-    ``results``: item id -> the stage's validated result (as read from the answer, or its saved output).
+    ``results``: item id -> the stage's validated result (as read from the answer, or its saved output). Each
+    completed item's work is saved with its result (:mod:`runner.reusing`).
     """
+    by_id = {item.id: item for item in items}
+    settlement.works = {i: reusing.work(work.fingerprint, reusing.sent(
+        job, work.stage, by_id[i].key, by_id[i].input, by_id[i].results)) for i in settlement.completed}
     if not job.staged:  # one stage: its result is the item's output, as ever (no second copy in ``results``)
         return settlement
     settlement.fingerprint = work.fingerprint
-    by_id = {item.id: item for item in items}
     for item_id in list(settlement.completed):
         item = by_id[item_id]
         record, passed = json.loads(item.input), {**json.loads(item.results), work.stage.name: results[item_id]}

@@ -228,7 +228,9 @@ class Standing(NamedTuple):
             "cancelled": self.cancelled,
             # Added with stages (issue 17): items by current stage and state; ``counts`` stays by current state.
             # Each stage also has ``passed`` (its result saved) and ``skipped`` (its ``when`` false).
-            "stages": {t.stage: {**t.counts, "passed": t.passed, "skipped": t.skipped} for t in self.tallies},
+            # Added with reuse (issue 19): ``reused``, the results a stage took from the same work with no call.
+            "stages": {t.stage: {**t.counts, "passed": t.passed, "skipped": t.skipped,
+                                 "reused": self.reused_at(t.stage)} for t in self.tallies},
             # Added with decisions (issue 17): items waiting at a decide stage (within counts' ``waiting``).
             "needs_decision": self.needs_decision,
             # Added with fan-out (issue 17): parents waiting at their join for their sub-items (in ``waiting``).
@@ -252,7 +254,14 @@ class Standing(NamedTuple):
             # Added with the budget guard (issue 18): {"max_cost", "max_tokens", "left": {"cost", "tokens"}}, what
             # the budget leaves after spent, in flight and unknown charges; null when no budget is set.
             "budget": self.budget.as_json(),
+            # Added with reuse (issue 19): results taken from the same work with no call, not billed (per stage in
+            # ``stages``).
+            "reused": self.cost.reused,
         }
+
+    def reused_at(self, stage: str) -> int:
+        """The results ``stage`` took from the same work with no call (``[cache] reuse``)."""
+        return self.cost.stages[stage].reused if stage in self.cost.stages else 0
 
 
 class BatchInFlight(NamedTuple):

@@ -56,7 +56,7 @@ ANY_KEPT = (
 #: A decide stage's result: the data a person approved with.
 SAVE_RESULT = """
 INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (:id, :at_stage, :data, :fingerprint, :now)
-ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at, work = NULL
 """
 
 KEEP = """

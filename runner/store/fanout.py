@@ -132,7 +132,7 @@ WAITING = "SELECT count(*) AS n FROM items WHERE run_id = ? AND hold = 'join'"
 #: A join's result, under the join stage.
 SAVE_RESULT = """
 INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (:id, :stage, :result, :fingerprint, :now)
-ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at, work = NULL
 """
 #: The parent still at its join, every sub-item settled.
 AT_JOIN = "items.id = :id AND items.stage = :stage AND items.sub_items_left = 0"

@@ -41,21 +41,21 @@ AND (:answered IS NULL OR id IN (SELECT value FROM json_each(:answered)))
 
 ADD = """
 INSERT INTO ledger (run_id, stage, billed, not_billed, unknown, unknown_chars, input_tokens, cached_tokens,
-                    output_tokens, reasoning_tokens, tokened, cost, uncosted)
+                    output_tokens, reasoning_tokens, tokened, cost, uncosted, reused)
 SELECT {run}, {stage}, :billed, :not_billed, :unknown, :unknown_chars, :input, :cached, :output, :reasoning,
-       :tokened, :cost, :uncosted {source}
+       :tokened, :cost, :uncosted, :reused {source}
 ON CONFLICT (run_id, stage) DO UPDATE SET
     billed = billed + excluded.billed, not_billed = not_billed + excluded.not_billed,
     unknown = unknown + excluded.unknown, unknown_chars = unknown_chars + excluded.unknown_chars,
     input_tokens = input_tokens + excluded.input_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
     output_tokens = output_tokens + excluded.output_tokens,
     reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, tokened = tokened + excluded.tokened,
-    cost = cost + excluded.cost, uncosted = uncosted + excluded.uncosted
+    cost = cost + excluded.cost, uncosted = uncosted + excluded.uncosted, reused = reused + excluded.reused
 """
 ADD_FOR_BATCH = ADD.format(run="run_id", stage="stage", source="FROM batches WHERE id = :batch")
 ADD_FOR_STAGE = ADD.format(run=":run", stage=":stage", source="")
 ZERO = {"billed": 0, "not_billed": 0, "unknown": 0, "unknown_chars": 0, "input": 0, "cached": 0, "output": 0,
-        "reasoning": 0, "tokened": 0, "cost": 0.0, "uncosted": 0}
+        "reasoning": 0, "tokened": 0, "cost": 0.0, "uncosted": 0, "reused": 0}
 
 def shares(
     conn: sqlite3.Connection, params: Mapping[str, Any], outputs: Mapping[int, str], usage: Usage | None,
@@ -121,6 +121,8 @@ class StageLedger:
     cost: float = 0.0
     #: Billed item-calls whose cost is not known (no usage reported, or no price then).
     uncosted: int = 0
+    #: Results taken from the same work with no call (``[cache] reuse``): not billed, not a charge.
+    reused: int = 0
     #: Batches running now: their items and input characters (what is in flight).
     running_items: int = 0
     running_chars: int = 0
@@ -128,7 +130,7 @@ class StageLedger:
 
 TOTALS = """
 SELECT stage, billed, not_billed, unknown, unknown_chars, input_tokens, cached_tokens, output_tokens,
-       reasoning_tokens, tokened, cost, uncosted FROM ledger WHERE run_id = ?
+       reasoning_tokens, tokened, cost, uncosted, reused FROM ledger WHERE run_id = ?
 """
 #: Batches in flight: started, not yet answered (an answered one, saved with the slot's next start, is spent).
 RUNNING = (
@@ -151,5 +153,6 @@ def _stage(stage: str, row: Mapping[str, Any] | None, running: Mapping[str, Any]
     return StageLedger(
         stage, row["billed"], row["not_billed"], row["unknown"], row["unknown_chars"],
         Usage(row["input_tokens"], row["cached_tokens"], row["output_tokens"], row["reasoning_tokens"]),
-        tokened=row["tokened"], cost=row["cost"], uncosted=row["uncosted"], running_items=items, running_chars=chars,
+        tokened=row["tokened"], cost=row["cost"], uncosted=row["uncosted"], reused=row["reused"], running_items=items,
+        running_chars=chars,
     )

@@ -80,7 +80,7 @@ def export_page(
         f"{ARCHIVED if archived else ''}"
         'SELECT id, key, grp AS "group", state, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
         f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, not_billed, "
-        "tokens_in, tokens_out, cost, stage, "
+        "reused, tokens_in, tokens_out, cost, stage, "
         f"{STAGES if staged else 'NULL'} AS stages, (SELECT key FROM items AS p WHERE p.id = items.parent_id) AS parent "
         "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
         [run_id, after, wanted, wanted, limit],

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .decisions import Decided, Planner
     from .fanout import Joined, Parent
     from .ledger import StageLedger
+    from .reusing import Reuser
     from .revalidating import Onward, SavedRow
     from .stages import Stale
 
@@ -60,7 +61,7 @@ class RunStore(Protocol):
     # A batch's path
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None,
+        stage: str | None = None, reuse: Reuser | None = None,
     ) -> Batch | None: ...
     def claim_first(self, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None: ...
     def start_batch(
@@ -111,7 +112,7 @@ class RunStore(Protocol):
     def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]: ...
     def join(self, joined: Sequence[Joined], *, now: float) -> None: ...
     def received_items(
-        self, run_id: int, *, max_attempts: int, stage: str | None = None
+        self, run_id: int, *, max_attempts: int, stage: str | None = None, batch: int | None = None
     ) -> list[tuple[int, str | None, StartedItem]]: ...
     def settle_batch(self, batch_id: int, settlement: Settlement, *, now: float) -> list[Batch]: ...
 

@@ -59,7 +59,7 @@ SAVE_RESULT = """
 INSERT INTO results (item_id, stage, result, fingerprint, at)
 SELECT id, :stage, output, :fingerprint, :now FROM items WHERE id = :id
 ON CONFLICT (item_id, stage) DO UPDATE
-SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at, work = NULL
 """
 #: Why, in an item's history: an event that moves nothing.
 NOTE = """

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..model import Batch, BatchState, Claim, FailureKind, ItemState, Settlement, StartedItem
 from ..rules import forming
 from ..usage import Usage
-from . import decisions, items, ledger, settling, stages, views
+from . import decisions, items, ledger, reusing, settling, stages, views
 from .items import move
 from .archive import Archive
 from .budgets import Budgets
@@ -89,7 +89,7 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
 
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None,
+        stage: str | None = None, reuse: reusing.Reuser | None = None,
     ) -> Batch | None:
         """Form the next batch of one stage and group (due waiting items first) and mark it queued.
 
@@ -100,7 +100,10 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
         With a requests ``file``, the batch's lines (each its item and the
         prompt) fit in it too. An item larger than ``max_chars`` on its own,
         or whose line alone outgrows the file, can never be sent within the
-        limit: it fails as bad_request, with no call.
+        limit: it fails as bad_request, with no call. With ``reuse``, the items
+        chosen whose same work has a result that stands take it, received in a
+        batch of their own that makes no call (``Batch.reused``), formed in place
+        of this one: the others are chosen again by the next claim.
         """
         with self.write() as conn:
             params = {"run": run_id, "now": now, "limit": max_items + forming.OTHERS, "stage": stage}
@@ -118,6 +121,9 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
                 stage_of = candidates[0][4]
                 candidates = [row[:4] for row in candidates if row[4] == stage_of]
                 group, chosen, chars = forming.fill(candidates, max_chars, file, max_items)
+                if chosen and reuse is not None and (taken := reusing.take(conn, run_id, stage_of, chosen, origin,
+                                                                          reuse, now)):
+                    return taken
                 if chosen:
                     break
                 message = forming.too_large(candidates[0], max_chars, file)
@@ -252,13 +258,14 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
     def received_items(
-        self, run_id: int, *, max_attempts: int, stage: str | None = None
+        self, run_id: int, *, max_attempts: int, stage: str | None = None, batch: int | None = None
     ) -> list[tuple[int, str | None, StartedItem]]:
-        """Items (of ``stage``, or all) whose output is saved but not yet validated: (batch id, its output, the item)."""
+        """Items (of ``stage``, or all; of ``batch``, or any) whose output is saved but not yet validated: (batch id,
+        its output, the item)."""
         rows = self.rows(
             f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received' "
-            "AND (:stage IS NULL OR stage = :stage)",
-            {"run": run_id, "max_attempts": max_attempts, "stage": stage},
+            "AND (:stage IS NULL OR stage = :stage) AND (:batch IS NULL OR batch_id = :batch)",
+            {"run": run_id, "max_attempts": max_attempts, "stage": stage, "batch": batch},
         )
         return [(row.pop("batch_id"), row.pop("output"), StartedItem(*row.values())) for row in rows]
 

@@ -40,25 +40,32 @@ from .skips import skip
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
     from ..item_rows import ItemRow
+    from .reusing import Reuser
 
-#: A stage's result saved for each item of ``:ids`` in batch ``:batch`` whose output passed validation.
+#: A stage's result saved for each item of ``:works`` (item id -> the work its result answers, :mod:`runner.reusing`;
+#: null for none) in batch ``:batch`` whose output passed validation, with its work.
 SAVE_RESULTS = """
-INSERT INTO results (item_id, stage, result, fingerprint, at)
-SELECT id, stage, output, :fingerprint, :now FROM items
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state = 'received' AND output IS NOT NULL
-ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at
+INSERT INTO results (item_id, stage, result, fingerprint, at, work)
+SELECT items.id, items.stage, items.output, :fingerprint, :now, worked.value
+FROM json_each(:works) AS worked JOIN items ON items.id = worked.key
+WHERE items.batch_id = :batch AND items.state = 'received' AND items.output IS NOT NULL
+ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at,
+    work = excluded.work
 """
 
 IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
-DONE = "items.id IN (SELECT value FROM json_each(:ids)) AND items.batch_id = :batch AND items.output IS NOT NULL"
+#: The items of batch ``:batch`` a settlement completes, each with the work its result answers (``:works``, item id ->
+#: work, null for none; :mod:`runner.reusing`), joined by id: one lookup per item, not a read of the object per item.
+WORKED = "FROM json_each(:works) AS worked"
+DONE = "items.id = worked.key AND items.batch_id = :batch AND items.output IS NOT NULL"
 
 
 def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
     """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
     items that go on pending at their next stage (the stages they skip noted), the others completed."""
     if settlement.fingerprint:  # a pipeline's (a job of one stage keeps its result as the item's output)
-        conn.execute(SAVE_RESULTS, {**params, "ids": json.dumps(settlement.completed),
-                                    "fingerprint": settlement.fingerprint})
+        conn.execute(SAVE_RESULTS, {**params, "fingerprint": settlement.fingerprint,
+                                    "works": json.dumps({i: settlement.works.get(i) for i in settlement.completed})})
     move_each(conn, "next_stage", where=IN_BATCH, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
     skip(conn, [{**params, "id": i, "stage": stage} for i, skipped in settlement.skipped.items() for stage in skipped])
@@ -68,7 +75,10 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
         items.arrive(conn, run_id, params["now"])
     done = [i for i in settlement.completed if i not in settlement.next_stage and i not in settlement.fan_out]
     if done:
-        move(conn, "complete", where=DONE, params={**params, "ids": json.dumps(done)}, logged_for="batch")
+        # The work of a one-stage job's result is its item's (a pipeline's is its result's: none here).
+        works = {i: None if settlement.fingerprint else settlement.works.get(i) for i in done}
+        move(conn, "complete", where=DONE, source=WORKED, values={"work": "work = worked.value"},
+             logged_for="batch", params={**params, "works": json.dumps(works)})
 
 
 #: A pipeline's items whose results may not stand for its stages now (``:stages``, a JSON list of [name,
@@ -155,7 +165,7 @@ class Claiming(Protocol):
     def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None,
+        stage: str | None = None, reuse: Reuser | None = None,
     ) -> Batch | None: ...
 
 
@@ -168,7 +178,7 @@ class Stages(fanout.FanOuts):
         with self.write():
             for claim in claims:
                 batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
-                                         file=claim.file, stage=claim.stage)
+                                         file=claim.file, stage=claim.stage, reuse=claim.reuse)
                 if batch is not None:
                     return batch
         return None

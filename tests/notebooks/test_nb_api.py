@@ -40,7 +40,7 @@ async def test_items_from_a_list_are_written_beside_the_store_and_the_results_co
     assert [r["key"] for r in rows] == [f"p{i:03d}" for i in range(12)]
     assert rows[0]["group"] == "2026-01" and set(rows[0]) == {
         "key", "group", "state", "label", "input.month", "input.body", "kind", "message", "attempts", "paid_calls",
-        "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost",
+        "maybe_paid", "not_billed", "reused", "tokens_in", "tokens_out", "cost",
     }
     assert run.status()["counts"]["completed"] == 12
     assert run.failures() == []

@@ -13,7 +13,7 @@ from runner.validation import ResultCheck
 
 #: For each type a key wants: a TOML value of another type, and how the message shows it.
 WRONG = {str: ("{ a = 1 }", "a table"), int: ('"x"', "'x'"), float: ('"x"', "'x'"), tuple: ("[1]", "[1]"),
-         dict: ('"x"', "'x'")}
+         dict: ('"x"', "'x'"), bool: ('"yes"', "'yes'")}
 TOP = [("name", str), ("key", str), ("group", str), ("version", str)]
 INPUT = [("path", str), ("format", str), ("table", str)]
 SECTIONS = [

@@ -53,7 +53,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
     assert list(status) == [
         "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
         "paused", "steps_allowed", "paid_calls", "maybe_paid", "cancelled", "stages", "needs_decision",
-        "waiting_for_sub_items", "cost", "expiring", "scheduled", "next_scheduled_at", "queue", "archived", "budget",
+        "waiting_for_sub_items", "cost", "expiring", "scheduled", "next_scheduled_at", "queue", "archived", "budget", "reused",
     ]
     assert list(status["counts"]) == list(STATES)
     assert json.loads(json.dumps(status)) == {
@@ -66,7 +66,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
                  "charges": {"billed": 0, "not_billed": 0, "unknown": 0}, "reason": None,
                  "estimated_by": "characters / 4"},
         "expiring": [],
-        "scheduled": 0, "next_scheduled_at": None, "queue": None, "archived": 0, "budget": None,
+        "scheduled": 0, "next_scheduled_at": None, "queue": None, "archived": 0, "budget": None, "reused": 0,
     }
 
 
@@ -83,8 +83,8 @@ def test_status_gives_each_stage_the_items_that_passed_and_skipped_it_beside_its
     none = {state: 0 for state in STATES}
     run = standing()._replace(stages={"classify": none, "extract": none | {"pending": 1}},
                               passes={"classify": {"passed": 3, "skipped": 0}, "extract": {"passed": 1, "skipped": 1}})
-    assert run.status()["stages"] == {"classify": none | {"passed": 3, "skipped": 0},
-                                      "extract": none | {"pending": 1, "passed": 1, "skipped": 1}}
+    assert run.status()["stages"] == {"classify": none | {"passed": 3, "skipped": 0, "reused": 0},
+                                      "extract": none | {"pending": 1, "passed": 1, "skipped": 1, "reused": 0}}
 
 
 def event(event_id: int, key: str | None, to_state: str, *, at: float = NOW - 5, items: int = 1, **more: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def test_jsonl_to_stdout_is_one_row_per_item_with_its_result_input_and_failure(r
         "key": "p000", "group": "2026-01", "state": "completed", "label": "question",
         "input": {"month": "2026-01", "body": "Something about the product #0"},
         "kind": None, "message": None, "attempts": 1, "paid_calls": 1, "maybe_paid": 0,
-        "not_billed": 0, "tokens_in": 0, "tokens_out": 0, "cost": None,  # a Python handler reports no usage
+        "not_billed": 0, "reused": 0, "tokens_in": 0, "tokens_out": 0, "cost": None,  # no usage from Python
     }
     assert rows[1]["state"] == "failed" and "label" not in rows[1]
     assert {field: rows[1][field] for field in FAILED} == FAILED and rows[1]["message"]
@@ -50,7 +50,7 @@ def test_csv_flattens_the_input_and_result_into_columns_and_keeps_the_failure_of
         rows = list(table)
     assert table.fieldnames == [
         "key", "group", "state", "label", "input.month", "input.body", "kind", "message", "attempts", "paid_calls",
-        "maybe_paid", "not_billed", "tokens_in", "tokens_out", "cost",
+        "maybe_paid", "not_billed", "reused", "tokens_in", "tokens_out", "cost",
     ]
     assert [(row["key"], row["state"], row["label"]) for row in rows] == [
         ("p000", "completed", "question"), ("p001", "failed", ""), ("p002", "completed", "question"),

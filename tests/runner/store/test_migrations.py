@@ -131,7 +131,8 @@ async def test_an_old_store_migrates_its_items_to_its_one_stage_keeping_their_re
         assert store.rows("SELECT count(*) AS n FROM results") == [{"n": 0}]  # one stage: the output is the result
         outcome = await runs.execute(store, job)
         assert sorted(sim.ledger.snapshot()["billed"]) == [f"p{i:03d}" for i in range(4, 10)]
-        assert outcome.status["stages"] == {"openai-chat": {**outcome.status["counts"], "passed": 10, "skipped": 0}}
+        assert outcome.status["stages"] == {"openai-chat": {**outcome.status["counts"], "passed": 10, "skipped": 0,
+                                                            "reused": 0}}
         assert outcome.status["counts"]["completed"] == 10
         assert counts_kept(store) == counts_of_items(store)
         assert states_told_by_events(store) == states_of_items(store)
@@ -146,7 +147,9 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
     with Store(db) as store:
         counted = passes_of_results(store)
     conn = sqlite3.connect(db, isolation_level=None)
-    for statement in ("DROP TRIGGER result_saved", "DROP TRIGGER result_forgotten", "DROP TRIGGER stage_skipped",
+    for statement in ("DROP INDEX items_by_work", "DROP INDEX results_by_work", "ALTER TABLE items DROP COLUMN work",
+                      "ALTER TABLE items DROP COLUMN reused", "ALTER TABLE results DROP COLUMN work",
+                      "DROP TRIGGER result_saved", "DROP TRIGGER result_forgotten", "DROP TRIGGER stage_skipped",
                       "DROP TABLE passes", "DROP TABLE ledger", "ALTER TABLE batches DROP COLUMN usage",
                       "ALTER TABLE batches DROP COLUMN results_expire",
                       "DROP INDEX items_scheduled", "DROP INDEX items_backing_off", "DROP INDEX items_to_claim",

@@ -22,7 +22,7 @@ ANY_VALUE = {
     "error_kind": "error_kind = 'transport'", "error": "error = 'e'", "retryable": "retryable = 1",
     "not_before": "not_before = 5", "retry_base": "retry_base = attempts", "stage": "stage = 'next'",
     "sub_items_left": "sub_items_left = 2", "tokens_in": "tokens_in = 1", "tokens_out": "tokens_out = 1",
-    "cost": "cost = 0.5",
+    "cost": "cost = 0.5", "work": "work = 'w'", "reused": "reused = reused + 1",
 }
 
 
@@ -74,7 +74,8 @@ def test_a_move_clears_the_fields_the_table_says_and_keeps_the_others(tmp_path: 
     the_move = MOVES[name]
     origin = sorted(the_move.origins)[0]
     store = one_item(tmp_path, origin, the_move.from_hold or Hold.NONE)
-    kept = {"error_kind": "'auth'", "error": "'was'", "retryable": "0", "not_before": "3", "output": "'[]'"}
+    kept = {"error_kind": "'auth'", "error": "'was'", "retryable": "0", "not_before": "3", "output": "'[]'",
+            "work": "'w'"}
     with store.write() as conn:
         conn.execute(f"UPDATE items SET {', '.join(f'{field} = {value}' for field, value in kept.items())}")
     make(store, name)
