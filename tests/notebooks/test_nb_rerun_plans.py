@@ -71,7 +71,7 @@ def test_a_confirm_that_resends_changes_nothing_without_yes(tmp_path: Path) -> N
     assert run.status()["needs_confirmation"] == 2
 
 
-def test_a_confirm_of_nothing_held_needs_no_yes(tmp_path: Path, store: Store) -> None:
+def test_a_confirm_of_nothing_held_needs_no_yes(tmp_path: Path) -> None:
     run = Run.attach("posts", db=small_store(tmp_path))
     assert run.plan_confirm().items == 0
     assert run.confirm() == {Case.POLL: 0, Case.ADOPT: 0, Case.RESUBMIT: 0}
@@ -91,4 +91,5 @@ async def test_a_revalidate_plan_prices_the_items_a_fixed_schema_sends_again_bef
     assert str(stricter.plan_revalidate()) == "plan: 4 items · 3 charge-safe (est. $0.0000) · 1 may be billed again (est. $0.0001)"
     assert not stricter.revalidate().applied
     assert stricter.status()["counts"]["completed"] == 4
-    assert commands_given(Store(tmp_path / "runs.db", read_only=True), run="nb") == []
+    with Store(tmp_path / "runs.db", read_only=True) as store:
+        assert commands_given(store, run="nb") == []
