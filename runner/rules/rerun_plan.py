@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ..pricing import money
-from ..words import plural
 
 #: The failure kinds whose item was answered: a re-attempt is billed again.
 ANSWERED_KINDS = ("item_invalid", "batch_invalid")
@@ -139,7 +138,8 @@ class RerunPlan:
                 return ""
             return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
 
-        return (f"plan: {plural(self.items, 'item')} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
+        items = f"{self.items:,} item{'' if self.items == 1 else 's'}"  # a rule may not reach runner.words (it imports time)
+        return (f"plan: {items} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
                 f"{self.may_repeat.items:,} may be billed again{est(self.may_repeat)}")
 
 
