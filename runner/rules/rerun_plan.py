@@ -138,7 +138,7 @@ class RerunPlan:
                 return ""
             return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
 
-        items = f"{self.items:,} item{'' if self.items == 1 else 's'}"  # a rule may not reach runner.words (it imports time)
+        items = f"{self.items:,} item{'' if self.items == 1 else 's'}"  # not runner.words: it imports time
         return (f"plan: {items} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
                 f"{self.may_repeat.items:,} may be billed again{est(self.may_repeat)}")
 
