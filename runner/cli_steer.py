@@ -82,7 +82,6 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None,
     Example: runner retry demo --kind transport
     """
     from . import control
-    from .costs import plan_line
     from .store import Store, rerun_plans
 
     store = Store(db, create=False)
@@ -91,7 +90,7 @@ def retry(name: str, keys: tuple[str, ...], kind: str | None, stage: str | None,
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
     if shown.items:
-        click.echo(plan_line(shown))
+        click.echo(shown)
     if shown.may_repeat.items and not yes:
         asked = [*keys, *(["--kind", kind] if kind else []), *(["--stage", stage] if stage else []), "--yes"]
         _ask(f"retry {plural(shown.items, 'failed item')} of {name!r} ({shown.may_repeat.items:,} may be billed "
@@ -139,7 +138,6 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: s
     Example: runner confirm demo --all
     """
     from . import recovery
-    from .costs import plan_line
     from .store import Store, rerun_plans
 
     if everything == bool(keys):
@@ -147,7 +145,7 @@ def confirm(name: str, keys: tuple[str, ...], everything: bool, yes: bool, db: s
     store = Store(db, create=False)
     shown = rerun_plans.confirm_plan(store, name, keys=keys)
     if shown.items:
-        click.echo(plan_line(shown))
+        click.echo(shown)
     if not yes:
         _ask_to_confirm(store, name, keys)
     released = recovery.confirm(store, name, now=time.time(), keys=keys)
@@ -322,7 +320,6 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
     Example: runner revalidate demo --stage classify
     """
     from . import revalidating
-    from .costs import plan_line
     from .store import Store, rerun_plans
 
     store = Store(db, create=False)
@@ -332,7 +329,7 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
         raise click.UsageError(str(exc)) from exc
     shown = revalidation.plan
     if shown.changes:
-        click.echo(plan_line(rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent())))
+        click.echo(rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent()))
     for line in revalidating.plan_lines(shown):
         click.echo(line)
     if shown.may_repeat and not yes:

@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Any
 from . import pricing, usage
 from .pricing import money
 from .rules import estimate
-from .rules.rerun_plan import RerunPlan, Share
 from .usage import Usage
-from .words import plural
 
 if TYPE_CHECKING:
     from .store.ledger import StageLedger
@@ -195,15 +193,3 @@ def line(cost: Cost) -> str:
         parts.append(f"estimates: tokens as {estimate.COUNTED_BY}")
     return " · ".join(parts)
 
-
-def plan_line(plan: RerunPlan) -> str:
-    """A re-run's plan as every UI shows it before it acts:
-    ``plan: 120 items · 100 charge-safe (est. $0.0200) · 20 may be billed again (est. $0.0100)``."""
-
-    def est(share: Share) -> str:
-        if not share.items:
-            return ""
-        return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
-
-    return (f"plan: {plural(plan.items, 'item')} · {plan.charge_safe.items:,} charge-safe{est(plan.charge_safe)} · "
-            f"{plan.may_repeat.items:,} may be billed again{est(plan.may_repeat)}")

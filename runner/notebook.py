@@ -14,6 +14,8 @@ A thin layer over the core (:mod:`runner.runs`, :mod:`runner.store.views`,
     run.cancel()                      # unfinished items fail as cancelled; on_cancel=f compensates each
     run.budget(max_cost=10)           # a new budget (Run(..., budget={"max_cost": 5})); a run stopped at it goes on
     run.decisions(), run.decide("p001", approve=True, data={...})   # a decide stage's items
+    print(run.plan_retry(kind="item_invalid")); run.retry(kind="item_invalid", yes=True)   # the plan, then act
+    run.add(more_records, at="in 1h"), run.archive(older="30d"), run.restore()            # items in and out
     Run.from_job_file("triage.toml", handlers={"extract": extract})   # a pipeline's python stage's function
 
 Items come from a list of dicts, a pandas DataFrame, or a file (JSONL, CSV,
@@ -37,7 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import compensation, control, export, jobs, python_stages, records, recovery, runs
+from . import compensation, control, export, jobs, python_stages, records, runs
 from .background import Background, launch, live
 from .clock import Clock, SystemClock
 from .compensation import Compensated, OnCancel
@@ -46,6 +48,7 @@ from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
 from .notebook_controls import Controls
 from .notebook_decisions import Decisions
+from .notebook_items import Items
 from .panel_html import where
 from .providers import Provider, TaskProvider
 from .providers.handler import Find, Handler, Poll, PythonHandler, PythonTasks, Submit
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
 #: A built-in provider kind, your async handler, your submit/poll pair, or a provider object.
 ProviderSpec = str | Handler | tuple[Submit, Poll] | tuple[Submit, Poll, Find] | Provider | TaskProvider
 
-class Run(Controls, Decisions):
+class Run(Controls, Decisions, Items):
     """A job and its run in a store, defined from Python.
 
     ``items``: a list (or iterable) of dicts, a pandas DataFrame, or a path to
@@ -271,19 +274,21 @@ class Run(Controls, Decisions):
             return views.status(store, self.name, now=self.clock.now())
 
     @overload
-    def results(self, *, state: str = ..., frame: Literal[False] = False) -> list[dict[str, Any]]: ...
+    def results(self, *, state: str = ..., archived: bool = ..., frame: Literal[False] = False
+                ) -> list[dict[str, Any]]: ...
     @overload
-    def results(self, *, state: str = ..., frame: Literal[True]) -> Any: ...
+    def results(self, *, state: str = ..., archived: bool = ..., frame: Literal[True]) -> Any: ...
 
-    def results(self, *, state: str = "completed", frame: bool = False) -> Any:
+    def results(self, *, state: str = "completed", archived: bool = False, frame: bool = False) -> Any:
         """Items in ``state`` (completed, failed or all) with the columns of ``runner export --format csv``.
 
         ``key``, ``group``, ``state``, the result's fields, the input sent
         (``input.<field>``), then ``kind``, ``message``, ``attempts``,
-        ``paid_calls`` and ``maybe_paid``; in input order (a DataFrame with ``frame``).
+        ``paid_calls`` and ``maybe_paid``; in input order (a DataFrame with ``frame``); ``archived``: the
+        items of the run's archive instead (:meth:`archive`, ``runner export --archived``).
         """
         with self._store(read_only=True) as store:
-            rows = [export.flat(row) for row in export.rows(store, self.name, state=state)]
+            rows = [export.flat(row) for row in export.rows(store, self.name, state=state, archived=archived)]
         return to_frame(rows) if frame else rows
 
     @overload
@@ -330,11 +335,6 @@ class Run(Controls, Decisions):
             if found is None:
                 raise RunError(f"run {self.name!r} has no item {key!r}")
             return {**found, "history": views.item_history(store, found["id"])}
-
-    def held(self) -> list[recovery.HeldItem]:
-        """Items held for a person's confirmation after a crash, each with its case and warning."""
-        with self._store(read_only=True) as store:
-            return list(views.held_view(store, self.name, now=self.clock.now()).items)
 
     # A person's hand (and :class:`~runner.notebook_controls.Controls`) -------------------------
 

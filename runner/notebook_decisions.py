@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Literal, Protocol, overload
 
 from . import deciding
@@ -26,6 +27,7 @@ from .store.decisions import Decided
 
 
 class _Run(Protocol):
+    db: Path
     @property
     def name(self) -> str: ...
     @property

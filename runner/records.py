@@ -3,7 +3,8 @@
 The core streams items from a file, so :func:`job_input` writes records
 beside the store (``<db>.inputs/<run>.jsonl``), rewriting the file only when
 its text changed, and returns the job's ``input`` section; a path is passed
-through as it is. Dates are written as ISO text, numpy scalars as numbers;
+through as it is. :func:`added_input` does the same for records added to a
+run (``<db>.inputs/added/<run>.jsonl``). Dates are written as ISO text, numpy scalars as numbers;
 anything else that is not JSON is refused with the record's number.
 """
 
@@ -22,12 +23,25 @@ def job_input(items: object, name: str, db: Path, key: str, table: str | None) -
     """The job's ``input``: a file as given, or records written as JSONL beside the store."""
     if isinstance(items, str | Path):
         return {"path": str(items), **({"table": table} if table else {})}
-    path = db.parent / f"{db.name}.inputs" / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
+    return {"path": str(_written(items, key, db.parent / f"{db.name}.inputs", name)), "format": "jsonl"}
+
+
+def added_input(items: object, name: str, db: Path, key: str) -> Path:
+    """The file of records added to a run (``Run.add``): a file as given, or records written as JSONL beside the
+    store, apart from the runs' own inputs (``<db>.inputs/added/<run>.jsonl``)."""
+    if isinstance(items, str | Path):
+        return Path(items)
+    return _written(items, key, db.parent / f"{db.name}.inputs" / "added", name)
+
+
+def _written(items: object, key: str, folder: Path, name: str) -> Path:
+    """Records written as ``<folder>/<name>.jsonl``, the file rewritten only when its text changed."""
+    path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.jsonl"
     text = _frame_jsonl(items, key) if _is_frame(items) else _records_jsonl(items)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
-    return {"path": str(path), "format": "jsonl"}
+    return path
 
 
 def _is_frame(items: object) -> bool:

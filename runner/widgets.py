@@ -239,8 +239,9 @@ class RunPanel:
     def _show_counts(self, standing: Standing) -> None:
         counts, total = standing.counts, standing.total
         engine = "engine running" if standing.engine_alive else "no engine running"
+        archived = f"{standing.archived:,} archived · " if standing.archived else ""
         self.title.value = (
-            f"<b style='font-size:1.15em'>{escape(self.name)}</b> · {total} items · {engine} · "
+            f"<b style='font-size:1.15em'>{escape(self.name)}</b> · {total} items · {archived}{engine} · "
             f"<span style='color:#777'>{escape(where(self.db))}</span>"
         )
         for state in STATES:

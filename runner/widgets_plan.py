@@ -14,7 +14,6 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .costs import plan_line
 from .errors import RunnerError
 from .panel_html import error
 from .rules.rerun_plan import RerunPlan
@@ -51,7 +50,7 @@ class PlanStep:
         except RunnerError as exc:
             self.message.value = error(str(exc))
             return
-        self.text.value = f"<b>{escape(plan_line(shown))}</b>"
+        self.text.value = f"<b>{escape(str(shown))}</b>"
         self.go_button.button_style = "danger" if shown.may_repeat.items else "primary"
         self._then = then
         self.widget.layout.display = None

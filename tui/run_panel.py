@@ -25,7 +25,7 @@ def run_text(view: RunView) -> Text:
     run = view.standing
     text = Text.assemble(
         (run.name, "bold"), "  ", (f" {run.state.value} ", format.RUN_STATE_STYLE[run.state]),
-        f"  {run.total:,} items · {view.provider}\n",
+        f"  {run.total:,} items{archived(run)} · {view.provider}\n",
         ("engine ", "bold"),
     )
     text.append_text(engine(view))
@@ -49,6 +49,11 @@ def run_text(view: RunView) -> Text:
         text.append("▶ ", style="bold yellow")
         text.append(line)
     return text
+
+
+def archived(run: Standing) -> str:
+    """How many of the run's items are in its archive (counted in its items), when some are."""
+    return f" · {run.archived:,} archived" if run.archived else ""
 
 
 def engine(view: RunView) -> Text:

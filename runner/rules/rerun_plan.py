@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..pricing import money
+
 #: The failure kinds whose item was answered: a re-attempt is billed again.
 ANSWERED_KINDS = ("item_invalid", "batch_invalid")
 #: The failure kind of an item a person rejected: a retry waits for a decision again, with no call.
@@ -126,6 +128,19 @@ class RerunPlan:
     @property
     def items(self) -> int:
         return self.charge_safe.items + self.may_repeat.items
+
+    def __str__(self) -> str:
+        """The plan as every UI shows it before it acts:
+        ``plan: 120 items · 100 charge-safe (est. $0.0200) · 20 may be billed again (est. $0.0100)``."""
+
+        def est(share: Share) -> str:
+            if not share.items:
+                return ""
+            return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
+
+        items = f"{self.items:,} item{'' if self.items == 1 else 's'}"  # not runner.words: it imports time
+        return (f"plan: {items} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
+                f"{self.may_repeat.items:,} may be billed again{est(self.may_repeat)}")
 
 
 def plan(groups: Iterable[Group], estimate: Estimate) -> RerunPlan:

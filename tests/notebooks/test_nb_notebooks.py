@@ -162,7 +162,8 @@ def test_step_by_step_recovery_ends_completed_after_the_breaker_a_crash_and_a_co
     held = printed(tagged(notebook, "held"))
     assert held[0] == "exit code 4 | 5 items need a confirmation"
     assert [line.split()[:2] for line in held[1:]] == [[key, "resubmit"] for key in cut_off]
-    released, ended = printed(tagged(notebook, "status"))[:2]
+    shown, released, ended = printed(tagged(notebook, "status"))[:3]
+    assert shown.startswith("plan: 5 items · 0 charge-safe · 5 may be billed again")  # the plan, before yes=True
     assert released == str({"poll": 0, "adopt": 0, "resubmit": 5})
     assert ended == f"exit code 0 | billed twice: {sorted(cut_off)}"
     run = stored(tmp_path, "recovery", "steps")

@@ -22,9 +22,9 @@ from click.testing import CliRunner
 from comm import DummyComm
 from support import KillAtFirstCall, commands_given, make_job, posts, python_run, write_jsonl
 from scenes import write_lock_held
-from unwritable import SMALL_COUNTS, Folder, small_store
+from unwritable import NOW, SMALL_COUNTS, Folder, small_store
 
-from runner import cli, jobs, runs
+from runner import archiving, cli, jobs, runs
 from runner.store import views
 from runner.jobs import RetryLimits
 from runner.sim import Simulator
@@ -345,3 +345,15 @@ def test_cancel_run_asks_with_a_first_click_and_cancels_the_unfinished_items_wit
     assert "3 items cancelled" in panel.message.value
     assert shown(panel)["failed"] == 3 and panel.cancel_button.disabled
     assert {f["kind"] for f in views.failures(store, "test")} == {"cancelled"}
+
+
+def test_the_panel_says_how_many_items_are_archived_beside_the_run_s_items(
+    tmp_path: Path, panels: list[RunPanel]
+) -> None:
+    db = small_store(tmp_path)
+    panel = panel_of(panels, db, "posts")
+    assert "archived" not in panel.title.value
+    with Store(db) as store:
+        archiving.archive(store, "posts", ages={"completed": "0m", "failed": "0m"}, now=NOW)
+    panel.refresh()
+    assert "3 items · 2 archived · no engine running" in panel.title.value

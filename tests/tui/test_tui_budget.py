@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from support import StepClock, make_job, posts
+from textual.widgets._footer import FooterKey
 from tui_support import Told, press, settle
 
 from runner import runs
@@ -55,3 +56,24 @@ async def test_the_budget_dialog_keeps_nothing_it_was_not_given(tmp_path: Path, 
         await settle(pilot)
     assert store.budget(store.run_id("test")) == Budget(1000.0, None)
     assert store.control(store.run_id("test")).breaker is BreakerState.OPEN
+
+
+async def test_a_run_without_a_budget_is_given_its_first_from_the_command_palette(
+    tmp_path: Path, store: Store
+) -> None:
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)).with_provider(price={"input": 1.0, "output": 1.0, "per": 1})
+    runs.prepare(store, job, now=0.0)
+    app = RunnerApp(store.path, "test")
+    told = Told()
+    async with app.run_test(size=(80, 24), message_hook=told) as pilot:
+        await settle(pilot)
+        assert "budget" not in {key.action for key in app.screen.query(FooterKey)}  # no room at 80 columns
+        await pilot.press("ctrl+p", *"budget", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, BudgetScreen)
+        await pilot.press(*"5", "ctrl+s")
+        await settle(pilot, read=True)
+        await pilot.pause()
+        assert "budget" in {key.action for key in app.screen.query(FooterKey)}  # b from now on
+    assert store.budget(store.run_id("test")) == Budget(5.0, None)
+    assert told.messages[-1].startswith("test: budget $")

@@ -12,7 +12,7 @@ from support import make_job, posts
 from textual.notifications import Notify
 from tui_support import LEASE, NOW, Hand, build, job, press, settle, shown
 
-from runner import runs
+from runner import archiving, runs
 from runner.breaker import Control
 from runner.model import BreakerState, FailureKind
 from runner.store import Settlement, Store
@@ -49,6 +49,16 @@ async def test_a_run_says_how_its_engine_ended_and_died_only_when_its_lease_was_
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert engine in await run_screen(tmp_path, run, opened_as="runs.db")
+
+
+async def test_a_run_with_archived_items_says_how_many_beside_its_items(tmp_path: Path) -> None:
+    db = build(tmp_path)
+    with Store(db) as store:
+        archiving.archive(store, "archive", ages={"completed": "1d"}, now=NOW)
+    app = RunnerApp(db, "archive", clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "archive   done   8 items · 8 archived · openai-chat" in shown(app.screen.query_one(RunPanel))[0]
 
 
 async def test_a_run_read_from_another_store_names_it_in_the_command_that_goes_on(tmp_path: Path) -> None:

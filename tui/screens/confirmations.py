@@ -15,7 +15,6 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
 from runner import recovery
-from runner.costs import plan_line
 from runner.recovery import Case
 from runner.rules.rerun_plan import RerunPlan
 from runner.store import Store, rerun_plans, views
@@ -141,7 +140,7 @@ def double_charge(cases: dict[Case, int]) -> Text:
 
 def ask_confirm(title: str, cases: dict[Case, int], plan: RerunPlan) -> AskScreen:
     """The question before a confirmation: its plan, then what each case does."""
-    body = Text.assemble((f"{plan_line(plan)}\n", "bold"))
+    body = Text.assemble((f"{plan}\n", "bold"))
     for case, n in cases.items():
         body.append(f"{n:,} {case.value}: ", style="bold")
         body.append(f"{case.warning}\n", style="red" if case.may_charge_twice else "")

@@ -16,7 +16,6 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Header, Static
 
 from runner import control
-from runner.costs import plan_line
 from runner.rules.rerun_plan import RerunPlan
 from runner.store import Store, rerun_plans, views
 from runner.store.answers import FailedItem, FailuresView, HistoryLine, ItemView, KindCount
@@ -307,7 +306,7 @@ def item_head(view: ItemView) -> Text:
 
 def ask_retry(title: str, plan: RerunPlan, about: str) -> AskScreen:
     """The question before a retry: its plan first, then what a retry does."""
-    body = Text.assemble((f"{plan_line(plan)}\n", "bold"), about)
+    body = Text.assemble((f"{plan}\n", "bold"), about)
     warning = f"{plural(plan.may_repeat.items, 'item')} may be billed again" if plan.may_repeat.items else None
     return AskScreen(title, body, warning=warning, yes="Retry")
 

@@ -18,6 +18,7 @@ from runner.model import ItemState
 from runner.store.answers import RunView
 from runner.words import plural
 
+from ..commands import FirstBudget
 from ..run_panel import RunPanel
 from ..widgets import BatchTable, EventLog, GroupTable, StageTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
@@ -37,6 +38,7 @@ TALL = 36
 class RunScreen(StoreScreen[RunView]):
     """Where a person sits during a long run. The keys write commands that the run's engine obeys."""
 
+    COMMANDS = StoreScreen.COMMANDS | {FirstBudget}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "pause", "Pause", tooltip="Pause the run: no new batches; those in flight finish"),
         Binding("r", "resume", "Resume", tooltip="Resume: one batch at a time until one succeeds, then full speed"),
@@ -140,7 +142,7 @@ class RunScreen(StoreScreen[RunView]):
             return self.view is not None and bool(self.view.standing.scheduled)
         if action == "switch_rows":
             return self.staged and self.short
-        if action == "budget":  # a run with a budget (at 80 columns the footer has no room for one more key)
+        if action == "budget":  # a run with a budget (at 80 columns no room for one more key; FirstBudget gives one)
             return self.view is not None and self.view.standing.budget.budget.limited
         return True
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from runner.costs import plan_line
 from runner.rules.rerun_plan import Group, Part, RerunPlan, Resend, Resent, Share, calls, part, plan
 
 
@@ -61,6 +60,6 @@ def test_a_part_with_an_unpriced_stage_costs_unknown_never_zero() -> None:
 
 
 def test_the_plan_reads_items_charge_safe_and_may_be_billed_again_each_with_its_estimate() -> None:
-    assert plan_line(RerunPlan(Share(100, 0.02), Share(20, None))) == (
+    assert str(RerunPlan(Share(100, 0.02), Share(20, None))) == (
         "plan: 120 items · 100 charge-safe (est. $0.0200) · 20 may be billed again (cost unknown)")
-    assert plan_line(RerunPlan(Share(1, 0.0))) == "plan: 1 item · 1 charge-safe (est. $0.0000) · 0 may be billed again"
+    assert str(RerunPlan(Share(1, 0.0))) == "plan: 1 item · 1 charge-safe (est. $0.0000) · 0 may be billed again"
