@@ -50,10 +50,11 @@ INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, st
 SELECT :id, run_id, key || '/' || :n, grp, seq, :chars, fingerprint, :now, :first, id FROM items WHERE id = :parent
 """
 
-#: A sub-item's results: its parent's, the fan-out stage's as the engine gave it (``:result``, its list left out).
+#: A sub-item's results: its parent's, the fan-out stage's as the engine gave it (``:result``, its list left out),
+#: each inherited (its parent passed those stages, once: schema ``migrations_inherited``).
 COPY_RESULTS = """
-INSERT INTO results (item_id, stage, result, fingerprint, at)
-SELECT :id, stage, CASE WHEN stage = :stage THEN :result ELSE result END, fingerprint, at FROM results
+INSERT INTO results (item_id, stage, result, fingerprint, at, inherited)
+SELECT :id, stage, CASE WHEN stage = :stage THEN :result ELSE result END, fingerprint, at, 1 FROM results
 WHERE item_id = :parent
 """
 

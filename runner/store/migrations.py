@@ -18,6 +18,7 @@ from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
 from .migrations_queue import PRIORITIES_AND_SCHEDULES
 from .migrations_shared_queues import SHARED_QUEUES
 from .migrations_archive import ARCHIVE
+from .migrations_inherited import INHERITED_RESULTS
 
 # Version 2: the lease is held by run name, taken before the run row exists;
 # a partial index counts the items held for confirmation; a person's controls:
@@ -229,4 +230,5 @@ UPGRADES: list[list[str]] = [
     SHARED_QUEUES,
     ARCHIVE,
     BUDGET,
+    INHERITED_RESULTS,
 ]

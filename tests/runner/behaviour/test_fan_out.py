@@ -38,6 +38,17 @@ async def test_a_fan_out_makes_one_sub_item_per_chunk_with_stable_keys_and_joins
     assert outcome.status["counts"][ItemState.COMPLETED] == 12 and outcome.status["waiting_for_sub_items"] == 0
 
 
+async def test_a_stage_up_to_a_fan_out_is_passed_once_by_each_parent_and_a_stage_inside_it_by_each_sub_item(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    fan_job(tmp_path, sim.base_url, chunks=2, after=True)
+    path, split = tmp_path / "fan.toml", '[[stage]]\nname = "split"\n'
+    path.write_text(path.read_text().replace(split, CLASSIFY + split, 1))
+    outcome = await runs.execute(store, jobs.load(path))
+    assert {stage: row["passed"] for stage, row in outcome.status["stages"].items()} == {
+        "classify": 3, "split": 3, "note": 6, "gather": 3, "after": 3}
+
+
 async def test_a_sub_item_is_sent_its_chunk_and_keeps_its_parents_results_without_the_list(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
