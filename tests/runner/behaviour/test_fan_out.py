@@ -10,6 +10,7 @@ from pipelines import CLASSIFY
 from support import posts, write_jsonl
 
 from runner import control, deciding, export, jobs, runs
+from runner.engine.outcome import Outcome
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -127,14 +128,19 @@ async def test_a_fan_out_of_an_empty_list_goes_straight_through_the_join(
     assert outcome.status["total"] == 1 and outcome.exit_code == 0
 
 
-async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_goes_on_after_them(
-    tmp_path: Path, sim: Simulator, store: Store
-) -> None:
-    fan_job(tmp_path, sim.base_url, count=6, after=True)
+async def fan_out_for_bugs(tmp_path: Path, base_url: str, store: Store) -> Outcome:
+    """Six posts classified, then split for bugs alone: the others skip the fan-out, its stages and its join."""
+    fan_job(tmp_path, base_url, count=6, after=True)
     path, split = tmp_path / "fan.toml", '[[stage]]\nname = "split"\n'
     path.write_text(path.read_text().replace(
         split, f'{CLASSIFY}{split}when = {{ field = "classify.label", equals = "bug" }}\n', 1))
-    outcome = await runs.execute(store, jobs.load(path))
+    return await runs.execute(store, jobs.load(path))
+
+
+async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_goes_on_after_them(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    outcome = await fan_out_for_bugs(tmp_path, sim.base_url, store)
     exported = rows(store)
     labels = {key: row["classify"]["label"] for key, row in exported.items() if "/" not in key}
     bugs = {key for key, label in labels.items() if label == "bug"}
@@ -145,6 +151,19 @@ async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_
     assert {(exported[key]["state"], exported[key]["stage"], "summary" in exported[key]["after"]) for key in labels} == {
         ("completed", "after", True)}
     assert outcome.exit_code == 0
+
+
+async def test_the_stages_skipped_with_a_fan_out_say_so_in_the_items_history_not_that_their_own_when_is_false(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await fan_out_for_bugs(tmp_path, sim.base_url, store)
+    praise = next(key for key, row in rows(store).items() if "/" not in key and row["classify"]["label"] != "bug")
+    history = views.item_view(store, "fan", praise, now=0.0).history
+    assert [line.stage_note for line in history if line.kind == "skipped"] == [
+        "stage split skipped: its when is false",
+        "stage note skipped with the fan-out 'split', whose when is false",
+        "stage gather skipped with the fan-out 'split', whose when is false",
+    ]
 
 
 async def test_a_parent_whose_input_changed_loses_its_sub_items_and_a_retry_fans_it_out_again(
