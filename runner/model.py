@@ -286,6 +286,15 @@ class StartedItem(NamedTuple):
     results: str = "{}"
 
 
+class Skip(NamedTuple):
+    """A stage an item skips on its way on: its own ``when`` false, or skipped with the fan-out it lies inside
+    (the fan-out's ``when`` false: the stages up to its join, and the join, are its sub-items', and there are none)."""
+
+    stage: str
+    #: The fan-out it was skipped with ("": its own ``when`` is false).
+    fan_out: str = ""
+
+
 class FanOut(NamedTuple):
     """An item's fan-out, as the engine decided it at the boundary: the sub-items it makes, where they start,
     and the stage where it waits for them."""
@@ -309,8 +318,9 @@ class Settlement:
     completed: list[int] = field(default_factory=list)
     #: Of those, the items that go on: item id -> the next stage (pending there); the others completed.
     next_stage: dict[int, str] = field(default_factory=dict)
-    #: Item id -> the stages it skips on its way on (their ``when`` is false): noted in its history.
-    skipped: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    #: Item id -> the stages it skips on its way on (their ``when``, or their fan-out's, is false): noted in its
+    #: history.
+    skipped: dict[int, tuple[Skip, ...]] = field(default_factory=dict)
     #: Of the completed, the items that fan out: item id -> its fan-out (waiting at the join, its sub-items added).
     fan_out: dict[int, FanOut] = field(default_factory=dict)
     #: The fingerprint of the batch's stage, saved with each result in a pipeline ("": one stage, no result saved

@@ -74,6 +74,8 @@ def engine(view: RunView) -> Text:
         RunState.CANCELLED: f"cancelled by a person, {plural(run.cancelled, 'item')} cancelled (f shows them)",
     }
     said = ended[run.state] if run.state in ended else f"stopped for a person: {_why_held(run)}"
+    if run.held_by is Hold.DECISION and run.moving:  # decisions wait, and the other items for an engine
+        said += f"; {plural(run.moving, 'item')} to do{goes_on}"
     return Text.assemble(("ended", "bold"), f": {said}")
 
 

@@ -12,7 +12,8 @@ skipped takes the stages up to its join, and the join, with it: they are its
 sub-items' (there are none), and the item goes on after the join.
 
 - :func:`next_stage`: after a stage completes, the next stage whose ``when``
-  holds (None: past the last), and the stages skipped on the way;
+  holds (None: past the last), and the stages skipped on the way (each with
+  the fan-out it was skipped with, if any: :class:`runner.model.Skip`);
 - :func:`resume_at`: on a run started again with changed stages, the first
   stage whose result is missing or stale (its fingerprint changed), or None
   when every stage the item goes through has a fresh result;
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ..model import ItemState
+from ..model import ItemState, Skip
 
 #: A missing value (a field absent, a path through a non-object).
 MISSING: Any = object()
@@ -66,7 +67,7 @@ class Next(NamedTuple):
     """Where an item goes after a stage: the next stage (None: completed) and the stages it skips on the way."""
 
     stage: str | None
-    skipped: tuple[str, ...] = ()
+    skipped: tuple[Skip, ...] = ()
 
 
 def state_of(record: Mapping[str, Any], results: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,13 +111,13 @@ def _scalar(value: Any) -> bool:
 def next_stage(stages: Sequence[StageLike], after: str, state: Mapping[str, Any]) -> Next:
     """The stage an item goes to once ``after`` completed, skipping those whose ``when`` is false."""
     names = [stage.name for stage in stages]
-    skipped: list[str] = []
+    skipped: list[Skip] = []
     at = names.index(after) + 1
     while at < len(stages):
         if holds(stages[at].when, state):
             return Next(names[at], tuple(skipped))
         through = _through(stages, at)
-        skipped.extend(names[at:through + 1])
+        skipped.extend([Skip(names[at]), *(Skip(name, names[at]) for name in names[at + 1:through + 1])])
         at = through + 1
     return Next(None, tuple(skipped))
 

@@ -54,7 +54,7 @@ class Hold(StrEnum):
     """What holds an unfinished run for a person, as :attr:`Standing.held_by` reads it."""
 
     CONFIRMATION = "items await confirmation"
-    #: Only items waiting at a ``decide`` stage are left.
+    #: Only items waiting at a ``decide`` stage are left; or some are, and no engine works the others.
     DECISION = "items await a decision"
     BREAKER_OPEN = "breaker open"
     PAUSE = "paused"
@@ -189,14 +189,18 @@ class Standing(NamedTuple):
 
     @property
     def held_by(self) -> Hold | None:
-        """What holds the run for a person, the first of: items to confirm, the breaker open, a pause; else None."""
+        """What holds the run for a person, the first of: items to confirm, decisions alone left, the breaker open,
+        a pause, decisions waiting while no engine works the other items (a stopped run whose decisions wait needs a
+        person first: the items an engine could move wait for a ``runner run`` too); else None."""
         if self.held:
             return Hold.CONFIRMATION
         if self.needs_decision and not self.moving:
             return Hold.DECISION
         if self.control.breaker is BreakerState.OPEN:
             return Hold.BREAKER_OPEN
-        return Hold.PAUSE if self.control.paused else None
+        if self.control.paused:
+            return Hold.PAUSE
+        return Hold.DECISION if self.needs_decision and not self.engine_alive else None
 
     @property
     def state(self) -> RunState:

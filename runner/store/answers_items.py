@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..model import Case, HeldItem
+from .skips import WHEN_FALSE
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,20 @@ class HistoryLine(NamedTuple):
 
     @property
     def stage_note(self) -> str | None:
-        return stage_note(self.kind, self.stage, self.to_stage)
+        return stage_note(self.kind, self.stage, self.to_stage, self.message)
 
 
-def stage_note(kind: str | None, stage: str | None, to_stage: str | None) -> str | None:
-    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (and
-    dropped the decision kept for it) (else None)."""
+def stage_note(kind: str | None, stage: str | None, to_stage: str | None, message: str | None) -> str | None:
+    """What an event did between a pipeline's stages, in words: went on to the next, or skipped one (its
+    ``when`` false, and the decision kept for it dropped; or with the fan-out it lies inside, as its ``message``
+    says) (else None)."""
     if to_stage:
         return f"on to stage {to_stage}"
     if kind == "decision_dropped":
         return f"stage {stage} skipped: its when is false; the decision kept for it was dropped (never applied)"
-    return f"stage {stage} skipped: its when is false" if kind == "skipped" else None
+    if kind != "skipped":
+        return None
+    return f"stage {stage} skipped: its when is false" if message in (None, WHEN_FALSE) else f"stage {stage} {message}"
 
 
 class ItemView(NamedTuple):

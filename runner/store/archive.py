@@ -76,11 +76,12 @@ GROUP BY run_id, stage, grp, state
 ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n
 """
 
-#: The results passed at each stage of the items given, put back (``:sign`` 1) or taken off (-1).
+#: The results passed at each stage of the items given (their own, not a sub-item's inherited ones), put back
+#: (``:sign`` 1) or taken off (-1).
 PASSED = """
 INSERT INTO passes (run_id, stage, passed)
 SELECT :run, stage, :sign * count(*) FROM {table} WHERE item_id IN (SELECT value FROM json_each(:ids))
-GROUP BY stage
+AND NOT inherited GROUP BY stage
 ON CONFLICT (run_id, stage) DO UPDATE SET passed = passed + excluded.passed
 """
 

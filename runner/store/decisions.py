@@ -168,8 +168,7 @@ def _apply(
               values={"stage": "stage = :stage", **items.FRESH_BUDGET}, params=approved)
     move_each(conn, "approve_last", where=f"{one} AND :stage IS NULL", values={"output": "output = :data"},
               params=approved)
-    skip(conn, [{**each, "stage": stage} for each, p in zip(params, plans) if p.goes is not None
-                for stage in p.goes.skipped])
+    skip(conn, [(each, skipped) for each, p in zip(params, plans) if p.goes is not None for skipped in p.goes.skipped])
     move_each(conn, "reject", where=one, values=REJECT,
               params=[each for each, p in zip(params, plans) if p.goes is None])
     conn.executemany(FORGET, params)

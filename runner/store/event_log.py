@@ -28,7 +28,7 @@ def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: 
     for group in _together(events)[:limit]:
         first = group[0]
         move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
-        detail = stage_note(first["kind"], first["stage"], first["to_stage"]) or (
+        detail = stage_note(first["kind"], first["stage"], first["to_stage"], first["message"]) or (
             f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or ""))
         what = f"{_where(first)}{_who(group)} {move}"
         moved.append((first["id"], LogLine(now - first["at"], what, detail, first["to_state"])))

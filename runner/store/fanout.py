@@ -34,7 +34,7 @@ import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..model import FailureKind, Settlement
+from ..model import FailureKind, Settlement, Skip
 from ..rules.fanout import Settled
 from . import items
 from .connection import SQLiteFile
@@ -50,10 +50,11 @@ INSERT INTO items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, st
 SELECT :id, run_id, key || '/' || :n, grp, seq, :chars, fingerprint, :now, :first, id FROM items WHERE id = :parent
 """
 
-#: A sub-item's results: its parent's, the fan-out stage's as the engine gave it (``:result``, its list left out).
+#: A sub-item's results: its parent's, the fan-out stage's as the engine gave it (``:result``, its list left out),
+#: each inherited (its parent passed those stages, once: schema ``migrations_inherited``).
 COPY_RESULTS = """
-INSERT INTO results (item_id, stage, result, fingerprint, at)
-SELECT :id, stage, CASE WHEN stage = :stage THEN :result ELSE result END, fingerprint, at FROM results
+INSERT INTO results (item_id, stage, result, fingerprint, at, inherited)
+SELECT :id, stage, CASE WHEN stage = :stage THEN :result ELSE result END, fingerprint, at, 1 FROM results
 WHERE item_id = :parent
 """
 
@@ -212,7 +213,7 @@ class Joined(NamedTuple):
     #: The stage it goes on to (pending there); None: completed, or failed when ``failure`` says why.
     next_stage: str | None
     failure: str | None = None
-    skipped: tuple[str, ...] = ()
+    skipped: tuple[Skip, ...] = ()
 
 
 class FanOuts(SQLiteFile):
@@ -248,7 +249,7 @@ class FanOuts(SQLiteFile):
                                  params={**params, "next": end.next_stage}, returning="items.id")
                 if moved:  # not one a person cancelled (or whose sub-item was retried) since it was read
                     conn.execute(SAVE_RESULT, {**params, "result": end.result, "fingerprint": end.fingerprint})
-                    skip(conn, [{"id": end.id, "now": now, "stage": stage} for stage in end.skipped])
+                    skip(conn, [({"id": end.id, "now": now}, each) for each in end.skipped])
             if any(end.next_stage is not None for end in joined):  # those now at a decide stage wait for a person
                 (run_id,) = conn.execute("SELECT run_id FROM items WHERE id = ?", (joined[0].id,)).fetchone()
                 items.arrive(conn, run_id, now)

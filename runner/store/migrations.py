@@ -19,6 +19,7 @@ from .migrations_queue import PRIORITIES_AND_SCHEDULES
 from .migrations_shared_queues import SHARED_QUEUES
 from .migrations_archive import ARCHIVE
 from .migrations_reuse import REUSE
+from .migrations_inherited import INHERITED_RESULTS
 
 # Version 2: the lease is held by run name, taken before the run row exists;
 # a partial index counts the items held for confirmation; a person's controls:
@@ -231,4 +232,5 @@ UPGRADES: list[list[str]] = [
     ARCHIVE,
     BUDGET,
     REUSE,
+    INHERITED_RESULTS,
 ]

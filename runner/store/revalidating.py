@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
+from ..model import Skip
 from . import items
 from .items import move
 from .skips import skip
@@ -80,7 +81,7 @@ class Onward(NamedTuple):
     """Where an item that completes a stage goes: its next stage (None: completed) and the stages it skips."""
 
     stage: str | None
-    skipped: tuple[str, ...] = ()
+    skipped: tuple[Skip, ...] = ()
 
 
 class SavedRow(NamedTuple):
@@ -144,7 +145,7 @@ def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> N
         else:
             moved = move(conn, "rewind", where="items.id = :id", values={"stage": "stage = :to", **items.FRESH_BUDGET},
                          params={**params, "to": to.stage}, returning="items.id")
-            skip(conn, [{**params, "stage": skipped} for skipped in to.skipped])
+            skip(conn, [(params, each) for each in to.skipped])
             items.arrive(conn, params["run"], params["now"])
     if moved:
         conn.execute(NOTE, {**params, "why": NOW_VALID})

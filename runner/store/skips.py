@@ -1,8 +1,11 @@
-"""A stage an item skips (its ``when`` false), noted in its history, and a decision kept for that stage dropped.
+"""A stage an item skips (its ``when`` false, or its fan-out's), noted in its history, and a decision kept for that
+stage dropped.
 
 Every boundary that moves an item past stages it skips (a batch's
 settlement, a join, an approval) calls :func:`skip` in its transaction: one
-``skipped`` event per stage, an event that moves nothing. A decision a person
+``skipped`` event per stage, an event that moves nothing, saying why: the
+stage's own ``when`` is false, or it was skipped with the fan-out it lies
+inside (the stages up to its join, and the join: their ``when`` was never read). A decision a person
 sent early for a decide stage the item now skips can never be applied: it is
 deleted, and a ``decision_dropped`` event says so, in the item's history and
 the run's log.
@@ -14,9 +17,15 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..model import Skip
+
+#: Why a stage was skipped: its own ``when`` is false; or the fan-out it lies inside was skipped (its ``when``).
+WHEN_FALSE = "its when is false: stage skipped"
+WITH_FAN_OUT = "skipped with the fan-out '{}', whose when is false"
+
 SKIPPED = """
 INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
-SELECT run_id, id, :now, 'pending', 'pending', 'skipped', 'its when is false: stage skipped', 0, :stage
+SELECT run_id, id, :now, 'pending', 'pending', 'skipped', :why, 0, :stage
 FROM items WHERE id = :id
 """
 
@@ -31,8 +40,10 @@ FROM decisions WHERE item_id = :id AND stage = :stage
 FORGET = "DELETE FROM decisions WHERE item_id = :id AND stage = :stage"
 
 
-def skip(conn: sqlite3.Connection, skipped: Iterable[Mapping[str, Any]]) -> None:
-    """Each (``id``, ``stage``, ``now``) skipped: noted, and a decision kept for it dropped, noted."""
-    rows = list(skipped)
+def skip(conn: sqlite3.Connection, skipped: Iterable[tuple[Mapping[str, Any], Skip]]) -> None:
+    """Each stage an item skips (the item's ``id`` and ``now`` in the mapping beside it): noted with why, and a
+    decision kept for it dropped, noted."""
+    rows = [{**params, "stage": each.stage, "why": WITH_FAN_OUT.format(each.fan_out) if each.fan_out else WHEN_FALSE}
+            for params, each in skipped]
     for statement in (SKIPPED, DROPPED, FORGET):
         conn.executemany(statement, rows)

@@ -68,7 +68,7 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
                                     "works": json.dumps({i: settlement.works.get(i) for i in settlement.completed})})
     move_each(conn, "next_stage", where=IN_BATCH, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
               params=[{**params, "id": i, "stage": stage} for i, stage in settlement.next_stage.items()])
-    skip(conn, [{**params, "id": i, "stage": stage} for i, skipped in settlement.skipped.items() for stage in skipped])
+    skip(conn, [({**params, "id": i}, each) for i, skipped in settlement.skipped.items() for each in skipped])
     fanout.fan_out(conn, settlement, params)
     if settlement.next_stage:  # those at a decide stage wait there for a person
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (params["batch"],)).fetchone()

@@ -10,7 +10,7 @@ import pytest
 from runner.model import BreakerState
 from runner.rules.breaker import Control
 from runner.store import event_log
-from runner.store.answers import STATES, RunState, Standing, time_left
+from runner.store.answers import STATES, Hold, RunState, Standing, time_left
 
 NOW = 1_000.0
 
@@ -45,6 +45,26 @@ def test_a_run_reads_as_done_engine_died_needing_a_person_paused_running_or_stop
     run: Standing, state: RunState
 ) -> None:
     assert run.state is state
+
+
+DECISIONS_WAITING = [
+    ("decisions alone left, no engine", standing(unfinished=2, alive=False), RunState.NEEDS_PERSON, Hold.DECISION),
+    ("decisions and one approved item pending, no engine", standing(unfinished=3, alive=False),
+     RunState.NEEDS_PERSON, Hold.DECISION),
+    ("decisions and one pending, an engine works it", standing(unfinished=3), RunState.RUNNING, None),
+    ("decisions and one pending, paused, no engine", standing(unfinished=3, control=Control(paused=True), alive=False),
+     RunState.PAUSED, Hold.PAUSE),
+    ("decisions and one pending, breaker open", standing(unfinished=3, control=Control(breaker=BreakerState.OPEN)),
+     RunState.NEEDS_PERSON, Hold.BREAKER_OPEN),
+]
+
+
+@pytest.mark.parametrize("run, state, hold", [c[1:] for c in DECISIONS_WAITING], ids=[c[0] for c in DECISIONS_WAITING])
+def test_a_run_whose_decisions_wait_needs_a_person_unless_an_engine_works_its_other_items(
+    run: Standing, state: RunState, hold: Hold | None
+) -> None:
+    waiting = run._replace(needs_decision=2)
+    assert (waiting.state, waiting.held_by) == (state, hold)
 
 
 def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() -> None:

@@ -137,17 +137,18 @@ async def test_each_step_says_how_many_steps_are_allowed_in_words(tmp_path: Path
     ]
 
 
-@pytest.mark.parametrize("held, control, said", [
-    (1, Control(paused=True, breaker=BreakerState.OPEN), "1 item awaits confirmation"),
-    (2, Control(), "2 items await confirmation"),
-    (0, Control(paused=True, breaker=BreakerState.OPEN), "breaker open"),
-    (0, Control(paused=True), "paused"),
+@pytest.mark.parametrize("held, control, deciding, said", [
+    (1, Control(paused=True, breaker=BreakerState.OPEN), 0, "1 item awaits confirmation"),
+    (2, Control(), 0, "2 items await confirmation"),
+    (0, Control(paused=True, breaker=BreakerState.OPEN), 0, "breaker open"),
+    (0, Control(paused=True), 0, "paused"),
+    (0, Control(), 1, "1 item waits for a decision (d shows them); 1 item to do; `runner run r` goes on"),
 ])
 def test_a_run_stopped_for_a_person_names_what_holds_it_first_as_its_state_does(
-    held: int, control: Control, said: str
+    held: int, control: Control, deciding: int, said: str
 ) -> None:
     run = Standing(name="r", counts={s: 0 for s in STATES} | {"pending": 2}, groups={}, control=control, held=held,
-                   engine_alive=False, duplicate_tasks=0, idle_for=None)
+                   engine_alive=False, duplicate_tasks=0, idle_for=None, needs_decision=deciding)
     view = RunView(run, concurrency=2, provider="p", go_on="runner run r", batches=(), log=(), per_minute=0.0)
     assert engine(view).plain == f"ended: stopped for a person: {said}"
     assert run.state is (RunState.PAUSED if said == "paused" else RunState.NEEDS_PERSON)

@@ -10,6 +10,7 @@ from pipelines import CLASSIFY
 from support import posts, write_jsonl
 
 from runner import control, deciding, export, jobs, runs
+from runner.engine.outcome import Outcome
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -36,6 +37,17 @@ async def test_a_fan_out_makes_one_sub_item_per_chunk_with_stable_keys_and_joins
     assert gathered["failed"] == []
     assert (exported["p001"]["state"], exported["p001"]["stage"]) == ("completed", "after")
     assert outcome.status["counts"][ItemState.COMPLETED] == 12 and outcome.status["waiting_for_sub_items"] == 0
+
+
+async def test_a_stage_up_to_a_fan_out_is_passed_once_by_each_parent_and_a_stage_inside_it_by_each_sub_item(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    fan_job(tmp_path, sim.base_url, chunks=2, after=True)
+    path, split = tmp_path / "fan.toml", '[[stage]]\nname = "split"\n'
+    path.write_text(path.read_text().replace(split, CLASSIFY + split, 1))
+    outcome = await runs.execute(store, jobs.load(path))
+    assert {stage: row["passed"] for stage, row in outcome.status["stages"].items()} == {
+        "classify": 3, "split": 3, "note": 6, "gather": 3, "after": 3}
 
 
 async def test_a_sub_item_is_sent_its_chunk_and_keeps_its_parents_results_without_the_list(
@@ -116,14 +128,19 @@ async def test_a_fan_out_of_an_empty_list_goes_straight_through_the_join(
     assert outcome.status["total"] == 1 and outcome.exit_code == 0
 
 
-async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_goes_on_after_them(
-    tmp_path: Path, sim: Simulator, store: Store
-) -> None:
-    fan_job(tmp_path, sim.base_url, count=6, after=True)
+async def fan_out_for_bugs(tmp_path: Path, base_url: str, store: Store) -> Outcome:
+    """Six posts classified, then split for bugs alone: the others skip the fan-out, its stages and its join."""
+    fan_job(tmp_path, base_url, count=6, after=True)
     path, split = tmp_path / "fan.toml", '[[stage]]\nname = "split"\n'
     path.write_text(path.read_text().replace(
         split, f'{CLASSIFY}{split}when = {{ field = "classify.label", equals = "bug" }}\n', 1))
-    outcome = await runs.execute(store, jobs.load(path))
+    return await runs.execute(store, jobs.load(path))
+
+
+async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_goes_on_after_them(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    outcome = await fan_out_for_bugs(tmp_path, sim.base_url, store)
     exported = rows(store)
     labels = {key: row["classify"]["label"] for key, row in exported.items() if "/" not in key}
     bugs = {key for key, label in labels.items() if label == "bug"}
@@ -134,6 +151,19 @@ async def test_an_item_whose_when_skips_a_fan_out_skips_its_stages_and_join_and_
     assert {(exported[key]["state"], exported[key]["stage"], "summary" in exported[key]["after"]) for key in labels} == {
         ("completed", "after", True)}
     assert outcome.exit_code == 0
+
+
+async def test_the_stages_skipped_with_a_fan_out_say_so_in_the_items_history_not_that_their_own_when_is_false(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await fan_out_for_bugs(tmp_path, sim.base_url, store)
+    praise = next(key for key, row in rows(store).items() if "/" not in key and row["classify"]["label"] != "bug")
+    history = views.item_view(store, "fan", praise, now=0.0).history
+    assert [line.stage_note for line in history if line.kind == "skipped"] == [
+        "stage split skipped: its when is false",
+        "stage note skipped with the fan-out 'split', whose when is false",
+        "stage gather skipped with the fan-out 'split', whose when is false",
+    ]
 
 
 async def test_a_parent_whose_input_changed_loses_its_sub_items_and_a_retry_fans_it_out_again(

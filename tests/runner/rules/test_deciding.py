@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.job_stages import When
+from runner.model import Skip
 from runner.rules.deciding import At, Plan, plan
 from runner.rules.stages import Next
 
@@ -26,7 +27,7 @@ CASES: list[tuple[str, At, bool, dict[str, object], Plan]] = [
     ("waiting there: approve goes to the next stage whose when holds", at("review", "waiting", "decide"), True,
      {"ok": True}, Plan("review", applied=True, goes=Next("publish"))),
     ("waiting there: the data decides the when of the stages after", at("review", "waiting", "decide"), True,
-     {"ok": False}, Plan("review", applied=True, goes=Next("summarize", ("publish",)))),
+     {"ok": False}, Plan("review", applied=True, goes=Next("summarize", (Skip("publish"),)))),
     ("waiting there: reject", at("review", "waiting", "decide"), False, {}, Plan("review", applied=True)),
     ("before it, in flight: kept", at("classify", "running"), True, {}, Plan("review")),
     ("before it, waiting for a time: kept", at("classify", "waiting"), False, {}, Plan("review")),

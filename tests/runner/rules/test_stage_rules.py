@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from runner.job_stages import When
+from runner.model import Skip
 from runner.rules.stages import Next, Onward, from_gone_stage, holds, next_stage, onward, resume_at, sent_fields
 
 
@@ -50,7 +51,7 @@ def test_when_reads_the_state_of_input_fields_and_earlier_results(
 
 NEXT_CASES = [
     ("a bug goes on to extract", "classify", {"classify": {"label": "bug"}}, Next("extract")),
-    ("praise skips extract", "classify", {"classify": {"label": "praise"}}, Next("summarize", ("extract",))),
+    ("praise skips extract", "classify", {"classify": {"label": "praise"}}, Next("summarize", (Skip("extract"),))),
     ("after extract, summarize", "extract", {"classify": {"label": "bug"}}, Next("summarize")),
     ("after the last, completed", "summarize", {}, Next(None)),
 ]
@@ -65,8 +66,9 @@ def test_the_next_stage_is_the_first_whose_when_holds(after: str, state: dict[st
 FANNED_BUGS = [S("classify"), S("split", BUGS, fan_out="chunks"), S("note"), S("gather", kind="join"),
                S("summarize")]
 SKIPPED_FAN_OUT_CASES = [
-    ("praise skips the fan-out, its stages and its join", "classify", {"classify": {"label": "praise"}},
-     Next("summarize", ("split", "note", "gather"))),
+    ("praise skips the fan-out (its when), its stages and its join (with the fan-out)", "classify",
+     {"classify": {"label": "praise"}},
+     Next("summarize", (Skip("split"), Skip("note", "split"), Skip("gather", "split")))),
     ("a bug fans out", "classify", {"classify": {"label": "bug"}}, Next("split")),
 ]
 

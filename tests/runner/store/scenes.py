@@ -184,11 +184,12 @@ def passes_kept(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
 
 
 def passes_of_results(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
-    """Per run and stage, the results saved (counted from the results) and the items that skipped it (from the
-    events: each item once)."""
+    """Per run and stage, the results saved (counted from the results, a sub-item's inherited ones left out) and
+    the items that skipped it (from the events: each item once)."""
     counted: dict[tuple[int, str], tuple[int, int]] = {}
     for r in store.rows(f"SELECT items.run_id, results.stage, count(*) AS n FROM {RESULTS} AS results "
-                        f"JOIN {ITEMS} AS items ON items.id = results.item_id GROUP BY items.run_id, results.stage"):
+                        f"JOIN {ITEMS} AS items ON items.id = results.item_id WHERE NOT results.inherited "
+                        "GROUP BY items.run_id, results.stage"):
         counted[(r["run_id"], r["stage"])] = (r["n"], 0)
     for r in store.rows(f"SELECT run_id, stage, count(DISTINCT item_id) AS n FROM {EVENTS} WHERE kind = 'skipped' "
                         "GROUP BY run_id, stage"):

@@ -77,13 +77,14 @@ def test_a_kept_decision_is_replaced_by_a_later_one_and_applied_once_when_the_it
 def test_a_stage_skipped_drops_the_decision_kept_for_it_with_an_event_and_keeps_the_others(
     tmp_path: Path, store: Store
 ) -> None:
+    from runner.model import Skip
     from runner.store.skips import skip
 
     reviewed(tmp_path, store)
     deciding.decide(store, "reviewed", ["p000", "p001"], approve=False, now=2.0)
     (p000,) = store.rows("SELECT id FROM items WHERE key = 'p000'")
     with store.write() as conn:
-        skip(conn, [{"id": p000["id"], "stage": "review", "now": 3.0}])
+        skip(conn, [({"id": p000["id"], "now": 3.0}, Skip("review"))])
     assert store.rows("SELECT i.key FROM decisions d JOIN items i ON i.id = d.item_id") == [{"key": "p001"}]
     assert store.rows("SELECT kind, stage, message FROM events WHERE item_id = ? AND at = 3.0", [p000["id"]]) == [
         {"kind": "skipped", "stage": "review", "message": "its when is false: stage skipped"},

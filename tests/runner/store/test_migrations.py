@@ -1,4 +1,5 @@
-"""Migrations keep every store's data: stores of schema 7, 8, 11 and 14 opened by this runner."""
+"""Migrations keep every store's data: stores of schema 7, 8, 11, 14 and the one before inherited results opened by
+this runner."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from runner import item_rows, jobs, recovery, runs
 from runner.model import BreakerState, FailureKind
 from runner.sim import Simulator
 from runner.store import Store, schema, views
+from runner.store.migrations_inherited import INHERITED_RESULTS
 
 
 def v7_store(path: Path, *, breaker_reason: str) -> None:
@@ -157,7 +159,7 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
                       "ALTER TABLE items DROP COLUMN priority", "DROP TABLE queue_holds", "DROP TABLE queues",
                       "DROP TABLE archives",
                       *(f"DROP TABLE archived_{table}" for table in ("items", "inputs", "results", "decisions", "events")),
-                      "ALTER TABLE runs DROP COLUMN budget",
+                      "ALTER TABLE runs DROP COLUMN budget", "ALTER TABLE results DROP COLUMN inherited",
                       *(f"ALTER TABLE items DROP COLUMN {column}"
                         for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
                       "PRAGMA user_version = 14"):
@@ -169,6 +171,41 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
     assert {stage: (row["passed"], row["skipped"]) for stage, row in stages.items()} == {
         "classify": (12, 0), "extract": (6, 6), "summarize": (11, 0),
     }
+
+
+def store_before_inherited_results(path: Path) -> None:
+    """A store at the schema before a sub-item's copies of its parent's results were marked: run ``fan`` (split,
+    note, gather), two posts each fanned out into two sub-items and joined, the second's unit archived, with the
+    passes the old trigger and archive counted (each copy a pass of its stage)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    version = schema.MIGRATIONS.index(INHERITED_RESULTS)
+    for statements in schema.MIGRATIONS[:version]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    job = {"staged": True, "stages": [{"name": "split"}, {"name": "note"}, {"name": "gather", "kind": "join"}]}
+    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES ('fan', ?, 1, 1)", (json.dumps(job),))
+    for table, first, key in (("", 1, "p0"), ("archived_", 4, "p1")):
+        unit = [(first, key, None, "gather"), (first + 1, f"{key}/0", first, "note"),
+                (first + 2, f"{key}/1", first, "note")]
+        conn.executemany(f"INSERT INTO {table}items (id, run_id, key, grp, seq, chars, fingerprint, updated_at, "
+                         "state, stage, parent_id) VALUES (?, 1, ?, '', 0, 2, 'f', 1, 'completed', ?, ?)",
+                         [(i, k, stage, parent) for i, k, parent, stage in unit])
+        results = [(first, "split"), (first, "gather")] + [(i, stage) for i in (first + 1, first + 2)
+                                                           for stage in ("split", "note")]
+        conn.executemany(f"INSERT INTO {table}results (item_id, stage, result, fingerprint, at) VALUES (?, ?, '{{}}', "
+                         "'f', 1)", results)
+    conn.execute("INSERT INTO passes (run_id, stage, passed) SELECT 1, stage, count(*) FROM archived_results "
+                 "WHERE true GROUP BY stage "
+                 "ON CONFLICT (run_id, stage) DO UPDATE SET passed = passed + excluded.passed")
+    conn.close()
+
+
+def test_a_stores_passes_count_a_sub_items_copies_of_its_parents_results_no_more_once_migrated(tmp_path: Path) -> None:
+    store_before_inherited_results(tmp_path / "runs.db")
+    with Store(tmp_path / "runs.db") as store:
+        assert passes_kept(store) == {(1, "split"): (2, 0), (1, "note"): (4, 0), (1, "gather"): (2, 0)}
+        assert passes_kept(store) == passes_of_results(store)
 
 
 def test_an_old_stores_paid_and_maybe_paid_calls_become_billed_and_unknown_charges_of_unknown_tokens(
