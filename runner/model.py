@@ -287,12 +287,10 @@ class StartedItem(NamedTuple):
 
 
 class Skip(NamedTuple):
-    """A stage an item skips on its way on: its own ``when`` false, or skipped with the fan-out it lies inside
-    (the fan-out's ``when`` false: the stages up to its join, and the join, are its sub-items', and there are none)."""
+    """A stage an item skips: its own ``when`` false, or inside a fan-out whose ``when`` is false (up to the join)."""
 
     stage: str
-    #: The fan-out it was skipped with ("": its own ``when`` is false).
-    fan_out: str = ""
+    fan_out: str = ""  # the fan-out it was skipped with ("": its own ``when`` is false)
 
 
 class FanOut(NamedTuple):
@@ -318,8 +316,7 @@ class Settlement:
     completed: list[int] = field(default_factory=list)
     #: Of those, the items that go on: item id -> the next stage (pending there); the others completed.
     next_stage: dict[int, str] = field(default_factory=dict)
-    #: Item id -> the stages it skips on its way on (their ``when``, or their fan-out's, is false): noted in its
-    #: history.
+    #: Item id -> the stages it skips on its way on (their ``when``, or their fan-out's, false): in its history.
     skipped: dict[int, tuple[Skip, ...]] = field(default_factory=dict)
     #: Of the completed, the items that fan out: item id -> its fan-out (waiting at the join, its sub-items added).
     fan_out: dict[int, FanOut] = field(default_factory=dict)
