@@ -1,12 +1,10 @@
 """The nouns every layer shares: the states, the kinds, the moves an item may make, and the batch as formed.
 
-The names of states and kinds are part of the contract (the CLI, the JSON
-output and the UIs show them). :data:`MOVES` is the transition table: every
-move an item may make, from which states to which, and which of its fields
-the move sets and clears. The store's one writer of item state
-(``runner.store.items.move``) makes each move by this table and no other.
-The immutable records are named tuples, cheaper to define than dataclasses
-(every command's cold start defines them).
+The names of states and kinds are part of the contract (the CLI, the JSON output and the UIs show them).
+:data:`MOVES` is the transition table: every move an item may make, from which states to which, and which of
+its fields the move sets and clears. The store's one writer of item state (``runner.store.items.move``) makes
+each move by this table and no other. The immutable records are named tuples, cheaper to define than
+dataclasses (every command's cold start defines them).
 """
 
 from __future__ import annotations
