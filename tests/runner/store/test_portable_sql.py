@@ -1,8 +1,8 @@
 """The store's runtime SQL keeps to a subset PostgreSQL takes too (issue 20, docs/plans/postgres.md §1).
 
 Every SQL text in ``runner/store/`` but the schema and its migrations (string literals, and the literal
-parts of f-strings, a formatted value read as ``{}``) is read for the SQLite idioms PostgreSQL refuses.
-JSON functions, placeholders, PRAGMAs and planner hints are the dialect's to translate, so not checked here.
+parts of f-strings, a formatted value read as ``{}``) is read for the SQLite idioms PostgreSQL refuses
+(``portable.IDIOMS``). The ``store`` fixture reads every statement a contract test made the store execute too.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from portable import refused_idioms
 
 import runner.store
 
@@ -19,25 +20,6 @@ STORE = Path(runner.store.__file__).parent
 
 #: The schema's DDL and its migrations: rewritten for PostgreSQL as a whole, not read here.
 NOT_RUNTIME = re.compile(r"schema\.py|migrations.*\.py")
-
-#: A parameter: ``:name``, ``?`` or ``?N``.
-PARAMETER = r"(?::\w+|\?\d*)"
-
-#: Each idiom PostgreSQL refuses, what it is, and its portable form.
-IDIOMS = {
-    "IS or IS NOT comparing two values (write IS [NOT] DISTINCT FROM)":
-        re.compile(r"\bIS\s+(?:NOT\s+)?(?!NULL\b|NOT\b|DISTINCT\b|TRUE\b|FALSE\b)[\w'.:?(]"),
-    "a parameter tested for NULL without a type (write CAST(:p AS TEXT) IS NULL)":
-        re.compile(rf"(?<!\w){PARAMETER}\s+IS\s+(?:NOT\s+)?NULL\b"),
-    "a parameter standing alone as a condition (compare it to a value)":
-        re.compile(rf"\b(?:ON|WHERE|AND|OR|NOT|WHEN)\s+{PARAMETER}\s*(?:\bAND\b|\bOR\b|\bTHEN\b|\)|$)"),
-    "a condition summed as a number (write count(*) FILTER (WHERE ...))":
-        re.compile(r"\b(?:sum|total|avg)\((?:(?!CASE\b)[^()])*(?:\bIS\b|\bIN\b|[=<>])"),
-    "a condition added as a number (write CASE WHEN ... THEN 1 ELSE 0 END)":
-        re.compile(r"[-+*/]\s*\((?!\s*SELECT\b)(?:(?!CASE\b)[^()])*(?:\bIS\b|\bIN\b|[=<>])"),
-    "min or max of two values (compare them in the statement)":
-        re.compile(r"\b(?:min|max)\([^()]*,"),
-}
 
 
 def texts(module: Path) -> list[tuple[int, str]]:
@@ -50,11 +32,6 @@ def texts(module: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             found.append((node.lineno, node.value))
     return found
-
-
-def refused_idioms(text: str) -> list[str]:
-    """What in SQL ``text`` PostgreSQL refuses: the idioms' descriptions."""
-    return [idiom for idiom, pattern in IDIOMS.items() if pattern.search(text)]
 
 
 def test_the_stores_runtime_sql_keeps_to_the_portable_subset() -> None:
@@ -80,6 +57,11 @@ def test_the_stores_runtime_sql_keeps_to_the_portable_subset() -> None:
     ("sum(state = 'failed')", "sum(CASE WHEN state = 'failed' THEN n END)"),
     ("refused + (id IN (SELECT value FROM json_each(:r)))", "refused + CASE WHEN id IN (SELECT 1) THEN 1 ELSE 0 END"),
     ("quiet_until = max(quiet_until, ?)", "SELECT max(id) FROM items"),
+    ("(NULL IS NULL OR stage = NULL)", "(CAST(NULL AS TEXT) IS NULL OR stage = NULL)"),
+    ("AND ('failed' IS NULL OR state = 'failed')", "AND output IS NOT NULL)"),
+    ("LEFT JOIN results ON 1 AND results.id = items.id", "ON (CAST(1 AS INTEGER) = 1) AND x = y"),
+    ("CASE WHEN 0 THEN 'a' END", "CASE approve WHEN 1 THEN 'approval' ELSE 'rejection' END"),
+    ("SELECT 'x' FROM t WHERE a IS 'y'", "SELECT 'a IS b, sum(a = b), max(a, b), ON 1 AND' FROM t"),
 ])
 def test_each_idiom_postgresql_refuses_is_caught_and_its_portable_form_is_not(refused: str, portable: str) -> None:
     assert refused_idioms(refused)
