@@ -264,7 +264,8 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
         its output, the item)."""
         rows = self.rows(
             f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received' "
-            "AND (CAST(:stage AS TEXT) IS NULL OR stage = :stage) AND (CAST(:batch AS BIGINT) IS NULL OR batch_id = :batch)",
+            "AND (CAST(:stage AS TEXT) IS NULL OR stage = :stage) "
+            "AND (CAST(:batch AS BIGINT) IS NULL OR batch_id = :batch)",
             {"run": run_id, "max_attempts": max_attempts, "stage": stage, "batch": batch},
         )
         return [(row.pop("batch_id"), row.pop("output"), StartedItem(*row.values())) for row in rows]
