@@ -56,7 +56,8 @@ LISTED = "items.id IN (SELECT value FROM json_each(:ids))"
 PREPARING = """
 INSERT INTO runs (name, job, nonce, created_at, updated_at, preparing) VALUES (:name, :job, :nonce, :now, :now, 1)
 ON CONFLICT (name) DO UPDATE SET job = excluded.job, updated_at = excluded.updated_at, preparing = 1,
-    budget = CASE WHEN json_extract(job, '$.budget') IS json_extract(excluded.job, '$.budget') THEN budget END,
+    budget = CASE WHEN json_extract(job, '$.budget') IS NOT DISTINCT FROM json_extract(excluded.job, '$.budget')
+                  THEN budget END,
     input_path = NULL, input_size = NULL, input_mtime_ns = NULL, input_hash = NULL, input_read_at = NULL
 RETURNING id
 """

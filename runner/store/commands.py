@@ -38,11 +38,12 @@ WHERE value NOT IN (SELECT key FROM items WHERE run_id = :run) ORDER BY key LIMI
 #: The failed items a retry takes: of kind ``:kind``, or (none given) any but those a person cancelled,
 #: unless their ``:keys`` name them.
 RETRIED_KIND = (
-    "(items.error_kind = :kind OR (:kind IS NULL AND (:keys != '[]' OR items.error_kind IS NOT 'cancelled')))"
+    "(items.error_kind = :kind OR (CAST(:kind AS TEXT) IS NULL "
+    "AND (:keys != '[]' OR items.error_kind IS DISTINCT FROM 'cancelled')))"
 )
 
 #: Items at the stage ``:stage``, or (none given) at any.
-AT_STAGE = "(:stage IS NULL OR items.stage = :stage)"
+AT_STAGE = "(CAST(:stage AS TEXT) IS NULL OR items.stage = :stage)"
 
 #: A run's stages: its job's, in order, then any its items are at that the job no longer has.
 STAGES = """
@@ -207,7 +208,7 @@ class Commands(SQLiteFile):
                           values=items.CANCELLED, params={**params, "message": BY_A_PERSON}, returning="id")
             # A live engine polls its own tasks in flight (and cancels them upstream); no other engine polls one.
             later = items.cancel_tasks(conn, f"{CHOSEN} AND items.hold != 'none'" if engine_alive else CHOSEN, params)
-            unmarked = f"{CHOSEN} AND items.error_kind IS NOT 'cancelled'"
+            unmarked = f"{CHOSEN} AND items.error_kind IS DISTINCT FROM 'cancelled'"
             later += [item_id for name in ("cancel_running", "cancel_received") for (item_id,) in move(
                 conn, name, where=unmarked, values=items.CANCEL_MARK, params={**params, "message": IN_FLIGHT},
                 returning="id")]

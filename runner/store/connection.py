@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 NO_STORE = "no run store here (runner run or runner demo makes one)"
+#: The oldest SQLite the store's SQL runs on (``IS [NOT] DISTINCT FROM``, 3.39: SQL PostgreSQL takes too).
+OLDEST_SQLITE = (3, 39, 0)
 
 #: The tables of a database, to tell a run store from another program's database.
 TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
@@ -63,6 +65,9 @@ class SQLiteFile:
         self.path = Path(path)
         #: How long a write waits for another process's write lock before StoreBusy.
         self.busy_timeout = busy_timeout
+        if sqlite3.sqlite_version_info < OLDEST_SQLITE:
+            raise StoreError(f"{self.path}: this Python's SQLite is {sqlite3.sqlite_version}; the run store needs "
+                             f"{'.'.join(map(str, OLDEST_SQLITE))} or newer (a Python built with a newer SQLite)")
         if (read_only or not create) and not self.path.exists():
             raise StoreError(f"{self.path}: {NO_STORE}")
         if read_only:

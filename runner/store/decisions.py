@@ -164,10 +164,10 @@ def _apply(
     approved = [each for each, p in zip(params, plans) if p.goes is not None]
     conn.executemany(SAVE_RESULT, approved)
     one = "items.id = :id AND items.stage = :at_stage"
-    move_each(conn, "approve", where=f"{one} AND :stage IS NOT NULL",
+    move_each(conn, "approve", where=f"{one} AND CAST(:stage AS TEXT) IS NOT NULL",
               values={"stage": "stage = :stage", **items.FRESH_BUDGET}, params=approved)
-    move_each(conn, "approve_last", where=f"{one} AND :stage IS NULL", values={"output": "output = :data"},
-              params=approved)
+    move_each(conn, "approve_last", where=f"{one} AND CAST(:stage AS TEXT) IS NULL",
+              values={"output": "output = :data"}, params=approved)
     skip(conn, [(each, skipped) for each, p in zip(params, plans) if p.goes is not None for skipped in p.goes.skipped])
     move_each(conn, "reject", where=one, values=REJECT,
               params=[each for each, p in zip(params, plans) if p.goes is None])

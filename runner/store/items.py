@@ -297,7 +297,8 @@ def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]
     """
     return [item_id for (item_id,) in move(
         conn, "cancel_task", values=CANCEL_MARK, params={**params, "message": TASK_TO_CANCEL}, returning="id",
-        where=f"{where} AND {TASK_MAY_RUN} AND NOT (items.hold = 'confirmed' AND items.error_kind IS 'cancelled')",
+        where=f"{where} AND {TASK_MAY_RUN} "
+              "AND NOT (items.hold = 'confirmed' AND items.error_kind IS NOT DISTINCT FROM 'cancelled')",
     )]
 
 
@@ -327,7 +328,7 @@ def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[st
 #: item ids) are counted, in a row too; any other ends a streak of refusals.
 COUNT_REFUSED = """
 UPDATE items SET
-    refused = refused + (id IN (SELECT value FROM json_each(:refused))),
+    refused = refused + CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN 1 ELSE 0 END,
     refused_streak = CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN refused_streak + 1 ELSE 0 END
 WHERE batch_id = :batch AND state IN ('running', 'received')
     AND (refused_streak > 0 OR id IN (SELECT value FROM json_each(:refused)))
@@ -386,5 +387,5 @@ FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak
 PRIORITIZE = """
 UPDATE items SET priority = :to
 WHERE run_id = :run AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys)))
-AND (:group IS NULL OR grp = :group)
+AND (CAST(:group AS TEXT) IS NULL OR grp = :group)
 """

@@ -36,7 +36,7 @@ RECEIVE_VALUES = {
 #: The input characters of a batch's items about to be received (``:answered`` NULL: all of them).
 ANSWERED_CHARS = """
 SELECT coalesce(sum(chars), 0) FROM items WHERE batch_id = :batch AND state = 'running'
-AND (:answered IS NULL OR id IN (SELECT value FROM json_each(:answered)))
+AND (CAST(:answered AS TEXT) IS NULL OR id IN (SELECT value FROM json_each(:answered)))
 """
 
 ADD = """

@@ -82,7 +82,7 @@ def export_page(
         f"{RESULT} AS result, error_kind AS kind, error AS message, attempts, paid_calls, maybe_paid, not_billed, "
         "reused, tokens_in, tokens_out, cost, stage, "
         f"{STAGES if staged else 'NULL'} AS stages, (SELECT key FROM items AS p WHERE p.id = items.parent_id) AS parent "
-        "FROM items WHERE run_id = ? AND id > ? AND (? IS NULL OR state = ?) ORDER BY id LIMIT ?",
+        "FROM items WHERE run_id = ? AND id > ? AND (CAST(? AS TEXT) IS NULL OR state = ?) ORDER BY id LIMIT ?",
         [run_id, after, wanted, wanted, limit],
     )
 
@@ -134,7 +134,7 @@ def failures(store: Store, name: str, *, kind: str | None = None) -> list[dict[s
         for row in store.rows(
             'SELECT key, grp AS "group", error_kind AS kind, error AS message, attempts, retryable, paid_calls, '
             "maybe_paid, not_billed, cost, stage FROM items "
-            "WHERE run_id = ? AND state = 'failed' AND (? IS NULL OR error_kind = ?) "
+            "WHERE run_id = ? AND state = 'failed' AND (CAST(? AS TEXT) IS NULL OR error_kind = ?) "
             "ORDER BY error_kind, seq",
             [run_id, kind, kind],
         )

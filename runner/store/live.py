@@ -124,7 +124,8 @@ def failure_kinds(store: Store, run_id: int) -> list[dict[str, Any]]:
     )
     for kind in kinds:  # the first one's message: one indexed row per kind
         (first,) = store.rows(
-            "SELECT error FROM items WHERE run_id = ? AND state = 'failed' AND error_kind IS ? AND seq = ?",
+            "SELECT error FROM items WHERE run_id = ? AND state = 'failed' AND error_kind IS NOT DISTINCT FROM ? "
+            "AND seq = ?",
             [run_id, kind["kind"], kind["first"]],
         )
         kind["message"] = first["error"]

@@ -66,8 +66,8 @@ def write_control(conn: sqlite3.Connection, name: str, control: Control) -> None
 def settled(conn: sqlite3.Connection, name: str, settlement: Settlement) -> None:
     """A batch's breaker move and a 429's quiet time, applied to its run's queue in the settlement's transaction."""
     if settlement.quiet_until:
-        conn.execute("UPDATE queues SET quiet_until = max(quiet_until, ?) WHERE name = ?",
-                     (settlement.quiet_until, name))
+        conn.execute("UPDATE queues SET quiet_until = ? WHERE name = ? AND quiet_until < ?",
+                     (settlement.quiet_until, name, settlement.quiet_until))
     if settlement.breaker is not None:
         cursor = conn.execute(QUEUE_ROW, (name,))
         before = control_of(dict(zip([column[0] for column in cursor.description], cursor.fetchone())))

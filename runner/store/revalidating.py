@@ -35,20 +35,23 @@ CHUNK = 500
 
 #: Not answered yet at the stage: the item failed (or waits) there as invalid, its answer kept.
 REJECTED = ("items.stage = :stage AND items.state IN ('failed', 'waiting') AND items.hold = 'none' "
-            "AND items.error_kind IS 'item_invalid' AND items.output IS NOT NULL")
+            "AND items.error_kind IS NOT DISTINCT FROM 'item_invalid' AND items.output IS NOT NULL")
+
+#: Whether ``:staged`` (a pipeline's results) is true, written as a comparison, not a bare parameter.
+STAGED = "(CAST(:staged AS INTEGER) = 1)"
 
 #: A stage's saved outputs (``:staged``: a pipeline's results, else a completed item's output), and the answers
 #: kept of the items that failed as invalid there; each with its key, its input and its results (a pipeline's).
 SAVED = f"""
 SELECT items.id, items.key, items.state IN ('queued', 'running', 'received') AS in_flight,
-    CASE WHEN :staged THEN results.result WHEN items.state = 'completed' THEN items.output END AS result,
+    CASE WHEN {STAGED} THEN results.result WHEN items.state = 'completed' THEN items.output END AS result,
     CASE WHEN {REJECTED} THEN items.output END AS rejected,
-    CASE WHEN :staged AND {REJECTED} THEN (SELECT input FROM inputs WHERE item_id = items.id) END AS input,
-    CASE WHEN :staged AND {REJECTED} THEN (SELECT json_group_object(stage, json(result)) FROM results
+    CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT input FROM inputs WHERE item_id = items.id) END AS input,
+    CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT json_group_object(stage, json(result)) FROM results
                                            WHERE item_id = items.id) END AS passed
-FROM items LEFT JOIN results ON :staged AND results.item_id = items.id AND results.stage = :stage
+FROM items LEFT JOIN results ON {STAGED} AND results.item_id = items.id AND results.stage = :stage
 WHERE items.run_id = :run AND (results.result IS NOT NULL OR {REJECTED}
-                               OR NOT :staged AND items.state = 'completed' AND items.output IS NOT NULL)
+                               OR NOT {STAGED} AND items.state = 'completed' AND items.output IS NOT NULL)
 ORDER BY items.id
 """
 

@@ -50,7 +50,7 @@ STARTED_ITEM = (
 ANSWERED = """
 FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS output FROM items AS running
       WHERE running.batch_id = :batch AND running.state = 'running'
-      AND (:answered IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
+      AND (CAST(:answered AS TEXT) IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
 """
 
 #: Items next in line at one stage (``{stage}``: a condition on it; without, the first stage in the index's order),
@@ -264,7 +264,8 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
         its output, the item)."""
         rows = self.rows(
             f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received' "
-            "AND (:stage IS NULL OR stage = :stage) AND (:batch IS NULL OR batch_id = :batch)",
+            "AND (CAST(:stage AS TEXT) IS NULL OR stage = :stage) "
+            "AND (CAST(:batch AS BIGINT) IS NULL OR batch_id = :batch)",
             {"run": run_id, "max_attempts": max_attempts, "stage": stage, "batch": batch},
         )
         return [(row.pop("batch_id"), row.pop("output"), StartedItem(*row.values())) for row in rows]
@@ -345,8 +346,8 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
                 "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
                 "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
             items.count_maybe_paid_held(conn, run_id)
-            items.cancel_tasks(conn, "items.run_id = :run AND items.error_kind IS 'cancelled' AND items.hold = 'none'",
-                               params)
+            items.cancel_tasks(conn, "items.run_id = :run AND items.error_kind IS NOT DISTINCT FROM 'cancelled' "
+                               "AND items.hold = 'none'", params)
             items.fail_left_cancelled(conn, "items.run_id = :run", params)
             move(conn, "hold", where="items.run_id = :run", params=params)
             conn.execute(

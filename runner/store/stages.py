@@ -130,7 +130,7 @@ FINISH = {"stage": "stage = :stage",
           "output": "output = (SELECT result FROM results WHERE results.item_id = items.id AND results.stage = :stage)"}
 
 #: An item a person cancelled in flight at a stage gone, still so.
-STILL_CANCELLED = "items.id = :id AND items.error_kind IS 'cancelled'"
+STILL_CANCELLED = "items.id = :id AND items.error_kind IS NOT DISTINCT FROM 'cancelled'"
 #: Why it failed.
 CANCELLED_AT_GONE = ("cancelled by a person; its stage is no longer in the job, where its call was in flight "
                      "(it may have been billed)")

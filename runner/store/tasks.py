@@ -21,7 +21,8 @@ SELECT run_id, id, :now, :state, :state, :items, :kind, :message, stage FROM bat
 
 #: Whether batch ``?`` has items running and a person cancelled every one of them.
 ALL_CANCELLED = """
-SELECT count(*) > 0 AND count(*) = sum(error_kind IS 'cancelled') AS cancelled FROM items WHERE batch_id = ? AND state = 'running'
+SELECT count(*) > 0 AND count(*) = count(*) FILTER (WHERE error_kind = 'cancelled') AS cancelled
+FROM items WHERE batch_id = ? AND state = 'running'
 """
 
 

@@ -263,7 +263,7 @@ def decision_count(store: Store, run_id: int) -> int:
 def cancelled_count(store: Store, run_id: int, *, stage: str | None = None) -> int:
     """Items a person cancelled, all or at one stage (the index of failed items by kind keeps it cheap)."""
     (row,) = store.rows("SELECT count(*) AS n FROM items WHERE run_id = ? AND state = 'failed' "
-                        "AND error_kind = 'cancelled' AND (? IS NULL OR stage = ?)", [run_id, stage, stage])
+                        "AND error_kind = 'cancelled' AND (CAST(? AS TEXT) IS NULL OR stage = ?)", [run_id, stage, stage])
     return int(row["n"])
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from portable import refused_idioms
 from scenes import (
     counts_kept, counts_of_items, paid_kept, paid_of_items, passes_kept, passes_of_results, states_of_items,
     states_told_by_events,
@@ -20,7 +21,11 @@ BACKENDS = {"sqlite": lambda folder: Store(folder / "runs.db")}
 @pytest.fixture(params=sorted(BACKENDS))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     with BACKENDS[request.param](tmp_path) as opened:
+        executed: list[str] = []
+        opened.conn.set_trace_callback(executed.append)
         yield opened
+        opened.conn.set_trace_callback(None)
+        assert {sql: refused_idioms(sql) for sql in executed if refused_idioms(sql)} == {}
         assert states_told_by_events(opened) == states_of_items(opened)
         assert counts_kept(opened) == counts_of_items(opened)
         assert passes_kept(opened) == passes_of_results(opened)
