@@ -301,30 +301,36 @@ def decide(
 
 
 @click.command()
-@click.argument("name")
+@click.argument("job_or_name")
 @click.option("--stage", help="Only this stage (of a job with [[stage]] tables); by default every stage that calls.")
 @click.option("--yes", is_flag=True, help="Do not ask (for scripts); without a terminal it is required when some "
                                           "results would be sent again.")
 @db_option
 @plain_errors
-def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
+def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
     """Check saved outputs against the output schema again, no call.
 
-    Items that failed as invalid whose saved answer passes now complete
-    their stage; results still valid are kept as the job's now, so a run
-    does not send them again; results that no longer pass are sent again
-    only once you agree (y/N, or --yes): they were answered, so this may
-    repeat a charge. The plan is shown first. A stage the run does not
-    have, or a decide stage, is refused (exit 2).
+    Which schema: a job file's (JOB.toml, as you edited it; its run is the
+    one of the job's name, and only output schemas may differ from the job
+    the run was last given), or, given a run's NAME, the schema of the job
+    the run was last given. Items that failed as invalid whose saved answer
+    passes now complete their stage; results still valid are kept as the
+    job's now, so a run does not send them again; results that no longer
+    pass are sent again only once you agree (y/N, or --yes): they were
+    answered, so this may repeat a charge. The plan is shown first, before
+    anything changes. A stage the run does not have, or a decide stage, is
+    refused (exit 2).
 
-    Example: runner revalidate demo --stage classify
+    Example: runner revalidate sample_data/job.toml --stage classify
     """
-    from . import revalidating
+    from . import jobs, revalidating
     from .store import Store, rerun_plans
 
+    edited = jobs.load(job_or_name) if job_or_name.endswith(".toml") else None
+    name = edited.name if edited is not None else job_or_name
     store = Store(db, create=False)
     try:
-        revalidation = revalidating.plan(store, name, stage=stage)
+        revalidation = revalidating.plan(store, name, job=edited, stage=stage)
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
     shown = revalidation.plan
@@ -333,18 +339,23 @@ def revalidate(name: str, stage: str | None, yes: bool, db: str) -> None:
     for line in revalidating.plan_lines(shown):
         click.echo(line)
     if shown.may_repeat and not yes:
-        _ask_to_revalidate(store, name, stage, shown.may_repeat)
+        _ask_to_revalidate(store, name, job_or_name, stage, shown.may_repeat)
     if not shown.changes:
         click.echo(f"nothing to revalidate: no saved output of run {name!r} changes")
         return
     done = revalidating.apply(store, revalidation, now=time.time(), again=True)
-    go_on(f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
-          f"{plural(done.may_repeat, 'item')} sent again", store, name)
+    said = (f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
+            f"{plural(done.may_repeat, 'item')} sent again")
+    if edited is None:
+        go_on(said, store, name)
+    else:  # the run goes on with the file's schema, which the store takes as the run starts
+        hint(f"{said}; to go on with the job file's schema:", spelt("run", job_or_name, db=store.path))
 
 
-def _ask_to_revalidate(store: Store, name: str, stage: str | None, again: int) -> None:
-    """Ask (y/N) before results now invalid are sent again; only a yes returns. Without a terminal: the command."""
-    asked = spelt("revalidate", name, *(["--stage", stage] if stage else []), "--yes", db=store.path)
+def _ask_to_revalidate(store: Store, name: str, given: str, stage: str | None, again: int) -> None:
+    """Ask (y/N) before results now invalid are sent again; only a yes returns. Without a terminal: the command
+    (with the job file or run name ``given``)."""
+    asked = spelt("revalidate", given, *(["--stage", stage] if stage else []), "--yes", db=store.path)
     _ask(f"send {plural(again, 'item')} of {name!r} again (may repeat a charge)?", declined="nothing was changed",
          refused=f"runner revalidate asks before it sends answered items again; nothing was changed; "
                  f"in a script add --yes: {asked}")

@@ -107,9 +107,8 @@ class Hold(StrEnum):
 class Move(NamedTuple):
     """An allowed move: items in one of ``origins`` (and ``from_hold``) go to ``to`` (and ``to_hold``).
 
-    ``sets`` and ``clears`` name the item's fields the move writes: every
-    other field keeps its value. ``per_batch``: the move is logged once for
-    its batch (the batch path), else once per item.
+    ``sets`` and ``clears`` name the item's fields the move writes: every other field keeps its value.
+    ``per_batch``: the move is logged once for its batch (the batch path), else once per item.
     """
 
     origins: frozenset[ItemState]
@@ -123,10 +122,8 @@ class Move(NamedTuple):
     per_batch: bool = False
 
 
-def _move(
-    origins: str, to: ItemState, *, sets: str = "", clears: str = "", from_hold: Hold | None = None,
-    to_hold: Hold | None = None, per_batch: bool = False,
-) -> Move:
+def _move(origins: str, to: ItemState, *, sets: str = "", clears: str = "", from_hold: Hold | None = None,
+          to_hold: Hold | None = None, per_batch: bool = False) -> Move:
     return Move(frozenset(ItemState(o) for o in origins.split()), to, frozenset(sets.split()),
                 frozenset(clears.split()), from_hold, to_hold, per_batch)
 
@@ -190,6 +187,9 @@ MOVES: dict[str, Move] = {
     # ... and a failed item stays failed (a person's retry sends it) at the stage it must go through again: one
     # a person failed at a stage gone, or one failed after a stage whose result went stale.
     "restage": _move("failed", ItemState.FAILED, sets="stage"),
+    # ... and a result its stage's changed output schema refuses now fails there as invalid, its answer kept.
+    "refuse_result": _move("completed pending waiting failed", ItemState.FAILED, sets="stage output error_kind error "
+                           "retryable", clears="batch_id work not_before", to_hold=Hold.NONE),
     # A scheduled item (``[schedule]``): waiting for its time, given again when its input names another; due,
     # pending (the claim makes this move for the items whose time came, before it forms a batch).
     "schedule": _move("pending waiting", ItemState.WAITING, sets="not_before", to_hold=Hold.SCHEDULED),

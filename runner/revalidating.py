@@ -10,26 +10,30 @@ application (:func:`apply`). The sorting is
 ``runner run`` revalidates on its own when the only change to a stage is its
 output schema (:func:`schema_only_changes`): a schema fixed after the fact
 costs nothing. Failed items whose answer passes now complete, results still
-valid keep standing, and only the results now invalid are sent again, which
-the run shows as may-repeat charges as it starts (and each item's history
-says so).
+valid keep standing, and the results now invalid are never sent again on the
+run's own: they were answered, so their items fail there as invalid, their
+answer kept, and the run says how many and the ``runner retry`` that shows
+their priced plan and asks (:func:`refused_lines`; each item's history says
+so).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from .errors import RunError, UnknownStage
 from .jobs import DECIDE, JOIN, Job, Stage
+from .model import FailureKind
 from .rules.revalidating import Plan, Saved, Sorted, StagePlan, sort, stage_plan
 from .rules.stages import next_stage, state_of
 from .store.protocol import RunStore
 from .store.revalidating import Onward, SavedRow
 from .validation import ResultCheck
-from .words import plural
+from .words import command, plural
 
 
 @dataclass(frozen=True)
@@ -85,16 +89,18 @@ def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | Non
 
 
 def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool) -> Plan:
-    """Make a revalidation durable; the results now invalid are sent again only with ``again`` (a person agreed:
-    they may repeat a charge). Returns the plan as applied."""
+    """Make a revalidation durable; the results now invalid are sent again with ``again`` (a person agreed: they
+    may repeat a charge), else failed there as invalid, their answer kept, for a person's retry. Returns the plan
+    as applied."""
     job, done = revalidation.job, []
     for work in revalidation.works:
+        invalid = work.sorted.again
         store.revalidated(
             revalidation.run_id, work.stage.name, stages=[stage.name for stage in job.stages],
-            fingerprint=work.stage.fingerprint(job.version) if job.staged else None,
-            complete=work.onward, restamp=work.sorted.restamp, again=work.sorted.again if again else {}, now=now)
-        done.append(dataclasses.replace(stage_plan(work.stage.name, work.sorted),
-                                        again=len(work.sorted.again) if again else 0))
+            fingerprint=work.stage.fingerprint(job.version) if job.staged else None, complete=work.onward,
+            restamp=work.sorted.restamp, again=invalid if again else {}, refuse={} if again else invalid, now=now)
+        done.append(dataclasses.replace(stage_plan(work.stage.name, work.sorted), again=len(invalid) if again else 0,
+                                        refused=0 if again else len(invalid)))
     return Plan(tuple(done))
 
 
@@ -129,14 +135,15 @@ def schema_only_changes(was: Job, job: Job) -> list[str]:
 
 
 def after_schema_change(store: RunStore, run_id: int, was: Job, job: Job, *, now: float) -> dict[str, StagePlan]:
-    """A run started again whose stages changed only their output schema: each revalidated at once, its results
-    now invalid sent again (shown by the caller as may-repeat charges). Stage -> what was done."""
+    """A run started again whose stages changed only their output schema: each revalidated at once, with no
+    person to agree to a charge again: its results now invalid are not sent but failed as invalid, for a person's
+    retry (:func:`refused_lines`). Stage -> what was done."""
     changed = schema_only_changes(was, job)
     if not changed or any(stage.fan_out for stage in job.stages):
         return {}
     works = tuple(_sorted(store, run_id, job, job.stage(name)) for name in changed)
     revalidation = Revalidation(job.name, run_id, job, Plan(), works)
-    return {done.stage: done for done in apply(store, revalidation, now=now, again=True).stages}
+    return {done.stage: done for done in apply(store, revalidation, now=now, again=False).stages}
 
 
 def _chosen(job: Job, stage: str | None) -> Sequence[Stage]:
@@ -207,15 +214,34 @@ def revalidated_line(done: StagePlan) -> str:
 
 def _parts(each: StagePlan, *, will: bool) -> str:
     """A stage's counts in words, those that are not zero (charge-safe first)."""
-    again = "they were" if each.again != 1 else "it was"
     parts = [
         (each.completed, f"{plural(each.completed, 'item')} that failed as invalid "
                          f"{'would complete' if will else 'completed'} (charge-safe)"),
         (each.restamped, f"{plural(each.restamped, 'result')} still valid {'would be kept' if will else 'kept'} "
                          "(charge-safe)"),
         (each.again, f"{plural(each.again, 'item')} {'would be sent again' if will else 'sent again'}: "
-                     f"may repeat a charge, {again} answered"),
+                     f"may repeat a charge, {_were(each.again)} answered"),
+        (each.refused, f"{plural(each.refused, 'item')} now invalid failed, not sent again: {_were(each.refused)} "
+                       "answered"),
         (each.still_invalid, f"{plural(each.still_invalid, 'failed item')} still invalid, left failed"),
         (each.in_flight, f"{plural(each.in_flight, 'result')} now invalid left to the batch in flight"),
     ]
     return "; ".join(said for count, said in parts if count) or "no saved output"
+
+
+def _were(count: int) -> str:
+    return "it was" if count == 1 else "they were"
+
+
+def refused_lines(job: Job, revalidated: Mapping[str, StagePlan], db: str | Path) -> list[str]:
+    """What a run's own revalidation left for a person, for the run's end: how many answered items the changed
+    schema refuses, each stage's, and the retry that shows their priced plan and asks before sending them."""
+    lines = []
+    for stage, done in revalidated.items():
+        if done.refused:
+            at = ["--stage", stage] if job.staged else []
+            lines += [f"{plural(done.refused, 'item')}{f' at stage {stage}' if at else ''} failed as invalid: the "
+                      "changed output schema refuses their saved answer; not sent again, as they were answered (it "
+                      "may repeat a charge); to see the priced plan and send them:",
+                      command("retry", job.name, "--kind", FailureKind.ITEM_INVALID.value, *at, db=db)]
+    return lines

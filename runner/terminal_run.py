@@ -27,7 +27,7 @@ from rich.text import Text
 from . import progress_line, runs, tables
 from .engine import Engine, Outcome
 from .jobs import Job
-from .revalidating import revalidated_line
+from .revalidating import refused_lines, revalidated_line
 from .rules.revalidating import StagePlan
 from .model import FailureKind, ItemState
 from .store import Store, views
@@ -81,12 +81,14 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     elif failed := outcome.status["counts"][ItemState.FAILED]:
         console.print(f"{plural(failed, 'item')} failed; see why:")
         console.print(escape(command("failures", job.name, db=store.path)), soft_wrap=True)
+    for line in refused_lines(job, outcome.revalidated, store.path):
+        console.print(escape(line), soft_wrap=True)
     return outcome
 
 
 def _tell_revalidated(console: Console, revalidated: Mapping[str, StagePlan], told: set[str]) -> None:
     """Say what the run revalidated of each stage whose only change was its output schema (once a stage): what
-    completed or was kept with no call, and what was sent again, which may repeat a charge."""
+    completed or was kept with no call, and what failed as invalid, not sent again (it would repeat a charge)."""
     for stage, done in revalidated.items():
         if stage not in told:
             told.add(stage)
@@ -127,7 +129,7 @@ async def _run_watched(
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
             started = started or job.name in store.run_names()  # asked until the run is there, then no more
-            for engine in engines:  # as the run starts, before any call: what revalidating sends again
+            for engine in engines:  # as the run starts, before any call: what revalidating did
                 _tell_revalidated(console, engine.revalidated, told)
             if started:
                 at = time.time()

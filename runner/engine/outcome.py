@@ -27,7 +27,7 @@ class Outcome:
     #: The python stages given no handler at which items were left: the run goes on from Python with them.
     needs_handler: tuple[str, ...] = ()
     #: As the run started: stage whose only change was its output schema -> what revalidating it did, with no
-    #: call (``runner.revalidating.after_schema_change``); its results now invalid were sent again.
+    #: call (``runner.revalidating.after_schema_change``); its results now invalid failed, never sent again.
     revalidated: Mapping[str, StagePlan] = field(default_factory=dict)
 
     @property

@@ -8,7 +8,9 @@ Each saved output of a stage falls in one of four cases (:func:`sort`):
 | at the stage, its answer kept              | charge-safe                      |                             |
 | a result the stage validated before        | re-stamped with the stage's      | sent again, once a person   |
 |                                            | fingerprint now (no call)        | agreed: may repeat a charge |
-|                                            |                                  | (it was answered)           |
+|                                            |                                  | (it was answered); else, as |
+|                                            |                                  | a run revalidates on its    |
+|                                            |                                  | own, failed as invalid      |
 
 An item in flight (queued, running, received) keeps its result: its batch
 settles it. :class:`Plan` counts each case per stage, charge-safe apart from
@@ -57,7 +59,8 @@ class Sorted:
 @dataclass(frozen=True)
 class StagePlan:
     """What revalidating one stage does: items completed and results re-stamped with no call (charge-safe),
-    results sent again (may repeat a charge: they were answered), and those left as they are."""
+    results sent again (may repeat a charge: they were answered) or failed as invalid for a person's retry
+    (``refused``: a run's own revalidation), and those left as they are."""
 
     stage: str
     completed: int = 0
@@ -65,6 +68,7 @@ class StagePlan:
     again: int = 0
     still_invalid: int = 0
     in_flight: int = 0
+    refused: int = 0
 
     @property
     def charge_safe(self) -> int:
@@ -93,7 +97,12 @@ class Plan:
     @property
     def changes(self) -> bool:
         """Whether applying it moves or re-stamps anything."""
-        return any(stage.completed or stage.restamped or stage.again for stage in self.stages)
+        return any(stage.completed or stage.restamped or stage.again or stage.refused for stage in self.stages)
+
+    @property
+    def refused(self) -> int:
+        """The results now invalid failed for a person's retry (a run's own revalidation sends none)."""
+        return sum(stage.refused for stage in self.stages)
 
 
 def sort(saved: Sequence[Saved], check: Check) -> Sorted:

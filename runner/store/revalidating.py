@@ -11,9 +11,12 @@ answer now passes completes its stage as at any boundary (its result saved,
 pending at the next stage, or completed past the last: the moves ``rewind``
 and ``finish``); a result still valid takes the stage's fingerprint now
 (no move); a result now invalid sends its item back to the stage (``rewind``),
-its results from there on forgotten. Each item's history says why (an event
-of kind ``revalidated`` that moves nothing; the move's own event is the
-change trigger's).
+its results from there on forgotten; or, as a run revalidates on its own
+(no person agreed to a charge again), fails there as invalid, its answer
+kept and its results from there on forgotten, for a person's retry (the
+move ``refuse_result``). Each item's history says why (an event of kind
+``revalidated`` that moves nothing; the move's own event is the change
+trigger's).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
 
-from ..model import Skip
+from ..model import FailureKind, Skip
 from . import items
 from .items import move
 from .skips import skip
@@ -74,6 +77,15 @@ NOW_VALID = "revalidated: its saved answer passes the output schema now; stage c
 STILL_VALID = "revalidated: its result still passes the output schema; kept, with no call"
 NOW_INVALID = ("revalidated: its result no longer passes the output schema ({why}); sent again: "
                "may repeat a charge (it was answered)")
+REFUSED = ("revalidated: its result no longer passes the output schema ({why}); failed, its answer kept, not sent "
+           "again: it was answered, so a person's retry sends it (and may repeat a charge)")
+#: A result now refused, failed as invalid (``:kind``), its answer kept: a pipeline's result at the stage (``:staged``),
+#: else its output.
+REFUSE = {"stage": "stage = :stage", "error_kind": "error_kind = :kind", "error": "error = :error",
+          "retryable": "retryable = 1", "output": "output = CASE WHEN :staged THEN (SELECT result FROM results "
+                                                  "WHERE results.item_id = items.id AND results.stage = :stage) "
+                                                  "ELSE output END"}
+REFUSED_ERROR = "the output schema changed and refuses its saved answer ({why}); a retry sends it again"
 #: A job of one stage's completion: its answer is its output, as it is.
 ONE_STAGE = {"stage": "stage = :stage", "output": "output = output"}
 #: Not in flight (its batch settles it), and not failed by a person (that stands).
@@ -116,13 +128,16 @@ class Revalidating:
     def revalidated(
         self: Writing, run_id: int, stage: str, *, stages: Sequence[str], fingerprint: str | None,
         complete: Mapping[int, Onward], restamp: Sequence[int], again: Mapping[int, str], now: float,
+        refuse: Mapping[int, str] | None = None,
     ) -> None:
         """Apply a stage's sorting, ``CHUNK`` items a transaction: ``complete`` (item id -> where it goes),
         ``restamp`` (with ``fingerprint``; None: a job of one stage, whose results carry none), ``again`` (item
-        id -> what is wrong now). ``stages``: the job's, in order. An item that moved meanwhile is left alone."""
+        id -> what is wrong now: sent again), ``refuse`` (the same: failed as invalid, not sent). ``stages``: the
+        job's, in order. An item that moved meanwhile is left alone."""
         work: list[tuple[str, int, Any]] = [("complete", i, to) for i, to in complete.items()]
         work += [("restamp", i, None) for i in restamp if fingerprint is not None]
         work += [("again", i, why) for i, why in again.items()]
+        work += [("refuse", i, why) for i, why in (refuse or {}).items()]
         for start in range(0, len(work), CHUNK):
             with self.write() as conn:
                 for what, item_id, detail in work[start:start + CHUNK]:
@@ -131,8 +146,8 @@ class Revalidating:
                         _complete(conn, params, detail)
                     elif what == "restamp" and conn.execute(RESTAMP, params).fetchall():
                         conn.execute(NOTE, {**params, "why": STILL_VALID})
-                    elif what == "again":
-                        _again(conn, params, stages, detail)
+                    elif what in ("again", "refuse"):
+                        _now_invalid(conn, params, stages, detail, send=what == "again")
 
 
 def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> None:
@@ -154,9 +169,18 @@ def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> N
         conn.execute(NOTE, {**params, "why": NOW_VALID})
 
 
-def _again(conn: sqlite3.Connection, params: dict[str, Any], stages: Sequence[str], why: str) -> None:
-    """A result now invalid: its item sent back to the stage, its results from there on forgotten."""
-    if move(conn, "rewind", where=AT_REST, values={"stage": "stage = :stage", **items.FRESH_BUDGET}, params=params,
-            returning="items.id"):
+def _now_invalid(conn: sqlite3.Connection, params: dict[str, Any], stages: Sequence[str], why: str, *,
+                 send: bool) -> None:
+    """A result now invalid: its item sent back to the stage (``send``: a person agreed to a charge again), or else
+    failed there as invalid, its answer kept (a later revalidation may complete it); its results from there on
+    forgotten."""
+    if send:
+        moved = move(conn, "rewind", where=AT_REST, values={"stage": "stage = :stage", **items.FRESH_BUDGET},
+                     params=params, returning="items.id")
+    else:
+        moved = move(conn, "refuse_result", where=AT_REST, values=REFUSE, returning="items.id", params={
+            **params, "kind": FailureKind.ITEM_INVALID.value, "error": REFUSED_ERROR.format(why=why),
+            "staged": params["fingerprint"] is not None})
+    if moved:
         conn.execute(FORGET, {**params, "forget": json.dumps(list(stages[stages.index(params["stage"]):]))})
-        conn.execute(NOTE, {**params, "why": NOW_INVALID.format(why=why)})
+        conn.execute(NOTE, {**params, "why": (NOW_INVALID if send else REFUSED).format(why=why)})

@@ -269,3 +269,23 @@ async def test_revalidate_from_a_notebook_completes_an_item_the_fixed_schema_pas
     done = fixed.revalidate()
     assert done.applied and (done.stages[0].completed, done.may_repeat) == (1, 0)
     assert calls == [] and fixed.status()["counts"]["completed"] == 4
+
+
+async def test_a_notebook_run_given_a_stricter_schema_sends_no_answered_item_again_on_its_own(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def label_p001_praise(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        calls.extend(item["id"] for item in items)
+        return [{"id": item["id"], "label": "praise" if item["id"] == "p001" else "question"} for item in items]
+
+    def defined(labels: list[str]) -> Run:
+        schema = {"type": "object", "properties": {"label": {"enum": labels}}}
+        return Run("nb", posts(4), db=tmp_path / "runs.db", provider=label_p001_praise, schema=schema)
+
+    assert (await defined(["praise", "question"]).go()).exit_code == 0
+    calls.clear()
+    stricter = defined(["question"])
+    outcome = await stricter.go()
+    assert calls == [] and outcome.exit_code == 3
+    assert outcome.revalidated["python"].refused == 1
+    assert stricter.plan_retry(kind="item_invalid").may_repeat.items == 1

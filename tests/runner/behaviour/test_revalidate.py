@@ -3,7 +3,8 @@
 Failed items whose kept answer passes now complete; results still valid are
 re-stamped so a run does not send them again; results now invalid go back
 only after a person agrees; a run whose only change is a stage's output
-schema revalidates first and sends only the results now invalid again.
+schema revalidates first and never sends an answered item again on its own:
+the results now invalid fail as invalid, for a person's retry.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from runner.jobs import Job
 from runner.model import ItemState
 from runner.rules.revalidating import StagePlan
 from runner.sim import Simulator
-from runner.store import Store, views
+from runner.store import Store, rerun_plans, views
 from runner.store.revalidating import NOW_VALID
 
 KEYS = [f"p{i:03d}" for i in range(12)]
@@ -116,17 +117,36 @@ async def test_results_restamped_are_not_sent_again_by_the_next_run(
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": praised, "summarize": praised}
 
 
-async def test_a_run_whose_only_change_is_an_output_schema_revalidates_first_and_sends_only_the_now_invalid(
+async def test_a_run_whose_only_change_is_an_output_schema_never_sends_an_answered_item_again_on_its_own(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     praised = await praised_after_a_wide_run(tmp_path, sim, store)
     sim.ledger.reset()
     narrowed = await runs.execute(store, job(tmp_path, sim.base_url, NARROW))
-    assert calls_by_stage(sim.ledger.snapshot()["calls"]) == {"classify": praised, "summarize": praised}
+    assert sim.ledger.snapshot()["requests"] == 0
     assert narrowed.revalidated == {"classify": StagePlan("classify", restamped=12 - len(praised),
-                                                          again=len(praised))}
-    assert narrowed.rewound == {}
-    assert narrowed.status["counts"][ItemState.COMPLETED] == 12
+                                                          refused=len(praised))}
+    assert narrowed.rewound == {} and narrowed.exit_code == 3
+    assert {key for key, state in states(store).items() if state == ("failed", "classify")} == set(praised)
+    refused = views.item_view(store, "triage", praised[0], now=0.0)
+    assert refused.kind == "item_invalid" and "the output schema changed" in (refused.message or "")
+    assert '"praise"' in (refused.output or "")  # its answer kept
+    assert "not sent again" in history(store, praised[0])[0]
+    assert str(rerun_plans.retry_plan(store, "triage", kind="item_invalid")).startswith(
+        f"plan: {len(praised)} items · 0 charge-safe · {len(praised)} may be billed again")
+
+
+async def test_an_item_a_run_failed_for_a_changed_schema_completes_with_no_call_once_the_schema_takes_it_again(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
+    await runs.execute(store, job(tmp_path, sim.base_url, NARROW))
+    sim.ledger.reset()
+    widened = job(tmp_path, sim.base_url, WIDE)
+    done = revalidating.revalidate(store, "triage", now=10.0, confirm=False, job=widened, stage="classify")
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert done.applied and (done.stages[0].completed, done.may_repeat) == (len(praised), 0)
+    assert {labels(store)[key] for key in praised} == {"praise"}  # the answer kept is the result
 
 
 async def test_a_run_whose_only_change_is_an_output_schema_completes_the_items_it_failed_with_no_call(
@@ -191,16 +211,48 @@ async def test_a_job_of_one_stage_whose_schema_was_fixed_completes_its_failed_it
     assert views.item_view(store, "test", "p001", now=0.0).output == '{"id":"p001"}'
 
 
-async def test_runner_run_says_what_it_revalidated_and_that_what_it_sends_again_may_repeat_a_charge(
+async def test_runner_run_says_what_its_changed_schema_refuses_and_ends_with_the_retry_that_asks(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     praised = await praised_after_a_wide_run(tmp_path, sim, store)
     job(tmp_path, sim.base_url, NARROW)
+    sim.ledger.reset()
     ran = runner_cli("run", "pipeline.toml", "--no-wait", cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
+    assert ran.returncode == 3, ran.stderr
+    assert sim.ledger.snapshot()["requests"] == 0
+    said = " ".join(ran.stderr.split())
     assert (f"stage classify: only its output schema changed; saved outputs checked again with no call: "
-            f"{12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items sent again: may "
-            "repeat a charge, they were answered") in " ".join(ran.stderr.split())
+            f"{12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items now invalid failed, "
+            "not sent again: they were answered") in said
+    assert said.endswith(f"{len(praised)} items at stage classify failed as invalid: the changed output schema "
+                         "refuses their saved answer; not sent again, as they were answered (it may repeat a charge); "
+                         "to see the priced plan and send them: runner retry triage --kind item_invalid --stage "
+                         "classify")
+
+
+async def test_revalidate_of_a_job_file_shows_the_plan_against_the_file_s_schema_before_anything_changes(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
+    job(tmp_path, sim.base_url, NARROW)  # the file edited; the run not given it yet
+    before = states(store)
+    by_name = runner_cli("revalidate", "triage", cwd=tmp_path)
+    assert by_name.returncode == 0 and "12 results still valid would be kept" in by_name.stdout
+    asked = runner_cli("revalidate", "pipeline.toml", cwd=tmp_path)
+    assert asked.returncode == 1
+    assert f"{len(praised)} items would be sent again: may repeat a charge" in asked.stdout
+    assert "runner revalidate pipeline.toml --yes" in asked.stderr
+    assert states(store) == before
+    agreed = runner_cli("revalidate", "pipeline.toml", "--yes", cwd=tmp_path)
+    assert agreed.returncode == 0, agreed.stderr
+    assert agreed.stdout.endswith("to go on with the job file's schema:\nrunner run pipeline.toml\n")
+    assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
+
+
+def test_revalidate_help_says_which_schema_it_checks_against(tmp_path: Path) -> None:
+    said = " ".join(runner_cli("revalidate", "-h", cwd=tmp_path).stdout.split())
+    assert "a job file's (JOB.toml, as you edited it" in said
+    assert "given a run's NAME, the schema of the job the run was last given" in said
 
 
 async def test_revalidate_on_a_terminal_asks_and_a_no_changes_nothing(
