@@ -82,7 +82,7 @@ REFUSED = ("revalidated: its result no longer passes the output schema ({why}); 
 #: A result now refused, failed as invalid (``:kind``), its answer kept: a pipeline's result at the stage (``:staged``),
 #: else its output.
 REFUSE = {"stage": "stage = :stage", "error_kind": "error_kind = :kind", "error": "error = :error",
-          "retryable": "retryable = 1", "output": "output = CASE WHEN :staged THEN (SELECT result FROM results "
+          "retryable": "retryable = 1", "output": f"output = CASE WHEN {STAGED} THEN (SELECT result FROM results "
                                                   "WHERE results.item_id = items.id AND results.stage = :stage) "
                                                   "ELSE output END"}
 REFUSED_ERROR = "the output schema changed and refuses its saved answer ({why}); a retry sends it again"
