@@ -25,9 +25,11 @@ Pure: the figures come in, the decision (None, or why not, with the figures) goe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..job_values import TYPE_NAMES
 from ..pricing import money as usd
 from ..model import BreakerState, FailureKind
 from .breaker import Control
@@ -46,8 +48,13 @@ class Budget:
         return self.max_cost is not None or self.max_tokens is not None
 
     def problem(self) -> str | None:
-        """What is wrong with the limits given (each more than 0), or None."""
+        """What is wrong with the limits given (each a finite number, as a job file's, more than 0), or None.
+
+        The one check of a budget, whoever gives it: the job file, ``runner budget``, the TUI, the panel, Python.
+        """
         for name, limit in (("max_cost", self.max_cost), ("max_tokens", self.max_tokens)):
+            if limit is not None and not math.isfinite(limit):
+                return f"{name!r} must be {TYPE_NAMES[float]}, not {limit:g}"
             if limit is not None and limit <= 0:
                 return f"{name!r} must be more than 0, not {limit:g}"
         return None

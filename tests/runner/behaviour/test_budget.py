@@ -184,6 +184,19 @@ def test_runner_run_stops_at_the_budget_with_the_figures_and_runner_budget_lets_
     assert status["counts"]["completed"] == 8 and status["budget"]["max_cost"] == 5000
 
 
+@pytest.mark.parametrize("given", ["nan", "inf"])
+def test_runner_budget_refuses_a_limit_that_is_not_a_finite_number_as_the_job_file_does(
+    tmp_path: Path, sim: Simulator, given: str
+) -> None:
+    job_file(tmp_path, sim.base_url, "max_cost = 1000")
+    runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
+    refused = runner_cli("budget", "posts", "--max", given, cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == f"error: run 'posts': 'max_cost' must be a finite number, not {given}\n"
+    status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
+    assert status["budget"]["max_cost"] == 1000
+
+
 @pytest.mark.parametrize("budget, said", [
     ("max_cost = -1", "[budget]: 'max_cost' must be more than 0, not -1"),
     ('max_cost = "5"', "[budget]: 'max_cost' must be a finite number, not '5'"),

@@ -3,6 +3,8 @@ within every limit set; what a budget leaves; a new budget lets a run stopped at
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from runner.model import BreakerState, FailureKind
@@ -62,6 +64,15 @@ def test_what_a_budget_leaves_after_everything_committed(limits: Budget, left: L
     (Budget(max_tokens=-5), "'max_tokens' must be more than 0, not -5"),
 ])
 def test_each_limit_must_be_more_than_0(limits: Budget, problem: str | None) -> None:
+    assert limits.problem() == problem
+
+
+@pytest.mark.parametrize("limits, problem", [
+    (Budget(max_cost=math.nan), "'max_cost' must be a finite number, not nan"),
+    (Budget(max_cost=math.inf), "'max_cost' must be a finite number, not inf"),
+    (Budget(max_cost=5.0, max_tokens=-math.inf), "'max_tokens' must be a finite number, not -inf"),  # type: ignore[arg-type]
+])
+def test_each_limit_must_be_a_finite_number(limits: Budget, problem: str) -> None:
     assert limits.problem() == problem
 
 
