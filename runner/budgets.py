@@ -86,6 +86,19 @@ class BudgetView:
             parts.append(f"{self.committed.tokens:,} of {self.budget.max_tokens:,} tokens")
         return f"budget {' · '.join(parts)}" if parts else ""
 
+    @property
+    def passed(self) -> bool:
+        """The run has committed to a limit's worth already: no batch starts under it."""
+        return any(left is not None and left <= 0 for left in (self.left.cost, self.left.tokens))
+
+    def given(self) -> str:
+        """The budget as a person who just gave it reads it: ``no budget`` when none holds; one the run has
+        committed to already says that the run stops before its next batch (it is kept all the same)."""
+        if not self.budget.limited:
+            return "no budget"
+        return self.line() + ("; the run has committed to that much already: it stops before its next batch"
+                              if self.passed else "")
+
 
 def view(limits: Budget, rows: Sequence[StageLedger], job_json: str) -> BudgetView:
     """The budget view of a run whose budget is ``limits``, by its ledger ``rows`` and its saved job."""

@@ -184,6 +184,36 @@ def test_runner_run_stops_at_the_budget_with_the_figures_and_runner_budget_lets_
     assert status["counts"]["completed"] == 8 and status["budget"]["max_cost"] == 5000
 
 
+def test_a_budget_below_what_the_run_committed_is_kept_and_said_to_stop_the_run_before_its_next_batch(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    job_file(tmp_path, sim.base_url, "max_cost = 1000")
+    runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
+    lowered = runner_cli("budget", "posts", "--max-tokens", "1", cwd=tmp_path)
+    assert lowered.returncode == 0, lowered.stderr
+    assert lowered.stdout.endswith(" of 1 tokens; the run has committed to that much already: it stops before its "
+                                   "next batch\n")
+    assert "to go on" not in lowered.stdout
+    status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
+    assert status["budget"]["max_tokens"] == 1 and status["budget"]["left"]["tokens"] < 0
+
+
+def test_runner_budget_none_removes_the_budget_the_job_file_s_too_and_the_run_goes_on(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    job_file(tmp_path, sim.base_url, "max_cost = 1000")
+    runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
+    removed = runner_cli("budget", "posts", "--none", cwd=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == "run 'posts': no budget; to go on:\nrunner run posts\n"
+    assert runner_cli("run", "posts", cwd=tmp_path).returncode == 0
+    status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
+    assert status["counts"]["completed"] == 8 and status["budget"] is None
+    both = runner_cli("budget", "posts", "--none", "--max", "5", cwd=tmp_path)
+    assert both.returncode == 1 and both.stderr == (
+        "error: --none removes the budget: give it alone, or give --max USD or --max-tokens N\n")
+
+
 @pytest.mark.parametrize("given", ["nan", "inf"])
 def test_runner_budget_refuses_a_limit_that_is_not_a_finite_number_as_the_job_file_does(
     tmp_path: Path, sim: Simulator, given: str
