@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 #: How a person raises a run's budget, after the figures of a stop.
 RAISE = "runner budget raises it"
+#: How a person lets a run stopped at its budget go on once its next batch fits.
+RESUME = "runner resume goes on"
 #: The provider kind of a user's handler (``runner.jobs.PYTHON``): not counted against a budget.
 HANDLER = "python"
 
@@ -51,6 +53,17 @@ def committed(cost: costs.Cost) -> Committed:
 def guard(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
     """Why ``batch`` of ``job``'s run may not start within the run's budget, with the figures and how to go on;
     None when it may (or no budget is set)."""
+    return _judged(store, run_id, job, batch, stopped=False)
+
+
+def restated(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
+    """The reason of a run stopped at its budget, written afresh by the figures now, ``batch`` standing for the
+    next: the guard's, or, when the batches in flight at the stop cost less than their estimate and the next
+    fits now, those figures and that a resume goes on (None: the budget does not count ``batch``)."""
+    return _judged(store, run_id, job, batch, stopped=True)
+
+
+def _judged(store: RunStore, run_id: int, job: Job, batch: Batch, *, stopped: bool) -> str | None:
     limits = store.budget(run_id)
     if not limits.limited:
         return None
@@ -59,7 +72,10 @@ def guard(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
         return None
     rows = counted(store.ledger(run_id), job_json)
     cost, tokens = costs.next_batch(rows, job_json, batch.stage, chars=batch.chars, items=batch.size)
-    why = rule.over(limits, committed(costs.of_run(rows, job_json)), cost=cost, tokens=tokens)
+    now = committed(costs.of_run(rows, job_json))
+    why = rule.over(limits, now, cost=cost, tokens=tokens)
+    if why is None and stopped:
+        return f"budget: {rule.fits_now(limits, now, cost=cost, tokens=tokens)}; {RESUME}"
     return None if why is None else f"budget: {why}; {RAISE}"
 
 
@@ -85,6 +101,19 @@ class BudgetView:
         if self.budget.max_tokens is not None:
             parts.append(f"{self.committed.tokens:,} of {self.budget.max_tokens:,} tokens")
         return f"budget {' · '.join(parts)}" if parts else ""
+
+    @property
+    def passed(self) -> bool:
+        """The run has committed to a limit's worth already: no batch starts under it."""
+        return any(left is not None and left <= 0 for left in (self.left.cost, self.left.tokens))
+
+    def given(self) -> str:
+        """The budget as a person who just gave it reads it: ``no budget`` when none holds; one the run has
+        committed to already says that the run stops before its next batch (it is kept all the same)."""
+        if not self.budget.limited:
+            return "no budget"
+        return self.line() + ("; the run has committed to that much already: it stops before its next batch"
+                              if self.passed else "")
 
 
 def view(limits: Budget, rows: Sequence[StageLedger], job_json: str) -> BudgetView:

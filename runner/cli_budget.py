@@ -14,16 +14,18 @@ from .cli_words import go_on
 @click.argument("name")
 @click.option("--max", "max_cost", type=float, help="The most the run may commit to, in USD.")
 @click.option("--max-tokens", type=int, help="The most tokens the run may commit to.")
+@click.option("--none", "none", is_flag=True, help="Remove the budget (the job file's [budget] too).")
 @db_option
 @plain_errors
-def budget(name: str, max_cost: float | None, max_tokens: int | None, db: str) -> None:
-    """Give a run a new budget, in USD or tokens.
+def budget(name: str, max_cost: float | None, max_tokens: int | None, none: bool, db: str) -> None:
+    """Give a run a new budget, in USD or tokens, or none.
 
     A batch starts only while what was spent, the batches in flight and the
     unknown charges (at their estimates), and its own estimate, stay within
     it. A limit not given keeps its value. A run stopped at its budget goes
-    on (a running engine goes on by itself). A budget given here holds until
-    the job file's [budget] changes.
+    on (a running engine goes on by itself). A budget below what the run
+    has committed to is kept: the run stops before its next batch. A budget
+    given here holds until the job file's [budget] changes.
 
     Example: runner budget demo --max 10
     """
@@ -31,6 +33,9 @@ def budget(name: str, max_cost: float | None, max_tokens: int | None, db: str) -
     from .store import Store, views
 
     store = Store(db, create=False)
-    control.budget(store, name, now=time.time(), max_cost=max_cost, max_tokens=max_tokens)
-    shown = views.standing(store, name, now=time.time()).budget.line()
-    go_on(f"run {name!r}: {shown}", store, name)
+    control.budget(store, name, now=time.time(), max_cost=max_cost, max_tokens=max_tokens, none=none)
+    shown = views.standing(store, name, now=time.time()).budget
+    if shown.passed:
+        click.echo(f"run {name!r}: {shown.given()}")
+        return
+    go_on(f"run {name!r}: {shown.given()}", store, name)

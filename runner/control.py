@@ -88,22 +88,29 @@ def step(store: RunStore, name: str, *, now: float) -> Control:
 
 
 def budget(
-    store: RunStore, name: str, *, now: float, max_cost: float | None = None, max_tokens: int | None = None
+    store: RunStore, name: str, *, now: float, max_cost: float | None = None, max_tokens: int | None = None,
+    none: bool = False,
 ) -> tuple[Budget, Control]:
-    """Give the run a new budget: the limits given replace those that hold, the others kept. A run stopped at its
-    budget goes on (its breaker closes: ``rules.budget.given``); the engine asks again before the next batch.
+    """Give the run a new budget: the limits given replace those that hold, the others kept; ``none``: no budget
+    (over the job's ``[budget]`` too). A run stopped at its budget goes on (its breaker closes:
+    ``rules.budget.given``); the engine asks again before the next batch. A budget the run already committed to
+    is kept: the run stops before its next batch (``BudgetView.given`` says so).
 
-    Neither limit, one not more than 0, or a cost budget for a model with no price is refused (``RunError``), and
-    nothing changes.
+    Neither limit (nor ``none``), ``none`` with a limit, one not a finite number more than 0, or a cost budget
+    for a model with no price is refused (``RunError``), and nothing changes.
     """
     from . import job_budget
     from .errors import JobError
 
-    if max_cost is None and max_tokens is None:
-        raise RunError("give a budget: --max USD, --max-tokens N, or both")
+    if none and (max_cost is not None or max_tokens is not None):
+        raise RunError("--none removes the budget: give it alone, or give --max USD or --max-tokens N")
+    if not none and max_cost is None and max_tokens is None:
+        raise RunError("give a budget: --max USD, --max-tokens N, or both (--none removes it)")
     job = store.job(name)
 
     def change(holds: Budget) -> Budget:
+        if none:
+            return Budget()
         new = Budget(holds.max_cost if max_cost is None else max_cost,
                      holds.max_tokens if max_tokens is None else max_tokens)
         try:

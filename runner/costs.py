@@ -2,7 +2,8 @@
 
 - *spent*: the billed calls at the price of their stage when they were
   answered; unknown (None, with the reason) when a billed call reported no
-  usage or its model has no price: never 0 for what is not known;
+  usage, was answered before its job had a price, or its model has no price:
+  never 0 for what is not known;
 - *unknown*: the calls sent whose answer was lost, at their estimate
   (:mod:`runner.rules.estimate`);
 - *in flight*: the batches running now, at their estimate.
@@ -136,7 +137,7 @@ def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
     reasons = [] if guess.price is not None else [
         pricing.unpriced(terms.model if terms else "a run whose job is not saved")]
     if guess.price is not None and row.uncosted:
-        reasons.append(f"{row.uncosted} billed item-calls reported no usage")
+        reasons.extend(uncosted_because(row))
     return Cost(
         spent=row.cost if guess.price is not None and not row.uncosted else (None if row.billed else 0.0),
         unknown=guess.cost(row.unknown_chars, row.unknown), in_flight=guess.cost(row.running_chars, row.running_items),
@@ -145,6 +146,15 @@ def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
         tokens_in_flight=guess.tokens(row.running_chars, row.running_items),
         tokens_unknown=guess.tokens(row.unknown_chars, row.unknown),
     )
+
+
+def uncosted_because(row: StageLedger) -> list[str]:
+    """Why a priced stage's billed calls have no known cost: no usage reported, or answered (with their usage)
+    before the job had a price, whose tokens are not priced after the fact at a price they were not sent at."""
+    no_usage = min(row.uncosted, row.billed - row.tokened)
+    unpriced = row.uncosted - no_usage
+    return ([f"{no_usage} billed item-calls reported no usage"] if no_usage else []) + (
+        [f"{unpriced} billed item-calls answered before the job had a price"] if unpriced else [])
 
 
 def next_batch(rows: Sequence[StageLedger], job_json: str, stage: str, *, chars: int, items: int) -> tuple[

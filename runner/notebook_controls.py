@@ -46,10 +46,14 @@ class Controls:
         with self._store() as store:
             return control.step(store, self.name, now=self.clock.now())
 
-    def budget(self: _Run, *, max_cost: float | None = None, max_tokens: int | None = None) -> Budget:
-        """A new budget (the limits given; the others kept): a run stopped at its budget goes on."""
+    def budget(
+        self: _Run, *, max_cost: float | None = None, max_tokens: int | None = None, none: bool = False
+    ) -> Budget:
+        """A new budget (the limits given; the others kept; ``none=True``: no budget): a run stopped at its budget
+        goes on."""
         with self._store() as store:
-            return control.budget(store, self.name, now=self.clock.now(), max_cost=max_cost, max_tokens=max_tokens)[0]
+            return control.budget(store, self.name, now=self.clock.now(), max_cost=max_cost, max_tokens=max_tokens,
+                                  none=none)[0]
 
     def plan_retry(
         self: _Run, *, kind: str | None = None, keys: Sequence[str] = (), stage: str | None = None

@@ -9,6 +9,7 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | (the input is being read)                   | reading FILE: N records                              |
 | paused                                      | paused by a person, and the command that goes on     |
 | breaker open                                | breaker open (why), step and resume                  |
+| breaker open at the run's budget            | breaker open (why), and the command that raises it   |
 | only held items left                        | waiting for a confirmation, and the command for it   |
 | only items at a decide stage left           | waiting for a decision, and the command for it       |
 | a 429's Retry-After holds batches back      | rate limited by the upstream, and until when         |
@@ -118,6 +119,8 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
         shared = standing.queue if standing.queue and standing.queue.control.breaker is BreakerState.OPEN else None
         resume = command("queue", "resume", shared.name, db=db) if shared else command("resume", name, db=db)
         hint = f"{command('step', name, db=db)} lets one batch run, {resume} goes on"
+        if control.kind is FailureKind.BUDGET:  # a resume would meet the same budget at the next batch
+            hint = f"give it a larger budget: {command('budget', name, '--max', 'USD', db=db)} (or b in runner tui)"
         if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal
             hint = f"fix the cause, then: {hint}"
         return _held(name, f"breaker open ({control.reason})", hint, waits)

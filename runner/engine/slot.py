@@ -70,6 +70,7 @@ class Slot:
                 settled = (batch, settlement)
                 if not engine.formed:  # (batches a person confirmed are put first in line by every turn)
                     await self._save(*settled)
+                    await self._restate_budget(batch)  # the batch just saved stands in for the next
                     return
                 batch, step = engine.formed.popleft(), False
         except StoreError as exc:
@@ -175,6 +176,8 @@ class Slot:
             if self.over_budget is not None:
                 reason = self.over_budget
                 await engine.steps.run(lambda: engine.store.open_breaker(engine.run_id, FailureKind.BUDGET, reason))
+            else:
+                await self._restate_budget(batch)
             return None
         items, formed = begun
         engine.take_formed(formed)
@@ -183,6 +186,21 @@ class Slot:
             if not await engine.steps.run(lambda: engine.holds_lease()):
                 engine.request_stop(TAKEN_OVER)
         return items
+
+    async def _restate_budget(self, batch: Batch) -> None:
+        """A run held at its budget gets its reason written afresh, with the figures now and ``batch``'s estimate
+        as the next batch's: a stop's reason then never shows what was in flight before, nor the spent of
+        before a step (the first stop's is written by :meth:`_start`)."""
+        engine = self.engine
+        control = engine.control()
+        if control.breaker is not BreakerState.OPEN or control.kind is not FailureKind.BUDGET:
+            return
+        reason = budgets.restated(engine.store, engine.run_id, engine.job, batch)
+        if reason is None or reason == control.reason:
+            return
+        if engine.stop_kind is FailureKind.BUDGET:
+            engine.stop_for_person(reason, FailureKind.BUDGET)
+        await engine.steps.run(lambda: engine.store.open_breaker(engine.run_id, FailureKind.BUDGET, reason))
 
     async def _call(self, caller: Provider, batch: Batch, sent: protocol.BatchItems) -> Answer:
         """The upstream call, with bounded request retries (with jitter) for transport trouble."""

@@ -25,9 +25,11 @@ Pure: the figures come in, the decision (None, or why not, with the figures) goe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..job_values import TYPE_NAMES
 from ..pricing import money as usd
 from ..model import BreakerState, FailureKind
 from .breaker import Control
@@ -46,8 +48,13 @@ class Budget:
         return self.max_cost is not None or self.max_tokens is not None
 
     def problem(self) -> str | None:
-        """What is wrong with the limits given (each more than 0), or None."""
+        """What is wrong with the limits given (each a finite number, as a job file's, more than 0), or None.
+
+        The one check of a budget, whoever gives it: the job file, ``runner budget``, the TUI, the panel, Python.
+        """
         for name, limit in (("max_cost", self.max_cost), ("max_tokens", self.max_tokens)):
+            if limit is not None and not math.isfinite(limit):
+                return f"{name!r} must be {TYPE_NAMES[float]}, not {limit:g}"
             if limit is not None and limit <= 0:
                 return f"{name!r} must be more than 0, not {limit:g}"
         return None
@@ -106,15 +113,30 @@ def over(budget: Budget, committed: Committed, *, cost: float | None, tokens: in
         if total is None or cost is None:
             reasons.append(f"cost unknown (no price), so the budget of {usd(budget.max_cost)} cannot be kept")
         elif total + cost > budget.max_cost:
-            reasons.append(
-                f"{usd(committed.spent)} spent + {usd(committed.in_flight)} in flight + {usd(committed.unknown)} "
-                f"unknown + {usd(cost)} for the next batch would pass the budget of {usd(budget.max_cost)}")
+            reasons.append(f"{_cost_figures(committed, cost)} would pass the budget of {usd(budget.max_cost)}")
     if budget.max_tokens is not None and committed.tokens + tokens > budget.max_tokens:
-        reasons.append(
-            f"{committed.tokens_spent:,} tokens spent + {committed.tokens_in_flight:,} in flight + "
-            f"{committed.tokens_unknown:,} unknown + {tokens:,} for the next batch would pass the budget of "
-            f"{budget.max_tokens:,} tokens")
+        reasons.append(f"{_token_figures(committed, tokens)} would pass the budget of {budget.max_tokens:,} tokens")
     return "; ".join(reasons) or None
+
+
+def fits_now(budget: Budget, committed: Committed, *, cost: float | None, tokens: int) -> str:
+    """A run stopped at ``budget`` whose next batch, by the figures now, fits (the batches in flight at the stop
+    cost less than their estimate): those figures, for the stop's reason written afresh."""
+    figures = ([f"{_cost_figures(committed, cost)} are within {usd(budget.max_cost)}"]
+               if budget.max_cost is not None and cost is not None else [])
+    if budget.max_tokens is not None:
+        figures.append(f"{_token_figures(committed, tokens)} are within {budget.max_tokens:,} tokens")
+    return f"the batches in flight at the stop cost less than estimated: {'; '.join(figures)} now"
+
+
+def _cost_figures(committed: Committed, cost: float | None) -> str:
+    return (f"{usd(committed.spent)} spent + {usd(committed.in_flight)} in flight + {usd(committed.unknown)} "
+            f"unknown + {usd(cost)} for the next batch")
+
+
+def _token_figures(committed: Committed, tokens: int) -> str:
+    return (f"{committed.tokens_spent:,} tokens spent + {committed.tokens_in_flight:,} in flight + "
+            f"{committed.tokens_unknown:,} unknown + {tokens:,} for the next batch")
 
 
 def given(control: Control) -> Control:

@@ -48,6 +48,14 @@ def test_billed_calls_with_no_usage_leave_the_cost_unknown_though_the_model_has_
     assert cost.spent is None and cost.reasons == ("3 billed item-calls reported no usage",)
 
 
+def test_billed_calls_answered_before_the_job_had_a_price_are_said_so_not_said_to_lack_usage() -> None:
+    row = StageLedger("one", billed=5, usage=Usage(100, 0, 40), tokened=4, uncosted=5)  # 4 with usage, 1 without
+    cost = costs.of_run([row], job(("one", PRICED)))
+    assert cost.spent is None
+    assert cost.reasons == ("1 billed item-calls reported no usage",
+                            "4 billed item-calls answered before the job had a price")
+
+
 @pytest.mark.parametrize("saved", ["{}", "not json"])
 def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
     cost = costs.of_run([StageLedger("openai-chat", billed=2, uncosted=2)], saved)

@@ -222,6 +222,12 @@ def test_a_run_held_by_its_queues_open_breaker_is_told_the_queues_resume() -> No
                          "Ctrl-C to leave")
 
 
+def test_a_run_waiting_at_its_budget_is_told_the_command_that_raises_it_not_resume() -> None:
+    stopped = Control(BreakerState.OPEN, "budget: ...", kind=FailureKind.BUDGET)
+    said = progress_line.line(standing(stopped, pending=5), waits=True, db="runs.db")
+    assert said.hint == "give it a larger budget: runner budget posts --max USD (or b in runner tui); Ctrl-C to leave"
+
+
 def test_a_running_line_counts_the_batches_waiting_for_a_slot_in_the_shared_queue() -> None:
     shared = QueueShare("openai-main", 8, Control(), None, held=0, waiting=2, in_flight=8)
     said = progress_line.line(standing(pending=5)._replace(queue=shared), waits=True, db="runs.db")

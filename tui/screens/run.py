@@ -220,7 +220,7 @@ def _step(store: Store, now: float, *, name: str) -> str:
 
 def _budget(store: Store, now: float, *, name: str, limits: Limits) -> str:
     _, after = control.budget(store, name, now=now, max_cost=limits[0], max_tokens=limits[1])
-    shown = views.standing(store, name, now=now).budget.line()
+    shown = views.standing(store, name, now=now).budget.given()
     return f"{name}: {shown}" + _after(store, name, after, now)
 
 

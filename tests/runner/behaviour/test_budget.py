@@ -20,6 +20,7 @@ from runner.errors import RunError
 from runner.jobs import Job
 from runner.model import BreakerState, FailureKind
 from runner.notebook import Run
+from runner.pricing import money
 from runner.rules.budget import Budget
 from runner.sim import Simulator
 from runner.store import Store
@@ -37,13 +38,27 @@ async def test_a_batch_that_would_pass_the_budget_with_the_one_in_flight_does_no
     job = budgeted(make_job(tmp_path, sim.base_url, posts(8), max_items=4, concurrency=2), max_cost=1000)
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.exit_code == 4
-    assert outcome.stopped_for == (
-        "budget: $0.0000 spent + $800.00 in flight + $0.0000 unknown + $800.00 for the next batch would pass "
-        "the budget of $1,000.00; runner budget raises it")
+    assert outcome.stopped_for == (  # written afresh once the batch in flight at the stop was saved
+        "budget: the batches in flight at the stop cost less than estimated: $81.0000 spent + $0.0000 in flight + "
+        "$0.0000 unknown + $81.0000 for the next batch are within $1,000.00 now; runner resume goes on")
     status = outcome.status
     assert status["counts"]["completed"] == 4 and status["counts"]["pending"] == 4  # the one in flight ended
     assert status["breaker"]["state"] == BreakerState.OPEN and status["breaker"]["reason"] == outcome.stopped_for
     assert sum(sim.ledger.snapshot()["billed"].values()) == 4
+
+
+async def test_a_budget_stop_s_reason_is_written_afresh_at_each_stop_after_a_step_too(
+    tmp_path: Path, sim: Simulator, store: Store, clock: StepClock
+) -> None:
+    job = budgeted(make_job(tmp_path, sim.base_url, posts(16), max_items=4, concurrency=1), max_cost=100)
+    first = await runs.execute(store, job, clock=clock)
+    assert first.stopped_for is not None and first.stopped_for.startswith("budget: $0.0000 spent + ")
+    control.step(store, "test", now=clock.now())
+    stepped = await runs.execute(store, job, clock=clock, read_input=False)
+    assert stepped.exit_code == 4 and stepped.status["counts"]["completed"] == 4
+    reason = stepped.status["breaker"]["reason"]
+    assert reason.startswith(f"budget: {money(stepped.status['cost']['spent'])} spent + $0.0000 in flight")
+    assert stepped.stopped_for == f"breaker open ({reason})" and reason.endswith("would pass the budget of $100.00; runner budget raises it")
 
 
 async def test_an_unknown_charge_counts_at_its_estimate_against_the_budget(
@@ -116,7 +131,7 @@ async def test_a_budget_of_tokens_stops_the_run_as_a_budget_of_cost_does(
     job = budgeted(make_job(tmp_path, sim.base_url, posts(8), max_items=4, concurrency=2), max_tokens=1000)
     outcome = await runs.execute(store, job, clock=clock)
     assert outcome.exit_code == 4 and outcome.stopped_for is not None
-    assert "0 tokens spent + " in outcome.stopped_for and "would pass the budget of 1,000 tokens" in outcome.stopped_for
+    assert "tokens spent + " in outcome.stopped_for and " 1,000 tokens" in outcome.stopped_for
 
 
 async def label_each(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -171,8 +186,9 @@ def test_runner_run_stops_at_the_budget_with_the_figures_and_runner_budget_lets_
     job_file(tmp_path, sim.base_url, "max_cost = 1000")
     stopped = runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
     assert stopped.returncode == 4, stopped.stderr
-    assert ("stopped: budget: $0.0000 spent + $800.00 in flight + $0.0000 unknown + $800.00 for the next batch "
-            "would pass the budget of $1,000.00; runner budget raises it\n") in stopped.stderr
+    assert ("stopped: budget: the batches in flight at the stop cost less than estimated: $81.0000 spent + "
+            "$0.0000 in flight + $0.0000 unknown + $81.0000 for the next batch are within $1,000.00 now; "
+            "runner resume goes on\n") in stopped.stderr
     assert "\nrunner budget posts --max USD\nrunner run posts\n" in stopped.stderr
     raised = runner_cli("budget", "posts", "--max", "5000", cwd=tmp_path)
     assert raised.returncode == 0, raised.stderr
@@ -182,6 +198,49 @@ def test_runner_run_stops_at_the_budget_with_the_figures_and_runner_budget_lets_
     assert done.returncode == 0, done.stderr
     status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
     assert status["counts"]["completed"] == 8 and status["budget"]["max_cost"] == 5000
+
+
+def test_a_budget_below_what_the_run_committed_is_kept_and_said_to_stop_the_run_before_its_next_batch(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    job_file(tmp_path, sim.base_url, "max_cost = 1000")
+    runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
+    lowered = runner_cli("budget", "posts", "--max-tokens", "1", cwd=tmp_path)
+    assert lowered.returncode == 0, lowered.stderr
+    assert lowered.stdout.endswith(" of 1 tokens; the run has committed to that much already: it stops before its "
+                                   "next batch\n")
+    assert "to go on" not in lowered.stdout
+    status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
+    assert status["budget"]["max_tokens"] == 1 and status["budget"]["left"]["tokens"] < 0
+
+
+def test_runner_budget_none_removes_the_budget_the_job_file_s_too_and_the_run_goes_on(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    job_file(tmp_path, sim.base_url, "max_cost = 1000")
+    runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
+    removed = runner_cli("budget", "posts", "--none", cwd=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout == "run 'posts': no budget; to go on:\nrunner run posts\n"
+    assert runner_cli("run", "posts", cwd=tmp_path).returncode == 0
+    status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
+    assert status["counts"]["completed"] == 8 and status["budget"] is None
+    both = runner_cli("budget", "posts", "--none", "--max", "5", cwd=tmp_path)
+    assert both.returncode == 1 and both.stderr == (
+        "error: --none removes the budget: give it alone, or give --max USD or --max-tokens N\n")
+
+
+@pytest.mark.parametrize("given", ["nan", "inf"])
+def test_runner_budget_refuses_a_limit_that_is_not_a_finite_number_as_the_job_file_does(
+    tmp_path: Path, sim: Simulator, given: str
+) -> None:
+    job_file(tmp_path, sim.base_url, "max_cost = 1000")
+    runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
+    refused = runner_cli("budget", "posts", "--max", given, cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == f"error: run 'posts': 'max_cost' must be a finite number, not {given}\n"
+    status = json.loads(runner_cli("status", "posts", "--json", cwd=tmp_path).stdout)
+    assert status["budget"]["max_cost"] == 1000
 
 
 @pytest.mark.parametrize("budget, said", [

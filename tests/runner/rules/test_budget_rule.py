@@ -3,6 +3,8 @@ within every limit set; what a budget leaves; a new budget lets a run stopped at
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from runner.model import BreakerState, FailureKind
@@ -65,6 +67,15 @@ def test_each_limit_must_be_more_than_0(limits: Budget, problem: str | None) -> 
     assert limits.problem() == problem
 
 
+@pytest.mark.parametrize("limits, problem", [
+    (Budget(max_cost=math.nan), "'max_cost' must be a finite number, not nan"),
+    (Budget(max_cost=math.inf), "'max_cost' must be a finite number, not inf"),
+    (Budget(max_cost=5.0, max_tokens=-math.inf), "'max_tokens' must be a finite number, not -inf"),  # type: ignore[arg-type]
+])
+def test_each_limit_must_be_a_finite_number(limits: Budget, problem: str) -> None:
+    assert limits.problem() == problem
+
+
 @pytest.mark.parametrize("before, after", [
     (Control(BreakerState.OPEN, "budget: ...", kind=FailureKind.BUDGET), Control()),
     (Control(BreakerState.OPEN, "budget: ...", paused=True, kind=FailureKind.BUDGET), Control(paused=True)),
@@ -75,3 +86,11 @@ def test_each_limit_must_be_more_than_0(limits: Budget, problem: str | None) -> 
 ])
 def test_a_new_budget_closes_a_breaker_open_at_the_budget_and_nothing_else(before: Control, after: Control) -> None:
     assert budget.given(before) == after
+
+
+def test_a_stop_whose_next_batch_fits_now_says_so_with_the_figures_now() -> None:
+    now = Committed(spent=0.5, tokens_spent=400)
+    said = budget.fits_now(Budget(max_cost=5.0, max_tokens=1_000), now, cost=0.25, tokens=100)
+    assert said == ("the batches in flight at the stop cost less than estimated: $0.5000 spent + $0.0000 in flight + "
+                    "$0.0000 unknown + $0.2500 for the next batch are within $5.0000; 400 tokens spent + 0 in flight + "
+                    "0 unknown + 100 for the next batch are within 1,000 tokens now")
