@@ -129,9 +129,10 @@ def _eta(view: RunView) -> str:
     left = plural(run.unfinished, 'item')
     held = run.held + run.needs_decision
     waiting = f", {held:,} of them wait for a person" if held else ""
+    waiting += f", {run.scheduled:,} scheduled for later" if run.scheduled else ""
     if eta is not None:
         return f"{left}, {progress_line.about(eta)} at this rate{waiting}"
-    return f"{left}{waiting}; {why_no_estimate(run, moving=view.moving)}"
+    return f"{left}{waiting}; {why_no_estimate(run)}"
 
 
 def needs(view: RunView) -> list[str]:

@@ -37,6 +37,7 @@ def test_the_run_panel_shows_scheduled_items_apart_with_the_next_time(tmp_path: 
         add_all(store, job, now=1_800_000_000.0)
         text = run_text(views.run_view(store, "test", now=1_800_000_000.0)).plain
     assert "2 items scheduled, the next at 2096-" in text
+    assert "left 4 items, 2 scheduled for later;" in text
 
 
 async def test_the_run_screen_lists_the_scheduled_items_each_with_its_time_and_the_detail_says_it(
