@@ -15,8 +15,9 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | anything else                               | running (items held, batches upstream or waiting for |
 |                                             | a slot in the run's shared queue, if any)            |
 
-A terminal too narrow for the whole line gets the state's ``brief`` words,
-then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
+A terminal too narrow for the whole line gets the state's ``brief`` words
+(a breaker open: its kind, not its reason), then a shorter bar, then none,
+then the words cut short, never wrapped (:class:`runner.terminal_run.RunProgress`).
 
 While nothing can move (reading, paused, open, waiting, rate limited) the line shows no
 time left; else the time left is the read model's one estimate
@@ -120,7 +121,8 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
         hint = f"{command('step', name, db=db)} lets one batch run, {resume} goes on"
         if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal
             hint = f"fix the cause, then: {hint}"
-        return _held(name, f"breaker open ({control.reason})", hint, waits)
+        why = f" ({control.kind})" if control.kind else ""
+        return _held(name, f"breaker open ({control.reason})", hint, waits, brief=f"{name}: breaker open{why}")
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
@@ -154,6 +156,6 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     return Line(f"{name}: running", "", moving=True)
 
 
-def _held(name: str, state: str, hint: str, waits: bool) -> Line:
+def _held(name: str, state: str, hint: str, waits: bool, *, brief: str = "") -> Line:
     then = f"{hint}; Ctrl-C to leave" if waits else "stopping once the batches in flight finish"
-    return Line(f"{name}: {state}", then, moving=False)
+    return Line(f"{name}: {state}", then, moving=False, brief=brief)

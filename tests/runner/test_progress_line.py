@@ -207,6 +207,19 @@ def test_the_progress_line_drops_its_bar_before_it_wraps() -> None:
         "posts: running (49 held) 1236/2400 about 1m 14s left"]
 
 
+BUDGET_STOP = Control(BreakerState.OPEN, "budget: $0.0000 spent + $0.0032 in flight + $0.0000 unknown + $0.0035 for "
+                      "the next batch would pass the budget of $0.0050", kind=FailureKind.BUDGET)
+
+
+@pytest.mark.parametrize("width", [140, 80, 30])
+def test_the_progress_line_of_a_run_stopped_at_its_budget_fits_its_terminal_without_wrapping(width: int) -> None:
+    said = progress_line.line(standing(BUDGET_STOP, pending=5), waits=True, db="runs.db")
+    assert said.brief == "posts: breaker open (budget)"
+    lines = drawn(width, said.state, said.brief, left=None)
+    assert len(lines) == 1 and len(lines[0]) <= width, lines
+    assert lines[0].startswith("posts: breaker open (budget) " if width > 30 else "posts: breaker open"), lines
+
+
 def test_a_rate_limit_ending_another_day_is_told_with_its_date() -> None:
     now = time.mktime((2026, 12, 2, 14, 0, 0, 0, 0, -1))
     today = progress_line.rate_limited(now + 3 * 60, now=now)
