@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .model import BreakerState, FailureKind
+from .rules.breaker import Control
+from .rules.queues import queues_own
 from .store.answers import QueueShare, Standing
 from .words import clock, command, duration, plural
 
@@ -86,13 +88,17 @@ def scheduled(count: int, next_at: float | None, *, now: float | None = None) ->
     return f"{plural(count, 'item')} scheduled" + (f", the next at {clock(next_at, now=now)}" if next_at else "")
 
 
-def queue(share: QueueShare, *, now: float | None = None) -> str:
+def queue(share: QueueShare, run: Control, *, now: float | None = None) -> str:
     """A run's shared queue, as every view says it: ``queue openai-main: 3 of 8 in flight, this run 2 (1 waiting
-    for a slot) · breaker closed`` and, while a 429 holds it back, ``· no batch starts before 14:52:03``."""
+    for a slot) · breaker closed`` and, while a 429 holds it back, ``· no batch starts before 14:52:03``.
+
+    The queue's breaker is left out when the run's controls ``run`` are the queue's (the views say those already).
+    """
     control = share.control
     said = (f"queue {share.name}: {share.in_flight} of {share.concurrency} in flight, this run {share.held}"
-            + (f" ({share.waiting} waiting for a slot)" if share.waiting else "")
-            + f" · breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else ""))
+            + (f" ({share.waiting} waiting for a slot)" if share.waiting else ""))
+    if not queues_own(run, share.name):
+        said += f" · breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else "")
     return said + (f" · no batch starts before {clock(share.quiet_until, now=now)}" if share.quiet_until else "")
 
 

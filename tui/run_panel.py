@@ -40,7 +40,7 @@ def run_text(view: RunView) -> Text:
         text.append(progress_line.rate_limited(run.rate_limited_until, now=run.read_at), style="bold yellow")
     if run.queue is not None:
         text.append("\n")
-        text.append(progress_line.queue(run.queue, now=run.read_at), style="magenta")
+        text.append(progress_line.queue(run.queue, run.control, now=run.read_at), style="magenta")
     if run.scheduled:
         text.append("\n")
         text.append(progress_line.scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at), style="cyan")
