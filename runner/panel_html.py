@@ -179,7 +179,7 @@ def breaker_html(standing: Standing) -> str:
     if standing.scheduled:
         parts.append(badge(scheduled(standing.scheduled, standing.next_scheduled_at, now=now), "#00796b"))
     if standing.queue is not None:
-        parts.append(f"<br>{badge(queue(standing.queue, now=now), '#6a1b9a')}")
+        parts.append(f"<br>{badge(queue(standing.queue, standing.control, now=now), '#6a1b9a')}")
     return " ".join(parts)
 
 

@@ -16,8 +16,9 @@ TUI, a notebook, another shell) shows as soon as the store has it:
 | anything else                               | running (items held, batches upstream or waiting for |
 |                                             | a slot in the run's shared queue, if any)            |
 
-A terminal too narrow for the whole line gets the state's ``brief`` words,
-then a shorter bar, then none (:class:`runner.terminal_run.RunProgress`).
+A terminal too narrow for the whole line gets the state's ``brief`` words
+(a breaker open: its kind, not its reason), then a shorter bar, then none,
+then the words cut short, never wrapped (:class:`runner.terminal_run.RunProgress`).
 
 While nothing can move (reading, paused, open, waiting, rate limited) the line shows no
 time left; else the time left is the read model's one estimate
@@ -32,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .model import BreakerState, FailureKind
+from .rules.breaker import Control
+from .rules.queues import queues_own
 from .store.answers import QueueShare, Standing
 from .words import clock, command, duration, plural
 
@@ -86,13 +89,17 @@ def scheduled(count: int, next_at: float | None, *, now: float | None = None) ->
     return f"{plural(count, 'item')} scheduled" + (f", the next at {clock(next_at, now=now)}" if next_at else "")
 
 
-def queue(share: QueueShare, *, now: float | None = None) -> str:
+def queue(share: QueueShare, run: Control, *, now: float | None = None) -> str:
     """A run's shared queue, as every view says it: ``queue openai-main: 3 of 8 in flight, this run 2 (1 waiting
-    for a slot) · breaker closed`` and, while a 429 holds it back, ``· no batch starts before 14:52:03``."""
+    for a slot) · breaker closed`` and, while a 429 holds it back, ``· no batch starts before 14:52:03``.
+
+    The queue's breaker is left out when the run's controls ``run`` are the queue's (the views say those already).
+    """
     control = share.control
     said = (f"queue {share.name}: {share.in_flight} of {share.concurrency} in flight, this run {share.held}"
-            + (f" ({share.waiting} waiting for a slot)" if share.waiting else "")
-            + f" · breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else ""))
+            + (f" ({share.waiting} waiting for a slot)" if share.waiting else ""))
+    if not queues_own(run, share.name):
+        said += f" · breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else "")
     return said + (f" · no batch starts before {clock(share.quiet_until, now=now)}" if share.quiet_until else "")
 
 
@@ -123,7 +130,8 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
             hint = f"give it a larger budget: {command('budget', name, '--max', 'USD', db=db)} (or b in runner tui)"
         if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal
             hint = f"fix the cause, then: {hint}"
-        return _held(name, f"breaker open ({control.reason})", hint, waits)
+        why = f" ({control.kind})" if control.kind else ""
+        return _held(name, f"breaker open ({control.reason})", hint, waits, brief=f"{name}: breaker open{why}")
     if standing.held and standing.held == standing.unfinished:
         hint = f"to go on: {command('confirm', name, '--all', db=db)} (or c in runner tui)"
         return _held(name, f"waiting for a confirmation of {plural(standing.held, 'item')}", hint, waits)
@@ -157,6 +165,6 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
     return Line(f"{name}: running", "", moving=True)
 
 
-def _held(name: str, state: str, hint: str, waits: bool) -> Line:
+def _held(name: str, state: str, hint: str, waits: bool, *, brief: str = "") -> Line:
     then = f"{hint}; Ctrl-C to leave" if waits else "stopping once the batches in flight finish"
-    return Line(f"{name}: {state}", then, moving=False)
+    return Line(f"{name}: {state}", then, moving=False, brief=brief)

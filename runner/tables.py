@@ -104,7 +104,7 @@ def status_table(run: Standing) -> list[str]:
     if run.scheduled:
         caption += f" · {scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at)} (waiting for that time)"
     if run.queue is not None:
-        caption += f" · {queue(run.queue, now=run.read_at)}"
+        caption += f" · {queue(run.queue, run.control, now=run.read_at)}"
     if run.duplicate_tasks:
         caption += (f" · {plural(run.duplicate_tasks, 'duplicate upstream task')} found (cancelled where the "
                     f"upstream let it)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from . import progress_line, runs, tables
@@ -154,7 +154,7 @@ class RunProgress(Progress):
     The line fits its terminal: the state's words, the bar (at most
     :data:`BAR`), how many of how many, the time left; when that is too wide,
     the state's brief words (a task's ``short`` field), then a narrower bar
-    (down to :data:`BAR_LEAST`), then no bar.
+    (down to :data:`BAR_LEAST`), then no bar, then the words cut short: the line never wraps.
     """
 
     hint = ""
@@ -189,7 +189,7 @@ class Words(ProgressColumn):
     """The run's state in words: in full, or ``short`` (a task's ``short`` field, when it has one)."""
 
     def __init__(self, *, short: bool) -> None:
-        super().__init__()
+        super().__init__(table_column=Column(no_wrap=True, overflow="ellipsis"))
         self.short = short
 
     def render(self, task: Task) -> Text:

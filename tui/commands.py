@@ -37,12 +37,13 @@ class Commands(Provider):
 
 
 class KeyCommands(Commands):
-    """The actions of the footer's keys (pause, resume, step, confirm, retry, ...), by name."""
+    """The actions of the screen's keys (pause, resume, step, confirm, retry, ...), by name: those in the footer, and
+    those the screen keeps out of it (rarely used, as cancelling a run)."""
 
     def _commands(self) -> Iterator[Command]:
         for key, active in self.screen.active_bindings.items():
             binding = active.binding
-            if not binding.show or not active.enabled or binding.action in SKIP:
+            if not (binding.show or active.node is self.screen) or not active.enabled or binding.action in SKIP:
                 continue
             help = f"{binding.tooltip or binding.description} (key: {binding.key_display or key})"
             yield binding.description, help, partial(self.app.run_action, binding.action, active.node)

@@ -40,7 +40,7 @@ def run_text(view: RunView) -> Text:
         text.append(progress_line.rate_limited(run.rate_limited_until, now=run.read_at), style="bold yellow")
     if run.queue is not None:
         text.append("\n")
-        text.append(progress_line.queue(run.queue, now=run.read_at), style="magenta")
+        text.append(progress_line.queue(run.queue, run.control, now=run.read_at), style="magenta")
     if run.scheduled:
         text.append("\n")
         text.append(progress_line.scheduled(run.scheduled, run.next_scheduled_at, now=run.read_at), style="cyan")
@@ -129,9 +129,10 @@ def _eta(view: RunView) -> str:
     left = plural(run.unfinished, 'item')
     held = run.held + run.needs_decision
     waiting = f", {held:,} of them wait for a person" if held else ""
+    waiting += f", {run.scheduled:,} scheduled for later" if run.scheduled else ""
     if eta is not None:
         return f"{left}, {progress_line.about(eta)} at this rate{waiting}"
-    return f"{left}{waiting}; {why_no_estimate(run, moving=view.moving)}"
+    return f"{left}{waiting}; {why_no_estimate(run)}"
 
 
 def needs(view: RunView) -> list[str]:
@@ -143,10 +144,15 @@ def needs(view: RunView) -> list[str]:
     if run.needs_decision:
         lines.append(f"{plural(run.needs_decision, 'item waits', 'items wait')} for your decision, not for a time: "
                      "d shows them one at a time")
+    if run.engine_alive:
+        step, then = "s steps one batch", ""
+    else:  # a key only writes a command, which the next engine obeys
+        step, then = "s allows one batch", f"; no engine works on it: `{view.go_on}` goes on"
     if run.control.breaker is BreakerState.OPEN and run.control.kind is FailureKind.BUDGET:
-        lines.append("stopped at its budget: b gives a larger one, and the run goes on; s steps one batch past it")
+        goes_on = ", and the run goes on" if run.engine_alive else ""
+        lines.append(f"stopped at its budget: b gives a larger one{goes_on}; {step} past it{then}")
     elif run.control.breaker is BreakerState.OPEN:
-        lines.append("the breaker is open: fix the cause, then r resumes (one batch at a time) or s steps one batch")
+        lines.append(f"the breaker is open: fix the cause, then r resumes (one batch at a time) or {step}{then}")
     elif run.control.paused:
-        lines.append("paused: r resumes, s lets exactly one batch run")
+        lines.append(f"paused: r resumes, {'s lets exactly one batch run' if run.engine_alive else step}{then}")
     return lines

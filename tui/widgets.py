@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.padding import Padding
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Footer
+from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import CursorType
 
 from runner.store.answers import STATES, BatchInFlight, LogLine, StageTally
@@ -252,3 +254,26 @@ class EventLog(Table):
             ])
             for i, line in enumerate(lines)
         ])
+
+
+class KeysFooter(Footer):
+    """A compact footer that shows its keys in their order while they fit beside the palette's key, and none cut:
+    a key with no room is left out (the command palette has it)."""
+
+    def __init__(self) -> None:
+        super().__init__(compact=True)
+
+    def compose(self) -> Iterable[Widget]:
+        widgets = list(super().compose())
+        keys = [w for w in widgets if isinstance(w, FooterKey) and not w.has_class("-command-palette")]
+        room = (self.size.width or self.app.size.width) - sum(
+            _key_width(w) + 1 for w in widgets if isinstance(w, FooterKey) and w.has_class("-command-palette"))
+        for key in keys:
+            room -= _key_width(key) + 1  # a key and the space after it
+            key.display = room >= 0
+        return widgets
+
+
+def _key_width(key: FooterKey) -> int:
+    """The cells a compact footer's key takes: its key, a space, its description."""
+    return cell_len(key.key_display) + 1 + cell_len(key.description)

@@ -63,8 +63,17 @@ def joined(run: Control, queue: Shared | None) -> Control:
     if queue is None or _WORSE[queue.control.breaker] <= _WORSE[run.breaker]:
         return run
     shared = queue.control
-    return replace(run, breaker=shared.breaker, reason=f"queue {queue.name!r}: {shared.reason}",
+    return replace(run, breaker=shared.breaker, reason=f"{_said(queue.name)}{shared.reason}",
                    transport_failures=shared.transport_failures, kind=shared.kind)
+
+
+def queues_own(run: Control, name: str) -> bool:
+    """Whether the run's controls (:func:`joined`) are its queue ``name``'s: its breaker then says the queue's."""
+    return (run.reason or "").startswith(_said(name))
+
+
+def _said(name: str) -> str:
+    return f"queue {name!r}: "
 
 
 def limit(queue: Queue) -> int:

@@ -169,6 +169,11 @@ class Standing(NamedTuple):
         return self.unfinished - self.held - self.needs_decision
 
     @property
+    def due(self) -> int:
+        """Items the engine may finish on its own now: those moving, less those scheduled for later."""
+        return max(self.moving - self.scheduled, 0)
+
+    @property
     def tallies(self) -> tuple[StageTally, ...]:
         """Each stage in order: the items there now by state, and those that passed it and that skipped it."""
         return tallies(self.stages, self.passes)
@@ -334,22 +339,22 @@ class RunView(NamedTuple):
 def time_left(standing: Standing, per_minute: float) -> float | None:
     """The one estimate of the time a run has left, in seconds, that the progress line and the TUI show.
 
-    Its items that can still move, each with the stages ahead of it, at ``per_minute`` (items done with a stage per
-    minute of late); 0 when nothing is left; None while nothing can move
-    (paused, the breaker open, a rate limit waited out, only held items
-    left), no engine works on it, or nothing finished of late.
+    Its items due now, each with the stages ahead of it, at ``per_minute`` (items done with a stage per minute of
+    late): items scheduled for later are left out (a view says them apart); 0 when nothing is left; None while
+    nothing can move (paused, the breaker open, a rate limit waited out, only held or scheduled items left), no
+    engine works on it, or nothing finished of late.
     """
     if not standing.unfinished:
         return 0.0
     if not standing.engine_alive or standing.control.held or standing.rate_limited_until is not None:
         return None
-    if per_minute <= 0 or standing.moving <= 0:
+    if per_minute <= 0 or standing.due <= 0:
         return None
-    return standing.moving * standing.stages_ahead / per_minute * 60.0
+    return standing.due * standing.stages_ahead / per_minute * 60.0
 
 
-def why_no_estimate(standing: Standing, *, moving: int) -> str:
-    """Why :func:`time_left` gives none, in the order it asks, for a view to say (``moving``: the items that can)."""
+def why_no_estimate(standing: Standing) -> str:
+    """Why :func:`time_left` gives none, in the order it asks, for a view to say."""
     if not standing.engine_alive:
         return "no estimate without an engine"
     if standing.control.paused:
@@ -358,6 +363,8 @@ def why_no_estimate(standing: Standing, *, moving: int) -> str:
         return "no estimate while the breaker is open"
     if standing.rate_limited_until is not None:
         return "no estimate while rate limited"
-    if moving <= 0:
+    if standing.moving <= 0:
         return "they wait for a person"
+    if standing.due <= 0:
+        return "they wait for their scheduled time"
     return "none finished in the last minute"

@@ -10,11 +10,12 @@ import pytest
 from rich.console import Console, Group
 from support import label_all_but_p001, make_job, posts
 
-from runner import item_rows, progress_line, runs
+from runner import item_rows, progress_line, runs, tables
 from runner.providers.handler import PythonHandler
 from runner.store import Store
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.rules.breaker import Control
+from runner.rules.queues import joined
 from runner.store.answers import STATES, QueueShare, RunView, Standing, time_left
 from runner.terminal_run import RunProgress
 from tui import run_panel
@@ -207,6 +208,19 @@ def test_the_progress_line_drops_its_bar_before_it_wraps() -> None:
         "posts: running (49 held) 1236/2400 about 1m 14s left"]
 
 
+BUDGET_STOP = Control(BreakerState.OPEN, "budget: $0.0000 spent + $0.0032 in flight + $0.0000 unknown + $0.0035 for "
+                      "the next batch would pass the budget of $0.0050", kind=FailureKind.BUDGET)
+
+
+@pytest.mark.parametrize("width", [140, 80, 30])
+def test_the_progress_line_of_a_run_stopped_at_its_budget_fits_its_terminal_without_wrapping(width: int) -> None:
+    said = progress_line.line(standing(BUDGET_STOP, pending=5), waits=True, db="runs.db")
+    assert said.brief == "posts: breaker open (budget)"
+    lines = drawn(width, said.state, said.brief, left=None)
+    assert len(lines) == 1 and len(lines[0]) <= width, lines
+    assert lines[0].startswith("posts: breaker open (budget) " if width > 30 else "posts: breaker open"), lines
+
+
 def test_a_rate_limit_ending_another_day_is_told_with_its_date() -> None:
     now = time.mktime((2026, 12, 2, 14, 0, 0, 0, 0, -1))
     today = progress_line.rate_limited(now + 3 * 60, now=now)
@@ -233,3 +247,13 @@ def test_a_running_line_counts_the_batches_waiting_for_a_slot_in_the_shared_queu
     said = progress_line.line(standing(pending=5)._replace(queue=shared), waits=True, db="runs.db")
     assert (said.state, said.brief) == ("posts: running (2 batches waiting for a slot in queue openai-main)",
                                         "posts: running (2 waiting for a slot)")
+
+
+def test_a_queues_open_breaker_is_said_once_in_the_status_caption() -> None:
+    shared = QueueShare("simq", 8, OPEN, None, held=0, waiting=0, in_flight=0)
+    control = joined(Control(), shared)
+    caption = " ".join(tables.status_table(standing(control, pending=5)._replace(queue=shared)))
+    assert caption.count("429 from upstream") == 1 and "breaker open (queue 'simq': rate_limited" in caption
+    assert "queue simq: 0 of 8 in flight, this run 0" in caption and "this run 0 · breaker" not in caption
+    own = " ".join(tables.status_table(standing(OPEN, pending=5)._replace(queue=shared._replace(control=Control()))))
+    assert "breaker open (rate_limited" in own and "queue simq: 0 of 8 in flight, this run 0 · breaker closed" in own

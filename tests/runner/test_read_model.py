@@ -10,7 +10,7 @@ import pytest
 from runner.model import BreakerState
 from runner.rules.breaker import Control
 from runner.store import event_log
-from runner.store.answers import STATES, Hold, RunState, Standing, time_left
+from runner.store.answers import STATES, Hold, RunState, Standing, time_left, why_no_estimate
 
 NOW = 1_000.0
 
@@ -97,6 +97,13 @@ def test_the_time_left_counts_the_stages_ahead_of_each_item_at_items_per_minute_
     assert run.stages_ahead == (10 * 3 + 10 * 2) / 20
     assert time_left(run, 60.0) == 20 * 2.5  # 50 passes left at 60 a minute
     assert time_left(standing(unfinished=20), 60.0) == 20.0  # a run of one stage: each item one pass
+
+
+def test_the_time_left_leaves_out_items_scheduled_for_later() -> None:
+    run = standing(unfinished=370)._replace(scheduled=20)
+    assert time_left(run, 60.0) == 350.0  # the 350 due now, at 60 a minute
+    assert time_left(standing(unfinished=20)._replace(scheduled=20), 60.0) is None
+    assert why_no_estimate(standing(unfinished=20)._replace(scheduled=20)) == "they wait for their scheduled time"
 
 
 def test_status_gives_each_stage_the_items_that_passed_and_skipped_it_beside_its_states() -> None:

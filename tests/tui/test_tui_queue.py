@@ -37,6 +37,7 @@ def test_the_run_panel_shows_scheduled_items_apart_with_the_next_time(tmp_path: 
         add_all(store, job, now=1_800_000_000.0)
         text = run_text(views.run_view(store, "test", now=1_800_000_000.0)).plain
     assert "2 items scheduled, the next at 2096-" in text
+    assert "left 4 items, 2 scheduled for later;" in text
 
 
 async def test_the_run_screen_lists_the_scheduled_items_each_with_its_time_and_the_detail_says_it(
@@ -87,3 +88,14 @@ def test_the_run_panel_and_the_runs_table_show_the_shared_queue_a_run_takes_turn
         cells = _cells(views.standing(store, "test", now=1_800_000_000.0))
     assert "queue openai-main: 0 of 8 in flight, this run 0 · breaker closed" in text
     assert any(str(cell) == "closed\nqueue openai-main" for cell in cells)
+
+
+async def test_at_80_columns_the_scheduled_screens_title_wraps_whole(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        add_all(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2)), now=NOW)
+        adding.add(store, "test", write_jsonl(tmp_path / "later.jsonl", posts(5)[2:]), at=LATER, now=NOW)
+    app = RunnerApp(tmp_path / "runs.db", "test", clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await press(pilot, "w")
+        title = " ".join(line.strip() for line in shown(app.screen.query_one("#scheduled-title")))
+    assert title.endswith("nothing is sent for an item before its time · Enter: detail"), title

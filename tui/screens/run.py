@@ -9,18 +9,18 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from runner import control
 from runner.breaker import Control
 from runner.store import Store, views
 from runner.model import ItemState
-from runner.store.answers import RunView
+from runner.store.answers import RunView, Standing
 from runner.words import plural
 
 from ..commands import FirstBudget
 from ..run_panel import RunPanel
-from ..widgets import BatchTable, EventLog, GroupTable, StageTable, StateBar
+from ..widgets import BatchTable, EventLog, GroupTable, KeysFooter, StageTable, StateBar
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
 from .decisions import DecisionsScreen
@@ -39,20 +39,22 @@ class RunScreen(StoreScreen[RunView]):
     """Where a person sits during a long run. The keys write commands that the run's engine obeys."""
 
     COMMANDS = StoreScreen.COMMANDS | {FirstBudget}
+    #: esc and q first: at 80 columns the keys that find no room are the last, and the palette has every one.
     BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
+        Binding("q", "app.quit", "Quit", tooltip="Quit runner tui; the runs' engines go on"),
         Binding("p", "pause", "Pause", tooltip="Pause the run: no new batches; those in flight finish"),
         Binding("r", "resume", "Resume", tooltip="Resume: one batch at a time until one succeeds, then full speed"),
         Binding("s", "step", "Step", tooltip="Step: exactly one more batch while paused or open; stays paused"),
         Binding("c", "confirmations", "Confirm", tooltip="Items held after a crash: what confirming does, and do it"),
         Binding("d", "decisions", "Decide", tooltip="Items waiting at a decide stage: approve, reject or edit, one at a time"),
+        Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
         Binding("f", "failures", "Failures", tooltip="Failed items by kind, an item's detail, and retry"),
         Binding("w", "scheduled", "Scheduled", tooltip="Items waiting for their scheduled time, the earliest first"),
         Binding("v", "switch_rows", "Rows",
                 tooltip="A short screen shows a pipeline's stages or its groups, not both: switch between them"),
-        Binding("x", "cancel_run", "Cancel run",
+        Binding("x", "cancel_run", "Cancel run", show=False,  # rarely used: in the command palette
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
-        Binding("escape", "back", "Runs", tooltip="Back to every run in the store"),
-        Binding("b", "budget", "Budget", tooltip="A new budget: the run stopped at its budget goes on once raised"),
     ]
 
     def __init__(self, run: str) -> None:
@@ -74,7 +76,7 @@ class RunScreen(StoreScreen[RunView]):
         yield BatchTable(id="batches")
         yield Static("events, newest first", classes="title")
         yield EventLog(id="events")
-        yield Footer(compact=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.sub_title = self.run_name
@@ -84,10 +86,9 @@ class RunScreen(StoreScreen[RunView]):
         return partial(_view, name=self.run_name)
 
     def show(self, view: RunView) -> None:
-        keyed = (bool(view.standing.needs_decision), bool(view.standing.scheduled), view.standing.budget.budget.limited)
         was = self.view.standing if self.view is not None else None
-        if was is None or keyed != (bool(was.needs_decision), bool(was.scheduled), was.budget.budget.limited):
-            self.refresh_bindings()  # d in the footer only while items wait for a decision, w while some are scheduled, b with a budget
+        if was is None or keyed(view.standing) != keyed(was):
+            self.refresh_bindings()
         self.view = view
         self.query_one(RunPanel).show(view)
         self.query_one(StateBar).show(view.standing.counts)
@@ -136,6 +137,8 @@ class RunScreen(StoreScreen[RunView]):
         self.app.push_screen(ConfirmationsScreen(self.run_name))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "confirmations":
+            return self.view is not None and bool(self.view.standing.held)
         if action == "decisions":
             return self.view is not None and bool(self.view.standing.needs_decision)
         if action == "scheduled":
@@ -173,6 +176,12 @@ class RunScreen(StoreScreen[RunView]):
 
     def action_back(self) -> None:
         self.runner.show_runs()
+
+
+def keyed(run: Standing) -> tuple[bool, ...]:
+    """What the footer's keys hang on: c while items are held, d while some wait for a decision, w while some are
+    scheduled, b with a budget."""
+    return bool(run.held), bool(run.needs_decision), bool(run.scheduled), run.budget.budget.limited
 
 
 def ask_cancel(view: RunView) -> AskScreen:
