@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .model import BreakerState, FailureKind
 from .store.answers import QueueShare, Standing
-from .words import clock, command, duration, plural
+from .words import clock, command, duration, plural, resume
 
 
 @dataclass(frozen=True)
@@ -115,9 +115,9 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
         return _held(name, "paused by a person", f"to go on: {command('resume', name, db=db)} (or r in runner tui)",
                      waits)
     if control.breaker is BreakerState.OPEN:
-        shared = standing.queue if standing.queue and standing.queue.control.breaker is BreakerState.OPEN else None
-        resume = command("queue", "resume", shared.name, db=db) if shared else command("resume", name, db=db)
-        hint = f"{command('step', name, db=db)} lets one batch run, {resume} goes on"
+        shared = standing.queue
+        open_queue = shared.name if shared and shared.control.breaker is BreakerState.OPEN else None
+        hint = f"{command('step', name, db=db)} lets one batch run, {resume(name, open_queue, db=db)} goes on"
         if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal
             hint = f"fix the cause, then: {hint}"
         return _held(name, f"breaker open ({control.reason})", hint, waits)
