@@ -154,8 +154,11 @@ def export_items(name: str, fmt: str, out: str, state: str, archived: bool, db: 
         except BrokenPipeError:  # the reader stopped reading (| head): what it took was written
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return
+        note = None if count else export.archive_note(store, name, archived=archived)
     if out != "-":
         click.echo(f"{plural(count, 'row')} of {name!r} written to {out}", err=True)
+    if note:
+        click.echo(f"no rows: {note}", err=True)
 
 
 @click.command()
