@@ -33,4 +33,4 @@ def budget(name: str, max_cost: float | None, max_tokens: int | None, db: str) -
     store = Store(db, create=False)
     control.budget(store, name, now=time.time(), max_cost=max_cost, max_tokens=max_tokens)
     shown = views.standing(store, name, now=time.time()).budget.line()
-    go_on(f"run {name!r}: {shown}", store, name)
+    go_on(f"run {name!r}: {shown}", store, name, engine="goes on within it")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from scenes import engine_elsewhere
+from scenes import engine_elsewhere, live_engine
 from support import posts, python_run, runner_cli, write_jsonl
 from test_cli_confirm import held_run
 
@@ -151,3 +151,16 @@ def test_the_retry_plan_names_the_items_the_failures_table_counts_not_retryable(
                             "its plan says so)")
     assert retried.stdout.splitlines()[0].endswith(
         " · 1 not retryable as it is (refused as sent: fix the cause first, or it fails the same way)")
+
+
+async def test_a_running_engine_is_said_to_take_only_what_a_command_gave_it(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "known.jsonl", posts(2))
+    with Store(tmp_path / "runs.db") as store:
+        await python_run(store, tmp_path)
+        live_engine(store, "test", "live", started_at=0.0, heartbeat_at=4e9)  # this process, beating from now on
+    db = ["--db", str(tmp_path / "runs.db")]
+    budget = CliRunner().invoke(main, ["budget", "test", "--max-tokens", "1000", *db])
+    added = CliRunner().invoke(main, ["add", "test", str(tmp_path / "known.jsonl"), *db])
+    assert budget.stdout.endswith("; the running engine goes on within it\n"), budget.output
+    assert added.stdout.startswith("added 0 items to run 'test'; skipped 2 keys"), added.output
+    assert "engine" not in added.stdout and "to go on" not in added.stdout
