@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from . import retention
 from .store import Store
-from .words import plural
+from .words import command, plural
 
 #: Units (an item and its sub-items) moved per transaction.
 CHUNK = 500
@@ -47,11 +47,23 @@ def restore(store: Store, name: str, *, keys: Sequence[str] | None, now: float, 
 
 def said(name: str, moved: Mapping[str, int], ages: Mapping[str, str], source: str) -> str:
     """One line: what was archived from run ``name``, and by what (``source``: ``--older``, ``[retention]``)."""
-    rule = ", ".join(f"{state} older than {age}" for state, age in ages.items())
+    rule = ", ".join(_aged(state, age) for state, age in ages.items())
     if not sum(moved.values()):
         return f"nothing to archive in run {name!r} ({source}: {rule})"
     what = " and ".join(plural(n, state, state) for state, n in moved.items() if n)
     return f"archived {what} {'item' if sum(moved.values()) == 1 else 'items'} of run {name!r} ({source}: {rule})"
+
+
+def _aged(state: str, age: str) -> str:
+    """Which items of ``state`` an age takes: ``completed older than 30d``, or ``completed of any age`` (0)."""
+    return f"{state} of any age" if retention.seconds(age, state) == 0 else f"{state} older than {age}"
+
+
+def vacuum_command(name: str, *, older: str | None, state: str | None, db: str) -> str:
+    """The archive again with ``--vacuum``, with the flags that chose its items (a run whose job has no
+    ``[retention]`` needs them); its items already moved, it moves none and shrinks the file."""
+    chosen = [*(["--older", older] if older else []), *(["--state", state] if state else [])]
+    return command("archive", name, *chosen, "--vacuum", db=db)
 
 
 def at_run_end(store: Store, name: str, kept: retention.Retention, *, now: float) -> str | None:

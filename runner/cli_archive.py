@@ -10,7 +10,7 @@ from .cli_options import db_option, plain_errors
 from .cli_words import hint
 from .errors import RunError
 from .retention import FINISHED
-from .words import command as spelt, plural
+from .words import plural
 
 
 @click.command()
@@ -50,7 +50,7 @@ def archive(name: str, older: str | None, state: str | None, vacuum: bool, db: s
             click.echo(f"store file {_mb(size)} before the vacuum, {_mb(store.file_size())} after")
         elif sum(moved.values()):
             hint("the file keeps its size until a vacuum (it rewrites the file, holding the store meanwhile):",
-                 spelt("archive", name, "--vacuum", db=db))
+                 archiving.vacuum_command(name, older=older, state=state, db=db))
 
 
 @click.command()

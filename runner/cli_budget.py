@@ -38,4 +38,4 @@ def budget(name: str, max_cost: float | None, max_tokens: int | None, none: bool
     if shown.passed:
         click.echo(f"run {name!r}: {shown.given()}")
         return
-    go_on(f"run {name!r}: {shown.given()}", store, name)
+    go_on(f"run {name!r}: {shown.given()}", store, name, engine="goes on within it")

@@ -69,7 +69,7 @@ def add(name: str, file: Path, at: str | None, db: str) -> None:
     if done.skipped:
         said += (f"; skipped {plural(done.skipped, 'key')} the run already has, their items left as they are: "
                  f"{few(done.first_skipped, total=done.skipped)}")
-    go_on(said, store, name)
+    go_on(said, store, name, engine="takes them" if done.added else None)
 
 
 @click.group()

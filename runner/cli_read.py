@@ -108,6 +108,8 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
         if failed:
             tables.echo(tables.items_of_kind_table(name, kind, failed, staged=staged))
             click.echo(f"their calls: {tables.charges(failed)} (each item's: --json)")
+            if note := tables.not_retryable_note(failed):
+                click.echo(note)
         else:
             click.echo(f"no failed items of kind {kind!r} in run {name!r}")
         return
@@ -117,6 +119,8 @@ def failures(name: str, kind: str | None, db: str, as_json: bool) -> None:
     tables.echo(tables.failures_table(name, failed, staged=staged))
     if failed:
         click.echo(f"their calls: {tables.charges(failed)}")
+        if note := tables.not_retryable_note(failed):
+            click.echo(note)
     if len(failed) > 1:
         hint("every item of a kind:", spelt("failures", name, "--kind", failed[0]["kind"], db=db))
     for duplicate in duplicates:
@@ -150,8 +154,11 @@ def export_items(name: str, fmt: str, out: str, state: str, archived: bool, db: 
         except BrokenPipeError:  # the reader stopped reading (| head): what it took was written
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return
+        note = None if count else export.archive_note(store, name, archived=archived)
     if out != "-":
         click.echo(f"{plural(count, 'row')} of {name!r} written to {out}", err=True)
+    if note:
+        click.echo(f"no rows: {note}", err=True)
 
 
 @click.command()

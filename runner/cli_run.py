@@ -130,7 +130,21 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
                            f"go on with: {words.go_on(job, db)}")
         outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=False)
     _apply_retention(db, job)
+    _show_cost(db, job.name)
     sys.exit(outcome.exit_code)
+
+
+def _show_cost(db: str, name: str) -> None:
+    """The run's cost line, as ``runner status`` shows it under its table; a store that cannot be read then is a
+    warning, not the run's failure."""
+    from .cli_read import echo_cost
+    from .store import Store, views
+
+    try:
+        with Store(db, read_only=True) as store:
+            echo_cost(views.standing(store, name, now=time.time()))
+    except StoreError as exc:  # the run's own outcome stands: its exit code is the run's
+        click.echo(f"warning: its cost not read ({exc}); see it with: {spelt('status', name, db=db)}")
 
 
 def _apply_retention(db: str, job: Job) -> None:

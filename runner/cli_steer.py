@@ -336,14 +336,16 @@ def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
     shown = revalidation.plan
     if shown.changes:
         click.echo(rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent()))
-    for line in revalidating.plan_lines(shown):
-        click.echo(line)
-    if shown.may_repeat and not yes:
+    asks = bool(shown.may_repeat) and not yes
+    if asks:  # as it would be, then the question; else as it was done
+        click.echo("\n".join(revalidating.plan_lines(shown, will=True)))
         _ask_to_revalidate(store, name, job_or_name, stage, shown.may_repeat)
-    if not shown.changes:
+    done = revalidating.apply(store, revalidation, now=time.time(), again=True) if shown.changes else None
+    if not asks and shown.stages:
+        click.echo("\n".join(revalidating.plan_lines(shown, will=False)))
+    if done is None:
         click.echo(f"nothing to revalidate: no saved output of run {name!r} changes")
         return
-    done = revalidating.apply(store, revalidation, now=time.time(), again=True)
     said = (f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
             f"{plural(done.may_repeat, 'item')} sent again")
     if edited is None:

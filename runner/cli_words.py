@@ -44,17 +44,22 @@ def hint(said: str, command: str) -> None:
     click.echo(command)
 
 
-def go_on(said: str, store: Store, name: str) -> None:
+def go_on(said: str, store: Store, name: str, *, engine: str | None = "takes them") -> None:
     """``said`` and how to go on with the run: ``runner run NAME``, or the Python call for a run defined in Python.
 
     While an engine runs the run (``views.engine_alive``, as the TUI asks),
-    it takes the items: a new run would be refused, so none is named.
+    it takes the items (``engine``: what it does with what was said): a new
+    run would be refused, so none is named. ``engine`` None: the command gave
+    a run nothing to take, so ``said`` alone.
     """
     from .jobs import PYTHON
     from .store import views
 
+    if engine is None:
+        click.echo(said)
+        return
     if views.engine_alive(store, name, now=time.time()):
-        click.echo(f"{said}; the running engine takes them")
+        click.echo(f"{said}; the running engine {engine}")
         return
     job = store.job(name)
     hint(f"{said}; to go on{' (from Python)' if job.provider.kind == PYTHON else ''}:", words.go_on(job, store.path))

@@ -21,6 +21,7 @@ from .rules import budget as budgets
 from .rules.budget import Budget
 from .rules.breaker import Control
 from .errors import RunError
+from .words import command
 from .store.protocol import RunStore
 
 
@@ -32,13 +33,16 @@ def pause(store: RunStore, name: str, *, now: float) -> Control:
 def resume(store: RunStore, name: str, *, now: float) -> Control:
     """Lift a pause or an open breaker: one batch at a time until one succeeds.
 
-    A run neither paused nor open is refused (``RunError``), and nothing changes.
+    A run neither paused nor open is refused (``RunError``), and nothing changes; one held only by its shared
+    queue's open breaker is refused with the command that resumes the queue.
     """
+    open_queue = _open_queue(store, name)
 
     def lift(control: Control) -> Control:
-        refused = breaker.nothing_to_resume(control)
+        refused = breaker.nothing_to_resume(control, open_queue)
         if refused:
-            raise RunError(f"run {name!r} is {refused}{_queue_open(store, name)}")
+            queue_resume = f"; to go on: {command('queue', 'resume', open_queue, db=store.path)}" if open_queue else ""
+            raise RunError(f"run {name!r} is {refused}{queue_resume}")
         return breaker.resumed(control)
 
     return _apply(store, name, "resume", now, lift)
@@ -65,19 +69,17 @@ def resume_queue(store: RunStore, name: str) -> Control:
     return store.queue_command(name, lift)
 
 
-def _queue_open(store: RunStore, name: str) -> str:
-    """What a person resumes instead, when the run's shared queue has its breaker open ("": it has none)."""
+def _open_queue(store: RunStore, name: str) -> str | None:
+    """The run's shared queue, when its breaker is open (None: it names none, or its breaker is not open)."""
     queue = store.job(name).provider.queue
     shared = {row["name"]: row["breaker"] for row in store.queues()}
-    if shared.get(queue) != BreakerState.OPEN:
-        return ""
-    return f"; its queue {queue!r} has its breaker open: runner queue resume {queue}"
+    return queue if queue and shared.get(queue) == BreakerState.OPEN else None
 
 
 def step(store: RunStore, name: str, *, now: float) -> Control:
     """Let exactly one more batch start while paused or open (its own breaker or its shared queue's); the run stays
     held."""
-    queue_open = bool(_queue_open(store, name))
+    queue_open = _open_queue(store, name) is not None
 
     def one_more(control: Control) -> Control:
         if not control.held and not queue_open:

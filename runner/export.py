@@ -69,6 +69,15 @@ def write(store: Store, name: str, out: str, *, fmt: str = "jsonl", state: str =
         return writer(store, name, state, stream, archived)
 
 
+def archive_note(store: Store, name: str, *, archived: bool) -> str | None:
+    """What an export of no row says when the run's archive holds items (None: it holds none, or it was read)."""
+    held = 0 if archived else store.archived_count(store.run_id(name))
+    if not held:
+        return None
+    return (f"its archive holds {held:,} {'item' if held == 1 else 'items'} of run {name!r} (runner archive); "
+            f"export {'it' if held == 1 else 'them'} with --archived")
+
+
 def rows(store: Store, name: str, *, state: str = "all", archived: bool = False) -> Iterator[dict[str, Any]]:
     """Every item of run ``name`` in ``state`` (completed, failed or all) as an export row, in the order added."""
     return chain.from_iterable(pages(store, name, state=state, archived=archived))
@@ -114,10 +123,13 @@ def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def columns(store: Store, name: str, *, state: str, archived: bool = False) -> dict[str, set[str]]:
-    """The flat columns of an export, in the row's order, each with the type names of its values (None left out)."""
-    seen: dict[str, set[str]] = {}
+    """The flat columns of an export, in the row's order, each with the type names of its values (None left out);
+    with no row, the row's own columns."""
     run_id = store.run_id(name)
-    places = _shape(store, run_id).places if views.staged(store, run_id) else {}
+    staged = views.staged(store, run_id)
+    own = (*HEAD, *(("stage",) if staged else ()), *TAIL)  # every row has them: the header of an export of none
+    seen: dict[str, set[str]] = {column: set() for column in own}
+    places = _shape(store, run_id).places if staged else {}
     for row in rows(store, name, state=state, archived=archived):
         for column, value in flat(row).items():
             types = seen.setdefault(column, set())

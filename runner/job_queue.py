@@ -95,10 +95,13 @@ def parse_time(text: str, where: str, *, now: float) -> float:
         if count.isdecimal() and unit in UNIT_SECONDS:
             return now + int(count) * UNIT_SECONDS[unit]
         raise InputError(f"{where}: not a time from now: {text!r} (say in 90s, in 10m, in 2h or in 1d)")
-    return _iso(text.strip(), "the time", where, forms="epoch seconds, or in 10m")
+    return _iso(text.strip(), None, where, forms="epoch seconds, or a time from now: in 10m, in 90s, in 2h, in 1d")
 
 
-def _iso(text: str, what: str, where: str, *, forms: str = "or epoch seconds") -> float:
+def _iso(text: str, what: str | None, where: str, *, forms: str = "or epoch seconds") -> float:
+    """ISO 8601 with an offset, or epoch seconds; else an InputError naming ``what`` (None: the text itself) and
+    the ``forms`` accepted besides ISO 8601."""
+    subject, given = (what, f": {text!r}") if what else (repr(text), "")
     try:
         seconds = float(text)
     except ValueError:
@@ -108,10 +111,10 @@ def _iso(text: str, what: str, where: str, *, forms: str = "or epoch seconds") -
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
-        raise InputError(f"{where}: {what} is not a time: {text!r} (ISO 8601 with an offset, "
+        raise InputError(f"{where}: {subject} is not a time{given} (accepted: ISO 8601 with an offset, "
                          f"e.g. 2026-12-02T18:00:00Z, {forms})") from None
     if at.tzinfo is None:
-        raise InputError(f"{where}: {what} has no offset: {text!r} (add Z or +01:00, say)")
+        raise InputError(f"{where}: {subject} has no offset{given} (add Z or +01:00, say)")
     return at.timestamp()
 
 

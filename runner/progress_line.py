@@ -36,7 +36,7 @@ from .model import BreakerState, FailureKind
 from .rules.breaker import Control
 from .rules.queues import queues_own
 from .store.answers import QueueShare, Standing
-from .words import clock, command, duration, plural
+from .words import clock, command, duration, plural, resume
 
 
 @dataclass(frozen=True)
@@ -123,9 +123,9 @@ def line(standing: Standing, *, waits: bool, db: str | Path, upstream: int = 0) 
         return _held(name, "paused by a person", f"to go on: {command('resume', name, db=db)} (or r in runner tui)",
                      waits)
     if control.breaker is BreakerState.OPEN:
-        shared = standing.queue if standing.queue and standing.queue.control.breaker is BreakerState.OPEN else None
-        resume = command("queue", "resume", shared.name, db=db) if shared else command("resume", name, db=db)
-        hint = f"{command('step', name, db=db)} lets one batch run, {resume} goes on"
+        shared = standing.queue
+        open_queue = shared.name if shared and shared.control.breaker is BreakerState.OPEN else None
+        hint = f"{command('step', name, db=db)} lets one batch run, {resume(name, open_queue, db=db)} goes on"
         if control.kind is FailureKind.BUDGET:  # a resume would meet the same budget at the next batch
             hint = f"give it a larger budget: {command('budget', name, '--max', 'USD', db=db)} (or b in runner tui)"
         if control.kind in FIX_FIRST:  # a step before the fix pays for one more refusal

@@ -201,9 +201,10 @@ def _onward(job: Job, stage: Stage, row: SavedRow) -> Onward:
     return Onward(going.stage, going.skipped)
 
 
-def plan_lines(plan: Plan) -> list[str]:
-    """The plan in words, a line a stage: what is charge-safe, and what may repeat a charge."""
-    return [f"stage {each.stage}: " + _parts(each, will=True) for each in plan.stages]
+def plan_lines(plan: Plan, *, will: bool) -> list[str]:
+    """The plan in words, a line a stage: what is charge-safe, and what may repeat a charge; ``will``: as a
+    person is asked before it is done (False: as done)."""
+    return [f"stage {each.stage}: " + _parts(each, will=will) for each in plan.stages]
 
 
 def revalidated_line(done: StagePlan) -> str:

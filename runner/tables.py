@@ -64,6 +64,15 @@ def failures_table(name: str, failed: list[dict[str, Any]], *, staged: bool = Fa
                  numbers={len(first_column), len(first_column) + 1}, wraps={len(first_column) + 2}, within=width())
 
 
+def not_retryable_note(failed: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the ``retryable`` column means, said when some items are not (None: every one is)."""
+    refused = sum(1 for item in failed if not item["retryable"])
+    if not refused:
+        return None
+    return (f"retryable: may pass if sent again as is; not retryable ({refused:,}): the upstream refused the input "
+            "itself, and refuses it again until the cause is fixed (runner retry still sends it; its plan says so)")
+
+
 def charges(items: Sequence[Mapping[str, Any]]) -> str:
     """The calls ``items`` were charged: billed, unknown (sent, the answer lost), not billed (refused)."""
     billed, unknown, refused = (sum(item[key] for item in items) for key in ("paid_calls", "maybe_paid", "not_billed"))

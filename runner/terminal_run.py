@@ -32,7 +32,7 @@ from .rules.revalidating import StagePlan
 from .model import FailureKind, ItemState
 from .store import Store, views
 from .store.answers import time_left
-from .words import command, go_on, plural
+from .words import command, go_on, plural, resume
 
 
 #: Why a run stopped after one Ctrl-C.
@@ -222,7 +222,7 @@ def _next_steps(job: Job, outcome: Outcome, db: Path) -> list[str]:
     if kind is FailureKind.BUDGET:
         return ["give it a larger budget (it goes on from there):", command("budget", name, "--max", "USD", db=db),
                 again]
+    lift = resume(name, outcome.open_queue, db=db)
     if kind in progress_line.FIX_FIRST:
-        return ["fix the cause, then:", command("resume", name, db=db),
-                command("retry", name, "--kind", kind, db=db), again]
-    return ["to go on:", command("resume", name, db=db), again]
+        return ["fix the cause, then:", lift, command("retry", name, "--kind", kind, db=db), again]
+    return ["to go on:", lift, again]

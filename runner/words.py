@@ -87,6 +87,12 @@ def command(*words: str, db: str | Path) -> str:
     return shlex.join(given)
 
 
+def resume(name: str, open_queue: str | None, *, db: str | Path) -> str:
+    """What lifts a held run: ``runner queue resume QUEUE`` while its shared queue's breaker is open (a run's own
+    resume cannot lift that), else ``runner resume NAME``."""
+    return command("queue", "resume", open_queue, db=db) if open_queue else command("resume", name, db=db)
+
+
 def python_go_on(name: str, db: str | Path) -> str:
     """The notebook call that continues a run defined with a Python handler (``runner run`` cannot)."""
     return f"await runner.notebook.Run.attach({name!r}, db={str(db)!r}, provider=<that handler>).go()"

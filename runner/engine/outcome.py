@@ -31,6 +31,12 @@ class Outcome:
     revalidated: Mapping[str, StagePlan] = field(default_factory=dict)
 
     @property
+    def open_queue(self) -> str | None:
+        """The run's shared queue, when its breaker is open and holds the run (None: no queue, or not open)."""
+        queue = self.status["queue"]
+        return queue["name"] if queue and queue["breaker"]["state"] == "open" else None
+
+    @property
     def exit_code(self) -> int:
         """The CLI contract: 0 all completed, 3 failed items, 4 stopped for a person, 1 refused key."""
         if self.stop_kind is FailureKind.AUTH:

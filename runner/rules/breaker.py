@@ -18,7 +18,8 @@
   | open    | (any)                   | open, one failure more, its reason kept |
 - ``open`` and a manual pause last until a person resumes (a restart does not);
   resuming goes to ``probing``; on a run neither paused nor open a resume
-  changes nothing (:func:`nothing_to_resume`). A step lets exactly one batch
+  changes nothing (:func:`nothing_to_resume`), and a run held only by its
+  shared queue's open breaker is resumed by resuming the queue. A step lets exactly one batch
   start while paused or open, and the run stays paused.
 - credentials, balance and permission failures, and a failed store write,
   open it at once: every further call would fail or could not be recorded.
@@ -91,10 +92,13 @@ def opened(control: Control, kind: FailureKind, reason: str) -> Control:
     return replace(control, breaker=BreakerState.OPEN, reason=reason, kind=kind)
 
 
-def nothing_to_resume(control: Control) -> str | None:
-    """Why a person's resume would change nothing: the run is neither paused nor open (None: it lifts one)."""
+def nothing_to_resume(control: Control, open_queue: str | None = None) -> str | None:
+    """Why a person's resume would change nothing: the run is neither paused nor open, or only its shared queue
+    ``open_queue``'s breaker is open, which the queue's resume lifts (None: it lifts one)."""
     if control.held:
         return None
+    if open_queue:
+        return f"held by its queue {open_queue!r}, whose breaker is open"
     return f"neither paused nor open (breaker {control.breaker.value}): nothing to resume"
 
 

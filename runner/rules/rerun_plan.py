@@ -72,6 +72,9 @@ class Resent:
     answered: bool = False
     #: A call of it was sent and its answer lost (an unknown charge).
     lost: bool = False
+    #: Its failure may pass when sent again as it is (False: the upstream refused it as it is, say its input too
+    #: long for the model: the same refusal again unless its cause is fixed first; ``runner failures``' column).
+    retryable: bool = True
 
 
 def part(item: Resent) -> Part:
@@ -124,6 +127,8 @@ class RerunPlan:
 
     charge_safe: Share = Share()
     may_repeat: Share = Share()
+    #: Items sent again whose failure is not retryable as it is (within the parts above).
+    not_retryable: int = 0
 
     @property
     def items(self) -> int:
@@ -139,17 +144,21 @@ class RerunPlan:
             return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
 
         items = f"{self.items:,} item{'' if self.items == 1 else 's'}"  # not runner.words: it imports time
+        refused = (f" · {self.not_retryable:,} not retryable as {'it is' if self.not_retryable == 1 else 'they are'}"
+                   " (refused as sent: fix the cause first, or it fails the same way)") if self.not_retryable else ""
         return (f"plan: {items} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
-                f"{self.may_repeat.items:,} may be billed again{est(self.may_repeat)}")
+                f"{self.may_repeat.items:,} may be billed again{est(self.may_repeat)}{refused}")
 
 
 def plan(groups: Iterable[Group], estimate: Estimate) -> RerunPlan:
     """The plan of ``groups``: each split by :func:`part`, its calls at ``estimate``."""
     shares = {Part.CHARGE_SAFE: Share(), Part.MAY_REPEAT: Share()}
+    not_retryable = 0
     for group in groups:
         if not group.items:
             continue
         cost = estimate(group.stage, group.items, group.chars) if calls(group.resent) else 0.0
         which = part(group.resent)
         shares[which] = shares[which].add(group.items, cost)
-    return RerunPlan(shares[Part.CHARGE_SAFE], shares[Part.MAY_REPEAT])
+        not_retryable += 0 if group.resent.retryable else group.items
+    return RerunPlan(shares[Part.CHARGE_SAFE], shares[Part.MAY_REPEAT], not_retryable)

@@ -45,13 +45,14 @@ items.paid_calls > (SELECT count(*) FROM results WHERE results.item_id = items.i
                     AND results.stage NOT IN ({NO_CALL}))
 """
 
-#: Failed items a retry takes, by stage, kind and whether a call of theirs was answered at its stage, or lost.
+#: Failed items a retry takes, by stage, kind, whether a call of theirs was answered at its stage, or lost, and
+#: whether their failure is retryable as it is.
 FAILED = f"""
 SELECT stage, error_kind AS kind, {ANSWERED_HERE} AS answered, maybe_paid > 0 AS lost,
-       count(*) AS n, coalesce(sum(chars), 0) AS chars
+       coalesce(retryable, 1) AS retryable, count(*) AS n, coalesce(sum(chars), 0) AS chars
 FROM items
 WHERE items.state = 'failed' AND {CHOSEN} AND {RETRIED_KIND} AND {AT_STAGE}
-GROUP BY 1, 2, 3, 4
+GROUP BY 1, 2, 3, 4, 5
 """
 
 #: The input characters of some items (``:ids``, a JSON list).
@@ -78,8 +79,8 @@ def retry_plan(
     if stage is not None:
         store.refuse_unknown_stage(run_id, stage)
     rows = store.rows(FAILED, {"run": run_id, "kind": kind, "keys": json.dumps(list(keys)), "stage": stage})
-    groups = [Group(row["stage"], Resent(Resend.RETRY, row["kind"], bool(row["answered"]), bool(row["lost"])),
-                    row["n"], row["chars"]) for row in rows]
+    groups = [Group(row["stage"], Resent(Resend.RETRY, row["kind"], bool(row["answered"]), bool(row["lost"]),
+                                         bool(row["retryable"])), row["n"], row["chars"]) for row in rows]
     return _priced(store, run_id, groups)
 
 

@@ -46,7 +46,7 @@ async def test_an_add_at_what_is_not_a_time_names_the_argument_and_adds_nothing(
 ) -> None:
     run = run_of(tmp_path, sim)
     assert (await run.go()).exit_code == 0
-    with pytest.raises(InputError, match=r"^add\(at=\.\.\.\): the time is not a time: 'tomorrow'"):
+    with pytest.raises(InputError, match=r"^add\(at=\.\.\.\): 'tomorrow' is not a time \(accepted: "):
         run.add(posts(3), at="tomorrow")
     assert run.status()["counts"]["completed"] == 2 and sum(run.status()["counts"].values()) == 2
 

@@ -57,7 +57,9 @@ async def test_a_charge_safe_retry_goes_on_without_yes(tmp_path: Path) -> None:
     with Simulator(faults={"rules": [{"fault": "http_400", "keys": ["p001"]}]}).start() as sim:
         run = Run("refused", posts(3), db=tmp_path / "runs.db", base_url=sim.base_url, batch={"max_items": 1})
         assert (await run.go()).exit_code == 3
-        assert str(run.plan_retry()) == "plan: 1 item · 1 charge-safe (est. $0.0000) · 0 may be billed again"
+        assert str(run.plan_retry()) == ("plan: 1 item · 1 charge-safe (est. $0.0000) · 0 may be billed again · 1 not "
+                                         "retryable as it is (refused as sent: fix the cause first, or it fails the "
+                                         "same way)")
         assert run.retry() == 1  # refused before running: not billed, so not asked
 
 

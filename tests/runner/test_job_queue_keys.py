@@ -10,7 +10,7 @@ import pytest
 
 from runner import item_rows, jobs
 from runner.errors import InputError, JobError
-from runner.job_queue import KindRetry
+from runner.job_queue import KindRetry, parse_time
 
 
 def job_file(tmp_path: Path, tables: str, records: list[dict[str, object]] | None = None) -> Path:
@@ -99,3 +99,11 @@ def test_a_runs_shared_queue_and_its_priority_there_are_read_from_its_provider(t
     job = jobs.load(job_file(tmp_path, '[provider]\nqueue = "openai-main"\nqueue_priority = 5\n'))
     assert (job.provider.queue, job.provider.queue_priority) == ("openai-main", 5)
     assert jobs.Job.from_json(job.to_json()).provider.queue == "openai-main"
+
+
+def test_a_time_a_person_gives_that_is_no_time_says_the_forms_accepted() -> None:
+    with pytest.raises(InputError) as refused:
+        parse_time("tomorrow", "--at", now=0.0)
+    assert str(refused.value) == ("--at: 'tomorrow' is not a time (accepted: ISO 8601 with an offset, e.g. "
+                                  "2026-12-02T18:00:00Z, epoch seconds, or a time from now: in 10m, in 90s, in 2h, "
+                                  "in 1d)")

@@ -71,7 +71,7 @@ def test_runner_add_says_what_it_added_when_they_are_sent_and_which_keys_it_skip
     (["nope", "more.jsonl"], "no run named 'nope'"),
     (["test", "missing.jsonl"], "missing.jsonl: input file not found"),
     (["test", "bad.jsonl"], "bad.jsonl line 2: no value for field 'id'"),
-    (["test", "more.jsonl", "--at", "tomorrow"], "--at: the time is not a time: 'tomorrow'"),
+    (["test", "more.jsonl", "--at", "tomorrow"], "--at: 'tomorrow' is not a time (accepted: ISO 8601 with an offset"),
     (["test", "more.jsonl", "--at", "in 3 weeks"], "--at: not a time from now: 'in 3 weeks'"),
     (["test", "dupes.jsonl"], "dupes.jsonl: duplicate key 'p005', on line 1 and on line 2"),
 ])

@@ -68,7 +68,7 @@ def test_a_jobs_retention_archives_at_the_end_of_a_run_and_says_what(tmp_path: P
     job_file(tmp_path, sim.base_url, count=5, retention='completed = "0m"\nfailed = "90d"\n')
     ran = runner_cli("run", "job.toml", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    assert ("archived 5 completed items of run 'mine' ([retention]: completed older than 0m, failed older than 90d)"
+    assert ("archived 5 completed items of run 'mine' ([retention]: completed of any age, failed older than 90d)"
             in ran.stdout.splitlines())
     status = json.loads(runner_cli("status", "mine", "--json", cwd=tmp_path).stdout)
     assert (status["counts"]["completed"], status["archived"]) == (5, 5)
@@ -92,7 +92,7 @@ def test_archive_says_how_to_shrink_the_file_and_vacuum_shrinks_it(tmp_path: Pat
     assert archived.exit_code == 0, archived.output
     assert archived.stdout.splitlines()[1:] == [
         "the file keeps its size until a vacuum (it rewrites the file, holding the store meanwhile):",
-        f"runner archive mine --vacuum --db {db}"]
+        f"runner archive mine --state completed --vacuum --db {db}"]
     restored = CliRunner().invoke(main, ["restore", "mine", "--all", "--db", str(db)])
     assert restored.stdout == "300 items of run 'mine' restored from its archive\n"
     size = db.stat().st_size
@@ -100,6 +100,18 @@ def test_archive_says_how_to_shrink_the_file_and_vacuum_shrinks_it(tmp_path: Pat
     assert vacuumed.exit_code == 0, vacuumed.output
     assert db.stat().st_size < size * 0.7  # the batches' raw answers stay with the run (its calls' record)
     assert vacuumed.stdout.splitlines()[1].startswith("store file ")
+
+
+def test_the_vacuum_hint_is_a_command_that_works_on_a_job_without_retention(tmp_path: Path, sim: Simulator) -> None:
+    job_file(tmp_path, sim.base_url, count=3)
+    assert runner_cli("run", "job.toml", cwd=tmp_path).returncode == 0
+    archived = runner_cli("archive", "mine", "--state", "completed", cwd=tmp_path)
+    assert archived.stdout.splitlines()[0] == "archived 3 completed items of run 'mine' (--state: completed of any age)"
+    hinted = archived.stdout.splitlines()[-1].split()
+    assert hinted[:2] == ["runner", "archive"]
+    vacuumed = runner_cli(*hinted[1:], cwd=tmp_path)
+    assert vacuumed.returncode == 0, vacuumed.stderr
+    assert vacuumed.stdout.splitlines()[-1].startswith("store file ")
 
 
 def test_export_of_the_archive_has_the_rows_an_export_had(tmp_path: Path, sim: Simulator) -> None:

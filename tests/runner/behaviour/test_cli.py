@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from support import commands_given, make_job, posts, python_run, runner_cli
+from support import commands_given, make_job, posts, python_run, runner_cli, write_jsonl
 
 from runner import runs
 from runner.cli import main
@@ -180,3 +180,23 @@ async def test_a_run_stopped_by_a_refused_key_exits_1_again_when_new_items_come_
                                    provider=PythonHandler(refuse))
     assert (first.exit_code, first.stop_kind) == (1, "auth")
     assert (again.exit_code, again.stop_kind, again.stopped_for) == (1, "auth", "breaker open (auth: 401 invalid_api_key)")
+
+
+def test_the_readmes_status_cost_line_is_the_one_runner_status_prints_for_the_demo(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    quoted = [line for line in readme.splitlines() if line.startswith("cost: $")]
+    assert runner_cli("demo", "--latency", "0", cwd=tmp_path).returncode == 0
+    shown = runner_cli("status", "demo", cwd=tmp_path, columns=200).stdout.splitlines()
+    assert quoted and all(line in shown for line in quoted), (quoted, shown[-3:])
+
+
+def test_runner_run_ends_with_the_runs_cost_line_as_status_shows_it(tmp_path: Path) -> None:
+    with Simulator().start() as sim:
+        write_jsonl(tmp_path / "posts.jsonl", posts(3))
+        (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[provider]\nbase_url = '
+                                           f'"{sim.base_url}"\n', encoding="utf-8")
+        ran = runner_cli("run", "job.toml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    shown = runner_cli("status", "test", cwd=tmp_path).stdout.splitlines()
+    cost = next(line for line in shown if line.startswith("cost"))
+    assert ran.stdout.splitlines()[-1] == cost

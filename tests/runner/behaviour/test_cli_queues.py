@@ -36,10 +36,22 @@ def test_a_queue_breaker_one_run_opened_stops_the_other_until_a_person_resumes_t
     assert stopped["queue"]["breaker"]["state"] == stopped["breaker"]["state"] == "open"
     assert stopped["counts"]["pending"] == 10
     assert run_resume.returncode == 1
-    assert run_resume.stderr.endswith("its queue 'openai-main' has its breaker open: runner queue resume openai-main\n")
+    assert run_resume.stderr == ("error: run 'b' is held by its queue 'openai-main', whose breaker is open; to go on: "
+                                 "runner queue resume openai-main\n")
     assert resumed.stdout == ("queue openai-main: breaker probing (resumed by a person: one batch at a time until one "
                               "succeeds)\n")
     assert finished.returncode == 0, finished.stderr
+
+
+def test_a_run_stopped_by_its_queues_open_breaker_is_told_to_resume_the_queue(tmp_path: Path) -> None:
+    with Simulator(faults={"rules": [{"fault": "http_503"}]}).start() as sim:
+        queued_job(tmp_path, "a", sim.base_url)
+        stopped = runner_cli("run", "a.toml", cwd=tmp_path)
+        status = runner_cli("status", "a", cwd=tmp_path)
+    assert stopped.returncode == 4, stopped.stderr
+    assert stopped.stderr.endswith("to go on:\nrunner queue resume openai-main\nrunner run a\n"), stopped.stderr
+    assert "runner resume a" not in stopped.stderr
+    assert "breaker open (queue 'openai-main'" in status.stdout
 
 
 def test_a_person_sets_a_queues_limit_and_the_list_shows_it_with_each_run_it_holds(tmp_path: Path) -> None:

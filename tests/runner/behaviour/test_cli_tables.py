@@ -191,7 +191,7 @@ async def test_failures_of_one_kind_are_listed_item_by_item(
     by_kind = runner_cli("failures", "test", cwd=tmp_path).stdout.splitlines()
     assert by_kind[-2:] == ["every item of a kind:", "runner failures test --kind bad_request"]
     listed = [click.unstyle(line) for line in runner_cli("failures", "test", "--kind", "bad_request", cwd=tmp_path,
-                                                         columns=120).stdout.splitlines()[:-1]]
+                                                         columns=120).stdout.splitlines()[:-2]]  # no calls or note lines
     assert listed[0].strip() == "run test: 2 failed items of kind bad_request"
     assert [line.split()[:4] for line in listed[3:]] == [["p001", "2026-01", "1", "no"], ["p003", "2026-01", "1", "no"]]
     as_json = json.loads(runner_cli("failures", "test", "--kind", "bad_request", "--json", cwd=tmp_path).stdout)

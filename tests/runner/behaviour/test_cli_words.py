@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from scenes import engine_elsewhere
+from scenes import engine_elsewhere, live_engine
 from support import posts, python_run, runner_cli, write_jsonl
 from test_cli_confirm import held_run
 
@@ -135,3 +135,32 @@ def test_a_hint_is_never_wrapped_mid_command_in_a_narrow_terminal(tmp_path: Path
         "release them (all, or the KEYS given):",
         "runner confirm test --all --db a-store-with-a-rather-long-name-indeed.db",
     ]
+
+
+def test_the_retry_plan_names_the_items_the_failures_table_counts_not_retryable(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(3))
+    with Simulator(faults={"rules": [{"fault": "context_length", "keys": ["p001"]}]}).start() as sim:
+        (tmp_path / "job.toml").write_text(f'name = "cl"\ninput = "posts.jsonl"\n[provider]\nbase_url = '
+                                           f'"{sim.base_url}"\n', encoding="utf-8")
+        assert runner_cli("run", "job.toml", cwd=tmp_path).returncode == 3
+        failures = runner_cli("failures", "cl", cwd=tmp_path).stdout.splitlines()
+        retried = runner_cli("retry", "cl", cwd=tmp_path)
+    assert failures[3].split()[:3] == ["bad_request", "1", "0"]
+    assert failures[-1] == ("retryable: may pass if sent again as is; not retryable (1): the upstream refused the "
+                            "input itself, and refuses it again until the cause is fixed (runner retry still sends it; "
+                            "its plan says so)")
+    assert retried.stdout.splitlines()[0].endswith(
+        " · 1 not retryable as it is (refused as sent: fix the cause first, or it fails the same way)")
+
+
+async def test_a_running_engine_is_said_to_take_only_what_a_command_gave_it(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "known.jsonl", posts(2))
+    with Store(tmp_path / "runs.db") as store:
+        await python_run(store, tmp_path)
+        live_engine(store, "test", "live", started_at=0.0, heartbeat_at=4e9)  # this process, beating from now on
+    db = ["--db", str(tmp_path / "runs.db")]
+    budget = CliRunner().invoke(main, ["budget", "test", "--max-tokens", "1000", *db])
+    added = CliRunner().invoke(main, ["add", "test", str(tmp_path / "known.jsonl"), *db])
+    assert budget.stdout.endswith("; the running engine goes on within it\n"), budget.output
+    assert added.stdout.startswith("added 0 items to run 'test'; skipped 2 keys"), added.output
+    assert "engine" not in added.stdout and "to go on" not in added.stdout

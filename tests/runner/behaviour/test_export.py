@@ -148,3 +148,18 @@ async def test_an_export_to_a_reader_that_stops_reading_ends_quietly(tmp_path: P
         said = export_run.stderr.read()
         ended = export_run.wait()
     assert (ended, said, first[:8]) == (0, b"", b'{"key": ')
+
+
+def test_a_csv_export_of_no_rows_still_has_its_header_row(run_db: Path) -> None:
+    assert runner_cli("archive", "test", "--state", "failed", cwd=run_db).returncode == 0
+    done = runner_cli("export", "test", "--state", "failed", "--format", "csv", cwd=run_db)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [",".join((*export.HEAD, *export.TAIL))]
+
+
+def test_an_export_of_a_run_whose_items_are_all_archived_says_so_and_names_archived(run_db: Path) -> None:
+    assert runner_cli("archive", "test", "--older", "0m", cwd=run_db).returncode == 0
+    done = runner_cli("export", "test", cwd=run_db)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == ("no rows: its archive holds 4 items of run 'test' (runner archive); export them with "
+                           "--archived\n")

@@ -84,8 +84,9 @@ async def test_runner_failures_shows_each_items_stage_and_runner_retry_takes_one
     assert "run 'triage' has no stage 'extract'; its stages: classify, summarize" in unknown.stderr
     assert retried.returncode == 0, retried.stderr
     # refused at summarize, answered at classify only: nothing at summarize can be billed twice
-    assert retried.stdout.startswith("plan: 1 item · 1 charge-safe (cost unknown) · 0 may be billed again\n"
-                                     "1 failed item of run 'triage' pending again")
+    assert retried.stdout.startswith("plan: 1 item · 1 charge-safe (cost unknown) · 0 may be billed again · 1 not "
+                                     "retryable as it is (refused as sent: fix the cause first, or it fails the same "
+                                     "way)\n1 failed item of run 'triage' pending again")
     assert [(f["key"], f["stage"]) for f in views.failures(store, "triage")] == [("p002", "classify")]
 
 

@@ -180,6 +180,18 @@ async def test_revalidate_in_a_script_shows_the_plan_and_changes_nothing_without
     assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
 
 
+async def test_a_revalidation_not_asked_about_says_what_it_did_not_what_it_would_do(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
+    runs.prepare(store, job(tmp_path, sim.base_url, NARROW), now=10.0)
+    agreed = runner_cli("revalidate", "triage", "--stage", "classify", "--yes", cwd=tmp_path)
+    assert agreed.returncode == 0, agreed.stderr
+    assert (f"stage classify: {12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items sent "
+            "again: may repeat a charge, they were answered") in agreed.stdout.splitlines()
+    assert "would" not in agreed.stdout
+
+
 def test_revalidate_refuses_an_unknown_run_an_unknown_stage_and_a_decide_stage(tmp_path: Path) -> None:
     with Store(tmp_path / "runs.db") as store:
         runs.prepare(store, _reviewed(tmp_path), now=1.0)

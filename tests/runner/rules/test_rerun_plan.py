@@ -63,3 +63,11 @@ def test_the_plan_reads_items_charge_safe_and_may_be_billed_again_each_with_its_
     assert str(RerunPlan(Share(100, 0.02), Share(20, None))) == (
         "plan: 120 items · 100 charge-safe (est. $0.0200) · 20 may be billed again (cost unknown)")
     assert str(RerunPlan(Share(1, 0.0))) == "plan: 1 item · 1 charge-safe (est. $0.0000) · 0 may be billed again"
+
+
+def test_a_plan_counts_and_names_the_items_not_retryable_as_they_are() -> None:
+    shown = plan([Group("a", Resent(Resend.RETRY, "bad_request", retryable=False), 2, 10),
+                  Group("a", Resent(Resend.RETRY, "transport"), 3, 10)], per_item)
+    assert shown.not_retryable == 2
+    assert str(shown).endswith(" · 0 may be billed again · 2 not retryable as they are (refused as sent: fix the "
+                               "cause first, or it fails the same way)")

@@ -83,3 +83,11 @@ def test_resuming_probes_and_lifts_a_pause_and_its_steps() -> None:
 ])
 def test_only_a_paused_run_or_an_open_breaker_has_something_to_resume(control: Control, refused: str | None) -> None:
     assert breaker.nothing_to_resume(control) == refused
+
+
+@pytest.mark.parametrize("control, refused", [
+    (Control(), "held by its queue 'q', whose breaker is open"),
+    (Control(paused=True), None),
+])
+def test_a_run_held_only_by_its_queues_open_breaker_is_resumed_by_the_queue(control: Control, refused: str | None) -> None:
+    assert breaker.nothing_to_resume(control, "q") == refused
