@@ -73,8 +73,9 @@ class Controls:
         plan, unless ``yes``. A stage the run does not have raises ``UnknownStage``, naming those it has.
         """
         with self._store() as store:
-            shown = rerun_plans.retry_plan(store, self.name, kind=kind, keys=keys, stage=stage)
-            _refuse_unless(yes, shown, "retry", {"kind": kind, "keys": keys, "stage": stage})
+            if not yes:  # the plan is read only to be shown
+                _refuse_if_may_repeat(rerun_plans.retry_plan(store, self.name, kind=kind, keys=keys, stage=stage), "retry",
+                               {"kind": kind, "keys": keys, "stage": stage})
             return control.retry(store, self.name, now=self.clock.now(), kind=kind, keys=keys, stage=stage).again
 
     def held(self: _Run) -> list[recovery.HeldItem]:
@@ -95,7 +96,8 @@ class Controls:
         ``RunError`` shows the plan, unless ``yes``.
         """
         with self._store() as store:
-            _refuse_unless(yes, rerun_plans.confirm_plan(store, self.name, keys=keys), "confirm", {"keys": keys})
+            if not yes:
+                _refuse_if_may_repeat(rerun_plans.confirm_plan(store, self.name, keys=keys), "confirm", {"keys": keys})
             return recovery.confirm(store, self.name, now=self.clock.now(), keys=keys)
 
     def plan_revalidate(self: _Run, *, stage: str | None = None) -> RerunPlan:
@@ -119,9 +121,10 @@ class Controls:
                                            stage=stage)
 
 
-def _refuse_unless(yes: bool, plan: RerunPlan, verb: str, chosen: dict[str, object]) -> None:
-    """Refuse (``RunError``, with the plan) a re-run of which some items may be billed again, unless ``yes``."""
-    if yes or not plan.may_repeat.items:
+def _refuse_if_may_repeat(plan: RerunPlan, verb: str, chosen: dict[str, object]) -> None:
+    """Refuse (``RunError``, with the plan) a re-run of which some items may be billed again (the caller's ``yes``
+    skips this)."""
+    if not plan.may_repeat.items:
         return
     given = ", ".join(f"{name}={value!r}" for name, value in chosen.items() if value)
     raise RunError(f"{plan}: nothing was done; {verb}() asks before it sends items that may be billed again: "

@@ -68,14 +68,15 @@ def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Se
               params=[{**params, "id": i, "kind": kind, "message": message, "retryable": 1,
                        "not_before": settlement.not_before} for i, (kind, message) in settlement.gave_up.items()])
     conn.execute("UPDATE batches SET state = ?, finished_at = ? WHERE id = ?", (BatchState.DONE, now, batch_id))
-    (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
-    if (queue := queues.queue_of(conn, run_id)) is not None:  # what one run of a shared queue saw holds all back
-        queues.settled(conn, queue, settlement)
-    elif settlement.breaker is not None:
-        before = store.control(run_id)
-        control = settlement.breaker(before)
-        if control != before:
-            store.write_control(conn, run_id, control)
+    if settlement.breaker is not None or settlement.quiet_until:  # else no breaker or queue moves: no read
+        (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
+        if (queue := queues.queue_of(conn, run_id)) is not None:  # what one run of a shared queue saw holds all back
+            queues.settled(conn, queue, settlement)
+        elif settlement.breaker is not None:
+            before = store.control(run_id)
+            control = settlement.breaker(before)
+            if control != before:
+                store.write_control(conn, run_id, control)
     return [split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
 
 
