@@ -84,11 +84,16 @@ def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | Non
 
     A stage the run does not have is refused (``UnknownStage``, naming those
     it has), so is one that makes no call (a decide or join stage: it has no
-    output schema), and a job that fans out (not revalidated yet).
+    output schema), a job that fans out (not revalidated yet), and a job read
+    from the store whose run was given a Python check (the store keeps only
+    that there was one: results would be checked as the run does not).
     """
     run_id = store.run_id(name)
     saved = store.job(name)
     job = job or saved
+    if job.python_check and job.check is None:
+        raise RunError(f"run {name!r} checks its results with a Python function (check=), which the store does not "
+                       "keep: revalidate it from Python, where its Run has its check: run.revalidate()")
     chosen = _chosen(job, stage)
     _only_schema_changed(saved, job, chosen)
     works = tuple(_sorted(store, run_id, job, each) for each in chosen)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from support import python_run
+from support import label_all_but_p001, make_job, posts, python_run
 from tui_support import Told, press, settle
 
 from runner import runs
+from runner.providers.handler import PythonHandler
 from runner.store import Store, views
 from tui.app import RunnerApp
 from tui.screens.dialog import AskScreen
@@ -86,3 +87,17 @@ async def test_a_run_with_no_saved_output_is_told_nothing_to_revalidate_with_no_
         await press(pilot, "k")
         assert isinstance(app.screen, RunScreen)
     assert told.messages == ["nothing to revalidate: no saved output of run 'fresh' changes"]
+
+
+async def test_a_run_given_a_python_check_is_refused_in_one_message_as_the_store_does_not_keep_the_check(
+    tmp_path: Path, store: Store
+) -> None:
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(2), check=lambda result: None)
+    await runs.execute(store, job, provider=PythonHandler(label_all_but_p001))
+    told = Told()
+    app = RunnerApp(store.path, "test")
+    async with app.run_test(size=(120, 40), message_hook=told) as pilot:
+        await press(pilot, "k")
+        assert isinstance(app.screen, RunScreen)
+    assert told.messages == ["run 'test' checks its results with a Python function (check=), which the store does "
+                             "not keep: revalidate it from Python, where its Run has its check: run.revalidate()"]
