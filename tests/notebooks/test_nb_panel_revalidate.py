@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support import python_run
+from support import label_all_but_p001, posts, python_run
 
-from runner import runs
+from runner import notebook, runs
+from runner.notebook import Run
 from runner.store import Store, views
 from runner.widgets import RunPanel
 
@@ -64,3 +66,27 @@ def test_a_run_with_no_saved_output_is_told_nothing_to_revalidate_with_no_plan(p
         assert "nothing to revalidate: no saved output of run &#x27;fresh&#x27; changes" in fresh.message.value
     finally:
         fresh.close()
+
+
+def labelled(result: dict[str, Any]) -> str | None:
+    """A notebook's Python check: a result needs a label."""
+    return None if result.get("label") else "no label"
+
+
+async def test_run_panel_revalidates_with_the_run_s_python_check_which_a_panel_of_the_store_s_job_refuses(
+    tmp_path: Path,
+) -> None:
+    run = Run("checked", posts(3), db=tmp_path / "runs.db", provider=label_all_but_p001, check=labelled,
+              retry={"max_attempts": 1})
+    await run.go()
+    of_any, own = notebook.panel("checked", db=tmp_path / "runs.db"), run.panel()
+    try:
+        of_any.revalidate.button.click()
+        assert "checks its results with a Python function (check=), which the store does not keep" in (
+            of_any.message.value)
+        own.revalidate.button.click()  # p001's answer has no label: still invalid, not completed
+        assert own.plan.text.value.endswith("<br>stage python: 2 results still valid would be kept (charge-safe); "
+                                            "1 failed item still invalid, left failed")
+    finally:
+        of_any.close()
+        own.close()
