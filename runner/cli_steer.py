@@ -324,18 +324,18 @@ def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
     Example: runner revalidate sample_data/job.toml --stage classify
     """
     from . import jobs, revalidating
-    from .store import Store, rerun_plans
+    from .store import Store
 
     edited = jobs.load(job_or_name) if job_or_name.endswith(".toml") else None
     name = edited.name if edited is not None else job_or_name
     store = Store(db, create=False)
     try:
-        revalidation = revalidating.plan(store, name, job=edited, stage=stage)
+        revalidation, priced = revalidating.priced(store, name, job=edited, stage=stage)
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
     shown = revalidation.plan
     if shown.changes:
-        click.echo(rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent()))
+        click.echo(priced)
     asks = bool(shown.may_repeat) and not yes
     if asks:  # as it would be, then the question; else as it was done
         click.echo("\n".join(revalidating.plan_lines(shown, will=True)))
@@ -344,10 +344,9 @@ def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
     if not asks and shown.stages:
         click.echo("\n".join(revalidating.plan_lines(shown, will=False)))
     if done is None:
-        click.echo(f"nothing to revalidate: no saved output of run {name!r} changes")
+        click.echo(revalidating.nothing_line(name))
         return
-    said = (f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
-            f"{plural(done.may_repeat, 'item')} sent again")
+    said = revalidating.done_line(name, done)
     if edited is None:
         go_on(said, store, name)
     else:  # the run goes on with the file's schema, which the store takes as the run starts

@@ -198,6 +198,9 @@ class Job:
     #: A Python job's own check of one result: a message saying what is wrong, or None.
     #: It is not saved in the store; give it again when continuing the run from Python.
     check: Callable[[dict[str, Any]], str | None] | None = field(default=None, compare=False)
+    #: The run was given a Python check (saved as ``python_check``, the function itself is not): a job read from
+    #: the store without its check cannot check results as the run does (revalidating refuses it).
+    python_check: bool = field(default=False, compare=False)
     #: The stages in order; a job without ``[[stage]]`` has one, named after its provider kind (see ``__post_init__``).
     stages: tuple[Stage, ...] = ()
     #: The stages were given (``[[stage]]``): the item's whole record is kept, each stage picking its fields.
@@ -231,9 +234,11 @@ class Job:
         return dataclasses.replace(self, provider=dataclasses.replace(self.provider, **changes), stages=stages)
 
     def to_json(self) -> str:
-        """The resolved job as saved in the store (no secret, no Python check)."""
+        """The resolved job as saved in the store (no secret, no Python check: only that there is one)."""
         data = dataclasses.asdict(dataclasses.replace(self, check=None))
-        del data["check"]
+        del data["check"], data["python_check"]
+        if self.check is not None or self.python_check:
+            data["python_check"] = True
         data["input"]["path"] = str(self.input.path)
         return json.dumps(data, ensure_ascii=False, sort_keys=True)
 
@@ -250,7 +255,7 @@ class Job:
             retry=RetryLimits(**data["retry"]),
             schedule=Schedule(**data.get("schedule", {})), retention=Retention(**data.get("retention", {})),
             budget=Budget(**data.get("budget", {})),
-            cache=Cache(**data.get("cache", {})),
+            cache=Cache(**data.get("cache", {})), python_check=data.get("python_check", False),
         )
 
 

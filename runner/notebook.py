@@ -363,7 +363,7 @@ class Run(Controls, Decisions, Items):
         """The live ipywidgets panel over this run's store (imports ipywidgets now, not before)."""
         from .widgets import RunPanel
 
-        return RunPanel(self.db, self.name, interval=interval, now=self.clock.now)
+        return RunPanel(self.db, self.name, interval=interval, now=self.clock.now, job=self.job)
 
     @contextmanager
     def _store(self, *, read_only: bool = False) -> Iterator[Store]:

@@ -104,8 +104,7 @@ class Controls:
         """What :meth:`revalidate` would do, priced: the results kept or completed with no call (charge-safe) and
         the items sent again (may be billed again); its ``Plan`` (``confirm=False``) says it stage by stage."""
         with self._store(read_only=True) as store:
-            revalidation = revalidating.plan(store, self.name, job=self.job, stage=stage)
-            return rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent())
+            return revalidating.priced(store, self.name, job=self.job, stage=stage)[1]
 
     def revalidate(
         self: _Run, *, stage: str | None = None, confirm: bool | Callable[[Plan], bool] = False

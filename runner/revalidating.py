@@ -1,9 +1,10 @@
 """Revalidating a run: its saved outputs checked again against the job's output schema now, with no call.
 
-``runner revalidate NAME [--stage S]``, ``Run.revalidate()`` and the UIs call
-:func:`revalidate`: the plan (:func:`plan`, :class:`runner.rules.revalidating.Plan`)
-first, then, once a person agreed to what may repeat a charge, its
-application (:func:`apply`). The sorting is
+``runner revalidate NAME [--stage S]``, ``Run.revalidate()``, the TUI's
+``k`` and the panel's Revalidate show the plan first (:func:`priced`: the
+revalidation, :class:`runner.rules.revalidating.Plan`, and its re-run plan
+priced), then, once a person agreed to what may repeat a charge, apply it
+(:func:`apply`; :func:`revalidate` does both for a notebook). The sorting is
 :func:`runner.rules.revalidating.sort`'s; the store applies it
 (:mod:`runner.store.revalidating`).
 
@@ -24,16 +25,22 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import RunError, UnknownStage
 from .jobs import DECIDE, JOIN, Job, Stage
 from .model import FailureKind
+from .rules.rerun_plan import RerunPlan
 from .rules.revalidating import Plan, Saved, Sorted, StagePlan, sort, stage_plan
 from .rules.stages import next_stage, state_of
+from .store import rerun_plans
 from .store.protocol import RunStore
 from .store.revalidating import Onward, SavedRow
 from .validation import ResultCheck
 from .words import command, plural
+
+if TYPE_CHECKING:
+    from .store import Store
 
 
 @dataclass(frozen=True)
@@ -77,15 +84,29 @@ def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | Non
 
     A stage the run does not have is refused (``UnknownStage``, naming those
     it has), so is one that makes no call (a decide or join stage: it has no
-    output schema), and a job that fans out (not revalidated yet).
+    output schema), a job that fans out (not revalidated yet), and a job read
+    from the store whose run was given a Python check (the store keeps only
+    that there was one: results would be checked as the run does not).
     """
     run_id = store.run_id(name)
     saved = store.job(name)
     job = job or saved
+    if job.python_check and job.check is None:
+        raise RunError(f"run {name!r} checks its results with a Python function (check=), which the store does not "
+                       "keep: revalidate it from Python, where its Run has its check: run.revalidate()")
     chosen = _chosen(job, stage)
     _only_schema_changed(saved, job, chosen)
     works = tuple(_sorted(store, run_id, job, each) for each in chosen)
     return Revalidation(name, run_id, job, Plan(tuple(stage_plan(w.stage.name, w.sorted) for w in works)), works)
+
+
+def priced(
+    store: Store, name: str, *, job: Job | None = None, stage: str | None = None
+) -> tuple[Revalidation, RerunPlan]:
+    """The revalidation of run ``name`` (:func:`plan`) and its re-run plan priced (charge-safe, and what may be
+    billed again, each with its estimated cost): what every UI shows before it asks, with no write."""
+    revalidation = plan(store, name, job=job, stage=stage)
+    return revalidation, rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent())
 
 
 def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool) -> Plan:
@@ -205,6 +226,17 @@ def plan_lines(plan: Plan, *, will: bool) -> list[str]:
     """The plan in words, a line a stage: what is charge-safe, and what may repeat a charge; ``will``: as a
     person is asked before it is done (False: as done)."""
     return [f"stage {each.stage}: " + _parts(each, will=will) for each in plan.stages]
+
+
+def done_line(name: str, done: Plan) -> str:
+    """What a person's revalidation did, in one line."""
+    return (f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
+            f"{plural(done.may_repeat, 'item')} sent again")
+
+
+def nothing_line(name: str) -> str:
+    """A revalidation that changes nothing."""
+    return f"nothing to revalidate: no saved output of run {name!r} changes"
 
 
 def revalidated_line(done: StagePlan) -> str:

@@ -12,8 +12,8 @@ Refreshing never calls upstream: a periodic task on the kernel's running loop
 ipywidgets only sends when a value changed.
 
 This module (with its decisions tab, :mod:`runner.widgets_decisions`, its budget field,
-:mod:`runner.widgets_budget`, and the step that shows a retry's or a confirmation's plan first,
-:mod:`runner.widgets_plan`) is the only one of ``runner`` that imports ipywidgets; nothing in the
+:mod:`runner.widgets_budget`, and the step that shows a retry's, a confirmation's or a revalidation's plan
+first, :mod:`runner.widgets_plan`) is the only one of ``runner`` that imports ipywidgets; nothing in the
 core imports it (:meth:`runner.notebook.Run.panel` does, when asked).
 """
 
@@ -31,6 +31,7 @@ import ipywidgets as widgets
 
 from . import control, recovery
 from .errors import RunnerError
+from .jobs import Job
 from .panel_html import (
     COLOURS, breaker_html, cost_html, error, groups_table, held_html, item_html, stacked_bar, where,
 )
@@ -38,7 +39,7 @@ from .store import Store, rerun_plans, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
-from .widgets_plan import PlanStep, button as _button
+from .widgets_plan import PlanStep, Revalidate, button as _button
 from .words import plural, retried
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,12 @@ class RunPanel:
         interval: float = 0.5,
         now: Callable[[], float] = time.time,
         live: bool = True,
+        job: Job | None = None,
     ) -> None:
         self.db = Path(db)
         self.name = name
+        #: What Revalidate checks against (a notebook run's job); None: the job the run was last given.
+        self.job = job
         self.interval = interval
         self._now = now
         self._store: Store | None = None
@@ -104,7 +108,8 @@ class RunPanel:
         self._unfinished = 0
         self._cancel_asked = False
         self.message = widgets.HTML()
-        self.plan = PlanStep(self.message)  # a retry's or a confirmation's plan, with Go and Cancel
+        self.plan = PlanStep(self.message)  # a re-run's plan (retry, confirm, revalidate), with Go and Cancel
+        self.revalidate = Revalidate(self.name, self.plan, self._open, self._command, self.job)
         self.groups = widgets.HTML()
         self.kinds = widgets.Dropdown(description="kind", options=[], layout=widgets.Layout(width="320px"))
         self.retry_button = _button("Retry this kind", "redo", "failed items of this kind back to pending", self._retry)
@@ -134,7 +139,8 @@ class RunPanel:
             self.stages,
             widgets.HBox([self.cost, self.budget.widget], layout=widgets.Layout(align_items="center")),
             widgets.HBox(
-                [self.breaker, self.pause_button, self.resume_button, self.step_button, self.cancel_button],
+                [self.breaker, self.pause_button, self.resume_button, self.step_button, self.revalidate.button,
+                 self.cancel_button],
                 layout=widgets.Layout(align_items="center"),
             ),
             self.message,

@@ -116,6 +116,12 @@ class StoreScreen(Screen[None], Generic[T]):
     def ask(self, read: Read[U], question: Callable[[U], ModalScreen[bool]],
             then: Callable[[bool | None], None]) -> None:
         """Read what a question shows (a re-run's plan) on a worker, then ask it; ``then`` gets the answer."""
+        self._ask(read, question, lambda _, yes: then(yes))
+
+    def ask_about(self, read: Read[U], question: Callable[[U], ModalScreen[bool] | str],
+                  then: Callable[[U, bool | None], None]) -> None:
+        """As :meth:`ask`, and ``then`` gets what was read with the answer (to do what was shown); a question that
+        is a text (nothing to ask about) is told, with no dialog."""
         self._ask(read, question, then)
 
     @work(thread=True, group="load")
@@ -139,8 +145,8 @@ class StoreScreen(Screen[None], Generic[T]):
             self.post_message(self.Done(text))
 
     @work(thread=True, group="ask")
-    def _ask(self, read: Read[U], question: Callable[[U], ModalScreen[bool]],
-             then: Callable[[bool | None], None]) -> None:
+    def _ask(self, read: Read[U], question: Callable[[U], ModalScreen[bool] | str],
+             then: Callable[[U, bool | None], None]) -> None:
         app = self.runner
         try:
             data = app.connection.call(lambda store: read(store, app.clock()))
@@ -149,7 +155,11 @@ class StoreScreen(Screen[None], Generic[T]):
             return
 
         def show() -> None:
-            app.push_screen(question(data), then)
+            asked = question(data)
+            if isinstance(asked, str):
+                self.notify(asked, title="runner")
+            else:
+                app.push_screen(asked, lambda yes: then(data, yes))
 
         app.call_from_thread(show)
 

@@ -21,6 +21,7 @@ from runner.words import plural
 from ..commands import FirstBudget
 from ..run_panel import RunPanel
 from ..widgets import BatchTable, EventLog, GroupTable, KeysFooter, StageTable, StateBar
+from . import revalidation
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
 from .decisions import DecisionsScreen
@@ -53,6 +54,8 @@ class RunScreen(StoreScreen[RunView]):
         Binding("w", "scheduled", "Scheduled", tooltip="Items waiting for their scheduled time, the earliest first"),
         Binding("v", "switch_rows", "Rows",
                 tooltip="A short screen shows a pipeline's stages or its groups, not both: switch between them"),
+        Binding("k", "revalidate", "Revalidate",
+                tooltip="Check saved outputs against the output schema again, with no call (shows the plan, asks)"),
         Binding("x", "cancel_run", "Cancel run", show=False,  # rarely used: in the command palette
                 tooltip="Cancel the run: its unfinished items fail as cancelled; batches in flight finish (asks first)"),
     ]
@@ -173,6 +176,14 @@ class RunScreen(StoreScreen[RunView]):
     def _cancel_if(self, yes: bool | None) -> None:
         if yes:
             self.command(partial(_cancel, name=self.run_name))
+
+    def action_revalidate(self) -> None:
+        self.ask_about(partial(revalidation.read, name=self.run_name),
+                       partial(revalidation.ask_revalidate, self.run_name), self._revalidate_if)
+
+    def _revalidate_if(self, shown: revalidation.Shown, yes: bool | None) -> None:
+        if yes:
+            self.command(partial(revalidation.revalidate, name=self.run_name, revalidation=shown[0]))
 
     def action_back(self) -> None:
         self.runner.show_runs()
