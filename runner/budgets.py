@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 RAISE = "runner budget raises it"
 #: How a person lets a run stopped at its budget go on once its next batch fits.
 RESUME = "runner resume goes on"
-#: The provider kind of a user's handler (``runner.jobs.PYTHON``): not counted against a budget.
-HANDLER = "python"
 
 
 def counted(rows: Sequence[StageLedger], job_json: str) -> list[StageLedger]:
@@ -38,10 +36,12 @@ def counted(rows: Sequence[StageLedger], job_json: str) -> list[StageLedger]:
 
 
 def calls(job_json: str, stage: str) -> bool:
-    """Whether ``stage`` of the saved job calls a provider (not a user's handler)."""
+    """Whether ``stage`` of the saved job calls a provider (not a user's handler: not counted against a budget)."""
+    from .jobs import PYTHON  # here: a view of a run with no budget never loads the job file's parser
+
     saved = costs.terms(job_json)
     terms = saved.get(stage, saved.get(""))
-    return terms is None or terms.kind != HANDLER
+    return terms is None or terms.kind != PYTHON
 
 
 def committed(cost: costs.Cost) -> Committed:

@@ -122,13 +122,15 @@ def estimator(row: StageLedger | None, terms: Terms | None) -> Estimator:
 def estimates(rows: Sequence[StageLedger], job_json: str) -> Callable[[str, int, int], float | None]:
     """What calls are estimated to cost at each stage of a run, ``estimate(stage, items, chars)``, from its
     ledger rows and its saved job (a re-run's plan, :mod:`runner.rules.rerun_plan`)."""
+    guess = _estimators(rows, job_json)
+    return lambda stage, items, chars: guess(stage).cost(chars, items)
+
+
+def _estimators(rows: Sequence[StageLedger], job_json: str) -> Callable[[str], Estimator]:
+    """The estimator of each stage of a run (by its ledger row and its saved job's terms), by stage name."""
     saved = terms(job_json)
     by_stage = {row.stage: row for row in rows}
-
-    def estimate_at(stage: str, items: int, chars: int) -> float | None:
-        return estimator(by_stage.get(stage), saved.get(stage, saved.get(""))).cost(chars, items)
-
-    return estimate_at
+    return lambda stage: estimator(by_stage.get(stage), saved.get(stage, saved.get("")))
 
 
 def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
@@ -160,9 +162,7 @@ def uncosted_because(row: StageLedger) -> list[str]:
 def next_batch(rows: Sequence[StageLedger], job_json: str, stage: str, *, chars: int, items: int) -> tuple[
         float | None, int]:
     """The estimate of a batch about to start at ``stage``: its cost (None: no price) and tokens."""
-    saved = terms(job_json)
-    row = next((row for row in rows if row.stage == stage), None)
-    guess = estimator(row, saved.get(stage, saved.get("")))
+    guess = _estimators(rows, job_json)(stage)
     return guess.cost(chars, items), guess.tokens(chars, items)
 
 

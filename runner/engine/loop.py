@@ -340,7 +340,8 @@ class Engine:
         return True
 
     def take_formed(self, formed: Iterable[Batch]) -> None:
-        """Batches formed, in line for a slot; those of reused results kept apart, for the next turn to settle."""
+        """Batches formed, in line for a slot; those of reused results kept apart, to be settled with no call
+        (``saved.settle_reused``: after the claim that formed them, else at the next turn)."""
         for batch in formed:
             (self.reused if batch.reused else self.formed).append(batch)
 
