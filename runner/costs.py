@@ -13,9 +13,11 @@ A view over :class:`runner.store.ledger.StageLedger` rows: no SQL here.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
@@ -78,17 +80,20 @@ class Terms:
     expected_output_tokens: int = 200
 
 
-def terms(job_json: str) -> dict[str, Terms]:
+@functools.lru_cache(maxsize=16)
+def terms(job_json: str) -> Mapping[str, Terms]:
     """Each stage's terms from a run's saved job, read as JSON (a status parses no job); "" keys the top level's,
-    for a stage the job no longer names. A store that saved no job (schema 8's ``{}``) has none."""
+    for a stage the job no longer names. A store that saved no job (schema 8's ``{}``) has none. Parsed once per
+    job text (the budget guard asks at every batch start, a view at every poll), so read-only."""
     try:
         data = json.loads(job_json)
     except ValueError:
-        return {}
+        return MappingProxyType({})
     saved = [("", data.get("provider"))] + [(s.get("name"), s.get("provider")) for s in data.get("stages") or []]
-    return {name: Terms(str(p.get("kind", "openai-chat")), str(p.get("model", "")), p.get("price") or {},
-                        int(p.get("expected_output_tokens", 200)))
-            for name, p in saved if isinstance(name, str) and isinstance(p, dict)}
+    return MappingProxyType({
+        name: Terms(str(p.get("kind", "openai-chat")), str(p.get("model", "")), MappingProxyType(p.get("price") or {}),
+                    int(p.get("expected_output_tokens", 200)))
+        for name, p in saved if isinstance(name, str) and isinstance(p, dict)})
 
 
 @dataclass(frozen=True)
