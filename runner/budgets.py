@@ -19,7 +19,6 @@ from .rules import budget as rule
 from .rules.budget import Budget, Committed, Left
 
 if TYPE_CHECKING:
-    from .jobs import Job
     from .store.ledger import StageLedger
     from .model import Batch
     from .store.protocol import RunStore
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
 RAISE = "runner budget raises it"
 #: How a person lets a run stopped at its budget go on once its next batch fits.
 RESUME = "runner resume goes on"
-#: The provider kind of a user's handler (``runner.jobs.PYTHON``): not counted against a budget.
-HANDLER = "python"
 
 
 def counted(rows: Sequence[StageLedger], job_json: str) -> list[StageLedger]:
@@ -38,10 +35,12 @@ def counted(rows: Sequence[StageLedger], job_json: str) -> list[StageLedger]:
 
 
 def calls(job_json: str, stage: str) -> bool:
-    """Whether ``stage`` of the saved job calls a provider (not a user's handler)."""
+    """Whether ``stage`` of the saved job calls a provider (not a user's handler: not counted against a budget)."""
+    from .jobs import PYTHON  # here: a view of a run with no budget never loads the job file's parser
+
     saved = costs.terms(job_json)
     terms = saved.get(stage, saved.get(""))
-    return terms is None or terms.kind != HANDLER
+    return terms is None or terms.kind != PYTHON
 
 
 def committed(cost: costs.Cost) -> Committed:
@@ -50,24 +49,23 @@ def committed(cost: costs.Cost) -> Committed:
                      cost.tokens_in_flight, cost.tokens_unknown)
 
 
-def guard(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
-    """Why ``batch`` of ``job``'s run may not start within the run's budget, with the figures and how to go on;
-    None when it may (or no budget is set)."""
-    return _judged(store, run_id, job, batch, stopped=False)
+def guard(store: RunStore, run_id: int, job_json: str, batch: Batch) -> str | None:
+    """Why ``batch`` of the run of the job (``job_json``, as saved) may not start within the run's budget, with
+    the figures and how to go on; None when it may (or no budget is set)."""
+    return _judged(store, run_id, job_json, batch, stopped=False)
 
 
-def restated(store: RunStore, run_id: int, job: Job, batch: Batch) -> str | None:
+def restated(store: RunStore, run_id: int, job_json: str, batch: Batch) -> str | None:
     """The reason of a run stopped at its budget, written afresh by the figures now, ``batch`` standing for the
     next: the guard's, or, when the batches in flight at the stop cost less than their estimate and the next
     fits now, those figures and that a resume goes on (None: the budget does not count ``batch``)."""
-    return _judged(store, run_id, job, batch, stopped=True)
+    return _judged(store, run_id, job_json, batch, stopped=True)
 
 
-def _judged(store: RunStore, run_id: int, job: Job, batch: Batch, *, stopped: bool) -> str | None:
+def _judged(store: RunStore, run_id: int, job_json: str, batch: Batch, *, stopped: bool) -> str | None:
     limits = store.budget(run_id)
     if not limits.limited:
         return None
-    job_json = job.to_json()
     if not calls(job_json, batch.stage):
         return None
     rows = counted(store.ledger(run_id), job_json)

@@ -30,11 +30,12 @@ def budget(name: str, max_cost: float | None, max_tokens: int | None, none: bool
     Example: runner budget demo --max 10
     """
     from . import control
-    from .store import Store, views
+    from .store import Store
+    from .store.cost_view import run_cost
 
     store = Store(db, create=False)
     control.budget(store, name, now=time.time(), max_cost=max_cost, max_tokens=max_tokens, none=none)
-    shown = views.standing(store, name, now=time.time()).budget
+    _, shown = run_cost(store, store.run_id(name))
     if shown.passed:
         click.echo(f"run {name!r}: {shown.given()}")
         return

@@ -20,6 +20,8 @@ from .model import ITEM_FAILURE_KINDS
 from .words import command as spelt, duration, go_on, plural
 
 if TYPE_CHECKING:
+    from .budgets import BudgetView
+    from .costs import Cost
     from .store import Store
     from .store.answers import Standing
 
@@ -54,7 +56,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             if index:
                 click.echo()  # a blank line between two runs
             tables.echo(tables.status_table(standing))
-            echo_cost(standing)
+            echo_cost(standing.cost, standing.budget)
             if standing.archived:
                 hint(f"{plural(standing.archived, 'item')} archived (counted above); bring them back:",
                      spelt("restore", standing.name, "--all", db=db))
@@ -178,13 +180,12 @@ def tui(name: str | None, db: str) -> None:
     run_tui(db, name)
 
 
-def echo_cost(standing: Standing) -> None:
+def echo_cost(cost: Cost, budget: BudgetView) -> None:
     """The cost line under a run's status, the budget beside it: the run's, then each stage's where there are
     several."""
     from . import budgets, costs
 
-    cost = standing.cost
-    click.echo(budgets.cost_line(cost, standing.budget))
+    click.echo(budgets.cost_line(cost, budget))
     if len(cost.stages) > 1:
         for name, stage in cost.stages.items():
             click.echo(f"  {name}: {costs.line(stage)}")

@@ -138,11 +138,12 @@ def _show_cost(db: str, name: str) -> None:
     """The run's cost line, as ``runner status`` shows it under its table; a store that cannot be read then is a
     warning, not the run's failure."""
     from .cli_read import echo_cost
-    from .store import Store, views
+    from .store import Store
+    from .store.cost_view import run_cost
 
     try:
         with Store(db, read_only=True) as store:
-            echo_cost(views.standing(store, name, now=time.time()))
+            echo_cost(*run_cost(store, store.run_id(name)))
     except StoreError as exc:  # the run's own outcome stands: its exit code is the run's
         click.echo(f"warning: its cost not read ({exc}); see it with: {spelt('status', name, db=db)}")
 

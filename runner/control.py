@@ -36,7 +36,7 @@ def resume(store: RunStore, name: str, *, now: float) -> Control:
     A run neither paused nor open is refused (``RunError``), and nothing changes; one held only by its shared
     queue's open breaker is refused with the command that resumes the queue.
     """
-    open_queue = _open_queue(store, name)
+    open_queue = _open_queue(store, name, now=now)
 
     def lift(control: Control) -> Control:
         refused = breaker.nothing_to_resume(control, open_queue)
@@ -69,17 +69,16 @@ def resume_queue(store: RunStore, name: str) -> Control:
     return store.queue_command(name, lift)
 
 
-def _open_queue(store: RunStore, name: str) -> str | None:
+def _open_queue(store: RunStore, name: str, *, now: float) -> str | None:
     """The run's shared queue, when its breaker is open (None: it names none, or its breaker is not open)."""
-    queue = store.job(name).provider.queue
-    shared = {row["name"]: row["breaker"] for row in store.queues()}
-    return queue if queue and shared.get(queue) == BreakerState.OPEN else None
+    shared = store.share(store.run_id(name), now=now)
+    return shared.name if shared is not None and shared.control.breaker is BreakerState.OPEN else None
 
 
 def step(store: RunStore, name: str, *, now: float) -> Control:
     """Let exactly one more batch start while paused or open (its own breaker or its shared queue's); the run stays
     held."""
-    queue_open = _open_queue(store, name) is not None
+    queue_open = _open_queue(store, name, now=now) is not None
 
     def one_more(control: Control) -> Control:
         if not control.held and not queue_open:

@@ -13,9 +13,11 @@ A view over :class:`runner.store.ledger.StageLedger` rows: no SQL here.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import pricing, usage
@@ -78,17 +80,20 @@ class Terms:
     expected_output_tokens: int = 200
 
 
-def terms(job_json: str) -> dict[str, Terms]:
+@functools.lru_cache(maxsize=16)
+def terms(job_json: str) -> Mapping[str, Terms]:
     """Each stage's terms from a run's saved job, read as JSON (a status parses no job); "" keys the top level's,
-    for a stage the job no longer names. A store that saved no job (schema 8's ``{}``) has none."""
+    for a stage the job no longer names. A store that saved no job (schema 8's ``{}``) has none. Parsed once per
+    job text (the budget guard asks at every batch start, a view at every poll), so read-only."""
     try:
         data = json.loads(job_json)
     except ValueError:
-        return {}
+        return MappingProxyType({})
     saved = [("", data.get("provider"))] + [(s.get("name"), s.get("provider")) for s in data.get("stages") or []]
-    return {name: Terms(str(p.get("kind", "openai-chat")), str(p.get("model", "")), p.get("price") or {},
-                        int(p.get("expected_output_tokens", 200)))
-            for name, p in saved if isinstance(name, str) and isinstance(p, dict)}
+    return MappingProxyType({
+        name: Terms(str(p.get("kind", "openai-chat")), str(p.get("model", "")), MappingProxyType(p.get("price") or {}),
+                    int(p.get("expected_output_tokens", 200)))
+        for name, p in saved if isinstance(name, str) and isinstance(p, dict)})
 
 
 @dataclass(frozen=True)
@@ -122,13 +127,15 @@ def estimator(row: StageLedger | None, terms: Terms | None) -> Estimator:
 def estimates(rows: Sequence[StageLedger], job_json: str) -> Callable[[str, int, int], float | None]:
     """What calls are estimated to cost at each stage of a run, ``estimate(stage, items, chars)``, from its
     ledger rows and its saved job (a re-run's plan, :mod:`runner.rules.rerun_plan`)."""
+    guess = _estimators(rows, job_json)
+    return lambda stage, items, chars: guess(stage).cost(chars, items)
+
+
+def _estimators(rows: Sequence[StageLedger], job_json: str) -> Callable[[str], Estimator]:
+    """The estimator of each stage of a run (by its ledger row and its saved job's terms), by stage name."""
     saved = terms(job_json)
     by_stage = {row.stage: row for row in rows}
-
-    def estimate_at(stage: str, items: int, chars: int) -> float | None:
-        return estimator(by_stage.get(stage), saved.get(stage, saved.get(""))).cost(chars, items)
-
-    return estimate_at
+    return lambda stage: estimator(by_stage.get(stage), saved.get(stage, saved.get("")))
 
 
 def of_stage(row: StageLedger, terms: Terms | None) -> Cost:
@@ -160,9 +167,7 @@ def uncosted_because(row: StageLedger) -> list[str]:
 def next_batch(rows: Sequence[StageLedger], job_json: str, stage: str, *, chars: int, items: int) -> tuple[
         float | None, int]:
     """The estimate of a batch about to start at ``stage``: its cost (None: no price) and tokens."""
-    saved = terms(job_json)
-    row = next((row for row in rows if row.stage == stage), None)
-    guess = estimator(row, saved.get(stage, saved.get("")))
+    guess = _estimators(rows, job_json)(stage)
     return guess.cost(chars, items), guess.tokens(chars, items)
 
 

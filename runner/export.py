@@ -45,6 +45,7 @@ from .errors import ExportError
 from .model import FailureKind
 from .rules.deciding import DECIDE
 from .store import Store, views
+from .words import plural
 
 FORMATS = ("jsonl", "csv", "parquet")
 #: Items read from the store at a time.
@@ -74,7 +75,7 @@ def archive_note(store: Store, name: str, *, archived: bool) -> str | None:
     held = 0 if archived else store.archived_count(store.run_id(name))
     if not held:
         return None
-    return (f"its archive holds {held:,} {'item' if held == 1 else 'items'} of run {name!r} (runner archive); "
+    return (f"its archive holds {plural(held, 'item')} of run {name!r} (runner archive); "
             f"export {'it' if held == 1 else 'them'} with --archived")
 
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InputError, JobError
+from .retention import span
 
 
 @dataclass(frozen=True)
@@ -82,18 +83,13 @@ def send_at(record: Mapping[str, Any], name: str, where: str) -> float | None:
                      f"not {value!r}")
 
 
-#: Seconds in each unit of a time from now (``in 90s``, ``in 10m``, ``in 2h``, ``in 1d``).
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
-
-
 def parse_time(text: str, where: str, *, now: float) -> float:
     """A time a person gives (``--at``): ISO 8601 with an offset or ``Z``, epoch seconds, or ``in`` a count of
     seconds, minutes, hours or days from ``now`` (``in 10m``); else an InputError."""
     if text.strip().startswith("in "):
-        spoken = "".join(text.split()[1:])
-        count, unit = spoken[:-1], spoken[-1:]
-        if count.isdecimal() and unit in UNIT_SECONDS:
-            return now + int(count) * UNIT_SECONDS[unit]
+        later = span(text.strip()[3:], "smhd")
+        if later is not None:
+            return now + later
         raise InputError(f"{where}: not a time from now: {text!r} (say in 90s, in 10m, in 2h or in 1d)")
     return _iso(text.strip(), None, where, forms="epoch seconds, or a time from now: in 10m, in 90s, in 2h, in 1d")
 

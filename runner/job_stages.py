@@ -49,7 +49,6 @@ earlier stage. Every problem is one JobError naming the stage.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 import json
 import math
 from collections.abc import Mapping

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from .errors import InputError, JobError
 
-#: Seconds per unit of a duration.
-UNITS = {"d": 86_400, "h": 3_600, "m": 60}
+#: Seconds per unit of a duration (a retention age takes d, h or m; a time from now, ``in 90s``, s too).
+UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 #: The finished states, in the order they are named.
 FINISHED = ("completed", "failed")
 
@@ -45,10 +45,17 @@ class Retention:
 
 def seconds(text: str, where: str, *, error: type[Exception] = InputError) -> int:
     """The seconds of a duration (``30d``, ``12h``, ``90m``); else ``error``, saying what a duration is."""
-    found = re.fullmatch(r"\s*(\d{1,9})\s*([dhm])\s*", text)
+    found = span(text, "dhm")
     if found is None:
         raise error(f"{where}: {text!r} is not a duration (a whole number and d, h or m: 30d, 12h, 90m)")
-    return int(found[1]) * UNITS[found[2]]
+    return found
+
+
+def span(text: str, units: str) -> int | None:
+    """The seconds of a whole number and one of ``units`` (of :data:`UNITS`), spaces around either allowed:
+    ``90m``, ``2 h``; None when the text is not one."""
+    found = re.fullmatch(rf"\s*(\d{{1,9}})\s*([{units}])\s*", text)
+    return None if found is None else int(found[1]) * UNITS[found[2]]
 
 
 def ages(retention: Retention, *, older: str | None, state: str | None) -> dict[str, str]:

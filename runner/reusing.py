@@ -13,7 +13,7 @@ work saved in any run of the store (this one too) that passes the stage's
 check now (its output schema and the Python ``check``, if any) is the item's
 answer, received with no call and not billed (the item's ``reused``, the
 ledger's per stage); the engine then completes it, or sends it on to its next
-stage, as any saved answer (``Engine.settle_reused``). A changed prompt,
+stage, as any saved answer (:func:`runner.engine.saved.settle_reused`). A changed prompt,
 model, schema, version or input is another work: it is sent.
 """
 

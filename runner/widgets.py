@@ -40,7 +40,7 @@ from .store.answers import STATES, FailuresView, Standing
 from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
 from .widgets_plan import PlanStep, Revalidate, button as _button
-from .words import plural, retried
+from .words import archived, plural, retried
 
 log = logging.getLogger(__name__)
 
@@ -245,11 +245,9 @@ class RunPanel:
     def _show_counts(self, standing: Standing) -> None:
         counts, total = standing.counts, standing.total
         engine = "engine running" if standing.engine_alive else "no engine running"
-        archived = f"{standing.archived:,} archived · " if standing.archived else ""
-        self.title.value = (
-            f"<b style='font-size:1.15em'>{escape(self.name)}</b> · {total} items · {archived}{engine} · "
-            f"<span style='color:#777'>{escape(where(self.db))}</span>"
-        )
+        self.title.value = " · ".join(part for part in (
+            f"<b style='font-size:1.15em'>{escape(self.name)}</b>", f"{total} items", archived(standing.archived),
+            engine, f"<span style='color:#777'>{escape(where(self.db))}</span>") if part)
         for state in STATES:
             self.numbers[state].value = str(counts[state])
         self.bar.value = stacked_bar(counts, total)

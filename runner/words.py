@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .plurals import plural as plural
+
 if TYPE_CHECKING:
     from .model import Retried
     from .jobs import Job
@@ -21,9 +23,9 @@ if TYPE_CHECKING:
 DEFAULT_DB = "runs.db"
 
 
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``1 item``, ``0 items``, ``2,400 items``; ``many`` where adding an s is wrong."""
-    return f"{count:,} {noun if count == 1 else many or noun + 's'}"
+def archived(count: int) -> str:
+    """``1,200 archived``: how many of a run's items its archive holds (counted in its items); "" for none."""
+    return f"{count:,} archived" if count else ""
 
 
 def retried(done: Retried, what: str = "failed item", *, of: str = "") -> str:

@@ -9,7 +9,7 @@ from textual.widgets import Static
 from runner import budgets, progress_line
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.store.answers import Hold, RunState, RunView, Standing, why_no_estimate
-from runner.words import plural
+from runner.words import archived, plural
 
 from . import format
 
@@ -25,7 +25,8 @@ def run_text(view: RunView) -> Text:
     run = view.standing
     text = Text.assemble(
         (run.name, "bold"), "  ", (f" {run.state.value} ", format.RUN_STATE_STYLE[run.state]),
-        f"  {run.total:,} items{archived(run)} · {view.provider}\n",
+        "  " + " · ".join(part for part in (f"{run.total:,} items", archived(run.archived), view.provider) if part)
+        + "\n",
         ("engine ", "bold"),
     )
     text.append_text(engine(view))
@@ -49,11 +50,6 @@ def run_text(view: RunView) -> Text:
         text.append("▶ ", style="bold yellow")
         text.append(line)
     return text
-
-
-def archived(run: Standing) -> str:
-    """How many of the run's items are in its archive (counted in its items), when some are."""
-    return f" · {run.archived:,} archived" if run.archived else ""
 
 
 def engine(view: RunView) -> Text:

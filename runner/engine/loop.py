@@ -61,7 +61,7 @@ class Engine:
     def __init__(self, store: RunStore, job: Job, provider: Provider | TaskProvider | None, *,
                  clock: Clock | None = None, wait_for_person: bool = False, rng: random.Random | None = None,
                  stage_providers: Mapping[str, Provider | TaskProvider] | None = None) -> None:
-        self.store, self.job = store, job
+        self.store, self.job, self.job_json = store, job, job.to_json()  # the JSON: the budget guard's, made once
         self.clock = clock or SystemClock()
         #: Each stage's provider, its check, and (once the run starts) its caller or its task driver;
         #: ``provider`` serves every stage not in ``stage_providers``; a python stage given neither is not worked
@@ -83,7 +83,7 @@ class Engine:
         self._last_beat = 0.0
         #: Batches formed (or confirmed by a person) that wait for a slot, the next to start first.
         self.formed: deque[Batch] = deque()
-        #: Batches of reused results (``[cache] reuse``), received with no call: settled at the next turn.
+        #: Batches of reused results (``[cache] reuse``), received with no call: for ``saved.settle_reused``.
         self.reused: deque[Batch] = deque()
         #: The slots at work: each a task running batches one after another.
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -340,7 +340,7 @@ class Engine:
         return True
 
     def take_formed(self, formed: Iterable[Batch]) -> None:
-        """Batches formed, in line for a slot; those of reused results kept apart, for the next turn to settle."""
+        """Batches formed, in line for a slot; those of reused results kept apart, for ``saved.settle_reused``."""
         for batch in formed:
             (self.reused if batch.reused else self.formed).append(batch)
 

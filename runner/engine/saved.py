@@ -3,9 +3,10 @@
 Both are ``received`` items whose output is in the store: a stopped engine's
 (validated as the next one starts: triage's ``validate``), and those a claim
 gave the results of the same work (``[cache] reuse``, :mod:`runner.reusing`):
-a batch formed ``reused`` is never given a slot; the engine settles it at its
-next turn, as any saved answer (judged, then completed or sent on to its next
-stage), and a busy store puts that off to a later turn.
+a batch formed ``reused`` is never given a slot; the engine settles it as
+soon as the claim that formed it returns, as any saved answer (judged, then
+completed or sent on to its next stage), and a busy store puts that off to
+its next turn.
 """
 
 from __future__ import annotations
@@ -40,10 +41,9 @@ def settle_reused(engine: Engine) -> None:
     """Settle the batches of reused results formed so far, in order, until the store is busy."""
     while engine.reused:
         batch = engine.reused[0]
-        stage = batch.stage if engine.job.staged else None
         try:
-            saved = engine.store.received_items(engine.run_id, max_attempts=engine.work(stage).stage.retry.max_attempts,
-                                                stage=stage, batch=batch.id)
+            saved = engine.store.received_items(
+                engine.run_id, max_attempts=engine.work(batch.stage).stage.retry.max_attempts, batch=batch.id)
             _settle(engine, batch.id, batch.stage, [(item, output) for _, output, item in saved])
         except StoreBusy:
             return

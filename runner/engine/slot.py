@@ -109,7 +109,7 @@ class Slot:
             in_flight=mine, quiet_until=engine.quiet_until, now=now,
         ) and engine.seat.room(mine=mine, now=now) > 0
         if go and not (step or batch.resume):
-            self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job, batch)
+            self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job_json, batch)
             if self.over_budget is not None:
                 engine.stop_for_person(self.over_budget, FailureKind.BUDGET)
                 return False
@@ -195,7 +195,7 @@ class Slot:
         control = engine.control()
         if control.breaker is not BreakerState.OPEN or control.kind is not FailureKind.BUDGET:
             return
-        reason = budgets.restated(engine.store, engine.run_id, engine.job, batch)
+        reason = budgets.restated(engine.store, engine.run_id, engine.job_json, batch)
         if reason is None or reason == control.reason:
             return
         if engine.stop_kind is FailureKind.BUDGET:

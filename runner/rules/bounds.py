@@ -52,17 +52,18 @@ def bounded(verdict: Verdict, items: Sequence[Started], limits: Backoff) -> Verd
         if item.id not in retry:
             continue
         refused = item.id in verdict.refused
-        if refused and item.refused_streak + 1 >= limits.of(retry[item.id][0]).max_refusals:
+        own = limits.of(retry[item.id][0])
+        if refused and item.refused_streak + 1 >= own.max_refusals:
             kind, message = retry.pop(item.id)
             gave_up[item.id] = (kind, f"{message} (gave up after {item.refused_streak + 1} refusals in a row, "
                                       "nothing billed for them")
-        elif item.attempts_left + refused + _own_bound(limits, retry[item.id][0]) <= 0:
+        elif item.attempts_left + refused + _own_bound(limits, own) <= 0:
             kind, message = retry.pop(item.id)
             gave_up[item.id] = (kind, f"{message} (gave up")
     return replace(verdict, retry=retry, gave_up=gave_up) if gave_up else verdict
 
 
-def _own_bound(limits: Backoff, kind: FailureKind) -> int:
-    """How many more tries a failure of ``kind`` allows than ``max_attempts`` (fewer: negative); the item's
-    ``attempts_left`` was counted against ``max_attempts`` when it started."""
-    return limits.of(kind).max_attempts - limits.max_attempts
+def _own_bound(limits: Backoff, own: Backoff) -> int:
+    """How many more tries a failure kind's ``own`` limits (``limits.of(kind)``) allow than ``max_attempts``
+    (fewer: negative); the item's ``attempts_left`` was counted against ``max_attempts`` when it started."""
+    return own.max_attempts - limits.max_attempts

@@ -35,12 +35,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from ..model import FailureKind
 from ..pricing import money
+from ..plurals import plural
 
 #: The failure kinds whose item was answered: a re-attempt is billed again.
-ANSWERED_KINDS = ("item_invalid", "batch_invalid")
-#: The failure kind of an item a person rejected: a retry waits for a decision again, with no call.
-REJECTED = "rejected"
+ANSWERED_KINDS = (FailureKind.ITEM_INVALID, FailureKind.BATCH_INVALID)
 
 
 class Resend(StrEnum):
@@ -83,7 +83,7 @@ def part(item: Resent) -> Part:
         return Part.CHARGE_SAFE
     if item.how in (Resend.RESUBMIT, Resend.REVALIDATE_AGAIN):
         return Part.MAY_REPEAT
-    if item.kind == REJECTED:
+    if item.kind == FailureKind.REJECTED:  # a person's: a retry waits for a decision again, with no call
         return Part.CHARGE_SAFE
     if item.kind in ANSWERED_KINDS or item.answered or item.lost:
         return Part.MAY_REPEAT
@@ -92,7 +92,7 @@ def part(item: Resent) -> Part:
 
 def calls(item: Resent) -> bool:
     """Whether sending it again makes a call (a decision waited for, or a result kept, makes none)."""
-    return item.how is not Resend.REVALIDATE_KEPT and not (item.how is Resend.RETRY and item.kind == REJECTED)
+    return item.how is not Resend.REVALIDATE_KEPT and not (item.how is Resend.RETRY and item.kind == FailureKind.REJECTED)
 
 
 @dataclass(frozen=True)
@@ -143,10 +143,9 @@ class RerunPlan:
                 return ""
             return f" (est. {money(share.cost)})" if share.cost is not None else " (cost unknown)"
 
-        items = f"{self.items:,} item{'' if self.items == 1 else 's'}"  # not runner.words: it imports time
         refused = (f" · {self.not_retryable:,} not retryable as {'it is' if self.not_retryable == 1 else 'they are'}"
                    " (refused as sent: fix the cause first, or it fails the same way)") if self.not_retryable else ""
-        return (f"plan: {items} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
+        return (f"plan: {plural(self.items, 'item')} · {self.charge_safe.items:,} charge-safe{est(self.charge_safe)} · "
                 f"{self.may_repeat.items:,} may be billed again{est(self.may_repeat)}{refused}")
 
 

@@ -99,11 +99,6 @@ class Plan:
         """Whether applying it moves or re-stamps anything."""
         return any(stage.completed or stage.restamped or stage.again or stage.refused for stage in self.stages)
 
-    @property
-    def refused(self) -> int:
-        """The results now invalid failed for a person's retry (a run's own revalidation sends none)."""
-        return sum(stage.refused for stage in self.stages)
-
 
 def sort(saved: Sequence[Saved], check: Check) -> Sorted:
     """Each saved output checked again (see the module's table)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import NamedTuple
 
 from ..errors import RunError, StoreError
@@ -131,7 +132,7 @@ class Archive(SQLiteFile):
                 return Chunk({}, after)
             params = {"ids": json.dumps(ids), "run": run_id, "sign": 1}
             for table, column in OWN_ROWS.items():
-                conn.execute(_copy(conn, table, f"archived_{table}", column), params)
+                conn.execute(self._copy(table, f"archived_{table}", column), params)
             for table, column in reversed(OWN_ROWS.items()):
                 conn.execute(f"DELETE FROM {table} WHERE {LISTED.format(column=column)}", params)
             conn.execute(COUNTS.format(table="archived_items"), params)
@@ -153,10 +154,10 @@ class Archive(SQLiteFile):
             for table, column in OWN_ROWS.items():
                 if table == "events":  # an event's id taken since (a batch's, say) goes back under a new one
                     params["taken"] = json.dumps([row[0] for row in conn.execute(TAKEN_EVENT_IDS, params)])
-                    conn.execute(_copy(conn, "archived_events", "events", column, renumbered="kept"), params)
-                    conn.execute(_copy(conn, "archived_events", "events", column, renumbered="new"), params)
+                    conn.execute(self._copy("archived_events", "events", column, renumbered="kept"), params)
+                    conn.execute(self._copy("archived_events", "events", column, renumbered="new"), params)
                 else:
-                    conn.execute(_copy(conn, f"archived_{table}", table, column), params)
+                    conn.execute(self._copy(f"archived_{table}", table, column), params)
             for table, column in reversed(OWN_ROWS.items()):
                 conn.execute(f"DELETE FROM archived_{table} WHERE {LISTED.format(column=column)}", params)
             conn.execute(COUNTS.format(table="items"), params)
@@ -183,6 +184,24 @@ class Archive(SQLiteFile):
         rows = self.rows("SELECT items FROM archives WHERE run_id = ?", [run_id])
         return int(rows[0]["items"]) if rows else 0
 
+    @cached_property
+    def _columns(self) -> dict[str, list[str]]:
+        """The columns of each table an item's rows are copied to, read from the schema once per store."""
+        tables = [*OWN_ROWS, *(f"archived_{table}" for table in OWN_ROWS)]
+        return {table: [row["name"] for row in self.rows("SELECT name FROM pragma_table_info(?)", [table])]
+                for table in tables}
+
+    def _copy(self, source: str, target: str, column: str, *, renumbered: str = "") -> str:
+        """The statement copying the rows of the items listed (``:ids``) from ``source`` to ``target``, column by
+        column (the target's columns: the two tables have the same). ``renumbered``: ``"kept"`` copies the rows but
+        those whose id is listed in ``:taken``, ``"new"`` those alone, each under a new id."""
+        names = [name for name in self._columns[target] if not (renumbered == "new" and name == "id")]
+        where = LISTED.format(column=column)
+        if renumbered:
+            where += f" AND id {'NOT ' if renumbered == 'kept' else ''}IN (SELECT value FROM json_each(:taken))"
+        listed, in_order = ", ".join(names), " ORDER BY id" if renumbered == "new" else ""
+        return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}{in_order}"
+
     def file_size(self) -> int:
         """The store's bytes on disk: its file and its -wal."""
         return self.path.stat().st_size + self._wal_bytes()
@@ -202,17 +221,3 @@ def _unit(conn: sqlite3.Connection, table: str, roots: list[int]) -> list[int]:
     if not roots:
         return []
     return [row[0] for row in conn.execute(UNIT.format(table=table), {"ids": json.dumps(roots)})]
-
-
-def _copy(conn: sqlite3.Connection, source: str, target: str, column: str, *, renumbered: str = "") -> str:
-    """The statement copying the rows of the items listed (``:ids``) from ``source`` to ``target``, column by column
-    (the target's columns, read from the schema: the two tables have the same). ``renumbered``: ``"kept"`` copies
-    the rows but those whose id is listed in ``:taken``, ``"new"`` those alone, each under a new id."""
-    names = [row[0] for row in conn.execute("SELECT name FROM pragma_table_info(?)", (target,))]
-    if renumbered == "new":
-        names.remove("id")
-    where = LISTED.format(column=column)
-    if renumbered:
-        where += f" AND id {'NOT ' if renumbered == 'kept' else ''}IN (SELECT value FROM json_each(:taken))"
-    listed, in_order = ", ".join(names), " ORDER BY id" if renumbered == "new" else ""
-    return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}{in_order}"

@@ -17,8 +17,10 @@ from ..rules.budget import Budget
 from .commands import LOG_COMMAND, Commands
 from .ledger import StageLedger, totals
 
-#: The budget that holds for run ``?``: a person's, else its job's (NULL: none).
-HOLDS = "SELECT coalesce(budget, json_extract(job, '$.budget')) AS budget FROM runs WHERE id = ?"
+#: The budget that holds for a run, as a column of ``runs``: a person's, else its job's (NULL: none).
+HOLDING = "coalesce(budget, json_extract(job, '$.budget'))"
+#: The budget that holds for run ``?``.
+HOLDS = f"SELECT {HOLDING} AS budget FROM runs WHERE id = ?"
 
 
 def read(saved: str | None) -> Budget:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..inputs import Fingerprint
     from ..item_rows import ItemRow
     from ..jobs import Job
+    from .answers import QueueShare
     from .additions import Preparing
     from .decisions import Decided, Planner
     from .fanout import Joined, Parent
@@ -61,7 +62,7 @@ class RunStore(Protocol):
     # A batch's path
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None, reuse: Reuser | None = None,
+        stage: str | None = None, reuse: Reuser | None = None, released: bool = False,
     ) -> Batch | None: ...
     def claim_first(self, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None: ...
     def start_batch(
@@ -156,6 +157,7 @@ class RunStore(Protocol):
     def set_queue(self, name: str, *, concurrency: int) -> None: ...
     def queue_command(self, name: str, change: Callable[[Control], Control]) -> Control: ...
     def queues(self) -> list[dict[str, Any]]: ...
+    def share(self, run_id: int, *, now: float) -> QueueShare | None: ...
 
     # The lease
     def take_lease(

@@ -41,6 +41,13 @@ QUEUE_COLUMNS = "name, concurrency, breaker, breaker_kind, breaker_reason, trans
 QUEUE_ROW = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 
 
+def queue_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+    """The queue's row (:data:`QUEUE_COLUMNS`; None: no queue of that name), read in the caller's transaction."""
+    cursor = conn.execute(QUEUE_ROW, (name,))
+    row = cursor.fetchone()
+    return None if row is None else dict(zip([column[0] for column in cursor.description], row))
+
+
 def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
     """The queue the engine holding the run joined (None: none, or the run's hold is an engine's before), read in
     the caller's transaction."""
@@ -68,9 +75,8 @@ def settled(conn: sqlite3.Connection, name: str, settlement: Settlement) -> None
     if settlement.quiet_until:
         conn.execute("UPDATE queues SET quiet_until = ? WHERE name = ? AND quiet_until < ?",
                      (settlement.quiet_until, name, settlement.quiet_until))
-    if settlement.breaker is not None:
-        cursor = conn.execute(QUEUE_ROW, (name,))
-        before = control_of(dict(zip([column[0] for column in cursor.description], cursor.fetchone())))
+    if settlement.breaker is not None and (row := queue_row(conn, name)) is not None:
+        before = control_of(row)
         after = settlement.breaker(before)
         if after != before:
             write_control(conn, name, after)
@@ -109,15 +115,22 @@ class Queues(Commands):
                          (held, waiting, run_id, token))
 
     def sweep_queue(self, queue: str, *, lives: Callable[[Holder], bool]) -> int:
-        """Drop the holds in ``queue`` of engines whose lease is gone or dead (``lives`` says); how many."""
+        """Drop the holds in ``queue`` of engines whose lease is gone or dead (``lives`` says); how many. Read
+        first: a write is taken only when a hold is dead (read again in it: a hold may have moved since)."""
+        if not self._dead_holds(queue, lives):
+            return 0
         with self.write() as conn:
-            rows = conn.execute(
-                "SELECT h.run_id, e.pid, e.host, e.heartbeat_at FROM queue_holds h JOIN runs ON runs.id = h.run_id "
-                "LEFT JOIN engines e ON e.run = runs.name AND e.token = h.token "
-                "WHERE h.queue = ? AND (h.held > 0 OR h.waiting > 0)", (queue,)).fetchall()
-            dead = [run_id for run_id, *holder in rows if holder[0] is None or not lives(Holder(*holder))]
+            dead = self._dead_holds(queue, lives)
             conn.executemany("UPDATE queue_holds SET held = 0, waiting = 0 WHERE run_id = ?", [(i,) for i in dead])
         return len(dead)
+
+    def _dead_holds(self, queue: str, lives: Callable[[Holder], bool]) -> list[int]:
+        """The runs holding or waiting in ``queue`` whose engine's lease is gone or dead."""
+        rows = self.rows("SELECT h.run_id, e.pid, e.host, e.heartbeat_at FROM queue_holds h "
+                         "JOIN runs ON runs.id = h.run_id LEFT JOIN engines e ON e.run = runs.name AND e.token = h.token "
+                         "WHERE h.queue = ? AND (h.held > 0 OR h.waiting > 0)", [queue])
+        return [row["run_id"] for row in rows
+                if row["pid"] is None or not lives(Holder(row["pid"], row["host"], row["heartbeat_at"]))]
 
     def set_queue(self, name: str, *, concurrency: int) -> None:
         """A person's limit on ``name``: at most ``concurrency`` batches in flight, all its runs together."""
@@ -128,10 +141,10 @@ class Queues(Commands):
     def queue_command(self, name: str, change: Callable[[Control], Control]) -> Control:
         """A person's ``change`` to the queue's breaker (it may refuse by raising); an unknown queue is refused."""
         with self.write() as conn:
-            rows = self.rows(QUEUE_ROW, [name])
-            if not rows:
+            row = queue_row(conn, name)
+            if row is None:
                 raise RunError(f"no queue {name!r} in this store{self._known_queues()}")
-            control = change(control_of(rows[0]))
+            control = change(control_of(row))
             write_control(conn, name, control)
         return control
 

@@ -68,9 +68,6 @@ WHERE run_id = :run AND state = 'pending' {stage}
 ORDER BY stage, priority DESC, grp, seq LIMIT :limit
 """
 
-#: The scheduled items of a run whose time came (read on the index of scheduled items).
-SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
-
 #: Claimed at one stage, or (None) at the stage of the first item in line.
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
@@ -89,7 +86,7 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
 
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None, reuse: reusing.Reuser | None = None,
+        stage: str | None = None, reuse: reusing.Reuser | None = None, released: bool = False,
     ) -> Batch | None:
         """Form the next batch of one stage and group (due waiting items first) and mark it queued.
 
@@ -103,13 +100,14 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
         limit: it fails as bad_request, with no call. With ``reuse``, the items
         chosen whose same work has a result that stands take it, received in a
         batch of their own that makes no call (``Batch.reused``), formed in place
-        of this one: the others are chosen again by the next claim.
+        of this one: the others are chosen again by the next claim. ``released``:
+        the caller made the scheduled items due in this transaction (``release_due``).
         """
         with self.write() as conn:
             params = {"run": run_id, "now": now, "limit": max_items + forming.OTHERS, "stage": stage}
             at = AT_STAGE[stage is not None]
-            if move(conn, "due", where=SCHEDULED_DUE, params=params, returning="items.id"):
-                items.arrive(conn, run_id, now)  # one due at a decide stage waits for a person there
+            if not released:
+                stages.release_due(conn, run_id, now)
             while True:
                 origin = ItemState.WAITING
                 candidates = conn.execute(CLAIM_DUE_WAITING.format(stage=at), params).fetchall()

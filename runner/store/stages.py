@@ -59,6 +59,15 @@ IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT N
 WORKED = "FROM json_each(:works) AS worked"
 DONE = "items.id = worked.key AND items.batch_id = :batch AND items.output IS NOT NULL"
 
+#: The scheduled items of a run whose time came (read on the index of scheduled items).
+SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
+
+
+def release_due(conn: sqlite3.Connection, run_id: int, now: float) -> None:
+    """The run's scheduled items whose time came, pending (one at a decide stage waits for a person there)."""
+    if move(conn, "due", where=SCHEDULED_DUE, params={"run": run_id, "now": now}, returning="items.id"):
+        items.arrive(conn, run_id, now)
+
 
 def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
     """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
@@ -165,7 +174,7 @@ class Claiming(Protocol):
     def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None, reuse: Reuser | None = None,
+        stage: str | None = None, reuse: Reuser | None = None, released: bool = False,
     ) -> Batch | None: ...
 
 
@@ -174,11 +183,13 @@ class Stages(fanout.FanOuts):
     since its items went through them."""
 
     def claim_first(self: Claiming, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
-        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction)."""
-        with self.write():
+        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction), the
+        scheduled items whose time came made due once first."""
+        with self.write() as conn:
+            release_due(conn, run_id, now)
             for claim in claims:
                 batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
-                                         file=claim.file, stage=claim.stage, reuse=claim.reuse)
+                                         file=claim.file, stage=claim.stage, reuse=claim.reuse, released=True)
                 if batch is not None:
                     return batch
         return None

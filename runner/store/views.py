@@ -17,14 +17,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import budgets, costs, liveness, words
+from .. import liveness, words
 from ..words import scheduled_for
 from ..errors import RunError
 from ..model import UNFINISHED, BreakerState, Case, FailureKind, HeldItem, Hold, Holder, ItemState
 from ..rules import queues, triage
 from ..rules.breaker import Control
-from . import event_log, expiry, ledger
-from .budgets import read as read_budget
+from . import event_log, expiry
+from .budgets import HOLDING
+from .cost_view import cost_and_budget
 from .answers import (
     STATES,
     BatchInFlight,
@@ -185,8 +186,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     alive = _lives(holder, now)
     waiting_for_time, next_time = scheduled(store, run["id"])
     queue = store.share(run["id"], now=now)
-    rows = ledger.totals(store, run["id"])
-    cost = costs.of_run(rows, run["job"])
+    cost, budget = cost_and_budget(store, run)
     return Standing(
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
         groups=groups, control=queues.joined(_control(run), queue), held=held_count(store, run["id"]), engine_alive=alive,
@@ -200,7 +200,7 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         cost=cost, expiring=expiry.expiring(store, run["id"], now=now),
         scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now, queue=queue,
         archived=store.archived_count(run["id"]),
-        budget=budgets.view(read_budget(run["budget"] or run["job_budget"]), rows, run["job"]),
+        budget=budget,
     )
 
 
@@ -239,7 +239,7 @@ def left_running(store: Store, name: str, *, now: float) -> int:
 
 RUN_COLUMNS = (
     "id, name, job, created_at, updated_at, breaker, breaker_reason, breaker_kind, transport_failures, paused, "
-    "steps, paid_calls, maybe_paid, input_read_at, budget, json_extract(job, '$.budget') AS job_budget"
+    f"steps, paid_calls, maybe_paid, input_read_at, {HOLDING} AS budget"
 )
 
 

@@ -25,6 +25,16 @@ def test_the_stages_costs_come_in_the_job_s_stage_order_then_the_stages_it_no_lo
     assert list(cost.stages) == ["split", "note", "final", "gone"]
 
 
+def test_a_saved_job_s_terms_are_parsed_once_per_job_text_and_none_can_change_them() -> None:
+    text = job(("split", PRICED))
+    saved = costs.terms(text)
+    assert costs.terms(text) is saved and saved["split"].price["input"] == 1.0
+    with pytest.raises(TypeError):
+        saved["split"].price["input"] = 0.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        saved["other"] = saved["split"]  # type: ignore[index]
+
+
 def test_spent_is_the_known_cost_and_unknown_calls_and_batches_in_flight_are_at_their_estimate() -> None:
     row = StageLedger("one", billed=4, unknown=2, unknown_chars=40, usage=Usage(100, 0, 50), tokened=4, cost=200.0,
                       running_items=1, running_chars=8)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
@@ -140,16 +141,10 @@ class RunScreen(StoreScreen[RunView]):
         self.app.push_screen(ConfirmationsScreen(self.run_name))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "confirmations":
-            return self.view is not None and bool(self.view.standing.held)
-        if action == "decisions":
-            return self.view is not None and bool(self.view.standing.needs_decision)
-        if action == "scheduled":
-            return self.view is not None and bool(self.view.standing.scheduled)
+        if action in SHOWN_WHILE:
+            return self.view is not None and SHOWN_WHILE[action](self.view.standing)
         if action == "switch_rows":
             return self.staged and self.short
-        if action == "budget":  # a run with a budget (at 80 columns no room for one more key; FirstBudget gives one)
-            return self.view is not None and self.view.standing.budget.budget.limited
         return True
 
     def action_decisions(self) -> None:
@@ -189,10 +184,20 @@ class RunScreen(StoreScreen[RunView]):
         self.runner.show_runs()
 
 
+#: The actions whose key the footer shows only while the run's standing says so: c while items are held, d while
+#: some wait for a decision, w while some are scheduled, b with a budget (at 80 columns no room for one more key:
+#: FirstBudget gives a run its first).
+SHOWN_WHILE: dict[str, Callable[[Standing], bool]] = {
+    "confirmations": lambda run: bool(run.held),
+    "decisions": lambda run: bool(run.needs_decision),
+    "scheduled": lambda run: bool(run.scheduled),
+    "budget": lambda run: run.budget.budget.limited,
+}
+
+
 def keyed(run: Standing) -> tuple[bool, ...]:
-    """What the footer's keys hang on: c while items are held, d while some wait for a decision, w while some are
-    scheduled, b with a budget."""
-    return bool(run.held), bool(run.needs_decision), bool(run.scheduled), run.budget.budget.limited
+    """What the footer's keys hang on (:data:`SHOWN_WHILE`)."""
+    return tuple(shown(run) for shown in SHOWN_WHILE.values())
 
 
 def ask_cancel(view: RunView) -> AskScreen:

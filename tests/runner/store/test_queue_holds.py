@@ -49,3 +49,11 @@ def test_only_runs_of_a_higher_priority_count_as_ahead_of_a_run_waiting_for_a_sl
     store.hold_in_queue(high, token="high", held=0, waiting=2)
     assert (of_low := store.run_queue(low)) is not None and of_low.ahead == 2
     assert (of_high := store.run_queue(high)) is not None and of_high.ahead == 0
+
+
+def test_a_sweep_that_finds_every_hold_alive_writes_nothing(tmp_path: Path, store: Store) -> None:
+    a = engine_of(store, tmp_path, "a")
+    store.hold_in_queue(a, token="a", held=2, waiting=0)
+    with Store(store.path, read_only=True) as reading:  # a write there would fail
+        assert reading.sweep_queue("q", lives=lambda holder: liveness.lives(holder, NOW)) == 0
+    assert (queue := store.run_queue(engine_of(store, tmp_path, "b"))) is not None and queue.others == 2
