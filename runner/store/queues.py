@@ -26,7 +26,7 @@ from .commands import Commands
 LIVE_HOLDS = """
 SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting
 FROM queue_holds h JOIN runs ON runs.id = h.run_id
-JOIN engines e ON e.run = runs.name AND e.token = h.token
+JOIN workers w ON w.run = runs.name AND w.token = h.token
 WHERE h.queue = :queue
 """
 
@@ -45,7 +45,7 @@ def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
     """The queue the engine holding the run joined (None: none, or the run's hold is an engine's before), read in
     the caller's transaction."""
     row = conn.execute("SELECT h.queue FROM queue_holds h JOIN runs ON runs.id = h.run_id "
-                       "JOIN engines e ON e.run = runs.name AND e.token = h.token WHERE h.run_id = ?",
+                       "JOIN workers w ON w.run = runs.name AND w.token = h.token WHERE h.run_id = ?",
                        (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
@@ -112,8 +112,8 @@ class Queues(Commands):
         """Drop the holds in ``queue`` of engines whose lease is gone or dead (``lives`` says); how many."""
         with self.write() as conn:
             rows = conn.execute(
-                "SELECT h.run_id, e.pid, e.host, e.heartbeat_at FROM queue_holds h JOIN runs ON runs.id = h.run_id "
-                "LEFT JOIN engines e ON e.run = runs.name AND e.token = h.token "
+                "SELECT h.run_id, w.pid, w.host, w.heartbeat_at FROM queue_holds h JOIN runs ON runs.id = h.run_id "
+                "LEFT JOIN workers w ON w.run = runs.name AND w.token = h.token "
                 "WHERE h.queue = ? AND (h.held > 0 OR h.waiting > 0)", (queue,)).fetchall()
             dead = [run_id for run_id, *holder in rows if holder[0] is None or not lives(Holder(*holder))]
             conn.executemany("UPDATE queue_holds SET held = 0, waiting = 0 WHERE run_id = ?", [(i,) for i in dead])

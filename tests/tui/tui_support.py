@@ -70,7 +70,8 @@ class Hand:
 
     def claim(self, at: float) -> int:
         limits = self.job.batch
-        batch = self.store.claim_batch(self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=at)
+        batch = self.store.claim_batch(self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=at,
+                                        owner=LEASE)
         assert batch is not None
         return batch.id
 
