@@ -39,7 +39,7 @@ from .store.answers import STATES, FailuresView, Standing
 from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
 from .widgets_plan import PlanStep, button as _button
-from .words import plural, retried
+from .words import plural, retried, with_workers
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ class RunPanel:
 
     def _show_counts(self, standing: Standing) -> None:
         counts, total = standing.counts, standing.total
-        engine = "engine running" if standing.engine_alive else "no engine running"
+        engine = f"engine running{with_workers(standing.alive_workers)}" if standing.engine_alive else "no engine running"
         archived = f"{standing.archived:,} archived · " if standing.archived else ""
         self.title.value = (
             f"<b style='font-size:1.15em'>{escape(self.name)}</b> · {total} items · {archived}{engine} · "

@@ -26,6 +26,11 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else many or noun + 's'}"
 
 
+def with_workers(alive: int) -> str:
+    """`` (3 workers)`` after "engine alive" when several work the run together; nothing for one."""
+    return f" ({alive:,} workers)" if alive > 1 else ""
+
+
 def retried(done: Retried, what: str = "failed item", *, of: str = "") -> str:
     """A retry's outcome in words: ``3 failed items{of} pending again``; those that went back to a decide stage
     apart (``1 failed item{of} waiting again for a person's decision``; both: ``3 failed items{of} sent again: 2

@@ -191,6 +191,11 @@ class Standing(NamedTuple):
         return sum(n * stages for n, stages in ahead) / items if items else 1.0
 
     @property
+    def alive_workers(self) -> int:
+        """How many live workers work the run together (several ``runner run NAME`` on one store)."""
+        return sum(worker.alive for worker in self.workers)
+
+    @property
     def engine_died(self) -> bool:
         """The engine that held the run died: its lease was never given back, only let lapse."""
         return self.engine_silent_for is not None
