@@ -128,6 +128,8 @@ class Engine:
         try:
             if await worker.role(self, joined) is Role.SET_UP:
                 worker.set_up(self, prepare)
+            else:
+                worker.same_job(self)
             self.run_id = self.store.run_id(name)
             self.seat = sharing.seat(self.store, self.job, self.run_id, self.token)
             for work in self.works.values():

@@ -3,7 +3,7 @@
 Several engines may work one run (``runner run NAME`` started again, on the
 same store). The first sets the run up (prepares it, takes over what dead
 workers left, revalidates and rewinds) while any other waits
-(:func:`role`); then each forms, starts and saves only its own batches. Every
+(:func:`role`), then joins it with the same job (:func:`same_job`); then each forms, starts and saves only its own batches. Every
 few seconds each renews its heartbeat and judges the others
 (:mod:`runner.liveness`): the batches of one found dead are recovered by
 recovery's rules (a call that may have been sent is held for a person, never
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import lease, revalidating
-from ..errors import StoreBusy
+from ..errors import RunError, StoreBusy
 from ..store.leases import Role
 from . import saved, stages
 
@@ -53,6 +53,16 @@ def set_up(engine: Engine, prepare: Callable[[str], object] | None) -> None:
         engine.revalidated = revalidating.after_schema_change(store, engine.run_id, was, engine.job, now=now())
     engine.rewound = stages.rewind(store, engine.run_id, engine.job, engine.works, now=now())
     store.end_setup(name, token=engine.token)
+
+
+def same_job(engine: Engine) -> None:
+    """A worker that joins others works the run's job as they do: one whose job differs (an edited job file) is
+    refused, before it touches an item."""
+    if engine.store.job(engine.job.name) != engine.job:
+        raise RunError(
+            f"run {engine.job.name!r} is being run by other workers with a different job; join them with the same "
+            "job, or stop them first to run the changed one"
+        )
 
 
 def beat(engine: Engine) -> None:

@@ -9,6 +9,7 @@ requests in flight at once and bills each item; the SIGKILL trial runs real
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -19,25 +20,16 @@ import time
 from pathlib import Path
 
 import pytest
-from support import PATIENCE, ROOT, StepClock, make_job, posts, runner_cli, until, write_jsonl
+from support import PATIENCE, ROOT, Paced, Requests, StepClock, make_job, posts, runner_cli, until, write_jsonl
 
 from runner import control, lease, recovery, runs
+from runner.errors import RunError
 from runner.jobs import Job
 from runner.model import ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
 
 WORKERS = 3
-
-
-class Paced(StepClock):
-    """A clock the workers share, twice as fast as the wall's: a sleep moves it on at once and gives the others'
-    calls half of it in real time, so that none runs far ahead of the others' heartbeats (they would take it
-    for dead after ``LEASE_SECONDS``)."""
-
-    async def sleep(self, seconds: float) -> None:
-        self.time += seconds
-        await asyncio.sleep(seconds / 2)
 
 
 async def together(store: Store, job: Job, *, clock: StepClock | None = None) -> list[runs.Outcome]:
@@ -77,16 +69,6 @@ async def test_a_step_lets_one_batch_run_for_all_the_workers_of_a_paused_run_tog
     assert outcomes[0].status["counts"][ItemState.COMPLETED] == 2 and store.control(store.run_id("test")).steps == 0
 
 
-class Requests:
-    """When (by the workers' clock) each request arrived, and the items it held."""
-
-    def __init__(self, clock: StepClock) -> None:
-        self.clock, self.seen = clock, list[tuple[float, list[str]]]()
-
-    def __call__(self, ids: list[str]) -> None:
-        self.seen.append((self.clock.now(), list(ids)))
-
-
 async def test_a_429_one_worker_saw_holds_back_every_worker_of_the_run_until_its_retry_after(
     tmp_path: Path, store: Store
 ) -> None:
@@ -112,6 +94,21 @@ def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tm
     assert [(w["pid"], w["alive"], w["batches"], w["items"]) for w in shown["workers"]] == [
         (os.getpid(), True, 1, 4), (os.getpid(), True, 0, 0)]
     assert "engine alive (2 workers)" in text and "run test: 2 workers" in text
+
+
+async def test_a_worker_whose_job_differs_from_the_one_its_run_is_worked_with_is_refused_as_it_joins(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = StepClock()
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(4))
+    runs.prepare(store, job, now=clock.now())
+    lease.join(store, "test", token="at work", now=clock.now())
+    store.end_setup("test", token="at work")
+    edited = dataclasses.replace(job, prompt=dataclasses.replace(job.prompt, instructions="Something else."))
+    with pytest.raises(RunError, match="^run 'test' is being run by other workers with a different job; join them"):
+        await runs.execute(store, edited, clock=clock)
+    assert [worker.token for worker in store.workers("test")] == ["at work"]
+    assert views.standing(store, "test", now=clock.now()).counts[ItemState.PENDING] == 4
 
 
 CREW = """name = "crew"
