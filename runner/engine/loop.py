@@ -247,12 +247,11 @@ class Engine:
         allowed. Returns whether forming was held up by a busy store.
         """
         self._take_resumable()
-        _, running_elsewhere = self.store.elsewhere(self.run_id, token=self.token)
-        free = gate.gate(control, concurrency=self.job.batch.concurrency,
-                         in_flight=len(self._in_flight) + running_elsewhere, quiet_until=self.quiet_until,
-                         now=self.clock.now())
+        in_flight = len(self._in_flight) + self.store.elsewhere(self.run_id, token=self.token)[1]  # all workers'
+        free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=in_flight,
+                         quiet_until=self.quiet_until, now=self.clock.now())
         held_up = len(self.formed) < free and not self._form(lookahead=free)
-        room = min(free, self.seat.room(mine=len(self._in_flight), now=self.clock.now()))
+        room = min(free, self.seat.room(mine=in_flight, now=self.clock.now()))
         self.seat.tell(held=self.holding, waiting=max(min(free, len(self.formed)) - room, 0))
         for _ in range(min(room, len(self.formed))):
             batch = self.formed.popleft()

@@ -102,12 +102,14 @@ class Slot:
             return False
         control = engine.control()
         self.started_closed = control.breaker is BreakerState.CLOSED
-        mine, now = engine.holding - self.begun, engine.clock.now()
-        _, running_elsewhere = engine.store.elsewhere(engine.run_id, token=engine.token)  # in the start's transaction
+        now = engine.clock.now()
+        # The run's batches in flight: this engine's other slots, and the other workers' batches running (read in
+        # the start's transaction: none of theirs can start meanwhile).
+        in_flight = engine.holding - self.begun + engine.store.elsewhere(engine.run_id, token=engine.token)[1]
         go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
-            in_flight=mine + running_elsewhere, quiet_until=engine.quiet_until, now=now,
-        ) and engine.seat.room(mine=mine, now=now) > 0
+            in_flight=in_flight, quiet_until=engine.quiet_until, now=now,
+        ) and engine.seat.room(mine=in_flight, now=now) > 0
         if go and not (step or batch.resume):
             self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job, batch)
             if self.over_budget is not None:
