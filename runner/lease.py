@@ -25,13 +25,25 @@ from .store.protocol import RunStore
 
 def join(store: RunStore, run: str, *, token: str, now: float) -> Role:
     """Make the worker ``token`` one of ``run``'s, beside any others; whether it sets the run up, waits for the one
-    that does, or joins the others at work."""
-    return store.join_run(run, token=token, pid=os.getpid(), host=liveness.this_host(), now=now, lives=judged_at(now))
+    that does, or joins the others at work (:func:`setup_role`)."""
+    return store.join_run(run, token=token, pid=os.getpid(), host=liveness.this_host(), now=now,
+                          choose=lambda setting_up, workers: setup_role(token, setting_up, workers, now))
 
 
 def set_up(store: RunStore, run: str, *, token: str, now: float) -> Role:
     """Whether the worker ``token`` sets the run up, waits for the one that does, or joins the others at work."""
-    return store.take_setup(run, token=token, lives=judged_at(now))
+    return store.take_setup(run, token=token,
+                            choose=lambda setting_up, workers: setup_role(token, setting_up, workers, now))
+
+
+def setup_role(token: str, setting_up: str | None, workers: list[Holder], now: float) -> Role:
+    """What the worker ``token`` does first, given who sets the run up now (``setting_up``, a token; None: nobody)
+    and the run's workers: wait while another live worker sets it up; join the live others once it is set up;
+    else (alone, or the setup's worker died) set it up."""
+    others = {worker.token for worker in workers if worker.token != token and liveness.lives(worker, now)}
+    if setting_up in others:
+        return Role.WAIT
+    return Role.JOIN if setting_up is None and others else Role.SET_UP
 
 
 def acquire(store: RunStore, run: str, *, token: str, now: float) -> None:

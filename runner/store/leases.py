@@ -1,8 +1,9 @@
 """The workers of a run as the store keeps them: each with its heartbeat, and the one setting the run up.
 
-Whether a worker is alive is the lease module's to judge (``runner.lease``),
-passed in as ``lives``: joining reads the run's workers and its setup in one
-transaction, so two workers never both set a run up.
+Whether a worker is alive, and who sets a run up, is the lease module's to
+judge (``runner.lease``), passed in: joining reads the run's workers and its
+setup and takes the setup in one transaction, so two workers never both set
+a run up.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ class Role(StrEnum):
     JOIN = "join"
 
 
+#: Who sets a run up: given the token of the worker setting it up now (None: none) and the run's workers, what a
+#: worker joining does first (``runner.lease.setup_role``).
+Chooser = Callable[[str | None, list[Holder]], Role]
+
+
 def holds(conn: sqlite3.Connection, lease: tuple[str, str]) -> bool:
     """Whether the worker ``lease`` (run name, token) is still one of its run's, read in the caller's transaction."""
     return conn.execute("SELECT 1 FROM workers WHERE run = ? AND token = ?", lease).fetchone() is not None
@@ -49,9 +55,7 @@ def forget_dead(conn: sqlite3.Connection, run: str, lives: Callable[[Holder], bo
 class Leases(SQLiteFile):
     """The verbs of the workers: join, beat, set up, leave; the workers as read."""
 
-    def join_run(
-        self, run: str, *, token: str, pid: int, host: str, now: float, lives: Callable[[Holder], bool]
-    ) -> Role:
+    def join_run(self, run: str, *, token: str, pid: int, host: str, now: float, choose: Chooser) -> Role:
         """The worker ``token`` works ``run`` from now on, beside any others; whether it sets the run up first
         (``take_setup``), in the same transaction."""
         with self.write() as conn:
@@ -59,15 +63,13 @@ class Leases(SQLiteFile):
                 "INSERT INTO workers (token, run, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (token, run, pid, host, now, now),
             )
-            return _setup_role(conn, run, token, lives)
+            return _setup_role(conn, run, token, choose)
 
-    def take_setup(self, run: str, *, token: str, lives: Callable[[Holder], bool]) -> Role:
-        """Whether the worker ``token`` sets ``run`` up, waits for the live worker that does, or joins the others.
-
-        A setup left by a dead worker is taken over: its run is set up again.
-        """
+    def take_setup(self, run: str, *, token: str, choose: Chooser) -> Role:
+        """Whether the worker ``token`` sets ``run`` up, waits for the worker that does, or joins the others, as
+        ``choose`` says."""
         with self.write() as conn:
-            return _setup_role(conn, run, token, lives)
+            return _setup_role(conn, run, token, choose)
 
     def end_setup(self, run: str, *, token: str) -> None:
         """The run is set up: the workers waiting go on."""
@@ -94,14 +96,13 @@ class Leases(SQLiteFile):
         return [Holder(**row) for row in self.rows(f"{WORKERS} ORDER BY started_at, token", {"run": run})]
 
 
-def _setup_role(conn: sqlite3.Connection, run: str, token: str, lives: Callable[[Holder], bool]) -> Role:
-    """What the worker ``token`` does first (setting the run up if it is its to), in the caller's transaction."""
-    row = conn.execute("SELECT w.pid, w.host, w.heartbeat_at, w.token FROM setups s "
-                       "LEFT JOIN workers w ON w.token = s.token WHERE s.run = ?", (run,)).fetchone()
-    if row is not None and row[3] is not None and row[3] != token and lives(Holder(*row)):
-        return Role.WAIT
-    if row is None and any(worker.token != token and lives(worker) for worker in workers_of(conn, run)):
-        return Role.JOIN
-    conn.execute("INSERT INTO setups (run, token) VALUES (?, ?) ON CONFLICT (run) DO UPDATE SET token = excluded.token",
-                 (run, token))
-    return Role.SET_UP
+
+def _setup_role(conn: sqlite3.Connection, run: str, token: str, choose: Chooser) -> Role:
+    """What the worker ``token`` does first, as ``choose`` says from the run's setup and workers; the setup taken
+    if it is this worker's, in the caller's transaction."""
+    row = conn.execute("SELECT token FROM setups WHERE run = ?", (run,)).fetchone()
+    role = choose(None if row is None else str(row[0]), workers_of(conn, run))
+    if role is Role.SET_UP:
+        conn.execute("INSERT INTO setups (run, token) VALUES (?, ?) "
+                     "ON CONFLICT (run) DO UPDATE SET token = excluded.token", (run, token))
+    return role

@@ -80,7 +80,7 @@ class Owners(Leases):
         """Return the worker ``lease``'s (run name, token) formed but unsent batches' items to pending, as it stops."""
         params = {"run": run_id, "token": lease[1], "now": now}
         with self.write() as conn:
-            queued = f"SELECT id FROM batches WHERE run_id = :run AND state = 'queued' AND owner = :token"
+            queued = "SELECT id FROM batches WHERE run_id = :run AND state = 'queued' AND owner = :token"
             move(conn, "unqueue", where=f"items.batch_id IN ({queued})", params=params)
             conn.execute(
                 "UPDATE batches SET state = :done, finished_at = :now, error = 'not sent: the engine stopped' "

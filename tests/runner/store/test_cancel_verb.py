@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import commands_given
-from test_contract import DEAD, LEASE, prepared, started, states, submitted
+from test_contract import DEAD, LEASE, prepared, rule, started, states, submitted
 
 from runner import control
 from runner.errors import RunError
@@ -176,7 +176,7 @@ def test_a_cancel_with_no_live_engine_leaves_a_submitted_task_running_for_the_ne
     store.recover(run_id, now=7.0, lives=DEAD)
     (resumable,) = store.resumable(run_id)  # the next engine polls the task at once, with no person's confirmation
     assert resumable.id == batch.id and not store.held_items(run_id)
-    store.join_run("test", token="next", pid=2, host="here", now=8.0, lives=lambda worker: True)
+    store.join_run("test", token="next", pid=2, host="here", now=8.0, choose=rule("next", 8.0))
     assert store.take_batch(batch.id, token="next")
     assert len(store.resume_batch(batch.id, lease=("test", "next"), max_attempts=3, now=8.0)) == 3
     assert store.all_cancelled(batch.id)

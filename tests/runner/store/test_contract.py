@@ -18,7 +18,8 @@ from runner.jobs import Job
 from runner.model import Batch, BreakerState, Claim, FailureKind, Holder, Settlement
 from runner.rules.breaker import Control, Open
 from runner.store import Store, views
-from runner.store.leases import Role
+from runner import lease
+from runner.store.leases import Chooser, Role
 from runner.store.protocol import RunStore
 
 URL = "http://127.0.0.1:9/v1"
@@ -30,10 +31,15 @@ DEAD: Callable[[Holder], bool] = lambda worker: False
 CLAIMS = [Claim("openai-chat", max_items=3, max_chars=10**6)]
 
 
+def rule(token: str, now: float) -> Chooser:
+    """Who sets the run up, as the worker ``token`` joining at ``now`` judges it (``runner.lease``)."""
+    return lambda setting_up, workers: lease.setup_role(token, setting_up, workers, now)
+
+
 def prepared(tmp_path: Path, store: Store, count: int = 5) -> tuple[Job, int]:
     job = make_job(tmp_path, URL, posts(count))
     run_id = add_all(store, job, now=1.0)
-    store.join_run("test", token="engine", pid=1, host="here", now=1.0, lives=ALIVE)
+    store.join_run("test", token="engine", pid=1, host="here", now=1.0, choose=rule("engine", 1.0))
     return job, run_id
 
 
@@ -72,7 +78,7 @@ def test_preparing_a_run_adds_its_items_as_pending_and_finds_it_by_name(tmp_path
 
 def test_a_claim_forms_a_queued_batch_and_only_its_owner_starts_it(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
-    store.join_run("test", token="second", pid=2, host="here", now=1.5, lives=ALIVE)
+    store.join_run("test", token="second", pid=2, host="here", now=1.5, choose=rule("second", 1.5))
     batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0, owner="engine")
     assert batch is not None and batch.size == 3
     assert store.start_batch(batch.id, lease=("test", "second"), max_attempts=3, now=3.0) == []
@@ -153,7 +159,7 @@ def test_confirming_releases_held_items_to_be_sent_again_and_counts_each_case(tm
 def test_a_worker_cut_short_holds_only_its_own_calls_while_it_is_one_of_the_runs(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     started(store, run_id)
-    store.join_run("test", token="second", pid=2, host="here", now=4.0, lives=ALIVE)
+    store.join_run("test", token="second", pid=2, host="here", now=4.0, choose=rule("second", 4.0))
     store.recover(run_id, now=5.0, lease=("test", "second"))  # the first worker's batch, not this one's
     assert list(states(store, run_id).values()) == ["running"] * 3 + ["pending"] * 2 and not store.held_items(run_id)
     store.leave_run("test", token="second")
@@ -166,7 +172,7 @@ def test_a_worker_cut_short_holds_only_its_own_calls_while_it_is_one_of_the_runs
 
 def test_recovery_takes_over_only_the_batches_of_workers_found_dead(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
-    store.join_run("test", token="second", pid=2, host="here", now=1.5, lives=ALIVE)
+    store.join_run("test", token="second", pid=2, host="here", now=1.5, choose=rule("second", 1.5))
     started(store, run_id)
     started(store, run_id, now=4.0, lease=("test", "second"))
     assert store.recover(run_id, now=6.0, lives=lambda worker: worker.token != "engine") == 1
@@ -211,10 +217,10 @@ def test_a_held_task_confirmed_is_resumed_without_a_new_attempt(tmp_path: Path, 
 def test_a_confirmed_batch_is_taken_by_one_worker_alone(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
     batch = submitted(store, run_id)
-    store.join_run("test", token="second", pid=2, host="here", now=3.5, lives=ALIVE)
+    store.join_run("test", token="second", pid=2, host="here", now=3.5, choose=rule("second", 3.5))
     store.recover(run_id, now=4.0, lives=lambda worker: worker.token != "engine")  # its owner died
     store.confirm(run_id, keys=[], now=5.0)
-    store.join_run("test", token="third", pid=3, host="here", now=5.5, lives=ALIVE)
+    store.join_run("test", token="third", pid=3, host="here", now=5.5, choose=rule("third", 5.5))
     assert store.take_batch(batch.id, token="second") and not store.take_batch(batch.id, token="third")
     assert store.resume_batch(batch.id, lease=("test", "third"), max_attempts=3, now=6.0) == []
     assert len(store.resume_batch(batch.id, lease=("test", "second"), max_attempts=3, now=6.0)) == 3
@@ -257,10 +263,10 @@ def test_the_breaker_moves_with_the_batch_that_moved_it_and_a_command_is_logged(
 def test_a_second_worker_waits_while_the_first_sets_the_run_up_then_joins_it(tmp_path: Path, store: Store) -> None:
     prepared(tmp_path, store)
     assert store.workers("test") == [Holder(pid=1, host="here", heartbeat_at=1.0, token="engine")]
-    assert store.join_run("test", token="second", pid=2, host="here", now=2.0, lives=ALIVE) is Role.WAIT
-    assert store.take_setup("test", token="second", lives=ALIVE) is Role.WAIT
+    assert store.join_run("test", token="second", pid=2, host="here", now=2.0, choose=rule("second", 2.0)) is Role.WAIT
+    assert store.take_setup("test", token="second", choose=rule("second", 2.0)) is Role.WAIT
     store.end_setup("test", token="engine")
-    assert store.take_setup("test", token="second", lives=ALIVE) is Role.JOIN
+    assert store.take_setup("test", token="second", choose=rule("second", 3.0)) is Role.JOIN
     assert store.beat("test", token="second", now=3.0) and not store.beat("test", token="third", now=3.0)
     store.leave_run("test", token="engine")
     assert [worker.token for worker in store.workers("test")] == ["second"]
@@ -268,8 +274,8 @@ def test_a_second_worker_waits_while_the_first_sets_the_run_up_then_joins_it(tmp
 
 def test_a_setup_left_by_a_dead_worker_is_taken_over(tmp_path: Path, store: Store) -> None:
     prepared(tmp_path, store)
-    store.join_run("test", token="second", pid=2, host="here", now=2.0, lives=ALIVE)
-    assert store.take_setup("test", token="second", lives=lambda worker: worker.token != "engine") is Role.SET_UP
+    store.join_run("test", token="second", pid=2, host="here", now=2.0, choose=rule("second", 2.0))
+    assert store.take_setup("test", token="second", choose=rule("second", 100.0)) is Role.SET_UP  # engine: silent
 
 
 def test_a_duplicate_task_is_kept_once_as_an_unknown_charge(tmp_path: Path, store: Store) -> None:
@@ -327,7 +333,7 @@ def test_a_runs_paid_and_maybe_paid_totals_are_its_items_sums_after_retries_a_lo
     store.record_duplicate(again.id, "batch_2", cancelled=False, message="second task", now=6.0)
     store.recover(run_id, now=7.0, lives=DEAD)  # the engine died before it settled them: held, and counted again (an upper bound)
     store.confirm(run_id, keys=[], now=8.0)  # sent again: may charge twice
-    store.join_run("test", token="engine", pid=1, host="here", now=8.0, lives=ALIVE)  # the next engine
+    store.join_run("test", token="engine", pid=1, host="here", now=8.0, choose=rule("engine", 8.0))  # the next engine
     last, (resent, also_resent, p003) = started(store, run_id, now=8.0)
     store.record_answer(last.id, {resent: "{}", also_resent: "{}"}, raw="{}", now=9.0, answered=[resent, also_resent])
     store.settle_batch(last.id, Settlement(completed=[resent, also_resent],

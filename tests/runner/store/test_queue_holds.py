@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from support import add_all, make_job, posts
+from test_contract import rule
 
 from runner import liveness
 from runner.store import Store
@@ -17,8 +18,7 @@ URL = "http://127.0.0.1:9/v1"
 def engine_of(store: Store, tmp_path: Path, name: str, *, priority: int = 0) -> int:
     """The run ``name`` made, its lease taken at ``NOW`` by the engine ``name`` (this process), in the queue ``q``."""
     run_id = add_all(store, make_job(tmp_path, URL, posts(2), name=name), now=NOW)
-    store.join_run(name, token=name, pid=os.getpid(), host=liveness.this_host(), now=NOW,
-                   lives=lambda worker: True)
+    store.join_run(name, token=name, pid=os.getpid(), host=liveness.this_host(), now=NOW, choose=rule(name, NOW))
     store.join_queue(run_id, "q", token=name, priority=priority, concurrency=2)
     return run_id
 

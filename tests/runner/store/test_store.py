@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from scenes import reader_mid_read, v4_store, wal_bytes, write_lock_held
 from support import ROOT, add_all, make_job, posts
+from test_contract import rule
 from unwritable import NOW, Folder, small_store
 
 from runner import control
@@ -107,7 +108,7 @@ def test_a_wal_a_reader_kept_large_is_truncated_when_the_run_gives_its_lease_bac
     db = tmp_path / "runs.db"
     job = large_job(tmp_path)
     with Store(db) as store:
-        store.join_run("test", token="engine", pid=1, host="here", now=NOW, lives=lambda worker: True)
+        store.join_run("test", token="engine", pid=1, host="here", now=NOW, choose=rule("engine", NOW))
         with reader_mid_read(db):
             add_all(store, job, now=NOW)
             kept = wal_bytes(db)
