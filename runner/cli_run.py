@@ -112,7 +112,7 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
         try:
             with Store(db) as store:
                 read_at = store.input_unchanged_since(job, job.input.fingerprint())
-                if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # else refused
+                if read_at is not None and not views.engine_alive(store, job.name, now=time.time()):  # else it joins
                     click.echo(f"input unchanged since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(read_at))}"
                                ", not read again", err=True)
                 outcome = run_in_terminal(store, job, wait_for_person=waits(wait), read_input=read_at is None)

@@ -345,11 +345,12 @@ class Settlement:
 
 
 class Holder(NamedTuple):
-    """The engine holding a run's lease: its process, host and last heartbeat."""
+    """A worker on a run (an engine holding its lease): its process, host, last heartbeat and token."""
 
     pid: int
     host: str
     heartbeat_at: float
+    token: str = ""
 
 
 class Case(StrEnum):

@@ -16,9 +16,9 @@ from .columns import shown, table, width
 from .progress_line import queue, rate_limited, scheduled
 from .model import Case, HeldItem
 from .store.answers import STATES, StageTally, Standing
-from .words import few, plural
+from .words import few, plural, with_workers
 
-__all__ = ["echo", "failures_table", "held_table", "shown", "stages_table", "status_table"]
+__all__ = ["echo", "failures_table", "held_table", "shown", "stages_table", "status_table", "workers_table"]
 
 
 def echo(lines: Sequence[str]) -> None:
@@ -99,7 +99,7 @@ def status_table(run: Standing) -> list[str]:
     if run.rate_limited_until is not None:
         caption += f" · {rate_limited(run.rate_limited_until, now=run.read_at)}"
     engine = "alive" if run.engine_alive else "died (its lease was left behind)" if run.engine_died else "not running"
-    caption += f" · engine {engine}"
+    caption += f" · engine {engine}{with_workers(run.alive_workers)}"
     if run.held:
         caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
     if run.needs_decision:
@@ -121,7 +121,16 @@ def status_table(run: Standing) -> list[str]:
     rows.append(["total", *(f"{run.counts[s]:,}" for s in STATES)])
     lines = table(("group", *STATES), rows, title=f"run {run.name}: {plural(run.total, 'item')}",
                   caption=shown(caption), numbers=range(1, len(STATES) + 1), bold={len(rows) - 1}, within=width())
-    return lines + ([""] + stages_table(run.tallies) if len(run.stages) > 1 else [])
+    lines += [""] + stages_table(run.tallies) if len(run.stages) > 1 else []
+    return lines + ([""] + workers_table(run) if len(run.workers) > 1 else [])
+
+
+def workers_table(run: Standing) -> list[str]:
+    """The run's workers, when several: where each runs, its last heartbeat, whether it lives, and what it holds."""
+    rows = [[worker.host, str(worker.pid), f"{worker.heartbeat_age:,.0f}s ago", "alive" if worker.alive else "dead",
+             f"{worker.batches:,}", f"{worker.items:,}"] for worker in run.workers]
+    return table(("host", "pid", "heartbeat", "state", "batches", "items"), rows,
+                 title=f"run {run.name}: {plural(len(run.workers), 'worker')}", numbers={1, 4, 5}, within=width())
 
 
 def stages_table(tallies: Sequence[StageTally]) -> list[str]:

@@ -40,7 +40,7 @@ from .store.answers import STATES, FailuresView, Standing
 from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
 from .widgets_plan import PlanStep, Revalidate, button as _button
-from .words import archived, plural, retried
+from .words import archived, plural, retried, with_workers
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class RunPanel:
 
     def _show_counts(self, standing: Standing) -> None:
         counts, total = standing.counts, standing.total
-        engine = "engine running" if standing.engine_alive else "no engine running"
+        engine = f"engine running{with_workers(standing.alive_workers)}" if standing.engine_alive else "no engine running"
         self.title.value = " · ".join(part for part in (
             f"<b style='font-size:1.15em'>{escape(self.name)}</b>", f"{total} items", archived(standing.archived),
             engine, f"<span style='color:#777'>{escape(where(self.db))}</span>") if part)

@@ -28,6 +28,11 @@ def archived(count: int) -> str:
     return f"{count:,} archived" if count else ""
 
 
+def with_workers(alive: int) -> str:
+    """`` (3 workers)`` after "engine alive" when several work the run together; nothing for one."""
+    return f" ({alive:,} workers)" if alive > 1 else ""
+
+
 def retried(done: Retried, what: str = "failed item", *, of: str = "") -> str:
     """A retry's outcome in words: ``3 failed items{of} pending again``; those that went back to a decide stage
     apart (``1 failed item{of} waiting again for a person's decision``; both: ``3 failed items{of} sent again: 2

@@ -56,6 +56,26 @@ class StepClock:
         await asyncio.sleep(0)
 
 
+class Paced(StepClock):
+    """A clock engines in one loop share, twice as fast as the wall's: a sleep moves it on at once and gives the
+    others' calls half of it in real time, so that none runs far ahead of the others' heartbeats while one call
+    is in flight (the others would take it for dead after ``LEASE_SECONDS``)."""
+
+    async def sleep(self, seconds: float) -> None:
+        self.time += seconds
+        await asyncio.sleep(seconds / 2)
+
+
+class Requests:
+    """The simulator's hook that notes when (by ``clock``) each request arrived, and the items it held."""
+
+    def __init__(self, clock: StepClock) -> None:
+        self.clock, self.seen = clock, list[tuple[float, list[str]]]()
+
+    def __call__(self, ids: list[str]) -> None:
+        self.seen.append((self.clock.now(), list(ids)))
+
+
 class LedgerWatch(StepClock):
     """A test clock that notes, each time the engine waits, the time and which keys the simulator has billed."""
 

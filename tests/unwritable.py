@@ -107,7 +107,7 @@ def small_store(folder: Path, *, records: list[dict[str, Any]] | None = None, me
     with Store(db) as store:
         run_id = runs.prepare(store, job, now=NOW)
         with dead_engine(store, "posts", LEASE) as lease:
-            batch = store.claim_batch(run_id, max_items=2, max_chars=10_000, now=NOW)
+            batch = store.claim_batch(run_id, max_items=2, max_chars=10_000, now=NOW, owner=LEASE)
             assert batch is not None
             done, bad = store.start_batch(batch.id, lease=lease, max_attempts=3, now=NOW)
             store.record_answer(batch.id, {done.id: json.dumps({"id": done.key}), bad.id: "{}"}, raw="{}", now=NOW)

@@ -9,7 +9,7 @@ from textual.widgets import Static
 from runner import budgets, progress_line
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.store.answers import Hold, RunState, RunView, Standing, why_no_estimate
-from runner.words import archived, plural
+from runner.words import archived, plural, with_workers
 
 from . import format
 
@@ -57,7 +57,7 @@ def engine(view: RunView) -> Text:
     run = view.standing
     goes_on = f"; `{view.go_on}` goes on"
     if run.engine_alive:
-        return Text.assemble(("alive", "green"), ": it obeys a command within a second")
+        return Text.assemble(("alive", "green"), f"{with_workers(run.alive_workers)}: it obeys a command within a second")
     if run.engine_died:
         return Text.assemble(
             ("died", "bold red"), f": no heartbeat for {format.duration(run.engine_silent_for or 0.0)}",

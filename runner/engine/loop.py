@@ -11,8 +11,10 @@ each worked with its stage's provider, check and limits; a re-run first checks a
 a stage whose only change is its output schema (:mod:`runner.revalidating`), then sends back the completed items
 whose stage changed (``stages.rewind``).
 
-On start it takes over what a dead engine left (``RunStore.recover``, then the saved outputs validated locally:
-:mod:`runner.rules.triage` gives the order); on stop it gives back the batches formed but not sent, and the lease. A
+An engine is one of its run's workers (:mod:`.worker`): several may work one run, each its own batches, the gate
+counting the batches all of them have in flight. The one that sets the run up takes over what dead workers left
+(``RunStore.recover``, then the saved outputs validated locally: :mod:`runner.rules.triage` gives the order), and
+every worker does as it beats; on stop it gives back its batches formed but not sent, and leaves the run. A
 failed store write stops the run with its breaker open (kind ``store``). Why a run stopped is a failure kind beside
 its reason (``Outcome.stop_kind``, the breaker's kind when it was already open): the exit code comes from the kind,
 never from the reason's words. Time comes from an injected clock.
@@ -28,7 +30,7 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
-from .. import busy, lease, python_stages, revalidating
+from .. import busy, lease, python_stages
 from ..rules.breaker import Control
 from ..clock import Clock, SystemClock
 from ..errors import StoreBusy, StoreError
@@ -38,12 +40,12 @@ from ..rules import gate
 from ..rules.judge import Streaks, Verdict
 from ..rules.revalidating import StagePlan
 from ..model import Batch, FailureKind, Settlement
+from ..store.leases import Role
 from ..store.protocol import RunStore
-from . import joins, saved, sharing, stages
+from . import joins, saved, sharing, stages, worker
 from .outcome import Outcome
-from .slot import TAKEN_OVER, Slot
+from .slot import Slot
 
-HEARTBEAT_SECONDS = 2.0
 log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 
@@ -80,7 +82,8 @@ class Engine:
         self.stop_kind: FailureKind | None = None
         #: The stop is one a person lifts through the store (resume, step, confirm): waiting, it is waited out.
         self._liftable = False
-        self._last_beat = 0.0
+        #: When the worker last renewed its heartbeat.
+        self.last_beat = 0.0
         #: Batches formed (or confirmed by a person) that wait for a slot, the next to start first.
         self.formed: deque[Batch] = deque()
         #: Batches of reused results (``[cache] reuse``), received with no call: for ``saved.settle_reused``.
@@ -111,28 +114,24 @@ class Engine:
         self.seat: sharing.Alone = sharing.Alone()
 
     async def run(self, prepare: Callable[[str], object] | None = None) -> Outcome:
-        """Take the run's lease, prepare the run if asked, recover what a dead engine left, and work.
+        """Join the run's workers, set the run up unless they did (prepare it if asked, recover what dead workers
+        left), and work beside them.
 
         ``prepare`` adds the input's items (:func:`runner.preparing.prepare`),
-        given the engine's lease token. Returns when nothing is left that the
+        given the worker's token. Returns when nothing is left that the
         engine may do alone; bad input raises before any item changes.
         """
         name = self.job.name
         cut_short = False
-        lease.acquire(self.store, name, token=self.token, now=self.clock.now())
-        self._last_beat = self.clock.now()
+        joined = lease.join(self.store, name, token=self.token, now=self.clock.now())
+        self.last_beat = self.clock.now()
         try:
-            was = self.store.job(name) if name in self.store.run_names() else None
-            if prepare is not None:
-                prepare(self.token)
+            if await worker.role(self, joined) is Role.SET_UP:
+                worker.set_up(self, prepare)
+            else:
+                worker.same_job(self)
             self.run_id = self.store.run_id(name)
             self.seat = sharing.seat(self.store, self.job, self.run_id, self.token)
-            self.store.recover(self.run_id, now=self.clock.now())
-            saved.validate_received(self)
-            if was is not None:
-                self.revalidated = revalidating.after_schema_change(self.store, self.run_id, was, self.job,
-                                                                    now=self.clock.now())
-            self.rewound = stages.rewind(self.store, self.run_id, self.job, self.works, now=self.clock.now())
             for work in self.works.values():
                 stages.begin(work, self.store, self.run_id, clock=self.clock, steps=self.steps)
             with self.store.waiting_at_most(busy.WAIT_SECONDS):
@@ -217,7 +216,7 @@ class Engine:
         if self.stop_kind is FailureKind.STORE:
             return None
         try:
-            self._beat()
+            worker.beat(self)
             stages.take_decisions(self.store, self.run_id, self.job, now=self.clock.now())
             joins.join(self.store, self.run_id, self.job, now=self.clock.now())  # parents whose sub-items settled
             saved.settle_reused(self)
@@ -229,9 +228,10 @@ class Engine:
             return None
 
     def control(self) -> Control:
-        """The run's controls joined with its queue's, read now; the queue's quiet time heeded."""
+        """The run's controls joined with its queue's, read now; the run's and the queue's quiet time heeded (a 429
+        another worker of the run, or another run of the queue, saw)."""
         control, quiet_until = self.seat.joined(self.store.control(self.run_id))
-        self.quiet_until = max(self.quiet_until, quiet_until)
+        self.quiet_until = max(self.quiet_until, quiet_until, self.store.quiet_until(self.run_id))
         return control
 
     def _may_start(self) -> bool:
@@ -247,10 +247,11 @@ class Engine:
         allowed. Returns whether forming was held up by a busy store.
         """
         self._take_resumable()
-        free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=len(self._in_flight),
+        in_flight = len(self._in_flight) + self.store.elsewhere(self.run_id, token=self.token)[1]  # all workers'
+        free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=in_flight,
                          quiet_until=self.quiet_until, now=self.clock.now())
         held_up = len(self.formed) < free and not self._form(lookahead=free)
-        room = min(free, self.seat.room(mine=len(self._in_flight), now=self.clock.now()))
+        room = min(free, self.seat.room(mine=in_flight, now=self.clock.now()))
         self.seat.tell(held=self.holding, waiting=max(min(free, len(self.formed)) - room, 0))
         for _ in range(min(room, len(self.formed))):
             batch = self.formed.popleft()
@@ -282,6 +283,9 @@ class Engine:
             formed = await self.steps.run(self._claim)
             self.take_formed([formed] if formed is not None else [])
             self._forming_held_up = False
+            return True
+        if due is None and not self.formed and self.store.elsewhere(self.run_id, token=self.token)[0]:
+            await self.clock.sleep(POLL_SECONDS)  # other workers hold batches: stay, to notice if one dies
             return True
         if due is None and not self.formed:  # only items held for a person, or at a python stage given no handler
             return await self._left()
@@ -322,8 +326,8 @@ class Engine:
         for confirmed in self.store.resumable(self.run_id):
             if self.job.staged and confirmed.stage not in self.works:  # a python stage given no handler here
                 continue
-            if confirmed.id not in self._resumed:
-                self._resumed.add(confirmed.id)
+            if confirmed.id not in self._resumed and self.store.take_batch(confirmed.id, token=self.token):
+                self._resumed.add(confirmed.id)  # (polled by this worker alone)
                 self.formed.appendleft(confirmed)
 
     def _form(self, *, lookahead: int) -> bool:
@@ -345,25 +349,7 @@ class Engine:
             (self.reused if batch.reused else self.formed).append(batch)
 
     def _claim(self) -> Batch | None:
-        return self.store.claim_first(self.run_id, self.claims, now=self.clock.now())
-
-    def _beat(self) -> None:
-        """Renew the lease every few seconds; a busy store puts it off to a later turn."""
-        now = self.clock.now()
-        if now - self._last_beat >= HEARTBEAT_SECONDS:
-            try:
-                held = lease.beat(self.store, self.job.name, token=self.token, now=now)
-            except StoreBusy:
-                return
-            if not held:
-                self.request_stop(TAKEN_OVER)
-            self._last_beat = now
-            self.seat.sweep(now)
-
-    def holds_lease(self) -> bool:
-        """Whether this engine still holds the run (renewing its lease); False once another took it over."""
-        self._last_beat = self.clock.now()
-        return lease.beat(self.store, self.job.name, token=self.token, now=self._last_beat)
+        return self.store.claim_first(self.run_id, self.claims, now=self.clock.now(), owner=self.token)
 
     def work(self, stage: str | None) -> stages.StageWork:
         """How a batch of ``stage`` is worked. A job without ``[[stage]]`` has one stage, whatever its items are

@@ -26,15 +26,19 @@ if TYPE_CHECKING:
 
 
 def validate_received(engine: Engine) -> None:
-    """Complete locally what a dead engine received but did not validate (triage's ``validate``): no call."""
+    """Complete locally what a stopped worker received but did not validate (triage's ``validate``): no call.
+
+    Each batch is taken first (``take_batch``): one worker alone validates it.
+    """
     by_batch: dict[tuple[int, str], list[tuple[StartedItem, str | None]]] = {}
     for claim in engine.claims:
         for batch_id, output, item in engine.store.received_items(
-            engine.run_id, max_attempts=engine.work(claim.stage).stage.retry.max_attempts, stage=claim.stage
+            engine.run_id, max_attempts=engine.work(claim.stage).stage.retry.max_attempts, stage=claim.stage, left=True
         ):
             by_batch.setdefault((batch_id, claim.stage or ""), []).append((item, output))
     for (batch_id, stage_name), saved in by_batch.items():
-        _settle(engine, batch_id, stage_name, saved)
+        if engine.store.take_batch(batch_id, token=engine.token):
+            _settle(engine, batch_id, stage_name, saved)
 
 
 def settle_reused(engine: Engine) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from .. import budgets, pricing, protocol, usage
-from . import stages
+from . import stages, worker
 from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from ..providers import Answer, Provider, TaskResult
 from ..rules import charges, gate
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from .loop import Engine
 
 log = logging.getLogger(__name__)
-TAKEN_OVER = "another engine took this run over (this one's heartbeat was late)"
 
 
 class Slot:
@@ -103,11 +102,14 @@ class Slot:
             return False
         control = engine.control()
         self.started_closed = control.breaker is BreakerState.CLOSED
-        mine, now = engine.holding - self.begun, engine.clock.now()
+        now = engine.clock.now()
+        # The run's batches in flight: this engine's other slots, and the other workers' batches running (read in
+        # the start's transaction: none of theirs can start meanwhile).
+        in_flight = engine.holding - self.begun + engine.store.elsewhere(engine.run_id, token=engine.token)[1]
         go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
-            in_flight=mine, quiet_until=engine.quiet_until, now=now,
-        ) and engine.seat.room(mine=mine, now=now) > 0
+            in_flight=in_flight, quiet_until=engine.quiet_until, now=now,
+        ) and engine.seat.room(mine=in_flight, now=now) > 0
         if go and not (step or batch.resume):
             self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job_json, batch)
             if self.over_budget is not None:
@@ -183,8 +185,8 @@ class Slot:
         engine.take_formed(formed)
         if not items:
             await self._save(batch, Settlement())
-            if not await engine.steps.run(lambda: engine.holds_lease()):
-                engine.request_stop(TAKEN_OVER)
+            if not await engine.steps.run(lambda: worker.still_one(engine)):
+                engine.request_stop(worker.TAKEN_OVER)
         return items
 
     async def _restate_budget(self, batch: Batch) -> None:

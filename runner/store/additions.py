@@ -162,9 +162,9 @@ class Additions(SQLiteFile):
 
 
 def _beat(conn: sqlite3.Connection, lease: tuple[str, str], now: float) -> bool:
-    """Renew the engine's lease in the caller's transaction; False when another engine holds the run."""
+    """Renew the worker's heartbeat in the caller's transaction; False when it is no longer one of the run's."""
     held = conn.execute(
-        "UPDATE engines SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, *lease)
+        "UPDATE workers SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, *lease)
     ).fetchone()
     return held is not None
 

@@ -19,6 +19,7 @@ from ..rules.budget import Budget, Committed, Left
 from ..model import UNFINISHED, BreakerState, ItemState
 from ..rules.breaker import Control
 from .expiry import Expiring
+from .worker_rows import WorkerShown
 from .answers_items import (
     Decision, DecisionsView, FailedItem, FailuresView, HeldView, HistoryLine, ItemView, KindCount, ScheduledItem,
     ScheduledView, stage_note,
@@ -154,6 +155,8 @@ class Standing(NamedTuple):
     queue: QueueShare | None = None
     #: The run's budget (issue 18's guard): its limits, what the run committed to and what is left.
     budget: BudgetView = BudgetView(Budget(), Committed(), Left())
+    #: The run's workers (issue 20), alive or not, the longest at work first.
+    workers: tuple[WorkerShown, ...] = ()
 
     @property
     def total(self) -> int:
@@ -186,6 +189,11 @@ class Standing(NamedTuple):
         ahead = [(sum(counts[s] for s in UNFINISHED), len(order) - i) for i, counts in enumerate(order)]
         items = sum(n for n, _ in ahead)
         return sum(n * stages for n, stages in ahead) / items if items else 1.0
+
+    @property
+    def alive_workers(self) -> int:
+        """How many live workers work the run together (several ``runner run NAME`` on one store)."""
+        return sum(worker.alive for worker in self.workers)
 
     @property
     def engine_died(self) -> bool:
@@ -266,6 +274,9 @@ class Standing(NamedTuple):
             # Added with reuse (issue 19): results taken from the same work with no call, not billed (per stage in
             # ``stages``).
             "reused": self.cost.reused,
+            # Added with several workers (issue 20): each worker of the run, alive or not, as {"host", "pid",
+            # "heartbeat_age" (seconds), "alive", "batches", "items"} (what it holds: its batches queued or running).
+            "workers": [worker.json() for worker in self.workers],
         }
 
     def reused_at(self, stage: str) -> int:

@@ -224,14 +224,18 @@ NO_SUB_ITEMS_LEFT = "UPDATE items SET sub_items_left = NULL WHERE id = :parent A
 MAYBE_PAID_HELD = """
 UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE run_id = :run AND state = 'running' AND hold = 'none' AND (:cancelled = 0 OR error_kind = 'cancelled')
-    AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0)
+    AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0
+                     AND (CAST(:batches AS TEXT) IS NULL OR id IN (SELECT value FROM json_each(:batches))))
 RETURNING run_id, stage, chars
 """
 
 
-def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False) -> int:
-    """Before a recovery holds (or a cancel fails) a dead engine's sent calls: count each as maybe billed."""
-    held = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled)}).fetchall()
+def count_maybe_paid_held(
+    conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False, batches: str | None = None
+) -> int:
+    """Before a recovery holds (or a cancel fails) a dead engine's sent calls (of ``batches``, a JSON list of ids;
+    None: every batch of the run): count each as maybe billed."""
+    held = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled), "batches": batches}).fetchall()
     counted = ledger.add_unknown(conn, held)
     add_to_run(conn, run_id=run_id, maybe_paid=counted)
     return counted

@@ -1,57 +1,108 @@
-"""The lease as the store keeps it: which engine holds a run, with its heartbeat.
+"""The workers of a run as the store keeps them: each with its heartbeat, and the one setting the run up.
 
-Whether a holder is alive is the lease module's to judge (``runner.lease``);
-taking the lease reads the holder and writes the new one in one transaction,
-so two engines never both take it.
+Whether a worker is alive, and who sets a run up, is the lease module's to
+judge (``runner.lease``), passed in: joining reads the run's workers and its
+setup and takes the setup in one transaction, so two workers never both set
+a run up.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from enum import StrEnum
 
 from ..model import Holder
 from .connection import SQLiteFile
 
+#: The run's workers, each as a holder with its token.
+WORKERS = "SELECT pid, host, heartbeat_at, token FROM workers WHERE run = :run"
+
+
+class Role(StrEnum):
+    """What a worker joining a run does first."""
+
+    #: It sets the run up (reads the input, recovers, rewinds), the others waiting.
+    SET_UP = "set up"
+    #: Another live worker is setting the run up: wait, then ask again.
+    WAIT = "wait"
+    #: The run is set up and live workers work it: work beside them.
+    JOIN = "join"
+
+
+#: Who sets a run up: given the token of the worker setting it up now (None: none) and the run's workers, what a
+#: worker joining does first (``runner.lease.setup_role``).
+Chooser = Callable[[str | None, list[Holder]], Role]
+
 
 def holds(conn: sqlite3.Connection, lease: tuple[str, str]) -> bool:
-    """Whether the engine ``lease`` (run name, token) still holds its run, read in the caller's transaction."""
-    return conn.execute("SELECT 1 FROM engines WHERE run = ? AND token = ?", lease).fetchone() is not None
+    """Whether the worker ``lease`` (run name, token) is still one of its run's, read in the caller's transaction."""
+    return conn.execute("SELECT 1 FROM workers WHERE run = ? AND token = ?", lease).fetchone() is not None
+
+
+def workers_of(conn: sqlite3.Connection, run: str) -> list[Holder]:
+    """The run's workers, alive or not, read in the caller's transaction."""
+    return [Holder(*row) for row in conn.execute(WORKERS, {"run": run}).fetchall()]
+
+
+def forget_dead(conn: sqlite3.Connection, run: str, lives: Callable[[Holder], bool]) -> list[str]:
+    """Delete the run's workers ``lives`` says are dead, in the caller's transaction; their tokens."""
+    dead = [worker.token for worker in workers_of(conn, run) if not lives(worker)]
+    conn.executemany("DELETE FROM workers WHERE token = ?", [(token,) for token in dead])
+    return dead
 
 
 class Leases(SQLiteFile):
-    """The verbs of the lease."""
+    """The verbs of the workers: join, beat, set up, leave; the workers as read."""
 
-    def take_lease(
-        self, run: str, *, token: str, pid: int, host: str, now: float, refuse: Callable[[Holder], None]
-    ) -> None:
-        """Hold ``run`` for the engine ``token``, unless ``refuse`` raises for the engine holding it now."""
+    def join_run(self, run: str, *, token: str, pid: int, host: str, now: float, choose: Chooser) -> Role:
+        """The worker ``token`` works ``run`` from now on, beside any others; whether it sets the run up first
+        (``take_setup``), in the same transaction."""
         with self.write() as conn:
-            row = conn.execute("SELECT pid, host, heartbeat_at FROM engines WHERE run = ?", (run,)).fetchone()
-            if row is not None:
-                refuse(Holder(*row))
             conn.execute(
-                "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (run) DO UPDATE SET token = excluded.token, pid = excluded.pid, "
-                "host = excluded.host, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at",
-                (run, token, pid, host, now, now),
+                "INSERT INTO workers (token, run, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (token, run, pid, host, now, now),
             )
+            return _setup_role(conn, run, token, choose)
+
+    def take_setup(self, run: str, *, token: str, choose: Chooser) -> Role:
+        """Whether the worker ``token`` sets ``run`` up, waits for the worker that does, or joins the others, as
+        ``choose`` says."""
+        with self.write() as conn:
+            return _setup_role(conn, run, token, choose)
+
+    def end_setup(self, run: str, *, token: str) -> None:
+        """The run is set up: the workers waiting go on."""
+        with self.write() as conn:
+            conn.execute("DELETE FROM setups WHERE run = ? AND token = ?", (run, token))
 
     def beat(self, run: str, *, token: str, now: float) -> bool:
-        """Renew the lease; False when another engine has taken it."""
+        """Renew a worker's heartbeat; False when another found it dead and took its batches over."""
         with self.write() as conn:
             held = conn.execute(
-                "UPDATE engines SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, run, token)
+                "UPDATE workers SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, run, token)
             ).fetchone()
         return held is not None
 
-    def release_lease(self, run: str, *, token: str) -> None:
-        """Give the run back, at the end of an engine's work: what the run grew the -wal to is checkpointed."""
+    def leave_run(self, run: str, *, token: str) -> None:
+        """A worker's work ends: what the run grew the -wal to is checkpointed."""
         with self.write() as conn:
-            conn.execute("DELETE FROM engines WHERE run = ? AND token = ?", (run, token))
+            conn.execute("DELETE FROM setups WHERE run = ? AND token = ?", (run, token))
+            conn.execute("DELETE FROM workers WHERE run = ? AND token = ?", (run, token))
         self._shrink_wal()
 
-    def holder(self, run: str) -> Holder | None:
-        """The engine holding ``run``, alive or not."""
-        rows = self.rows("SELECT pid, host, heartbeat_at FROM engines WHERE run = ?", [run])
-        return Holder(**rows[0]) if rows else None
+    def workers(self, run: str) -> list[Holder]:
+        """The run's workers, alive or not, the longest at work first."""
+        return [Holder(**row) for row in self.rows(f"{WORKERS} ORDER BY started_at, token", {"run": run})]
+
+
+
+def _setup_role(conn: sqlite3.Connection, run: str, token: str, choose: Chooser) -> Role:
+    """What the worker ``token`` does first, as ``choose`` says from the run's setup and workers; the setup taken
+    if it is this worker's, in the caller's transaction."""
+    row = conn.execute("SELECT token FROM setups WHERE run = ?", (run,)).fetchone()
+    role = choose(None if row is None else str(row[0]), workers_of(conn, run))
+    if role is Role.SET_UP:
+        conn.execute("INSERT INTO setups (run, token) VALUES (?, ?) "
+                     "ON CONFLICT (run) DO UPDATE SET token = excluded.token", (run, token))
+    return role

@@ -26,7 +26,7 @@ from .commands import Commands
 LIVE_HOLDS = """
 SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting
 FROM queue_holds h JOIN runs ON runs.id = h.run_id
-JOIN engines e ON e.run = runs.name AND e.token = h.token
+JOIN workers w ON w.run = runs.name AND w.token = h.token
 WHERE h.queue = :queue
 """
 
@@ -52,7 +52,7 @@ def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
     """The queue the engine holding the run joined (None: none, or the run's hold is an engine's before), read in
     the caller's transaction."""
     row = conn.execute("SELECT h.queue FROM queue_holds h JOIN runs ON runs.id = h.run_id "
-                       "JOIN engines e ON e.run = runs.name AND e.token = h.token WHERE h.run_id = ?",
+                       "JOIN workers w ON w.run = runs.name AND w.token = h.token WHERE h.run_id = ?",
                        (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
@@ -127,7 +127,7 @@ class Queues(Commands):
     def _dead_holds(self, queue: str, lives: Callable[[Holder], bool]) -> list[int]:
         """The runs holding or waiting in ``queue`` whose engine's lease is gone or dead."""
         rows = self.rows("SELECT h.run_id, e.pid, e.host, e.heartbeat_at FROM queue_holds h "
-                         "JOIN runs ON runs.id = h.run_id LEFT JOIN engines e ON e.run = runs.name AND e.token = h.token "
+                         "JOIN runs ON runs.id = h.run_id LEFT JOIN workers e ON e.run = runs.name AND e.token = h.token "
                          "WHERE h.queue = ? AND (h.held > 0 OR h.waiting > 0)", [queue])
         return [row["run_id"] for row in rows
                 if row["pid"] is None or not lives(Holder(row["pid"], row["host"], row["heartbeat_at"]))]

@@ -52,10 +52,10 @@ class Reuser(Protocol):
 
 def take(
     conn: sqlite3.Connection, run_id: int, stage: str, chosen: Sequence[int], origin: ItemState, reuse: Reuser,
-    now: float,
+    now: float, owner: str | None,
 ) -> Batch | None:
     """The items ``chosen`` for a batch (one group) whose work has a result that stands, received in a batch of their
-    own; None when none has."""
+    own (the worker ``owner``'s to settle); None when none has."""
     found: dict[int, str] = {}
     group, chars = "", 0
     for item_id, grp, size, key, item_input, results in conn.execute(IN_LINE, {"ids": json.dumps(list(chosen))}):
@@ -65,9 +65,9 @@ def take(
     if not found:
         return None
     (batch_id,) = conn.execute(
-        "INSERT INTO batches (run_id, grp, state, size, chars, created_at, finished_at, stage) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-        (run_id, group, BatchState.DONE, len(found), chars, now, now, stage),
+        "INSERT INTO batches (run_id, grp, state, size, chars, created_at, finished_at, stage, owner) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (run_id, group, BatchState.DONE, len(found), chars, now, now, stage, owner),
     ).fetchone()
     move(conn, "reuse", where="items.id = found.key", source="FROM json_each(:found) AS found", origin=origin,
          values={"batch_id": "batch_id = :batch", "output": "output = found.value", "reused": "reused = reused + 1"},

@@ -68,8 +68,11 @@ def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Se
               params=[{**params, "id": i, "kind": kind, "message": message, "retryable": 1,
                        "not_before": settlement.not_before} for i, (kind, message) in settlement.gave_up.items()])
     conn.execute("UPDATE batches SET state = ?, finished_at = ? WHERE id = ?", (BatchState.DONE, now, batch_id))
-    if settlement.breaker is not None or settlement.quiet_until:  # else no breaker or queue moves: no read
+    if settlement.breaker is not None or settlement.quiet_until:  # else no breaker, quiet time or queue moves: no read
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
+        if settlement.quiet_until:  # every worker of the run holds back
+            conn.execute("UPDATE runs SET quiet_until = ? WHERE id = ? AND quiet_until < ?",
+                         (settlement.quiet_until, run_id, settlement.quiet_until))
         if (queue := queues.queue_of(conn, run_id)) is not None:  # what one run of a shared queue saw holds all back
             queues.settled(conn, queue, settlement)
         elif settlement.breaker is not None:
@@ -84,9 +87,9 @@ def split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: floa
     """A new queued batch of some of a batch's items, one round of splitting further, that knows its parent."""
     members = json.dumps(ids)
     (batch_id, group, chars, round_, stage) = conn.execute(
-        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at, stage) "
+        "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at, stage, owner) "
         "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
-        "round + 1, id, ?, stage FROM batches WHERE id = ? RETURNING id, grp, chars, round, stage",
+        "round + 1, id, ?, stage, owner FROM batches WHERE id = ? RETURNING id, grp, chars, round, stage",
         (BatchState.QUEUED, len(ids), members, now, parent),
     ).fetchone()
     move(conn, "split", where=LISTED, source=LISTED_SOURCE, values={"batch_id": "batch_id = :new_batch"},

@@ -4,8 +4,9 @@ A verb makes durable what a rule decided (a verdict, a person's command):
 it names the items and the move, and :func:`runner.store.items.move` makes
 it by the transition table. ``advance`` is the fused commit of a slot: the
 previous batch saved, the next started and one more formed, in one
-transaction. The person's commands and the lease are in ``commands`` and
-``leases``; the file, its transactions and reads in ``connection``.
+transaction. The person's commands are in ``commands``, the workers in
+``leases``, what a batch's owner may do and what a stopped one left in
+``owners``; the file, its transactions and reads in ``connection``.
 
 Time is passed in (``now``, seconds since the epoch), never read here.
 """
@@ -24,7 +25,7 @@ from . import decisions, items, ledger, reusing, settling, stages, views
 from .items import move
 from .archive import Archive
 from .budgets import Budgets
-from .leases import Leases, holds
+from .owners import LEFT_RECEIVED, Owners
 from .priorities import Priorities
 from .queues import Queues
 from .revalidating import Revalidating
@@ -68,11 +69,15 @@ WHERE run_id = :run AND state = 'pending' {stage}
 ORDER BY stage, priority DESC, grp, seq LIMIT :limit
 """
 
+#: The batch ``:batch`` is the worker ``:token``'s, still one of run ``:run``'s.
+OWNED = ("EXISTS (SELECT 1 FROM batches JOIN workers ON workers.token = batches.owner "
+         "WHERE batches.id = :batch AND batches.owner = :token AND workers.run = :run)")
+
 #: Claimed at one stage, or (None) at the stage of the first item in line.
 AT_STAGE = {True: "AND stage = :stage", False: ""}
 
 
-class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, decisions.Decisions, Revalidating, Archive):
+class Store(Runs, Tasks, Priorities, Queues, Budgets, Owners, stages.Stages, decisions.Decisions, Revalidating, Archive):
     """One run store in a SQLite file: ``Store(path)`` writes (creating it unless ``create=False``).
 
     ``Store(path, read_only=True)`` opens an existing store for a view (status,
@@ -87,6 +92,7 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
         stage: str | None = None, reuse: reusing.Reuser | None = None, released: bool = False,
+        owner: str | None = None,
     ) -> Batch | None:
         """Form the next batch of one stage and group (due waiting items first) and mark it queued.
 
@@ -120,7 +126,7 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
                 candidates = [row[:4] for row in candidates if row[4] == stage_of]
                 group, chosen, chars = forming.fill(candidates, max_chars, file, max_items)
                 if chosen and reuse is not None and (taken := reusing.take(conn, run_id, stage_of, chosen, origin,
-                                                                          reuse, now)):
+                                                                          reuse, now, owner)):
                     return taken
                 if chosen:
                     break
@@ -129,9 +135,9 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
                 move(conn, "too_large", where="items.id = :id", values=ERROR,
                      params={"id": item_id, "kind": FailureKind.BAD_REQUEST, "message": message, "retryable": 0, "now": now})
             (batch_id,) = conn.execute(
-                "INSERT INTO batches (run_id, grp, state, size, chars, created_at, stage) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (run_id, group, BatchState.QUEUED, len(chosen), chars, now, stage_of),
+                "INSERT INTO batches (run_id, grp, state, size, chars, created_at, stage, owner) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (run_id, group, BatchState.QUEUED, len(chosen), chars, now, stage_of, owner),
             ).fetchone()
             move(conn, "claim", where="items.id = listed.value", source=LISTED_SOURCE, origin=origin,
                  values={"batch_id": "batch_id = :batch"}, logged_for="batch",
@@ -150,14 +156,14 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
     ) -> list[StartedItem]:
         """Mark a queued batch's items running, attempts + 1, before any upstream call.
 
-        Nothing starts unless the engine still holds the run's ``lease`` (run
-        name, token). ``step`` spends one of the steps a person allowed while
+        Nothing starts unless the worker ``lease`` (run name, token) owns the
+        batch and is still one of the run's. ``step`` spends one of the steps a person allowed while
         the run is held, if any item starts. ``intent``: the call follows at once (a provider that
         submits writes its intent later, just before its upload).
         """
         with self.write() as conn:
             rows = move(
-                conn, "start", where=f"{IN_BATCH} AND EXISTS (SELECT 1 FROM engines WHERE run = :run AND token = :token)",
+                conn, "start", where=f"{IN_BATCH} AND {OWNED}",
                 values={"attempts": "attempts = attempts + 1"}, returning=STARTED_ITEM, logged_for="batch",
                 params={"batch": batch_id, "run": lease[0], "token": lease[1], "max_attempts": max_attempts, "now": now},
             )
@@ -212,11 +218,17 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
         )
         return [Batch(r["id"], r["grp"], r["size"], r["chars"], r["round"], resume=True, stage=r["stage"]) for r in rows]
 
-    def resume_batch(self, batch_id: int, *, max_attempts: int, now: float) -> list[StartedItem]:
-        """Take back a confirmed batch's running items, with no new attempt (nothing is sent again)."""
+    def resume_batch(
+        self, batch_id: int, *, lease: tuple[str, str], max_attempts: int, now: float
+    ) -> list[StartedItem]:
+        """Take back a confirmed batch's running items, with no new attempt (nothing is sent again).
+
+        Only the worker ``lease`` (run name, token) that took the batch (``take_batch``) takes them back.
+        """
         with self.write() as conn:
-            rows = move(conn, "resume", where=IN_BATCH, returning=STARTED_ITEM,
-                        params={"batch": batch_id, "max_attempts": max_attempts, "now": now})
+            rows = move(conn, "resume", where=f"{IN_BATCH} AND {OWNED}", returning=STARTED_ITEM,
+                        params={"batch": batch_id, "run": lease[0], "token": lease[1], "max_attempts": max_attempts,
+                                "now": now})
             conn.execute("UPDATE batches SET state = ?, finished_at = NULL WHERE id = ?", (BatchState.RUNNING, batch_id))
         return [StartedItem(*row) for row in rows]
 
@@ -256,14 +268,15 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
             conn.execute("UPDATE batches SET answer = :raw WHERE id = :batch", params)
 
     def received_items(
-        self, run_id: int, *, max_attempts: int, stage: str | None = None, batch: int | None = None
+        self, run_id: int, *, max_attempts: int, stage: str | None = None, batch: int | None = None,
+        left: bool = False,
     ) -> list[tuple[int, str | None, StartedItem]]:
-        """Items (of ``stage``, or all; of ``batch``, or any) whose output is saved but not yet validated: (batch id,
-        its output, the item)."""
+        """Items (of ``stage``, or all; of ``batch``, or any; ``left`` by a worker that stopped before it validated
+        them, or any) whose output is saved but not yet validated: (batch id, its output, the item)."""
         rows = self.rows(
             f"SELECT batch_id, output, {STARTED_ITEM} FROM items WHERE run_id = :run AND state = 'received' "
             "AND (CAST(:stage AS TEXT) IS NULL OR stage = :stage) "
-            "AND (CAST(:batch AS BIGINT) IS NULL OR batch_id = :batch)",
+            "AND (CAST(:batch AS BIGINT) IS NULL OR batch_id = :batch)" + (f" AND {LEFT_RECEIVED}" if left else ""),
             {"run": run_id, "max_attempts": max_attempts, "stage": stage, "batch": batch},
         )
         return [(row.pop("batch_id"), row.pop("output"), StartedItem(*row.values())) for row in rows]
@@ -301,13 +314,13 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
             if settled is not None:
                 formed += settling.settle(conn, self, settled[0].id, settled[1], now)
             if batch.resume:
-                started = self.resume_batch(batch.id, max_attempts=max_attempts, now=now)
+                started = self.resume_batch(batch.id, lease=lease, max_attempts=max_attempts, now=now)
             else:
                 started = self.start_batch(
                     batch.id, lease=lease, max_attempts=max_attempts, now=now, step=step, intent=intent
                 )
             if started:  # (none started: the lease is another engine's; it forms the run's batches now)
-                queued = self.claim_first(run_id, claims, now=now)
+                queued = self.claim_first(run_id, claims, now=now, owner=lease[1])
                 formed += [queued] if queued is not None else []
         return started, formed
 
@@ -321,51 +334,3 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
 
     def status(self, name: str, *, now: float) -> dict[str, Any]:
         return views.status(self, name, now=now)
-
-    # What a stopped engine left ----------------------------------------------
-
-    def recover(self, run_id: int, *, now: float, lease: tuple[str, str] | None = None) -> None:
-        """Take over what a dead engine left: unsent items go back to pending, sent ones are held.
-
-        Items ``queued``, or ``running`` in a batch whose call intent was never written or whose task's create was
-        never sent, return to pending. Other ``running`` items may have reached the upstream: held for a person,
-        never re-sent on their own, a call's (not a task's, whose answer may still come) counted as maybe paid;
-        those a person cancelled in flight fail instead (and so do their unsent ones), but for those of an upstream
-        task that may still run: released to be polled (and cancelled upstream) at once.
-        ``received`` items keep their output for local validation. With a ``lease`` (run name, token), an engine
-        cut short holds its own calls, only while it still holds the run.
-        """
-        params = {"run": run_id, "now": now}
-        with self.write() as conn:
-            if lease is not None and not holds(conn, lease):
-                return
-            move(conn, "unqueue", where="items.run_id = :run", params=params)
-            move(conn, "unsent", params=params, where=(
-                "items.run_id = :run AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
-                "OR (submits = 1 AND lands_by IS NULL AND upstream_id IS NULL))"))
-            items.count_maybe_paid_held(conn, run_id)
-            items.cancel_tasks(conn, "items.run_id = :run AND items.error_kind IS NOT DISTINCT FROM 'cancelled' "
-                               "AND items.hold = 'none'", params)
-            items.fail_left_cancelled(conn, "items.run_id = :run", params)
-            move(conn, "hold", where="items.run_id = :run", params=params)
-            conn.execute(
-                "UPDATE batches SET state = ?, finished_at = ?, error = 'left by a stopped engine' "
-                "WHERE run_id = ? AND state != ?",
-                (BatchState.DONE, now, run_id, BatchState.DONE),
-            )
-
-    def release_queued(self, run_id: int, *, lease: tuple[str, str], now: float) -> None:
-        """Return formed but unsent batches' items to pending, when an engine stops.
-
-        Only while it still holds the run's ``lease`` (run name, token): the
-        queued batches of an engine that took the run over are its own.
-        """
-        with self.write() as conn:
-            if not holds(conn, lease):
-                return
-            move(conn, "unqueue", where="items.run_id = :run", params={"run": run_id, "now": now})
-            conn.execute(
-                "UPDATE batches SET state = ?, finished_at = ?, error = 'not sent: the engine stopped' "
-                "WHERE run_id = ? AND state = ?",
-                (BatchState.DONE, now, run_id, BatchState.QUEUED),
-            )

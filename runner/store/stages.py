@@ -174,7 +174,7 @@ class Claiming(Protocol):
     def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
-        stage: str | None = None, reuse: Reuser | None = None, released: bool = False,
+        stage: str | None = None, reuse: Reuser | None = None, released: bool = False, owner: str | None = None,
     ) -> Batch | None: ...
 
 
@@ -182,14 +182,17 @@ class Stages(fanout.FanOuts):
     """The verbs of stages: forming a batch of the first stage with items in line, and a run whose stages changed
     since its items went through them."""
 
-    def claim_first(self: Claiming, run_id: int, claims: Sequence[Claim], *, now: float) -> Batch | None:
-        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction), the
-        scheduled items whose time came made due once first."""
+    def claim_first(
+        self: Claiming, run_id: int, claims: Sequence[Claim], *, now: float, owner: str | None = None
+    ) -> Batch | None:
+        """Form a batch of the first of the ``claims``' stages that has items in line (one transaction), the worker
+        ``owner``'s, the scheduled items whose time came made due once first."""
         with self.write() as conn:
             release_due(conn, run_id, now)
             for claim in claims:
                 batch = self.claim_batch(run_id, max_items=claim.max_items, max_chars=claim.max_chars, now=now,
-                                         file=claim.file, stage=claim.stage, reuse=claim.reuse, released=True)
+                                         file=claim.file, stage=claim.stage, reuse=claim.reuse, released=True,
+                                         owner=owner)
                 if batch is not None:
                     return batch
         return None

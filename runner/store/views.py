@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from .. import liveness, words
 from ..words import scheduled_for
 from ..errors import RunError
-from ..model import UNFINISHED, BreakerState, Case, FailureKind, HeldItem, Hold, Holder, ItemState
+from ..model import UNFINISHED, BreakerState, Case, FailureKind, HeldItem, Hold, ItemState
 from ..rules import queues, triage
 from ..rules.breaker import Control
 from . import event_log, expiry
 from .budgets import HOLDING
 from .cost_view import cost_and_budget
+from .worker_rows import workers_shown
 from .answers import (
     STATES,
     BatchInFlight,
@@ -170,20 +171,16 @@ def runs_overview(store: Store, *, now: float) -> tuple[Standing, ...]:
 
 
 def engine_alive(store: Store, name: str, *, now: float) -> bool:
-    """Whether a live engine runs ``name``: who will obey a command written now."""
-    return _lives(store.holder(name), now)
-
-
-def _lives(holder: Holder | None, now: float) -> bool:
-    return holder is not None and liveness.lives(holder, now)
+    """Whether a live worker runs ``name``: who will obey a command written now."""
+    return any(liveness.lives(worker, now) for worker in store.workers(name))
 
 
 def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
     groups = counts(store, run["id"])
     last = last_event_at(store, run["id"])
     stages = stage_counts(store, run["id"])
-    holder = store.holder(run["name"])  # an engine gives its lease back when it ends: one left behind died
-    alive = _lives(holder, now)
+    workers = workers_shown(store, run["name"], run["id"], now=now)  # one left behind (never left its run) died
+    alive = any(worker.alive for worker in workers)
     waiting_for_time, next_time = scheduled(store, run["id"])
     queue = store.share(run["id"], now=now)
     cost, budget = cost_and_budget(store, run)
@@ -191,14 +188,14 @@ def _standing(store: Store, run: Mapping[str, Any], *, now: float) -> Standing:
         name=run["name"], counts={state: sum(group[state] for group in groups.values()) for state in STATES},
         groups=groups, control=queues.joined(_control(run), queue), held=held_count(store, run["id"]), engine_alive=alive,
         duplicate_tasks=len(duplicates(store, run["id"])), idle_for=None if last is None else now - last,
-        engine_silent_for=None if holder is None or alive else now - holder.heartbeat_at,
+        engine_silent_for=None if not workers or alive else min(worker.heartbeat_age for worker in workers),
         paid_calls=run["paid_calls"], maybe_paid=run["maybe_paid"],
         rate_limited_until=rate_limited_until(store, run["id"], now=now) if alive else None,
         cancelled=cancelled_count(store, run["id"]), cancelled_whole=cancelled_whole(store, run["id"]),
         stages=stages, passes=passes(store, run["id"], stages), needs_decision=decision_count(store, run["id"]),
         waiting_for_sub_items=store.waiting_for_sub_items(run["id"]),
         cost=cost, expiring=expiry.expiring(store, run["id"], now=now),
-        scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now, queue=queue,
+        workers=workers, scheduled=waiting_for_time, next_scheduled_at=next_time, read_at=now, queue=queue,
         archived=store.archived_count(run["id"]),
         budget=budget,
     )

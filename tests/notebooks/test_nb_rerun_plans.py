@@ -27,7 +27,7 @@ def held_after_a_crash(tmp_path: Path, count: int = 3) -> Run:
     with Store(tmp_path / "runs.db") as store:
         run_id = runs.prepare(store, job, now=NOW)
         with dead_engine(store, "crash", "gone") as lease:
-            batch = store.claim_batch(run_id, max_items=count, max_chars=10_000, now=NOW)
+            batch = store.claim_batch(run_id, max_items=count, max_chars=10_000, now=NOW, owner="gone")
             assert batch is not None
             store.start_batch(batch.id, lease=lease, max_attempts=3, now=NOW)
         store.recover(run_id, now=NOW + 60)

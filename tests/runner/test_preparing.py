@@ -99,9 +99,8 @@ def test_the_lease_beats_while_the_input_is_checked(tmp_path: Path, store: Store
 
     def reading(records: int) -> None:  # each record checked takes a second of the test's clock
         clock.time += item_rows.EVERY
-        holder = store.holder("test")
-        assert holder is not None
-        beats.append(holder.heartbeat_at)
+        (worker,) = store.workers("test")
+        beats.append(worker.heartbeat_at)
 
     start = clock.now()
     prepare(store, make_job(tmp_path, URL, posts(2_000)), clock, reading=reading)
@@ -112,7 +111,7 @@ def test_a_prepare_whose_lease_was_taken_over_stops_and_leaves_the_run_unprepare
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
     def taken_over(added: int, total: int) -> None:
-        store.take_lease("test", token="engine-2", pid=1, host="elsewhere", now=clock.now(), refuse=lambda _: None)
+        store.recover(store.run_id("test"), now=clock.now(), lives=lambda worker: False)  # found dead
 
     with pytest.raises(RunError, match="taken over by another engine"):
         prepare(store, make_job(tmp_path, URL, posts(30)), clock, adding=taken_over)

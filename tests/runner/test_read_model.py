@@ -74,6 +74,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
         "run", "total", "counts", "groups", "breaker", "needs_confirmation", "engine", "duplicate_tasks",
         "paused", "steps_allowed", "paid_calls", "maybe_paid", "cancelled", "stages", "needs_decision",
         "waiting_for_sub_items", "cost", "expiring", "scheduled", "next_scheduled_at", "queue", "archived", "budget", "reused",
+        "workers",
     ]
     assert list(status["counts"]) == list(STATES)
     assert json.loads(json.dumps(status)) == {
@@ -87,6 +88,7 @@ def test_the_status_contract_keeps_its_keys_in_their_order_and_prints_as_json() 
                  "estimated_by": "characters / 4"},
         "expiring": [],
         "scheduled": 0, "next_scheduled_at": None, "queue": None, "archived": 0, "budget": None, "reused": 0,
+        "workers": [],
     }
 
 

@@ -30,7 +30,7 @@ def upstream() -> Iterator[Simulator]:
 def crashed(store: Store, job: Job, *, submits: bool) -> None:
     """A dead engine's batch of every item: created upstream unrecorded (submits), or a call sent."""
     run_id = runs.prepare(store, job, now=1.0)
-    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0)
+    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0, owner="dead")
     assert batch is not None
     with dead_engine(store, "test") as lease:
         store.start_batch(batch.id, lease=lease, max_attempts=3, now=1.0, intent=not submits)

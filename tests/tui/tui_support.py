@@ -65,18 +65,21 @@ class Hand:
         self.store = store
         self.job = job
         self.began = at
+        #: The engine's token: one per run, as engines' are.
+        self.token = f"{LEASE} {job.name}"
         self.run_id = add_all(store, job, _rows(job), now=at)
-        engine_elsewhere(store, job.name, LEASE)
+        engine_elsewhere(store, job.name, self.token)
 
     def claim(self, at: float) -> int:
         limits = self.job.batch
-        batch = self.store.claim_batch(self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=at)
+        batch = self.store.claim_batch(self.run_id, max_items=limits.max_items, max_chars=limits.max_chars, now=at,
+                                        owner=self.token)
         assert batch is not None
         return batch.id
 
     def start(self, at: float, *, intent: bool = True) -> tuple[int, list[StartedItem]]:
         batch = self.claim(at)
-        items = self.store.start_batch(batch, lease=(self.job.name, LEASE), max_attempts=3, now=at, intent=intent)
+        items = self.store.start_batch(batch, lease=(self.job.name, self.token), max_attempts=3, now=at, intent=intent)
         return batch, items
 
     def complete(self, started: float, finished: float) -> None:
@@ -95,7 +98,7 @@ class Hand:
     def die(self, *, heartbeat_at: float) -> None:
         """The engine died holding the run: its lease stays, last renewed at ``heartbeat_at``, on another host."""
         no_engine(self.store, self.job.name)
-        engine_row(self.store, self.job.name, LEASE, pid=999_999, host="elsewhere", started_at=self.began,
+        engine_row(self.store, self.job.name, self.token, pid=999_999, host="elsewhere", started_at=self.began,
                    heartbeat_at=heartbeat_at)
 
 

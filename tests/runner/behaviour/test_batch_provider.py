@@ -136,7 +136,7 @@ async def test_a_batch_s_end_is_noticed_within_ten_seconds_or_ten_percent_of_the
 def leave_a_sent_batch(store: Store, job: Job, now: float) -> int:
     """What a killed engine leaves: a batch marked running, its submit intent written, no answer."""
     run_id = runs.prepare(store, job, now=now)
-    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=now)
+    batch = store.claim_batch(run_id, max_items=25, max_chars=10**6, now=now, owner="dead")
     assert batch is not None
     with dead_engine(store, "test") as lease:
         store.start_batch(batch.id, lease=lease, max_attempts=3, now=now, intent=False)

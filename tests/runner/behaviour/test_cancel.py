@@ -37,8 +37,8 @@ def cancel_on_first(
     def hook(method: str, called: str) -> None:
         if called == path and not done:
             with Store(db) as other:
-                holder = other.holder(run)
-                now = clock.now() if holder is None else holder.heartbeat_at
+                workers = other.workers(run)
+                now = workers[0].heartbeat_at if workers else clock.now()
                 done.append(control.cancel(other, run, now=now, keys=keys))
 
     return hook

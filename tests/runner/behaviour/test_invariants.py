@@ -153,7 +153,7 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(50))
     run_id = runs.prepare(store, job, now=1.0)
     lease.acquire(store, "test", token="engine", now=1.0)
-    batches = [store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0) for _ in range(2)]
+    batches = [store.claim_batch(run_id, max_items=25, max_chars=10**6, now=1.0, owner="engine") for _ in range(2)]
     started = {
         b.id: store.start_batch(b.id, lease=("test", "engine"), max_attempts=3, now=2.0) for b in batches if b
     }
@@ -176,37 +176,35 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     assert views.counts(store, run_id)["2026-01"][ItemState.COMPLETED] == recount == 50
 
 
-async def test_an_engine_that_lost_its_lease_starts_nothing_more(tmp_path: Path, store: Store) -> None:
+async def test_an_engine_another_worker_found_dead_starts_nothing_more(tmp_path: Path, store: Store) -> None:
     taken = threading.Event()
 
-    def another_engine_takes_over(ids: list[str]) -> None:
+    def another_worker_finds_it_dead(ids: list[str]) -> None:
         if not taken.is_set():
             with Store(store.path) as other:
-                lease.acquire(other, "test", token="usurper", now=time.time() + 3600)
+                other.recover(other.run_id("test"), now=time.time(), lives=lambda worker: False)
             taken.set()
 
-    with Simulator(on_request=another_engine_takes_over).start() as sim:
+    with Simulator(on_request=another_worker_finds_it_dead).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(50), max_items=5, concurrency=1)
         outcome = await runs.execute(store, job)
         calls = sim.ledger.snapshot()["requests"]
     assert calls == 1
-    assert outcome.stopped_for == "another engine took this run over (this one's heartbeat was late)"
+    assert outcome.stopped_for == "another worker found this one dead (its heartbeat was late) and took its batches over"
     assert outcome.exit_code == 4
 
 
-def test_an_engine_that_lost_its_lease_leaves_the_new_engines_queued_batches_alone(
-    tmp_path: Path, store: Store
-) -> None:
-    """The engine that stopped late gives back nothing: what is queued now was formed by the one that took over."""
+def test_a_worker_that_stops_gives_back_only_its_own_queued_batches(tmp_path: Path, store: Store) -> None:
+    """What another worker of the run formed stays queued, its to start."""
     job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(10))
     run_id = runs.prepare(store, job, now=1.0)
-    lease.acquire(store, "test", token="late", now=1.0)
-    lease.acquire(store, "test", token="usurper", now=100.0)  # the late engine's heartbeat is 99 s old
-    formed = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=100.0)
+    lease.join(store, "test", token="stops", now=100.0)
+    lease.join(store, "test", token="goes on", now=100.0)
+    formed = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=100.0, owner="goes on")
     assert formed is not None
-    store.release_queued(run_id, lease=("test", "late"), now=101.0)
+    store.release_queued(run_id, lease=("test", "stops"), now=101.0)
     assert states(store, run_id) == {"pending": 5, "queued": 5}
-    store.release_queued(run_id, lease=("test", "usurper"), now=102.0)
+    store.release_queued(run_id, lease=("test", "goes on"), now=102.0)
     assert states(store, run_id) == {"pending": 10}
 
 

@@ -8,6 +8,7 @@ chunk until told to go on), never by sleeping.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from scenes import states_of_items, states_told_by_events
-from support import ROOT, label_all_but_p001, make_job, posts, runner_cli
+from support import ROOT, label_all_but_p001, make_job, posts, until
 
 from runner import runs
 from runner.errors import RunError
@@ -58,7 +59,7 @@ def engine_after_its_first_chunk(tmp_path: Path) -> subprocess.Popen[str]:
     return engine
 
 
-def test_an_engine_adding_its_input_is_alive_and_a_second_engine_is_refused(
+def test_an_engine_adding_its_input_is_alive_a_prepare_beside_it_is_refused_and_a_second_engine_waits(
     tmp_path: Path, engine_after_its_first_chunk: subprocess.Popen[str]
 ) -> None:
     db = tmp_path / "runs.db"
@@ -67,8 +68,13 @@ def test_an_engine_adding_its_input_is_alive_and_a_second_engine_is_refused(
         assert view.preparing("test")
     with Store(db) as second, pytest.raises(RunError, match="being run by another engine"):
         runs.prepare(second, second.job("test"), now=time.time())
-    refused = runner_cli("run", "test", "--db", str(db), cwd=tmp_path)
-    assert refused.returncode == 1 and "being run by another engine" in refused.stderr
+    second_engine = subprocess.Popen([sys.executable, "-m", "runner", "run", "test", "--db", str(db)], cwd=tmp_path,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+    waiting = until(db, "test", lambda standing: len(standing.workers) == 2)
+    second_engine.kill()  # it waited for the first to set the run up: nothing of its own was added
+    second_engine.communicate()
+    assert sum(waiting.counts.values()) == 10
     out, _ = engine_after_its_first_chunk.communicate("\n" * ITEMS)
     assert engine_after_its_first_chunk.returncode == 0
     with Store(db, read_only=True) as view:

@@ -29,7 +29,7 @@ def held_run(tmp_path: Path, *, kind: str, task_id: str | None) -> None:
     with Store(tmp_path / "runs.db") as store:
         run_id = runs.prepare(store, job, now=1.0)
         lease.acquire(store, "test", token="dead", now=1.0)
-        batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+        batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0, owner="dead")
         assert batch is not None
         store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=3.0)
         if task_id is not None:

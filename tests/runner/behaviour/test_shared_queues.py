@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import KillAtFirstCall, StepClock, make_job, posts, write_jsonl
+from support import KillAtFirstCall, Paced, Requests, StepClock, make_job, posts, write_jsonl
 
 from runner import runs
 from runner.jobs import Job
@@ -22,16 +22,6 @@ from runner.sim import Simulator
 from runner.store import Store
 
 QUEUE = "openai-main"
-
-
-class Paced(StepClock):
-    """A clock both engines share, twice as fast as the wall's: a sleep moves it on at once and gives the other
-    engine's calls half of it in real time, so that neither runs far ahead of the other's heartbeat while one
-    call is in flight (the other would take it for dead after ``LEASE_SECONDS``, and sweep its slots away)."""
-
-    async def sleep(self, seconds: float) -> None:
-        self.time += seconds
-        await asyncio.sleep(seconds / 2)
 
 
 def queued(tmp_path: Path, sim: Simulator, name: str, *, count: int = 20, concurrency: int = 2,
@@ -59,16 +49,6 @@ async def test_two_runs_sharing_a_queue_never_exceed_its_concurrency_together(tm
         outcomes = await both(store, queued(tmp_path, sim, "a"), queued(tmp_path, sim, "b"))  # on the wall's clock
         assert sim.ledger.snapshot()["max_in_flight"] == 2  # each run alone may have two in flight
     assert [o.status["counts"][ItemState.COMPLETED] for o in outcomes] == [20, 20]
-
-
-class Requests:
-    """When (by the engines' clock) each request arrived, and the items it held."""
-
-    def __init__(self, clock: StepClock) -> None:
-        self.clock, self.seen = clock, list[tuple[float, list[str]]]()
-
-    def __call__(self, ids: list[str]) -> None:
-        self.seen.append((self.clock.now(), list(ids)))
 
 
 async def test_a_429_seen_by_one_run_of_a_queue_holds_back_every_run_until_its_retry_after(

@@ -23,9 +23,9 @@ from pathlib import Path
 from runner.store import Store, schema
 
 def engine_row(store: Store, run: str, token: str, *, pid: int, host: str, started_at: float, heartbeat_at: float) -> None:
-    """The lease row an engine of ``host`` and ``pid`` writes for ``run``."""
+    """The worker row an engine of ``host`` and ``pid`` writes for ``run``."""
     store.db.execute(
-        "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO workers (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
         [run, token, pid, host, started_at, heartbeat_at],
     )
 
@@ -43,7 +43,7 @@ def engine_elsewhere(store: Store, run: str, token: str) -> None:
 
 def no_engine(store: Store, run: str) -> None:
     """The engine of ``run`` is gone, and its lease row with it."""
-    store.db.execute("DELETE FROM engines WHERE run = ?", [run])
+    store.db.execute("DELETE FROM workers WHERE run = ?", [run])
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support import commands_given
-from test_contract import LEASE, prepared, started, states, submitted
+from test_contract import DEAD, LEASE, prepared, rule, started, states, submitted
 
 from runner import control
 from runner.errors import RunError
@@ -23,7 +23,7 @@ def kinds(store: Store) -> dict[str, str]:
 
 def test_cancel_fails_pending_queued_and_waiting_items_at_once(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
-    store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert store.cancel(run_id, keys=[], now=3.0, engine_alive=True) == (5, 0)
     assert set(states(store, run_id).values()) == {"failed"}
     assert set(kinds(store).values()) == {FailureKind.CANCELLED}
@@ -86,7 +86,7 @@ def test_a_recovery_fails_the_cancelled_items_a_stopped_engine_left_instead_of_h
     _, run_id = prepared(tmp_path, store)
     started(store, run_id)
     store.cancel(run_id, keys=["p000"], now=4.0, engine_alive=True)
-    store.recover(run_id, now=5.0)
+    store.recover(run_id, now=5.0, lives=DEAD)
     assert kinds(store) == {"p000": FailureKind.CANCELLED}
     assert [item["key"] for item in store.held_items(run_id)] == ["p001", "p002"]
 
@@ -119,7 +119,7 @@ def test_a_held_batch_holds_its_cancelled_items_too_while_its_task_may_still_bil
 
 def test_a_step_is_not_spent_on_a_batch_whose_items_were_all_cancelled(tmp_path: Path, store: Store) -> None:
     _, run_id = prepared(tmp_path, store)
-    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert batch is not None
     control.pause(store, "test", now=2.5)
     control.step(store, "test", now=2.6)
@@ -153,9 +153,9 @@ def test_a_cancel_with_no_live_engine_keeps_a_received_answer_for_the_next_engin
     _, run_id = prepared(tmp_path, store)
     batch, (done, _, _) = started(store, run_id)
     store.record_answer(batch.id, {done: '{"label": "x"}'}, raw="{}", now=5.0, answered=[done])  # paid, not validated
-    store.release_lease("test", token="engine")
+    store.leave_run("test", token="engine")
     assert store.cancel(run_id, keys=["p000"], now=6.0, engine_alive=False) == (0, 1)
-    store.recover(run_id, now=7.0)
+    store.recover(run_id, now=7.0, lives=DEAD)
     assert views.item(store, run_id, "p000")["state"] == "received"
     (saved,) = store.received_items(run_id, max_attempts=3)
     assert saved[:2] == (batch.id, '{"label": "x"}')
@@ -168,15 +168,18 @@ def test_a_cancel_with_no_live_engine_leaves_a_submitted_task_running_for_the_ne
 ) -> None:
     _, run_id = prepared(tmp_path, store)
     batch = submitted(store, run_id)  # upstream task batch_1 running, its id saved
-    store.release_lease("test", token="engine")
+    store.leave_run("test", token="engine")
     assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (2, 3)
     assert states(store, run_id) == {"p000": "running", "p001": "running", "p002": "running",
                                      "p003": "failed", "p004": "failed"}
     assert store.retry_failed(run_id, kind=FailureKind.CANCELLED, keys=["p000"], now=6.5).again == 0  # never sent twice
-    store.recover(run_id, now=7.0)
+    store.recover(run_id, now=7.0, lives=DEAD)
     (resumable,) = store.resumable(run_id)  # the next engine polls the task at once, with no person's confirmation
     assert resumable.id == batch.id and not store.held_items(run_id)
-    assert len(store.resume_batch(batch.id, max_attempts=3, now=8.0)) == 3 and store.all_cancelled(batch.id)
+    store.join_run("test", token="next", pid=2, host="here", now=8.0, choose=rule("next", 8.0))
+    assert store.take_batch(batch.id, token="next")
+    assert len(store.resume_batch(batch.id, lease=("test", "next"), max_attempts=3, now=8.0)) == 3
+    assert store.all_cancelled(batch.id)
 
 
 def test_a_cancel_of_items_held_for_a_person_releases_their_upstream_task_to_be_polled_and_cancelled(
@@ -196,7 +199,7 @@ def test_a_recovery_releases_the_cancelled_items_of_a_submitted_task_to_be_polle
     _, run_id = prepared(tmp_path, store)
     batch = submitted(store, run_id)
     store.cancel(run_id, keys=["p000", "p001", "p002"], now=4.0, engine_alive=True)  # its engine then dies
-    store.recover(run_id, now=5.0)
+    store.recover(run_id, now=5.0, lives=DEAD)
     assert kinds(store) == {} and [b.id for b in store.resumable(run_id)] == [batch.id]
 
 
@@ -204,11 +207,11 @@ def test_a_cancel_with_no_live_engine_of_a_task_whose_create_was_sent_leaves_it_
     tmp_path: Path, store: Store
 ) -> None:
     _, run_id = prepared(tmp_path, store)
-    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert batch is not None
     store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0, intent=False)
     store.mark_intent(batch.id, now=3.0)
     store.mark_create_sent(batch.id, lands_by=40.0)  # its answer lost with the engine: the task may exist
-    store.release_lease("test", token="engine")
+    store.leave_run("test", token="engine")
     assert store.cancel(run_id, keys=[], now=6.0, engine_alive=False) == (3, 2)
     assert [b.id for b in store.resumable(run_id)] == [batch.id] and store.task_id(batch.id) is None

@@ -16,6 +16,7 @@ from runner.store import Settlement, Store
 
 URL = "http://127.0.0.1:9/v1"
 LEASE = ("test", "engine")
+DEAD = lambda worker: False  # noqa: E731  (every worker found dead)
 
 
 def prepared(tmp_path: Path, store: Store, records: list[dict[str, Any]], **limits: Any) -> tuple[Job, int]:
@@ -42,7 +43,7 @@ def moves(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 def test_a_batchs_forward_path_is_one_event_per_move_with_how_many_items_moved(tmp_path: Path, store: Store) -> None:
     job, run_id = prepared(tmp_path, store, posts(5))
-    batch = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=2.0)
+    batch = store.claim_batch(run_id, max_items=5, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert batch is not None
     started = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
     answered = {item.id: "{}" for item in started[:4]}
@@ -65,7 +66,7 @@ def test_a_batchs_forward_path_is_one_event_per_move_with_how_many_items_moved(t
 def test_a_settlement_completes_only_items_whose_output_was_received(tmp_path: Path, store: Store) -> None:
     """Invariant 3 at the store: ``completed`` only over a committed ``received``, the saved output as its result."""
     job, run_id = prepared(tmp_path, store, posts(2))
-    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert batch is not None
     answered, unanswered = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
     store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, raw="{}", answered=[answered.id], now=4.0)
@@ -90,7 +91,7 @@ def test_adding_items_logs_one_event_for_the_new_ones_and_none_when_there_are_no
 
 def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tmp_path: Path, store: Store) -> None:
     job, run_id = prepared(tmp_path, store, posts(4))
-    first = store.claim_batch(run_id, max_items=4, max_chars=10**6, now=2.0)
+    first = store.claim_batch(run_id, max_items=4, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert first is not None
     started = store.start_batch(first.id, lease=LEASE, max_attempts=3, now=3.0)
     ids = [item.id for item in started]
@@ -101,7 +102,7 @@ def test_an_items_history_shows_every_batch_it_was_in_including_after_a_split(tm
     store.settle_batch(half.id, Settlement(
         completed=[ids[0]], retry={ids[1]: (FailureKind.ITEM_INVALID, "no label")}, not_before=7.0,
     ), now=7.0)
-    again = store.claim_batch(run_id, max_items=4, max_chars=10**6, now=8.0)
+    again = store.claim_batch(run_id, max_items=4, max_chars=10**6, now=8.0, owner=LEASE[1])
     assert again is not None and again.size == 1
     store.start_batch(again.id, lease=LEASE, max_attempts=3, now=9.0)
     store.record_answer(again.id, {ids[1]: "{}"}, raw="{}", now=10.0)
@@ -139,7 +140,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
     job, run_id = prepared(tmp_path, store, records, max_chars=400)
 
     def claim(at: float) -> int:
-        batch = store.claim_batch(run_id, max_items=3, max_chars=400, now=at)
+        batch = store.claim_batch(run_id, max_items=3, max_chars=400, now=at, owner=LEASE[1])
         assert batch is not None
         return batch.id
 
@@ -153,7 +154,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
     sent = claim(3.0)
     store.start_batch(sent, lease=LEASE, max_attempts=3, now=3.0)
     claim(3.0)  # formed, never sent
-    store.recover(run_id, now=5.0)  # unsent back to pending; sent held for a person
+    store.recover(run_id, now=5.0, lives=DEAD)  # unsent back to pending; sent held for a person
     assert recovery.confirm(store, "test", now=6.0)[recovery.Case.RESUBMIT] == 2
     assert control.retry(store, "test", now=7.0).again == 2
     edited = [dict(r, body=f"edited {r['body']}", month="2026-09") for r in records]
@@ -166,7 +167,7 @@ def test_the_events_and_counts_account_for_every_item_through_failures_recovery_
 
 def test_a_queued_item_whose_input_changed_leaves_its_batch_for_pending(tmp_path: Path, store: Store) -> None:
     job, run_id = prepared(tmp_path, store, posts(3))
-    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0)
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert batch is not None
     edited = posts(3)
     edited[1].update(body="an edited post", month="2026-05")
@@ -190,10 +191,10 @@ def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
         assert [(e["key"], e["to_state"]) for e in views.event_tail(store, run_id, limit=2)] == [
             ("k1", "completed"), ("k0", "completed"),
         ]
-        store.recover(run_id, now=6.0)
+        store.recover(run_id, now=6.0, lives=DEAD)
         recovery.confirm(store, "old", now=7.0)
         lease.acquire(store, "old", token="engine", now=8.0)
-        batch = store.claim_batch(run_id, max_items=5, max_chars=100, now=8.0)
+        batch = store.claim_batch(run_id, max_items=5, max_chars=100, now=8.0, owner=LEASE[1])
         assert batch is not None
         store.start_batch(batch.id, lease=("old", "engine"), max_attempts=3, now=9.0)
         history = [(r["batch_id"], r["from_state"], r["to_state"], r["batch_move"])
@@ -208,7 +209,7 @@ def test_a_migrated_v4_store_keeps_its_events_readable(tmp_path: Path) -> None:
 def test_an_item_received_without_a_usable_result_is_never_completed(tmp_path: Path, store: Store) -> None:
     """Invariant 3 again: an answer saved for an item that held no result of it gives nothing to complete."""
     job, run_id = prepared(tmp_path, store, posts(2))
-    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0)
+    batch = store.claim_batch(run_id, max_items=2, max_chars=10**6, now=2.0, owner=LEASE[1])
     assert batch is not None
     answered, unusable = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=3.0)
     store.record_answer(batch.id, {answered.id: '{"label":"x"}'}, raw='{"results": "broken"}', now=4.0)

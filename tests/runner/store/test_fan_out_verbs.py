@@ -32,7 +32,7 @@ def fan_job(tmp_path: Path) -> Job:
 
 def answered(store: Store, run_id: int, stage: str, result: dict[str, object]) -> tuple[int, int]:
     """One item of ``stage`` claimed, started and answered ``result`` (its id added): (batch id, item id)."""
-    batch = store.claim_batch(run_id, max_items=1, max_chars=10**6, now=1.0, stage=stage)
+    batch = store.claim_batch(run_id, max_items=1, max_chars=10**6, now=1.0, stage=stage, owner=LEASE[1])
     assert batch is not None
     [item] = store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=1.0)
     store.record_answer(batch.id, {item.id: json.dumps({"id": item.key, **result})}, raw="", now=1.0)
@@ -178,7 +178,7 @@ def test_a_parent_sent_back_before_its_fan_out_retires_its_sub_items_in_flight_t
     tmp_path: Path, store: Store
 ) -> None:
     run_id, parent = fanned_out(store, tmp_path, ["a", "b", "c"])
-    call, task = (store.claim_batch(run_id, max_items=1, max_chars=10**6, now=1.0, stage="note") for _ in range(2))
+    call, task = (store.claim_batch(run_id, max_items=1, max_chars=10**6, now=1.0, stage="note", owner=LEASE[1]) for _ in range(2))
     assert call is not None and task is not None
     for batch in (call, task):
         store.start_batch(batch.id, lease=LEASE, max_attempts=3, now=1.0)

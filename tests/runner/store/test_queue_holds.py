@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from support import add_all, make_job, posts
+from test_contract import rule
 
 from runner import liveness
 from runner.store import Store
@@ -17,8 +18,7 @@ URL = "http://127.0.0.1:9/v1"
 def engine_of(store: Store, tmp_path: Path, name: str, *, priority: int = 0) -> int:
     """The run ``name`` made, its lease taken at ``NOW`` by the engine ``name`` (this process), in the queue ``q``."""
     run_id = add_all(store, make_job(tmp_path, URL, posts(2), name=name), now=NOW)
-    store.take_lease(name, token=name, pid=os.getpid(), host=liveness.this_host(), now=NOW,
-                     refuse=lambda holder: None)
+    store.join_run(name, token=name, pid=os.getpid(), host=liveness.this_host(), now=NOW, choose=rule(name, NOW))
     store.join_queue(run_id, "q", token=name, priority=priority, concurrency=2)
     return run_id
 
@@ -34,10 +34,10 @@ def test_the_slots_of_an_engine_whose_lease_died_come_back_to_the_queue(tmp_path
     assert (queue := store.run_queue(b)) is not None and queue.others == 0
 
 
-def test_an_engine_that_took_a_run_over_does_not_count_what_the_one_before_held(tmp_path: Path, store: Store) -> None:
+def test_what_an_engine_that_left_its_run_held_does_not_count(tmp_path: Path, store: Store) -> None:
     a, b = engine_of(store, tmp_path, "a"), engine_of(store, tmp_path, "b")
     store.hold_in_queue(a, token="a", held=2, waiting=0)
-    store.take_lease("a", token="a2", pid=os.getpid(), host=liveness.this_host(), now=NOW, refuse=lambda h: None)
+    store.leave_run("a", token="a")
     assert (queue := store.run_queue(b)) is not None and queue.others == 0
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from scenes import reader_mid_read, v4_store, wal_bytes, write_lock_held
 from support import ROOT, add_all, make_job, posts
+from test_contract import rule
 from unwritable import NOW, Folder, small_store
 
 from runner import control
@@ -27,7 +28,7 @@ def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(store: Store) ->
 
 def test_a_new_store_is_at_the_current_schema_version(store: Store) -> None:
     assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
-    assert {"runs", "items", "counts", "batches", "events", "commands", "engines"} <= set(store.db.table_names())
+    assert {"runs", "items", "counts", "batches", "events", "commands", "workers"} <= set(store.db.table_names())
 
 
 def test_a_store_from_a_newer_runner_is_refused_untouched(tmp_path: Path) -> None:
@@ -107,9 +108,9 @@ def test_a_wal_a_reader_kept_large_is_truncated_when_the_run_gives_its_lease_bac
     db = tmp_path / "runs.db"
     job = large_job(tmp_path)
     with Store(db) as store:
-        store.take_lease("test", token="engine", pid=1, host="here", now=NOW, refuse=lambda holder: None)
+        store.join_run("test", token="engine", pid=1, host="here", now=NOW, choose=rule("engine", NOW))
         with reader_mid_read(db):
             add_all(store, job, now=NOW)
             kept = wal_bytes(db)
-        store.release_lease("test", token="engine")
+        store.leave_run("test", token="engine")
         assert kept > connection.WAL_LIMIT > 64 * 1024 > wal_bytes(db)

@@ -1,0 +1,41 @@
+"""Schema (issue 20): several workers on one run, each batch owned by the worker that formed it.
+
+- ``workers`` replaces ``engines``: one row per worker (its ``token``) on a
+  run, with its process, host and heartbeat, so that a second ``runner run``
+  of the same run joins it instead of being refused. A worker found dead is
+  deleted by the worker that notices, in the transaction that takes its
+  batches over; a worker whose row is gone starts nothing more.
+- ``batches.owner``: the token of the worker that formed the batch. Only the
+  owner starts it; recovery touches only the batches whose owner is no
+  live worker (NULL: a batch formed before owners, which nobody owns); a
+  confirmed batch is taken by one worker before it is polled again.
+- ``setups``: the run being set up (its input read, what a dead worker left
+  recovered, its stages rewound) by one worker, whose token it names; the
+  others wait for it.
+- ``runs.quiet_until``: the time a 429's Retry-After asked for, kept with the
+  run so that every worker holds back together.
+
+Portable DDL only (the PostgreSQL store takes the same statements).
+"""
+
+from __future__ import annotations
+
+WORKERS = [
+    """
+    CREATE TABLE workers (
+        token TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        pid BIGINT NOT NULL,
+        host TEXT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        heartbeat_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+    "INSERT INTO workers (token, run, pid, host, started_at, heartbeat_at) "
+    "SELECT token, run, pid, host, started_at, heartbeat_at FROM engines",
+    "DROP TABLE engines",
+    "CREATE INDEX workers_by_run ON workers (run)",
+    "CREATE TABLE setups (run TEXT PRIMARY KEY, token TEXT NOT NULL)",
+    "ALTER TABLE batches ADD COLUMN owner TEXT",
+    "ALTER TABLE runs ADD COLUMN quiet_until DOUBLE PRECISION NOT NULL DEFAULT 0",
+]

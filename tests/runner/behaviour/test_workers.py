@@ -1,0 +1,179 @@
+"""Several workers on one run (issue 20): ``runner run NAME`` started again on the same store joins the run.
+
+Workers in one event loop, each with a connection of its own to one store
+file (as processes would be), against one simulator, which counts the
+requests in flight at once and bills each item; the SIGKILL trial runs real
+``runner run`` processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from support import PATIENCE, ROOT, Paced, Requests, StepClock, make_job, posts, runner_cli, until, write_jsonl
+
+from runner import control, lease, recovery, runs
+from runner.errors import RunError
+from runner.jobs import Job
+from runner.model import ItemState
+from runner.sim import Simulator
+from runner.store import Store, views
+
+WORKERS = 3
+
+
+async def together(store: Store, job: Job, *, clock: StepClock | None = None) -> list[runs.Outcome]:
+    """``WORKERS`` engines on ``job``'s one run at once, each with a store connection of its own."""
+    stores = [store, *(Store(store.path, create=False) for _ in range(WORKERS - 1))]
+    try:
+        return list(await asyncio.gather(*(runs.execute(s, job, clock=clock) for s in stores)))
+    finally:
+        for other in stores[1:]:
+            other.close()
+
+
+async def test_three_workers_on_one_run_never_have_more_than_its_concurrency_in_flight_and_bill_each_item_once(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(latency=0.05).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(90), max_items=2, concurrency=3)
+        outcomes = await together(store, job)  # on the wall's clock
+        ledger = sim.ledger.snapshot()
+    assert ledger["max_in_flight"] == 3
+    assert ledger["billed"] == {f"p{i:03d}": 1 for i in range(90)}
+    assert [outcome.exit_code for outcome in outcomes] == [0] * WORKERS
+    assert views.standing(store, "test", now=0.0).counts[ItemState.COMPLETED] == 90
+
+
+async def test_a_step_lets_one_batch_run_for_all_the_workers_of_a_paused_run_together(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator().start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(20), max_items=2, concurrency=3)
+        runs.prepare(store, job, now=1.0)
+        control.pause(store, "test", now=2.0)
+        control.step(store, "test", now=3.0)
+        outcomes = await together(store, job, clock=StepClock())
+        requests = sim.ledger.snapshot()["requests"]
+    assert requests == 1
+    assert outcomes[0].status["counts"][ItemState.COMPLETED] == 2 and store.control(store.run_id("test")).steps == 0
+
+
+async def test_a_429_one_worker_saw_holds_back_every_worker_of_the_run_until_its_retry_after(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = Paced()
+    requests = Requests(clock)
+    faults = {"rules": [{"fault": "http_429", "times": 1, "keys": ["p010"], "retry_after": 8}]}
+    with Simulator(on_request=requests, faults=faults).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(40), max_items=2, concurrency=1, request_retries=0)
+        outcomes = await together(store, job, clock=clock)
+    (refused_at,) = [at for at, ids in requests.seen if "p010" in ids][:1]
+    after = [at for at, _ in requests.seen if at > refused_at]
+    assert after and min(after) >= refused_at + 8
+    assert [outcome.status["counts"][ItemState.COMPLETED] for outcome in outcomes] == [40] * WORKERS
+
+
+def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tmp_path: Path, store: Store) -> None:
+    run_id = runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(10)), now=time.time())
+    for token in ("first", "second"):
+        lease.join(store, "test", token=token, now=time.time())
+    store.claim_batch(run_id, max_items=4, max_chars=10**6, now=time.time(), owner="first")
+    shown = json.loads(runner_cli("status", "test", "--json", "--db", str(store.path), cwd=tmp_path).stdout)
+    text = runner_cli("status", "test", "--db", str(store.path), cwd=tmp_path).stdout
+    assert [(w["pid"], w["alive"], w["batches"], w["items"]) for w in shown["workers"]] == [
+        (os.getpid(), True, 1, 4), (os.getpid(), True, 0, 0)]
+    assert "engine alive (2 workers)" in text and "run test: 2 workers" in text
+
+
+async def test_a_worker_whose_job_differs_from_the_one_its_run_is_worked_with_is_refused_as_it_joins(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = StepClock()
+    job = make_job(tmp_path, "http://127.0.0.1:9/v1", posts(4))
+    runs.prepare(store, job, now=clock.now())
+    lease.join(store, "test", token="at work", now=clock.now())
+    store.end_setup("test", token="at work")
+    edited = dataclasses.replace(job, prompt=dataclasses.replace(job.prompt, instructions="Something else."))
+    with pytest.raises(RunError, match="^run 'test' is being run by other workers with a different job; join them"):
+        await runs.execute(store, edited, clock=clock)
+    assert [worker.token for worker in store.workers("test")] == ["at work"]
+    assert views.standing(store, "test", now=clock.now()).counts[ItemState.PENDING] == 4
+
+
+CREW = """name = "crew"
+input = "posts.jsonl"
+[batch]
+max_items = 2
+concurrency = 3
+[provider]
+base_url = "{base_url}"
+timeout = 60
+"""
+
+
+class HoldTheFirstCall:
+    """The simulator's hook that holds the first call (the victim's) until ``release``; the others pass."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.arrived, self.release = threading.Event(), threading.Event()
+        self._first = threading.Lock()
+
+    def __call__(self, ids: list[str]) -> None:
+        with self._first:
+            if self.ids:
+                return
+            self.ids = list(ids)
+        self.arrived.set()
+        assert self.release.wait(timeout=PATIENCE)
+
+
+def runner_process(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "runner", *args], cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_batch_leaves_its_sent_items_held_and_the_others_finish_every_other_item(
+    tmp_path: Path,
+) -> None:
+    write_jsonl(tmp_path / "posts.jsonl", posts(60))
+    db = tmp_path / "runs.db"
+    with Simulator(latency=0.2, on_request=(hook := HoldTheFirstCall())).start() as sim:
+        (tmp_path / "job.toml").write_text(CREW.format(base_url=sim.base_url))
+        victim = runner_process("run", "job.toml", cwd=tmp_path)
+        assert hook.arrived.wait(timeout=PATIENCE)  # the victim's first batch is in flight, its call held
+        others = [runner_process("run", "job.toml", cwd=tmp_path) for _ in range(2)]
+        joined = until(db, "crew", lambda standing: len(standing.workers) == 3)
+        victim.send_signal(signal.SIGKILL)
+        victim.communicate(timeout=PATIENCE)
+        hook.release.set()  # its call goes on upstream, billed, its answer lost with the victim
+        ended = [other.communicate(timeout=PATIENCE) for other in others]
+        with Store(db, read_only=True) as store:
+            after_the_kill = views.standing(store, "crew", now=0.0)
+            held = {item.key for item in recovery.held(store, "crew")}
+        assert [other.returncode for other in others] == [4, 4], ended  # held items wait for a person
+        assert set(hook.ids) <= held and after_the_kill.counts[ItemState.COMPLETED] == 60 - len(held)
+        assert joined.counts[ItemState.COMPLETED] < 40  # most were left to the two others
+        confirmed = runner_cli("confirm", "crew", "--all", "--yes", cwd=tmp_path)
+        assert "twice" in confirmed.stdout, confirmed.stdout
+        last = runner_process("run", "job.toml", cwd=tmp_path)
+        _, last_err = last.communicate(timeout=PATIENCE)
+        ledger = sim.ledger.snapshot()
+    assert last.returncode == 0, last_err
+    with Store(db, read_only=True) as store:
+        assert views.standing(store, "crew", now=0.0).counts[ItemState.COMPLETED] == 60
+    assert ledger["max_in_flight"] <= 3
+    assert {key for key, times in ledger["billed"].items() if times > 1} <= held  # each said by confirm
+    assert set(ledger["billed"]) == {f"p{i:03d}" for i in range(60)}
