@@ -78,7 +78,7 @@ class Revalidation:
         none) this revalidation checks against, nothing else of ``job`` (a job file's other edits are the run's
         when it is run); None when that is the job it was given. Saved, a run by name, ``runner revalidate NAME``,
         the TUI and the panel check as this revalidation did, and a result it kept stands for its stage."""
-        given, checks = self.given, self.job.check is not None or self.job.python_check
+        given, checks = self.given, self.job.checked_in_python
         if given is None or not self.taken() and checks == given.python_check:
             return None
         schemas = {work.stage.name: work.stage.output_schema for work in self.works}
