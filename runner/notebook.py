@@ -202,13 +202,10 @@ class Run(Controls, Decisions, Items):
         handlers: Mapping[str, ProviderSpec] | None = None, check: Callable[[dict[str, Any]], str | None] | None = None,
         clock: Clock | None = None, on_cancel: OnCancel | None = None,
     ) -> Run:
-        """The run ``name`` as the store has it (started from the CLI, another kernel...): its saved job;
-        ``handlers``: its python stages' functions (:meth:`from_job`); ``check``: its Python check, which the store
-        does not keep: a run defined with one goes on only given it (else :meth:`go` and :meth:`start` refuse)."""
+        """The run ``name`` as the store has it (the CLI's, another kernel's...): its saved job; ``handlers``: its
+        python stages' functions (:meth:`from_job`); ``check``: its Python check, not kept (without, ``go`` refuses)."""
         with Store(db, create=False) as store:
-            job = store.job(name)
-        if check is not None:
-            job = dataclasses.replace(job, check=check)
+            job = dataclasses.replace(store.job(name), check=check)
         return cls.from_job(job, db=db, provider=provider, handlers=handlers, clock=clock, read_input=False,
                             on_cancel=on_cancel)
 
@@ -242,12 +239,10 @@ class Run(Controls, Decisions, Items):
     def start(self, *, wait_for_person: bool = True) -> Background:
         """Run in the background and return at once: a task on the running loop (a kernel's), else a thread.
 
-        The input is read first, here, so bad input or a run held by another
-        engine raises in the cell, as does a run defined in Python given
-        without its handler or its check. A second start while this run's engine is
-        live returns the same handle. By default the engine stays while the
-        run is paused, its breaker open or items held for confirmation, so
-        that the panel's Resume, Step and Confirm (or a CLI's) move it on.
+        The input is read first, here, so bad input, a run held by another engine or a run defined in Python
+        given without its handler or check raises in the cell. A second start while this run's engine is live
+        returns the same handle. By default the engine stays while the run is paused, its breaker open or items
+        held for confirmation, so that the panel's Resume, Step and Confirm (or a CLI's) move it on.
         """
         handle = self.background
         if handle is not None:
