@@ -318,7 +318,9 @@ def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
     job's now, so a run does not send them again; results that no longer
     pass are sent again only once you agree (y/N, or --yes): they were
     answered, so this may repeat a charge. The plan is shown first, before
-    anything changes. A stage the run does not have, or a decide stage, is
+    anything changes. Applied, the run's job takes the job file's output
+    schemas of the stages checked (said in one line): a run by name checks
+    against them. A stage the run does not have, or a decide stage, is
     refused (exit 2).
 
     Example: runner revalidate sample_data/job.toml --stage classify
@@ -340,17 +342,20 @@ def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
     if asks:  # as it would be, then the question; else as it was done
         click.echo("\n".join(revalidating.plan_lines(shown, will=True)))
         _ask_to_revalidate(store, name, job_or_name, stage, shown.may_repeat)
-    done = revalidating.apply(store, revalidation, now=time.time(), again=True) if shown.changes else None
+    taken = revalidating.taken_line(revalidation)
+    done = revalidating.apply(store, revalidation, now=time.time(), again=True) if shown.changes or taken else None
     if not asks and shown.stages:
         click.echo("\n".join(revalidating.plan_lines(shown, will=False)))
-    if done is None:
+    if taken:  # the run's job took the file's schemas, as runner run JOB.toml gives a run its job
+        click.echo(taken)
+    if done is None or not shown.changes:
         click.echo(revalidating.nothing_line(name))
         return
     said = revalidating.done_line(name, done)
     if edited is None:
         go_on(said, store, name)
-    else:  # the run goes on with the file's schema, which the store takes as the run starts
-        hint(f"{said}; to go on with the job file's schema:", spelt("run", job_or_name, db=store.path))
+    else:  # the job file's other edits, if any, are the run's when it is run
+        hint(f"{said}; to go on with the job file:", spelt("run", job_or_name, db=store.path))
 
 
 def _ask_to_revalidate(store: Store, name: str, given: str, stage: str | None, again: int) -> None:

@@ -52,7 +52,6 @@ def go_on(said: str, store: Store, name: str, *, engine: str | None = "takes the
     run would be refused, so none is named. ``engine`` None: the command gave
     a run nothing to take, so ``said`` alone.
     """
-    from .jobs import PYTHON
     from .store import views
 
     if engine is None:
@@ -62,7 +61,7 @@ def go_on(said: str, store: Store, name: str, *, engine: str | None = "takes the
         click.echo(f"{said}; the running engine {engine}")
         return
     job = store.job(name)
-    hint(f"{said}; to go on{' (from Python)' if job.provider.kind == PYTHON else ''}:", words.go_on(job, store.path))
+    hint(f"{said}; to go on{' (from Python)' if words.from_python(job) else ''}:", words.go_on(job, store.path))
 
 
 FAULTS = """\b

@@ -212,6 +212,11 @@ class Job:
                 self.provider.kind, self.provider.kind, self.provider, self.prompt, self.output_schema, self.batch,
                 self.retry, cache=self.cache),))
 
+    @property
+    def checked_in_python(self) -> bool:
+        """Its results are checked by a Python function: ``check`` given, or (read from the store) ``python_check``."""
+        return self.check is not None or self.python_check
+
     def stage(self, name: str) -> Stage:
         """The stage of this name (a KeyError for none)."""
         for stage in self.stages:
@@ -237,7 +242,7 @@ class Job:
         """The resolved job as saved in the store (no secret, no Python check: only that there is one)."""
         data = dataclasses.asdict(dataclasses.replace(self, check=None))
         del data["check"], data["python_check"]
-        if self.check is not None or self.python_check:
+        if self.checked_in_python:
             data["python_check"] = True
         data["input"]["path"] = str(self.input.path)
         return json.dumps(data, ensure_ascii=False, sort_keys=True)

@@ -199,13 +199,13 @@ class Run(Controls, Decisions, Items):
     @classmethod
     def attach(
         cls, name: str, *, db: str | Path = "runs.db", provider: ProviderSpec | None = None,
-        handlers: Mapping[str, ProviderSpec] | None = None, clock: Clock | None = None,
-        on_cancel: OnCancel | None = None,
+        handlers: Mapping[str, ProviderSpec] | None = None, check: Callable[[dict[str, Any]], str | None] | None = None,
+        clock: Clock | None = None, on_cancel: OnCancel | None = None,
     ) -> Run:
-        """The run ``name`` as the store has it (started from the CLI, another kernel...): its saved job;
-        ``handlers``: its python stages' functions (:meth:`from_job`)."""
+        """The run ``name`` as the store has it (the CLI's, another kernel's...): its saved job; ``handlers``: its
+        python stages' functions (:meth:`from_job`); ``check``: its Python check, not kept (without, ``go`` refuses)."""
         with Store(db, create=False) as store:
-            job = store.job(name)
+            job = dataclasses.replace(store.job(name), check=check)
         return cls.from_job(job, db=db, provider=provider, handlers=handlers, clock=clock, read_input=False,
                             on_cancel=on_cancel)
 
@@ -239,15 +239,15 @@ class Run(Controls, Decisions, Items):
     def start(self, *, wait_for_person: bool = True) -> Background:
         """Run in the background and return at once: a task on the running loop (a kernel's), else a thread.
 
-        The input is read first, here, so bad input or a run held by another
-        engine raises in the cell. A second start while this run's engine is
-        live returns the same handle. By default the engine stays while the
-        run is paused, its breaker open or items held for confirmation, so
-        that the panel's Resume, Step and Confirm (or a CLI's) move it on.
+        The input is read first, here, so bad input, a run held by another engine or a run defined in Python
+        given without its handler or check raises in the cell. A second start while this run's engine is live
+        returns the same handle. By default the engine stays while the run is paused, its breaker open or items
+        held for confirmation, so that the panel's Resume, Step and Confirm (or a CLI's) move it on.
         """
         handle = self.background
         if handle is not None:
             return handle
+        runs.refuse_without_python(self.job, self.provider, self.db)  # here, in the cell: not in the background
         if self._read_input:
             with self._store() as store:
                 runs.prepare(store, self.job, now=self.clock.now)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from .errors import JobError
 from .jobs import PYTHON, Job
 from .model import UNFINISHED
+from .words import python_go_on
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ def waiting(job: Job, worked: Mapping[str, Any], stages: Mapping[str, Mapping[st
 def go_on(job: Job, db: str | Path, stages: list[str]) -> str:
     """Why the run stopped at its python ``stages``, and the notebook call that goes on with their handlers."""
     return (f"items wait at python stage {', '.join(map(repr, stages))} for a handler, given from Python: "
-            f"await runner.notebook.Run.attach({job.name!r}, db={str(db)!r}, handlers={_handlers(names(job))}).go()")
+            f"{python_go_on(job, db, handlers=_handlers(names(job)))}")
 
 
 def _listed(stages: list[str]) -> str:

@@ -62,6 +62,29 @@ class Revalidation:
     job: Job
     plan: Plan
     works: tuple[StageWork, ...]
+    #: The job the run was last given, when ``job`` is another (a job file edited, a notebook's ``Run``): applied,
+    #: the run's job takes the schemas checked against (:meth:`run_job`). None: ``job`` is the run's.
+    given: Job | None = None
+
+    def taken(self) -> list[str]:
+        """The stages revalidated whose output schema differs from the one the run was last given."""
+        given = self.given
+        return [] if given is None else [
+            work.stage.name for work in self.works if given.stage(work.stage.name).output_schema !=
+            work.stage.output_schema]
+
+    def run_job(self) -> Job | None:
+        """The run's job once applied: the job it was last given with the output schemas (and the Python check, or
+        none) this revalidation checks against, nothing else of ``job`` (a job file's other edits are the run's
+        when it is run); None when that is the job it was given. Saved, a run by name, ``runner revalidate NAME``,
+        the TUI and the panel check as this revalidation did, and a result it kept stands for its stage."""
+        given, checks = self.given, self.job.checked_in_python
+        if given is None or not self.taken() and checks == given.python_check:
+            return None
+        schemas = {work.stage.name: work.stage.output_schema for work in self.works}
+        stages = tuple(dataclasses.replace(stage, output_schema=schemas.get(stage.name, stage.output_schema))
+                       for stage in given.stages)
+        return dataclasses.replace(given, output_schema=self.job.output_schema, python_check=checks, stages=stages)
 
     def resent(self) -> tuple[list[tuple[str, list[int]]], int]:
         """What its re-run plan (:mod:`runner.store.rerun_plans`) prices, item by item: per stage, the items
@@ -91,13 +114,14 @@ def plan(store: RunStore, name: str, *, job: Job | None = None, stage: str | Non
     run_id = store.run_id(name)
     saved = store.job(name)
     job = job or saved
-    if job.python_check and job.check is None:
+    if (job.python_check or saved.python_check) and job.check is None:
         raise RunError(f"run {name!r} checks its results with a Python function (check=), which the store does not "
                        "keep: revalidate it from Python, where its Run has its check: run.revalidate()")
     chosen = _chosen(job, stage)
     _only_schema_changed(saved, job, chosen)
     works = tuple(_sorted(store, run_id, job, each) for each in chosen)
-    return Revalidation(name, run_id, job, Plan(tuple(stage_plan(w.stage.name, w.sorted) for w in works)), works)
+    return Revalidation(name, run_id, job, Plan(tuple(stage_plan(w.stage.name, w.sorted) for w in works)), works,
+                        None if job is saved else saved)
 
 
 def priced(
@@ -111,15 +135,17 @@ def priced(
 
 def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool) -> Plan:
     """Make a revalidation durable; the results now invalid are sent again with ``again`` (a person agreed: they
-    may repeat a charge), else failed there as invalid, their answer kept, for a person's retry. Returns the plan
+    may repeat a charge), else failed there as invalid, their answer kept, for a person's retry; the run's job
+    takes the schemas checked against (:meth:`Revalidation.run_job`) in the last transaction. Returns the plan
     as applied."""
-    job, done = revalidation.job, []
-    for work in revalidation.works:
+    job, done, run_job = revalidation.job, [], revalidation.run_job()
+    for at, work in enumerate(revalidation.works, 1):
         invalid = work.sorted.again
         store.revalidated(
             revalidation.run_id, work.stage.name, stages=[stage.name for stage in job.stages],
             fingerprint=work.stage.fingerprint(job.version) if job.staged else None, complete=work.onward,
-            restamp=work.sorted.restamp, again=invalid if again else {}, refuse={} if again else invalid, now=now)
+            restamp=work.sorted.restamp, again=invalid if again else {}, refuse={} if again else invalid, now=now,
+            job=run_job.to_json() if run_job is not None and at == len(revalidation.works) else None)
         done.append(dataclasses.replace(stage_plan(work.stage.name, work.sorted), again=len(invalid) if again else 0,
                                         refused=0 if again else len(invalid)))
     return Plan(tuple(done))
@@ -232,6 +258,16 @@ def done_line(name: str, done: Plan) -> str:
     """What a person's revalidation did, in one line."""
     return (f"revalidated run {name!r}: {plural(done.charge_safe, 'result')} kept or completed with no call, "
             f"{plural(done.may_repeat, 'item')} sent again")
+
+
+def taken_line(revalidation: Revalidation) -> str | None:
+    """That the run's job took the job file's output schemas (None: it had them), in one line."""
+    taken = revalidation.taken()
+    if not taken:
+        return None
+    which = f" of stage{'s' if len(taken) > 1 else ''} {', '.join(taken)}" if revalidation.job.staged else ""
+    return (f"run {revalidation.name!r} now has the job file's output schema{which} as its own: running it, "
+            "revalidating it by name, the TUI and the panel check against it")
 
 
 def nothing_line(name: str) -> str:

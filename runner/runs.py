@@ -54,12 +54,15 @@ def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
     return job.with_provider(kind=jobs.PYTHON, handler=provider.name)
 
 
-def continued_from_python(job: Job, db: Path) -> str:
-    """Why a ``python`` run cannot go on without its handler, and the call that goes on."""
-    return (
-        f"run {job.name!r} was defined with a Python handler ({job.provider.handler}) and is continued from Python: "
-        f"{words.python_go_on(job.name, db)}"
-    )
+def refuse_without_python(job: Job, provider: Provider | TaskProvider | None, db: Path) -> None:
+    """Refuse (a JobError) to go on with a run defined in Python without what the store does not keep: its handler
+    (a ``python`` run given no ``provider``), its check (a job read from the store with ``python_check``, given no
+    ``check``): it would run without it, saying nothing. The message says the call that goes on."""
+    if provider is None and job.provider.kind == jobs.PYTHON or job.python_check and job.check is None:
+        defined = [f"a Python handler ({job.provider.handler})"] if job.provider.kind == jobs.PYTHON else []
+        defined += ["a Python check (check=)"] if job.python_check else []
+        raise JobError(f"run {job.name!r} was defined with {' and '.join(defined)} and is continued from Python: "
+                       f"{words.python_go_on(job, db)}")
 
 
 def api_key(job: Job, stage: Stage | None = None) -> str | None:
@@ -105,7 +108,8 @@ async def execute(
     changed ones marked), under the engine's lease; without, the run goes on
     with the items the store has, unless a prepare of the run was cut short:
     then its input is read again. ``provider`` (say, a ``PythonHandler``)
-    replaces the one the job names; a ``python`` run needs it. ``handlers``
+    replaces the one the job names; a ``python`` run needs it, and a job read
+    from the store with ``python_check`` its ``check`` (:func:`refuse_without_python`). ``handlers``
     give a pipeline's ``python`` stages their functions, by stage: given,
     every python stage needs one (:func:`runner.python_stages.checked`);
     without, the run stops where its items reach a python stage, saying so.
@@ -113,8 +117,7 @@ async def execute(
     ``reading`` how many records were checked so far, and ``adding`` how
     many items were added, of how many.
     """
-    if provider is None and job.provider.kind == jobs.PYTHON:
-        raise JobError(continued_from_python(job, store.path))
+    refuse_without_python(job, provider, store.path)
     handled = python_stages.checked(job, handlers or {})
     job = defined_with(job, provider)
     called = [stage for stage in job.stages if stage.kind in jobs.PROVIDER_KINDS] if provider is None else []

@@ -100,16 +100,28 @@ def resume(name: str, open_queue: str | None, *, db: str | Path) -> str:
     return command("queue", "resume", open_queue, db=db) if open_queue else command("resume", name, db=db)
 
 
-def python_go_on(name: str, db: str | Path) -> str:
-    """The notebook call that continues a run defined with a Python handler (``runner run`` cannot)."""
-    return f"await runner.notebook.Run.attach({name!r}, db={str(db)!r}, provider=<that handler>).go()"
+def from_python(job: Job) -> bool:
+    """The run goes on only from Python: it was defined with a Python handler or a Python check (the store keeps
+    neither function)."""
+    from .jobs import PYTHON
+
+    return job.provider.kind == PYTHON or job.checked_in_python
+
+
+def python_go_on(job: Job, db: str | Path, *, handlers: str = "") -> str:
+    """The notebook call that continues a run defined in Python (``runner run`` cannot), given what the store does
+    not keep: its handler, its check, its python stages' functions (``handlers``, spelt)."""
+    from .jobs import PYTHON
+
+    given = [f"handlers={handlers}"] if handlers else []
+    given += ["provider=<that handler>"] if job.provider.kind == PYTHON else []
+    given += ["check=<its check>"] if job.checked_in_python else []
+    return f"await runner.notebook.Run.attach({job.name!r}, db={str(db)!r}, {', '.join(given)}).go()"
 
 
 def go_on(job: Job, db: str | Path) -> str:
     """What continues the run: ``runner run NAME`` (with its ``--db``), the Python call for a Python-defined run, or
     ``runner demo`` for the demo's run (its simulator stopped with it)."""
-    from .jobs import PYTHON
-
     if job.provider.demo:
         return command("demo", *(["--pipeline"] if job.staged else []), db=db)
-    return python_go_on(job.name, db) if job.provider.kind == PYTHON else command("run", job.name, db=db)
+    return python_go_on(job, db) if from_python(job) else command("run", job.name, db=db)

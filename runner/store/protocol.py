@@ -110,7 +110,7 @@ class RunStore(Protocol):
     def revalidated(
         self, run_id: int, stage: str, *, stages: Sequence[str], fingerprint: str | None,
         complete: Mapping[int, Onward], restamp: Sequence[int], again: Mapping[int, str], now: float,
-        refuse: Mapping[int, str] | None = None,
+        refuse: Mapping[int, str] | None = None, job: str | None = None,
     ) -> None: ...
     def rewind(
         self, moves: Mapping[int, str], stages: Sequence[str], *, now: float, restage: Mapping[int, str] | None = None,

@@ -16,7 +16,10 @@ its results from there on forgotten; or, as a run revalidates on its own
 kept and its results from there on forgotten, for a person's retry (the
 move ``refuse_result``). Each item's history says why (an event of kind
 ``revalidated`` that moves nothing; the move's own event is the change
-trigger's).
+trigger's). A revalidation against a job the run was not given (a job file
+edited, a notebook's ``Run``) saves the run's job with the schemas it checked
+against in its last transaction (``job``), so that what runs the run next
+checks, and stamps, as the revalidation did.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ SELECT id, :stage, output, :fingerprint, :now FROM items WHERE id = :id
 ON CONFLICT (item_id, stage) DO UPDATE
 SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at, work = NULL
 """
+#: The run's job, given the schemas a revalidation checked against.
+GIVE_JOB = "UPDATE runs SET job = :job, updated_at = :now WHERE id = :run"
 #: Why, in an item's history: an event that moves nothing.
 NOTE = """
 INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
@@ -128,19 +133,23 @@ class Revalidating:
     def revalidated(
         self: Writing, run_id: int, stage: str, *, stages: Sequence[str], fingerprint: str | None,
         complete: Mapping[int, Onward], restamp: Sequence[int], again: Mapping[int, str], now: float,
-        refuse: Mapping[int, str] | None = None,
+        refuse: Mapping[int, str] | None = None, job: str | None = None,
     ) -> None:
         """Apply a stage's sorting, ``CHUNK`` items a transaction: ``complete`` (item id -> where it goes),
         ``restamp`` (with ``fingerprint``; None: a job of one stage, whose results carry none), ``again`` (item
         id -> what is wrong now: sent again), ``refuse`` (the same: failed as invalid, not sent). ``stages``: the
-        job's, in order. An item that moved meanwhile is left alone."""
+        job's, in order. An item that moved meanwhile is left alone. ``job`` (JSON): the run's job from now on,
+        saved in the last transaction (one, if there is nothing else to write)."""
         work: list[tuple[str, int, Any]] = [("complete", i, to) for i, to in complete.items()]
         work += [("restamp", i, None) for i in restamp if fingerprint is not None]
         work += [("again", i, why) for i, why in again.items()]
         work += [("refuse", i, why) for i, why in (refuse or {}).items()]
-        for start in range(0, len(work), CHUNK):
+        chunks = [work[start:start + CHUNK] for start in range(0, len(work), CHUNK)] or ([[]] if job else [])
+        for at, chunk in enumerate(chunks, 1):
             with self.write() as conn:
-                for what, item_id, detail in work[start:start + CHUNK]:
+                if job is not None and at == len(chunks):
+                    conn.execute(GIVE_JOB, {"job": job, "now": now, "run": run_id})
+                for what, item_id, detail in chunk:
                     params = {"id": item_id, "stage": stage, "fingerprint": fingerprint, "now": now, "run": run_id}
                     if what == "complete":
                         _complete(conn, params, detail)

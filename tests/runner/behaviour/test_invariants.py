@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -104,7 +105,7 @@ async def test_received_output_is_completed_locally_after_a_crash(tmp_path: Path
     engine.wait(timeout=60)
     paid = sim.ledger.snapshot()["requests"]
     with Store(tmp_path / "runs.db") as store:
-        job = store.job("test")
+        job = dataclasses.replace(store.job("test"), check=lambda result: None)  # its check killed it: one that passes
         outcome = await runs.execute(store, job)
     assert outcome.status["counts"][ItemState.COMPLETED] == 3
     assert sim.ledger.snapshot()["requests"] == paid == 1

@@ -257,7 +257,7 @@ async def test_revalidate_of_a_job_file_shows_the_plan_against_the_file_s_schema
     assert states(store) == before
     agreed = runner_cli("revalidate", "pipeline.toml", "--yes", cwd=tmp_path)
     assert agreed.returncode == 0, agreed.stderr
-    assert agreed.stdout.endswith("to go on with the job file's schema:\nrunner run pipeline.toml\n")
+    assert agreed.stdout.endswith("to go on with the job file:\nrunner run pipeline.toml\n")
     assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
 
 

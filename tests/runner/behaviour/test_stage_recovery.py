@@ -103,7 +103,7 @@ async def test_a_stage_two_answer_saved_before_a_kill_is_completed_locally_with_
         received = [(item["state"], item["stage"]) for item in
                     (views.item(store, store.run_id("triage"), key) for key in KEYS)]
     sent = calls_by_stage(sim.ledger.snapshot()["calls"])
-    assert run(tmp_path, "run", "triage") == 0
+    assert run(tmp_path, "run", "pipeline.toml") == 0  # the job file: the Python check that killed it is not its
     assert engine.returncode == -signal.SIGKILL
     assert received == [(ItemState.RECEIVED, "summarize")] * 4
     assert calls_by_stage(sim.ledger.snapshot()["calls"]) == sent == {"classify": KEYS, "summarize": KEYS}
