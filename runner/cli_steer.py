@@ -335,6 +335,7 @@ def revalidate(job_or_name: str, stage: str | None, yes: bool, db: str) -> None:
         revalidation, priced = revalidating.priced(store, name, job=edited, stage=stage)
     except UnknownStage as exc:
         raise click.UsageError(str(exc)) from exc
+    revalidating.refuse_while_worked(store, revalidation, now=time.time())
     shown = revalidation.plan
     if shown.changes:
         click.echo(priced)

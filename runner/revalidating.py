@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import lease
 from .errors import RunError, UnknownStage
 from .jobs import DECIDE, JOIN, Job, Stage
 from .model import FailureKind
@@ -136,9 +137,11 @@ def priced(
 def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool) -> Plan:
     """Make a revalidation durable; the results now invalid are sent again with ``again`` (a person agreed: they
     may repeat a charge), else failed there as invalid, their answer kept, for a person's retry; the run's job
-    takes the schemas checked against (:meth:`Revalidation.run_job`) in the last transaction. Returns the plan
+    takes the schemas checked against (:meth:`Revalidation.run_job`) in the last transaction. Refused while live
+    workers run the run: they would check what it sends again against the schemas they have. Returns the plan
     as applied."""
     job, done, run_job = revalidation.job, [], revalidation.run_job()
+    refuse_while_worked(store, revalidation, now=now)
     for at, work in enumerate(revalidation.works, 1):
         invalid = work.sorted.again
         store.revalidated(
@@ -149,6 +152,14 @@ def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: boo
         done.append(dataclasses.replace(stage_plan(work.stage.name, work.sorted), again=len(invalid) if again else 0,
                                         refused=0 if again else len(invalid)))
     return Plan(tuple(done))
+
+
+def refuse_while_worked(store: RunStore, revalidation: Revalidation, *, now: float) -> None:
+    """Refuse (``RunError``) a revalidation that gives the run other output schemas while live workers run it:
+    they would check what it sends again against the schemas they have, so its resends would buy nothing."""
+    if revalidation.run_job() is not None and lease.alive(store, revalidation.name, now=now):
+        raise RunError(f"run {revalidation.name!r} is being run by workers that check against the output schema it "
+                       "has; nothing was changed: revalidate against the changed one once they end (or stop them)")
 
 
 def revalidate(

@@ -8,14 +8,17 @@ the revalidation did, and the results it kept stand for their stage.
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from pathlib import Path
 
 import pytest
 from pipelines import calls_by_stage
 from support import make_job, posts, runner_cli
+from test_contract import rule
 from test_revalidate import NARROW, WIDE, job, labels, praised_after_a_wide_run
 
-from runner import revalidating, runs
+from runner import liveness, revalidating, runs
 from runner.errors import RunError
 from runner.sim import Simulator
 from runner.store import Store
@@ -93,3 +96,20 @@ async def test_a_run_given_a_python_check_is_not_revalidated_against_a_job_witho
     await runs.execute(store, checked)
     with pytest.raises(RunError, match="checks its results with a Python function"):
         revalidating.plan(store, "test", job=dataclasses.replace(checked, check=None))
+
+
+async def test_a_job_file_s_revalidation_is_refused_while_live_workers_run_the_run(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    await praised_after_a_wide_run(tmp_path, sim, store)
+    wide = store.job("triage").to_json()
+    job(tmp_path, sim.base_url, NARROW)
+    now = time.time()  # the worker's heartbeat as the CLI, which reads the clock, will judge it: fresh
+    store.join_run("triage", token="other", pid=os.getpid(), host=liveness.this_host(), now=now,
+                   choose=rule("other", now))
+    sim.ledger.reset()
+    refused = runner_cli("revalidate", "pipeline.toml", "--yes", cwd=tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (1, (
+        "error: run 'triage' is being run by workers that check against the output schema it has; nothing was "
+        "changed: revalidate against the changed one once they end (or stop them)"))
+    assert store.job("triage").to_json() == wide and sim.ledger.snapshot()["calls"] == []
