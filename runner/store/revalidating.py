@@ -78,11 +78,11 @@ NOTE = """
 INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, items, stage)
 SELECT run_id, id, :now, state, state, 'revalidated', :why, 0, :stage FROM items WHERE id = :id
 """
-NOW_VALID = "revalidated: its saved answer passes the output schema now; stage completed with no call"
-STILL_VALID = "revalidated: its result still passes the output schema; kept, with no call"
-NOW_INVALID = ("revalidated: its result no longer passes the output schema ({why}); sent again: "
+NOW_VALID = "its saved answer passes the output schema now; stage completed with no call"
+STILL_VALID = "its result still passes the output schema; kept, with no call"
+NOW_INVALID = ("its result no longer passes the output schema ({why}); sent again: "
                "may repeat a charge (it was answered)")
-REFUSED = ("revalidated: its result no longer passes the output schema ({why}); failed, its answer kept, not sent "
+REFUSED = ("its result no longer passes the output schema ({why}); failed, its answer kept, not sent "
            "again: it was answered, so a person's retry sends it (and may repeat a charge)")
 #: A result now refused, failed as invalid (``:kind``), its answer kept: a pipeline's result at the stage (``:staged``),
 #: else its output.
