@@ -15,12 +15,12 @@ the run's summary: how many of its items the archive holds.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from ..errors import RunError, StoreError
-from .connection import SQLiteFile
+from ..errors import RunError
+from .base import StoreBase
+from .database import Conn
 
 #: Each table of an item's own rows, with the column naming its item, in the order they are copied.
 OWN_ROWS = {"items": "id", "inputs": "item_id", "results": "item_id", "decisions": "item_id", "events": "item_id"}
@@ -110,7 +110,7 @@ class Chunk(NamedTuple):
     last: int
 
 
-class Archive(SQLiteFile):
+class Archive(StoreBase):
     """The verbs that archive a run's finished items and restore them."""
 
     def archive_chunk(
@@ -185,26 +185,21 @@ class Archive(SQLiteFile):
 
     def file_size(self) -> int:
         """The store's bytes on disk: its file and its -wal."""
-        return self.path.stat().st_size + self._wal_bytes()
+        return self.database.size()
 
     def vacuum(self) -> None:
-        """Rewrite the store file without its free pages, and truncate its -wal (no transaction may be open); one
-        that fails (another writer held the store all along, a full disk) is a StoreError, the store as it was."""
-        try:
-            self.conn.execute("VACUUM")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: the vacuum failed ({exc}); the store keeps its size") from exc
+        """Give the store's free space back (no transaction may be open): see the database's ``vacuum``."""
+        self.database.vacuum()
 
 
-def _unit(conn: sqlite3.Connection, table: str, roots: list[int]) -> list[int]:
+def _unit(conn: Conn, table: str, roots: list[int]) -> list[int]:
     """The ids of the units of ``roots`` in ``table``: each root and its sub-items."""
     if not roots:
         return []
     return [row[0] for row in conn.execute(UNIT.format(table=table), {"ids": json.dumps(roots)})]
 
 
-def _copy(conn: sqlite3.Connection, source: str, target: str, column: str, *, renumbered: str = "") -> str:
+def _copy(conn: Conn, source: str, target: str, column: str, *, renumbered: str = "") -> str:
     """The statement copying the rows of the items listed (``:ids``) from ``source`` to ``target``, column by column
     (the target's columns, read from the schema: the two tables have the same). ``renumbered``: ``"kept"`` copies
     the rows but those whose id is listed in ``:taken``, ``"new"`` those alone, each under a new id."""

@@ -8,18 +8,18 @@ command does to the control row (pause, resume, step) is the rules' to say
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RunError, StoreError, UnknownStage
+from ..errors import RunError, UnknownStage
 from ..model import BreakerState, FailureKind, Retried
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
 from .archive import ARCHIVED_KEYS
-from .connection import SQLiteFile
+from .base import StoreBase
 from . import fanout, items
 from .items import move
+from .database import Conn
 
 #: Items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all), with the sub-items
 #: of a named parent of a fan-out (a parent's cancel, retry or confirmation is its sub-items' too).
@@ -72,22 +72,20 @@ ORDER BY items.seq
 """
 
 
-class Commands(SQLiteFile):
+class Commands(StoreBase):
     """The verbs of a person's commands, and the control row the engine reads."""
 
     def control(self, run_id: int) -> Control:
-        """The run's breaker and a person's controls (read by the engine before every start: plain sqlite3)."""
-        try:
-            (breaker, kind, reason, failures, paused, steps), = self.conn.execute(
-                "SELECT breaker, breaker_kind, breaker_reason, transport_failures, paused, steps FROM runs "
-                "WHERE id = ?", (run_id,)
-            ).fetchall()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: store read failed ({exc})") from exc
-        return Control(BreakerState(breaker), reason, failures, bool(paused), steps,
-                       FailureKind(kind) if kind else None)
+        """The run's breaker and a person's controls (read by the engine before every start)."""
+        (row,) = self.rows(
+            "SELECT breaker, breaker_kind, breaker_reason, transport_failures, paused, steps FROM runs WHERE id = ?",
+            (run_id,),
+        )
+        kind = row["breaker_kind"]
+        return Control(BreakerState(row["breaker"]), row["breaker_reason"], row["transport_failures"],
+                       bool(row["paused"]), row["steps"], FailureKind(kind) if kind else None)
 
-    def write_control(self, conn: sqlite3.Connection, run_id: int, control: Control) -> None:
+    def write_control(self, conn: Conn, run_id: int, control: Control) -> None:
         """Write the breaker and controls inside the caller's transaction."""
         conn.execute(
             "UPDATE runs SET breaker = ?, breaker_kind = ?, breaker_reason = ?, transport_failures = ?, "

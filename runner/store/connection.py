@@ -13,13 +13,14 @@ writer.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema, tidy
+from .database import Params
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -49,15 +50,18 @@ NO_SHARED_MEMORY = {
 
 
 class SQLiteFile:
-    """One run store file; ``SQLiteStore(path)`` opens it for writing, creating it unless ``create=False``.
+    """One run store file (a ``Database``); ``SQLiteFile(path)`` opens it for writing, creating it unless ``create=False``.
 
-    ``SQLiteStore(path, read_only=True)`` opens an existing store for a view (status,
+    ``SQLiteFile(path, read_only=True)`` opens an existing store for a view (status,
     failures, the TUI, the panel): on a connection that cannot write
     (``mode=ro``), so it works on a read-only file or folder, on a full disk
     and while another process holds the write lock (WAL readers wait for no
     writer). It is never created or migrated: a store of an older schema is
     refused with the command that upgrades it.
     """
+
+    dialect = "sqlite"
+    integrity_error: type[Exception] = sqlite3.IntegrityError
 
     def __init__(
         self, path: str | Path, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0
@@ -80,6 +84,11 @@ class SQLiteFile:
                     self._migrate()
         tidy.opened(self.path)
         self._closed = False
+
+    @property
+    def location(self) -> Path:
+        """The store's file."""
+        return self.path
 
     def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
         self.conn = conn
@@ -165,7 +174,20 @@ class SQLiteFile:
         except FileNotFoundError:
             return 0
 
-    def _shrink_wal(self) -> None:
+    def size(self) -> int:
+        """The store's bytes on disk: its file and its -wal."""
+        return self.path.stat().st_size + self._wal_bytes()
+
+    def vacuum(self) -> None:
+        """Rewrite the store file without its free pages, and truncate its -wal (no transaction may be open); one
+        that fails (another writer held the store all along, a full disk) is a StoreError, the store as it was."""
+        try:
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: the vacuum failed ({exc}); the store keeps its size") from exc
+
+    def after_large_write(self) -> None:
         """After a large write, copy the -wal into the store and truncate it, when no reader is mid-read.
 
         SQLite's own checkpoints reuse the -wal but never shrink it: one large
@@ -216,12 +238,6 @@ class SQLiteFile:
         if not self._closed:
             self._closed = True
             tidy.closed(self.path)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _migrate(self) -> None:
         with self.write():
@@ -315,7 +331,7 @@ class SQLiteFile:
         self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
         self.busy_timeout = seconds
 
-    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         self._follow_writer()
         try:
             cursor = self.conn.execute(sql, params)

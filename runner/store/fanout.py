@@ -30,16 +30,16 @@ its join, waits there again first).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..model import FailureKind, Settlement, Skip
 from ..rules.fanout import Settled
 from . import items
-from .connection import SQLiteFile
+from .base import StoreBase
 from .items import move
 from .skips import skip
+from .database import Conn
 
 #: A parent of batch ``:batch`` that fans out: waiting at its join, its sub-items yet to settle.
 FANNED = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
@@ -139,7 +139,7 @@ ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint
 AT_JOIN = "items.id = :id AND items.stage = :stage AND items.sub_items_left = 0"
 
 
-def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[str, Any]) -> None:
+def fan_out(conn: Conn, settlement: Settlement, params: Mapping[str, Any]) -> None:
     """Each fanned-out item of the settlement waiting at its join, its sub-items (made again) pending."""
     for parent, fan in settlement.fan_out.items():
         moved = move(conn, "fan_out", where=FANNED, returning="id", params={**params, "id": parent, "join": fan.join,
@@ -158,7 +158,7 @@ def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[st
         conn.execute(FANNED_OUT, {"parent": parent, "now": params["now"], "n": len(fan.inputs), "first": fan.first})
 
 
-def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float, why: str = REPLACED) -> None:
+def remove_sub_items(conn: Conn, parent: int, now: float, why: str = REPLACED) -> None:
     """A parent's sub-items removed (its fan-out is made again, or its input changed), accounted for."""
     conn.execute(REMOVED, {"parent": parent, "now": now, "why": why})
     conn.execute(items.KEEP_PAID, {"parent": parent})
@@ -166,7 +166,7 @@ def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float, why: str
         conn.execute(statement, {"parent": parent})
 
 
-def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
+def retire_sub_items(conn: Conn, parent: int, now: float) -> None:
     """A parent a re-run sent back to its fan-out or before (or whose fan-out is gone): its sub-items removed now,
     whatever their state, rather than worked (and paid) until its new fan-out replaces them. Those held for a
     person are never sent again; those of an upstream task that may still run are counted as maybe paid (the
@@ -175,7 +175,7 @@ def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
     remove_sub_items(conn, parent, now, RETIRED)
 
 
-def reopen(conn: sqlite3.Connection, subs: Collection[int], now: float) -> int:
+def reopen(conn: Conn, subs: Collection[int], now: float) -> int:
     """The parents of sub-items sent again (``subs``, now unsettled) wait at their join again, in the caller's
     transaction: joined, failed (not by a person) or gone on past it, their results from the join on forgotten
     (the join is made again, so what came after it is done again). Their count of sub-items left is the
@@ -216,7 +216,7 @@ class Joined(NamedTuple):
     skipped: tuple[Skip, ...] = ()
 
 
-class FanOuts(SQLiteFile):
+class FanOuts(StoreBase):
     """The verbs of joins: the parents ready to join, and their joins made."""
 
     def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]:

@@ -22,13 +22,13 @@ them: ``add_to_run``), and items added or given a new input.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
 from ..model import MOVES, ItemState, Move
 from . import ledger
+from .database import Conn
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
@@ -38,7 +38,7 @@ SELECT run_id, id, :now, :from_state, :to_state, :moved, stage FROM batches WHER
 
 
 def move(
-    conn: sqlite3.Connection,
+    conn: Conn,
     name: str,
     *,
     where: str,
@@ -73,7 +73,7 @@ def move(
 
 
 def move_each(
-    conn: sqlite3.Connection, name: str, *, where: str, values: Mapping[str, str], params: list[dict[str, Any]]
+    conn: Conn, name: str, *, where: str, values: Mapping[str, str], params: list[dict[str, Any]]
 ) -> None:
     """The move ``name`` (one logged per item) for each of ``params``: one item each, with its own values."""
     the_move = MOVES[name]
@@ -155,7 +155,7 @@ WHERE id = coalesce(:run, (SELECT run_id FROM batches WHERE id = :batch))
 
 
 def add_to_run(
-    conn: sqlite3.Connection, batch_id: int | None = None, *, run_id: int | None = None, paid_calls: int = 0,
+    conn: Conn, batch_id: int | None = None, *, run_id: int | None = None, paid_calls: int = 0,
     maybe_paid: int = 0,
 ) -> None:
     """Move the run's totals with what its (or its batch's) items just gained, in the caller's transaction."""
@@ -163,7 +163,7 @@ def add_to_run(
         conn.execute(ADD_TO_RUN, {"run": run_id, "batch": batch_id, "paid_calls": paid_calls, "maybe_paid": maybe_paid})
 
 
-def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int] | None = None) -> int:
+def count_maybe_paid(conn: Conn, batch_id: int, ids: Iterable[int] | None = None) -> int:
     """A batch's items still running (or those of ``ids`` running or received) may have paid a call; how many."""
     if ids is None:
         rows = conn.execute(MAYBE_PAID_RUNNING, (batch_id,)).fetchall()
@@ -181,7 +181,7 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch
 """
 
 
-def count_not_billed(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]) -> None:
+def count_not_billed(conn: Conn, batch_id: int, ids: Iterable[int]) -> None:
     """Items of a batch whose call the upstream refused before running it: a charge not billed each, on the
     ledger too."""
     refused = conn.execute(NOT_BILLED, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
@@ -197,7 +197,7 @@ RETURNING run_id, stage, chars
 """
 
 
-def count_task_lines(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> None:
+def count_task_lines(conn: Conn, where: str, params: Mapping[str, Any]) -> None:
     """Count as maybe paid the items ``where`` selects whose call is a line of an upstream task that may still
     run, their run's totals with them, in the caller's transaction."""
     lines = conn.execute(TASK_LINES.format(where=where), params).fetchall()
@@ -229,7 +229,7 @@ RETURNING run_id, stage, chars
 """
 
 
-def count_maybe_paid_held(conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False) -> int:
+def count_maybe_paid_held(conn: Conn, run_id: int, *, cancelled: bool = False) -> int:
     """Before a recovery holds (or a cancel fails) a dead engine's sent calls: count each as maybe billed."""
     held = conn.execute(MAYBE_PAID_HELD, {"run": run_id, "cancelled": int(cancelled)}).fetchall()
     counted = ledger.add_unknown(conn, held)
@@ -249,7 +249,7 @@ DECIDE_STAGES = (
 ARRIVED = f"items.run_id = :run AND items.state = 'pending' AND items.stage IN ({DECIDE_STAGES})"
 
 
-def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> set[int]:
+def arrive(conn: Conn, run_id: int, now: float) -> set[int]:
     """Items of the run pending at a decide stage (a boundary, a retry, a rewind put them there) wait there for a
     person (state ``waiting``, hold ``decide``), in the caller's transaction; their ids."""
     return {row[0] for row in move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now},
@@ -288,7 +288,7 @@ TASK_TO_CANCEL = ("cancelled by a person; its upstream task is cancelled (the li
                   "when an engine next polls it")
 
 
-def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+def cancel_tasks(conn: Conn, where: str, params: Mapping[str, Any]) -> list[int]:
     """Mark the items of an upstream task that may still run (``where`` narrows them) cancelled, and release them
     to the next engine's poll, which cancels their task upstream (``runner.tasks``); their ids.
 
@@ -302,7 +302,7 @@ def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]
     )]
 
 
-def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
+def cancelled_in(conn: Conn, batch_id: int) -> list[int]:
     """The items of a batch that a person cancelled while it was in flight, read in the caller's transaction."""
     return [item_id for (item_id,) in conn.execute(CANCELLED_IN_BATCH, (batch_id,))]
 
@@ -311,14 +311,14 @@ def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
 STAGE_DONE = "cancelled by a person; its batch finished, and its result of the stage before is kept"
 
 
-def cancel_moved_on(conn: sqlite3.Connection, ids: list[int], params: Mapping[str, Any]) -> None:
+def cancel_moved_on(conn: Conn, ids: list[int], params: Mapping[str, Any]) -> None:
     """Fail cancelled items that their batch's answer has just moved on to their next stage, where they stand."""
     if ids:
         move(conn, "cancel", where="items.id IN (SELECT value FROM json_each(:ids)) AND items.state = 'pending'",
              values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
 
 
-def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+def fail_left_cancelled(conn: Conn, where: str, params: Mapping[str, Any]) -> list[int]:
     """Fail the cancelled items a stopped engine left (``where`` narrows them); their ids."""
     return [item_id for (item_id,) in move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
                                            params={**params, "message": ENGINE_GONE}, returning="id")]

@@ -7,19 +7,19 @@ so two engines never both take it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
 from ..model import Holder
-from .connection import SQLiteFile
+from .base import StoreBase
+from .database import Conn
 
 
-def holds(conn: sqlite3.Connection, lease: tuple[str, str]) -> bool:
+def holds(conn: Conn, lease: tuple[str, str]) -> bool:
     """Whether the engine ``lease`` (run name, token) still holds its run, read in the caller's transaction."""
     return conn.execute("SELECT 1 FROM engines WHERE run = ? AND token = ?", lease).fetchone() is not None
 
 
-class Leases(SQLiteFile):
+class Leases(StoreBase):
     """The verbs of the lease."""
 
     def take_lease(

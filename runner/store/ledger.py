@@ -11,16 +11,16 @@ O(stages) (:func:`totals`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..usage import Usage
+from .database import Conn
 
 if TYPE_CHECKING:
-    from .connection import SQLiteFile
+    from .base import StoreBase
 
 #: The ``receive`` move's ledger fields: each answered item's share of the batch's tokens and cost, input by
 #: its input's size (``:tchars`` the answered items' input), output by its result's (``:olen`` the results'; with
@@ -58,7 +58,7 @@ ZERO = {"billed": 0, "not_billed": 0, "unknown": 0, "unknown_chars": 0, "input":
         "reasoning": 0, "tokened": 0, "cost": 0.0, "uncosted": 0, "reused": 0}
 
 def shares(
-    conn: sqlite3.Connection, params: Mapping[str, Any], outputs: Mapping[int, str], usage: Usage | None,
+    conn: Conn, params: Mapping[str, Any], outputs: Mapping[int, str], usage: Usage | None,
     cost: tuple[float, float] | None,
 ) -> dict[str, Any]:
     """The parameters of :data:`RECEIVE_VALUES` for a batch's answer (``params``: its ``batch`` and ``answered``)."""
@@ -69,7 +69,7 @@ def shares(
 
 
 def add_billed(
-    conn: sqlite3.Connection, batch_id: int, billed: int, usage: Usage | None, cost: tuple[float, float] | None
+    conn: Conn, batch_id: int, billed: int, usage: Usage | None, cost: tuple[float, float] | None
 ) -> None:
     """A batch's answer billed ``billed`` items' calls: its usage and cost on its stage's row."""
     if not billed:
@@ -85,13 +85,13 @@ def add_billed(
                      {"batch": batch_id, "usage": json.dumps(usage.as_dict())})
 
 
-def add_not_billed(conn: sqlite3.Connection, batch_id: int, counted: int) -> None:
+def add_not_billed(conn: Conn, batch_id: int, counted: int) -> None:
     """``counted`` items' calls of a batch the upstream refused before running them: not billed, on its stage's row."""
     if counted:
         conn.execute(ADD_FOR_BATCH, {**ZERO, "batch": batch_id, "not_billed": counted})
 
 
-def add_unknown(conn: sqlite3.Connection, rows: Sequence[tuple[int, str, int]]) -> int:
+def add_unknown(conn: Conn, rows: Sequence[tuple[int, str, int]]) -> int:
     """Items' calls sent with their answer lost (each row: run id, stage, input characters): unknown charges,
     on their stage's row; how many."""
     calls: Counter[tuple[int, str]] = Counter()
@@ -139,7 +139,7 @@ RUNNING = (
 )
 
 
-def totals(store: SQLiteFile, run_id: int) -> list[StageLedger]:
+def totals(store: StoreBase, run_id: int) -> list[StageLedger]:
     """The run's ledger per stage, with what is in flight: O(stages + batches running)."""
     running = {row["stage"]: row for row in store.rows(RUNNING, [run_id])}
     rows = {row["stage"]: row for row in store.rows(TOTALS, [run_id])}

@@ -11,7 +11,6 @@ time are written to the queue by the batch's settlement (:mod:`.settling`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..rules.breaker import Control
 from ..rules.queues import Queue
 from .answers import QueueShare
 from .commands import Commands
+from .database import Conn
 
 #: The holds of the queue ``:queue`` whose engine still holds its run's lease (the token it joined with).
 LIVE_HOLDS = """
@@ -41,7 +41,7 @@ QUEUE_COLUMNS = "name, concurrency, breaker, breaker_kind, breaker_reason, trans
 QUEUE_ROW = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 
 
-def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
+def queue_of(conn: Conn, run_id: int) -> str | None:
     """The queue the engine holding the run joined (None: none, or the run's hold is an engine's before), read in
     the caller's transaction."""
     row = conn.execute("SELECT h.queue FROM queue_holds h JOIN runs ON runs.id = h.run_id "
@@ -57,13 +57,13 @@ def control_of(row: dict[str, Any]) -> Control:
                    kind=FailureKind(kind) if kind else None)
 
 
-def write_control(conn: sqlite3.Connection, name: str, control: Control) -> None:
+def write_control(conn: Conn, name: str, control: Control) -> None:
     """Write a queue's breaker inside the caller's transaction."""
     conn.execute("UPDATE queues SET breaker = ?, breaker_kind = ?, breaker_reason = ?, transport_failures = ? "
                  "WHERE name = ?", (control.breaker, control.kind, control.reason, control.transport_failures, name))
 
 
-def settled(conn: sqlite3.Connection, name: str, settlement: Settlement) -> None:
+def settled(conn: Conn, name: str, settlement: Settlement) -> None:
     """A batch's breaker move and a 429's quiet time, applied to its run's queue in the settlement's transaction."""
     if settlement.quiet_until:
         conn.execute("UPDATE queues SET quiet_until = ? WHERE name = ? AND quiet_until < ?",

@@ -15,7 +15,6 @@ result with it (:func:`runner.store.stages.pass_on`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -23,6 +22,7 @@ from ..model import Batch, BatchState, ItemState
 from . import ledger
 from .items import move
 from .tasks import NOTE
+from .database import Conn
 
 #: The items chosen (``:ids``) as their work is made of: key, input, and the results of the stages they passed.
 IN_LINE = """
@@ -51,7 +51,7 @@ class Reuser(Protocol):
 
 
 def take(
-    conn: sqlite3.Connection, run_id: int, stage: str, chosen: Sequence[int], origin: ItemState, reuse: Reuser,
+    conn: Conn, run_id: int, stage: str, chosen: Sequence[int], origin: ItemState, reuse: Reuser,
     now: float,
 ) -> Batch | None:
     """The items ``chosen`` for a batch (one group) whose work has a result that stands, received in a batch of their
@@ -78,7 +78,7 @@ def take(
     return Batch(id=int(batch_id), group=group, size=len(found), chars=chars, stage=stage, reused=True)
 
 
-def _found(conn: sqlite3.Connection, reuse: Reuser, work: str) -> str | None:
+def _found(conn: Conn, reuse: Reuser, work: str) -> str | None:
     """The first saved result of ``work`` that passes the stage's check now; None when there is none."""
     for (result,) in conn.execute(FOUND, {"work": work}):
         if reuse.accepts(result):

@@ -22,7 +22,6 @@ trigger's).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
@@ -32,6 +31,7 @@ from . import items
 from .items import move
 from .skips import skip
 from .stages import FINISH, FORGET, UNLESS_A_PERSONS
+from .database import Conn
 
 #: Items per transaction: well under a second of the write lock.
 CHUNK = 500
@@ -112,7 +112,7 @@ class SavedRow(NamedTuple):
 
 
 class Writing(Protocol):
-    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def write(self) -> AbstractContextManager[Conn]: ...
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]: ...
 
 
@@ -150,7 +150,7 @@ class Revalidating:
                         _now_invalid(conn, params, stages, detail, send=what == "again")
 
 
-def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> None:
+def _complete(conn: Conn, params: dict[str, Any], to: Onward) -> None:
     """A failed item whose answer now passes: its stage completed, as at a boundary."""
     if not conn.execute(f"SELECT 1 FROM items WHERE items.id = :id AND {REJECTED}", params).fetchone():
         return
@@ -169,7 +169,7 @@ def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> N
         conn.execute(NOTE, {**params, "why": NOW_VALID})
 
 
-def _now_invalid(conn: sqlite3.Connection, params: dict[str, Any], stages: Sequence[str], why: str, *,
+def _now_invalid(conn: Conn, params: dict[str, Any], stages: Sequence[str], why: str, *,
                  send: bool) -> None:
     """A result now invalid: its item sent back to the stage (``send``: a person agreed to a charge again), or else
     failed there as invalid, its answer kept (a later revalidation may complete it); its results from there on

@@ -13,7 +13,6 @@ Time is passed in (``now``, seconds since the epoch), never read here.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 

@@ -26,16 +26,16 @@ before retires its sub-items in the same transaction.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
 from . import fanout, items
-from .connection import SQLiteFile
+from .base import StoreBase
 from .items import move, move_each
 from .skips import skip
+from .database import Conn
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
@@ -60,7 +60,7 @@ WORKED = "FROM json_each(:works) AS worked"
 DONE = "items.id = worked.key AND items.batch_id = :batch AND items.output IS NOT NULL"
 
 
-def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
+def pass_on(conn: Conn, settlement: Settlement, params: dict[str, Any]) -> None:
     """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
     items that go on pending at their next stage (the stages they skip noted), the others completed."""
     if settlement.fingerprint:  # a pipeline's (a job of one stage keeps its result as the item's output)
@@ -162,7 +162,7 @@ class Stale(NamedTuple):
 class Claiming(Protocol):
     """A store that forms batches (``sqlite.Store``), as :meth:`Stages.claim_first` uses it."""
 
-    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def write(self) -> AbstractContextManager[Conn]: ...
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
         stage: str | None = None, reuse: Reuser | None = None,
@@ -251,7 +251,7 @@ class Stages(fanout.FanOuts):
             fanout.reopen(conn, sent_again, now)
 
 
-def _moved(conn: sqlite3.Connection, name: str, params: dict[str, Any], stages: Sequence[str],
+def _moved(conn: Conn, name: str, params: dict[str, Any], stages: Sequence[str],
            retire: Collection[int]) -> None:
     """What follows a re-run's move of one item: its results from its stage on forgotten (not a completion's), its
     sub-items retired when its fan-out no longer stands."""
@@ -261,7 +261,7 @@ def _moved(conn: sqlite3.Connection, name: str, params: dict[str, Any], stages: 
         fanout.retire_sub_items(conn, params["id"], params["now"])
 
 
-def _cancel(conn: sqlite3.Connection, item_id: int, stage: str, stages: Sequence[str], now: float) -> None:
+def _cancel(conn: Conn, item_id: int, stage: str, stages: Sequence[str], now: float) -> None:
     """An item a person cancelled in flight, at a stage gone: failed ``cancelled`` now (a call of an upstream task
     that may still run counted as maybe paid), then at the stage a retry sends it to."""
     params = {"id": item_id, "stage": stage, "now": now, "message": CANCELLED_AT_GONE}

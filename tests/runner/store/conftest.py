@@ -22,9 +22,9 @@ BACKENDS = {"sqlite": lambda folder: Store(folder / "runs.db")}
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     with BACKENDS[request.param](tmp_path) as opened:
         executed: list[str] = []
-        opened.conn.set_trace_callback(executed.append)
+        opened.database.conn.set_trace_callback(executed.append)
         yield opened
-        opened.conn.set_trace_callback(None)
+        opened.database.conn.set_trace_callback(None)
         assert {sql: refused_idioms(sql) for sql in executed if refused_idioms(sql)} == {}
         assert states_told_by_events(opened) == states_of_items(opened)
         assert counts_kept(opened) == counts_of_items(opened)

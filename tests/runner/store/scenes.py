@@ -24,7 +24,7 @@ from runner.store import Store, schema
 
 def engine_row(store: Store, run: str, token: str, *, pid: int, host: str, started_at: float, heartbeat_at: float) -> None:
     """The lease row an engine of ``host`` and ``pid`` writes for ``run``."""
-    store.db.execute(
+    store.database.db.execute(
         "INSERT INTO engines (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
         [run, token, pid, host, started_at, heartbeat_at],
     )
@@ -43,7 +43,7 @@ def engine_elsewhere(store: Store, run: str, token: str) -> None:
 
 def no_engine(store: Store, run: str) -> None:
     """The engine of ``run`` is gone, and its lease row with it."""
-    store.db.execute("DELETE FROM engines WHERE run = ?", [run])
+    store.database.db.execute("DELETE FROM engines WHERE run = ?", [run])
 
 
 @contextmanager
@@ -56,7 +56,7 @@ def dead_engine(store: Store, run: str, token: str = "dead") -> Iterator[tuple[s
 
 def create_never_sent(store: Store, batch_id: int) -> None:
     """A batch whose create was never sent: no time is kept by which it could land upstream."""
-    store.db.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
+    store.database.db.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
 
 
 def received_writes_fail(db: Path) -> None:
