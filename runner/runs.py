@@ -25,6 +25,7 @@ from .providers.anthropic_batch import AnthropicBatch
 from .providers.anthropic_messages import AnthropicMessages
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
+from .store.location import files_beside
 from .store.protocol import RunStore
 
 def prepare(
@@ -54,7 +55,7 @@ def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
     return job.with_provider(kind=jobs.PYTHON, handler=provider.name)
 
 
-def continued_from_python(job: Job, db: Path) -> str:
+def continued_from_python(job: Job, db: Path | str) -> str:
     """Why a ``python`` run cannot go on without its handler, and the call that goes on."""
     return (
         f"run {job.name!r} was defined with a Python handler ({job.provider.handler}) and is continued from Python: "
@@ -127,7 +128,8 @@ async def execute(
             base_url = stage.provider.base_url
             if base_url not in clients:
                 clients[base_url] = await stack.enter_async_context(lanes.client(base_url, job.batch.concurrency))
-            stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name), store.path.parent)
+            stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name),
+                                                 files_beside(store.path))
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person,
                         stage_providers={**stage_providers, **handled})
         if started is not None:

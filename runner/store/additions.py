@@ -49,15 +49,15 @@ if TYPE_CHECKING:
 INSERT_CHUNK = 1_000
 
 #: The items of a JSON list of ids ``:ids``.
-LISTED = "items.id IN (SELECT value FROM json_each(:ids))"
+LISTED = "items.id IN (@ints(:ids))"
 
 #: The run, made or given its job again, marked as being prepared (an input that was read is forgotten); a
 #: person's budget is kept unless the job's ``[budget]`` changed (the file is the newer word).
 PREPARING = """
 INSERT INTO runs (name, job, nonce, created_at, updated_at, preparing) VALUES (:name, :job, :nonce, :now, :now, 1)
 ON CONFLICT (name) DO UPDATE SET job = excluded.job, updated_at = excluded.updated_at, preparing = 1,
-    budget = CASE WHEN json_extract(job, '$.budget') IS NOT DISTINCT FROM json_extract(excluded.job, '$.budget')
-                  THEN budget END,
+    budget = CASE WHEN @field(runs.job, '$.budget') IS NOT DISTINCT FROM @field(excluded.job, '$.budget')
+                  THEN runs.budget END,
     input_path = NULL, input_size = NULL, input_mtime_ns = NULL, input_hash = NULL, input_read_at = NULL
 RETURNING id
 """

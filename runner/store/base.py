@@ -1,8 +1,9 @@
 """What every group of the store's verbs stands on: one opened database, its transactions and reads.
 
-``Store(location)`` opens the database the location names (a SQLite file
-today) and keeps it as ``database``; the verbs reach it only through the
-methods here, so they are the same on every backend.
+``Store(location)`` opens the database the location names (a SQLite file's
+path, or a PostgreSQL URL: :mod:`.location`) and keeps it as ``database``;
+the verbs reach it only through the methods here, so they are the same on
+every backend.
 """
 
 from __future__ import annotations
@@ -14,20 +15,28 @@ from typing import Any, Self
 
 from .connection import SQLiteFile
 from .database import Conn, Database, Params
+from .location import is_url
 
 
 class StoreBase:
     """A store's opened database; ``create=False`` refuses to make one, ``read_only=True`` opens it for a view."""
 
     def __init__(
-        self, path: str | Path, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0
+        self, location: str | Path, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0
     ) -> None:
-        self.database: Database = SQLiteFile(path, create=create, read_only=read_only, busy_timeout=busy_timeout)
+        self.database: Database
+        if is_url(location):
+            from .postgres import PostgresDatabase  # here: a SQLite store never loads the driver
+
+            self.database = PostgresDatabase(str(location), create=create, read_only=read_only,
+                                             busy_timeout=busy_timeout)
+        else:
+            self.database = SQLiteFile(location, create=create, read_only=read_only, busy_timeout=busy_timeout)
 
     @property
-    def path(self) -> Path:
-        """Where the store is, as its messages name it."""
-        location: Path = self.database.location
+    def path(self) -> Path | str:
+        """Where the store is, as a person names it (``--db``): a file's path, or a URL without its password."""
+        location: Path | str = self.database.location
         return location
 
     @property

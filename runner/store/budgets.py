@@ -18,7 +18,7 @@ from .commands import LOG_COMMAND, Commands
 from .ledger import StageLedger, totals
 
 #: The budget that holds for run ``?``: a person's, else its job's (NULL: none).
-HOLDS = "SELECT coalesce(budget, json_extract(job, '$.budget')) AS budget FROM runs WHERE id = ?"
+HOLDS = "SELECT coalesce(budget, @field(job, '$.budget')) AS budget FROM runs WHERE id = ?"
 
 
 def read(saved: str | None) -> Budget:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema, tidy
-from .database import Params
+from .database import Conn, Params
+from .dialect import SQLITE, Compiling, compiled
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -50,7 +51,7 @@ NO_SHARED_MEMORY = {
 
 
 class SQLiteFile:
-    """One run store file (a ``Database``); ``SQLiteFile(path)`` opens it for writing, creating it unless ``create=False``.
+    """One run store file, a ``Database``: ``SQLiteFile(path)`` opens it to write, creating it unless ``create=False``.
 
     ``SQLiteFile(path, read_only=True)`` opens an existing store for a view (status,
     failures, the TUI, the panel): on a connection that cannot write
@@ -92,6 +93,8 @@ class SQLiteFile:
 
     def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
         self.conn = conn
+        #: The connection as the verbs use it: each statement in SQLite's dialect.
+        self.compiling = Compiling(conn, SQLITE)
         self._db: sqlite_utils.Database | None = None
         #: Read as the file stood when opened, no -wal or -shm beside it (see ``_connect_reading``).
         self._snapshot = snapshot
@@ -253,7 +256,7 @@ class SQLiteFile:
             self.conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[Conn]:
         """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
 
         Inside a transaction already open (the engine saves a finished batch,
@@ -266,7 +269,7 @@ class SQLiteFile:
             if not nested:
                 self._begin()
             try:
-                yield self.conn
+                yield self.compiling
                 if not nested:
                     self.conn.execute("COMMIT")
             except BaseException:
@@ -334,7 +337,7 @@ class SQLiteFile:
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         self._follow_writer()
         try:
-            cursor = self.conn.execute(sql, params)
+            cursor = self.conn.execute(compiled(sql, SQLITE).sql, params)
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor]
         except sqlite3.Error as exc:

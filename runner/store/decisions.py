@@ -35,14 +35,14 @@ from .database import Conn
 AT = """
 SELECT items.id, items.key, items.stage, items.state, items.hold, items.error_kind,
     (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT coalesce(json_group_object(stage, json(result)), '{{}}') FROM results WHERE item_id = items.id) AS results,
+    (SELECT coalesce(@object_agg(stage, @json(result)), '{{}}') FROM results WHERE item_id = items.id) AS results,
     items.parent_id IS NOT NULL AS sub_item
     {more}
 FROM items {join} WHERE items.run_id = :run AND {chosen} ORDER BY items.seq
 """
 
 #: The items named by ``:keys`` (a JSON list), or (none named) every item waiting for a decision.
-CHOSEN = "(CASE WHEN :keys = '[]' THEN items.hold = 'decide' ELSE items.key IN (SELECT value FROM json_each(:keys)) END)"
+CHOSEN = "(CASE WHEN :keys = '[]' THEN items.hold = 'decide' ELSE items.key IN (@texts(:keys)) END)"
 
 #: Decisions kept for items that now wait at their stage.
 KEPT = {"more": ", decisions.approve, decisions.data",

@@ -91,22 +91,22 @@ REOPENABLE = ("parent.state IN ('completed', 'failed', 'pending', 'waiting') "
 #: The parents of some sub-items (``:subs``, a JSON list of ids) sent again, not waiting at their join: each with
 #: its join stage (the job's first join after the sub-item's stage) and that join's place among the job's stages.
 TO_REOPEN = f"""
-SELECT parent.id, json_extract(joins.value, '$.name') AS stage, joins.key AS place
-FROM items AS parent JOIN runs ON runs.id = parent.run_id, json_each(runs.job, '$.stages') AS joins
-WHERE parent.id IN (SELECT parent_id FROM items WHERE id IN (SELECT value FROM json_each(:subs))
+SELECT parent.id, @field(joins.value, '$.name') AS stage, joins.key AS place
+FROM items AS parent JOIN runs ON runs.id = parent.run_id, @list_of_json(runs.job, joins, '$.stages')
+WHERE parent.id IN (SELECT parent_id FROM items WHERE id IN (@ints(:subs))
                     AND state NOT IN ('completed', 'failed'))
 AND {REOPENABLE} AND parent.hold != 'join'
-AND joins.key = (SELECT min(later.key) FROM json_each(runs.job, '$.stages') AS later
-                 WHERE json_extract(later.value, '$.kind') = 'join' AND later.key > (
-                     SELECT min(at.key) FROM items AS sub, json_each(runs.job, '$.stages') AS at
-                     WHERE sub.parent_id = parent.id AND sub.id IN (SELECT value FROM json_each(:subs))
-                     AND json_extract(at.value, '$.name') = sub.stage))
+AND joins.key = (SELECT min(later.key) FROM @list_of_json(runs.job, later, '$.stages')
+                 WHERE @field(later.value, '$.kind') = 'join' AND later.key > (
+                     SELECT min(at.key) FROM items AS sub, @list_of_json(runs.job, at, '$.stages')
+                     WHERE sub.parent_id = parent.id AND sub.id IN (@ints(:subs))
+                     AND @field(at.value, '$.name') = sub.stage))
 """
 #: A parent's results from its join on (``:place``), forgotten as it waits there again: they came of the old join.
 FORGET_FROM_JOIN = """
 DELETE FROM results WHERE item_id = :id AND stage IN (
-    SELECT json_extract(later.value, '$.name') FROM items JOIN runs ON runs.id = items.run_id,
-    json_each(runs.job, '$.stages') AS later WHERE items.id = :id AND later.key >= :place)
+    SELECT @field(later.value, '$.name') FROM items JOIN runs ON runs.id = items.run_id,
+    @list_of_json(runs.job, later, '$.stages') WHERE items.id = :id AND later.key >= :place)
 """
 #: Why a parent waits at its join again, in its history after the move's own event.
 REOPENED = """
@@ -120,11 +120,11 @@ SENT_AGAIN = ("a sub-item was sent again: the parent waits at its join again, an
 #: or pending (a person retried the parent). Each with its input, results and sub-items' ends, in order.
 JOINABLE = """
 SELECT items.id, items.stage, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results,
-    (SELECT json_group_array(json_array(sub.key, sub.state, sub.output, sub.error_kind, sub.error))
+    (SELECT @object_agg(stage, @json(result)) FROM results WHERE item_id = items.id) AS results,
+    (SELECT @array_agg(@array(sub.key, sub.state, sub.output, sub.error_kind, sub.error))
      FROM (SELECT * FROM items AS sub WHERE sub.parent_id = items.id ORDER BY sub.id) AS sub) AS subs
 FROM items WHERE run_id = :run AND sub_items_left = 0
-AND (hold = 'join' OR state = 'pending' AND stage IN (SELECT value FROM json_each(:joins)))
+AND (hold = 'join' OR state = 'pending' AND stage IN (@texts(:joins)))
 """
 
 #: How many parents of a run wait for their sub-items.

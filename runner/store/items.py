@@ -143,7 +143,7 @@ MAYBE_PAID_RUNNING = (
 #: Some items of a batch (``:ids``) may have paid a call with no answer to show.
 MAYBE_PAID = """
 UPDATE items SET maybe_paid = maybe_paid + 1
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
+WHERE id IN (@ints(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
 RETURNING run_id, stage, chars
 """
 
@@ -177,7 +177,7 @@ def count_maybe_paid(conn: Conn, batch_id: int, ids: Iterable[int] | None = None
 #: Items of a batch (``:ids``) refused before anything ran: one call not billed each.
 NOT_BILLED = """
 UPDATE items SET not_billed = not_billed + 1
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch
+WHERE id IN (@ints(:ids)) AND batch_id = :batch
 """
 
 
@@ -241,8 +241,8 @@ def count_maybe_paid_held(conn: Conn, run_id: int, *, cancelled: bool = False) -
 
 #: The run's ``decide`` stages, from its saved job.
 DECIDE_STAGES = (
-    "SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') "
-    "WHERE runs.id = :run AND json_extract(value, '$.kind') = 'decide'"
+    "SELECT @field(listed.value, '$.name') FROM runs, @list_of_json(runs.job, listed, '$.stages') "
+    "WHERE runs.id = :run AND @field(listed.value, '$.kind') = 'decide'"
 )
 
 #: Items of run ``:run`` pending at a decide stage: they wait there for a person.
@@ -314,7 +314,7 @@ STAGE_DONE = "cancelled by a person; its batch finished, and its result of the s
 def cancel_moved_on(conn: Conn, ids: list[int], params: Mapping[str, Any]) -> None:
     """Fail cancelled items that their batch's answer has just moved on to their next stage, where they stand."""
     if ids:
-        move(conn, "cancel", where="items.id IN (SELECT value FROM json_each(:ids)) AND items.state = 'pending'",
+        move(conn, "cancel", where="items.id IN (@ints(:ids)) AND items.state = 'pending'",
              values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
 
 
@@ -328,10 +328,10 @@ def fail_left_cancelled(conn: Conn, where: str, params: Mapping[str, Any]) -> li
 #: item ids) are counted, in a row too; any other ends a streak of refusals.
 COUNT_REFUSED = """
 UPDATE items SET
-    refused = refused + CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN 1 ELSE 0 END,
-    refused_streak = CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN refused_streak + 1 ELSE 0 END
+    refused = refused + CASE WHEN id IN (@ints(:refused)) THEN 1 ELSE 0 END,
+    refused_streak = CASE WHEN id IN (@ints(:refused)) THEN refused_streak + 1 ELSE 0 END
 WHERE batch_id = :batch AND state IN ('running', 'received')
-    AND (refused_streak > 0 OR id IN (SELECT value FROM json_each(:refused)))
+    AND (refused_streak > 0 OR id IN (@ints(:refused)))
 """
 
 # Items added, or given a new input ------------------------------------------
@@ -339,7 +339,7 @@ WHERE batch_id = :batch AND state IN ('running', 'received')
 #: The run's items among some keys (``:keys``, a JSON list): key, id and input fingerprint, each found by its
 #: key (CROSS JOIN keeps that order: never a scan of the run's items for each key).
 KNOWN_KEYS = """
-SELECT items.key, items.id, items.fingerprint FROM json_each(:keys) AS given CROSS JOIN items
+SELECT items.key, items.id, items.fingerprint FROM @list_of_texts(:keys, given) CROSS JOIN items
 WHERE items.run_id = :run AND items.key = given.value
 """
 
@@ -361,7 +361,7 @@ NEW_INPUT = ("UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, upd
 #: ones that wait for an older time; ``SCHEDULED_AT`` sets it.
 TO_SCHEDULE = ("items.id = listed.value AND (items.state = 'pending' AND items.hold = 'none' "
                "OR items.hold = 'scheduled')")
-SCHEDULED_AT = {"not_before": "not_before = json_extract(:at, '$[' || listed.key || ']')"}
+SCHEDULED_AT = {"not_before": "not_before = @element(:at, listed.key)"}
 
 #: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
 #: (``:old``), given the pipeline's fingerprint (``stages.to_pipeline``).
@@ -386,6 +386,6 @@ FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak
 #: list; empty: any) in the group ``:group`` (NULL: any).
 PRIORITIZE = """
 UPDATE items SET priority = :to
-WHERE run_id = :run AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys)))
+WHERE run_id = :run AND (:keys = '[]' OR key IN (@texts(:keys)))
 AND (CAST(:group AS TEXT) IS NULL OR grp = :group)
 """

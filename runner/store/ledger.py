@@ -36,7 +36,7 @@ RECEIVE_VALUES = {
 #: The input characters of a batch's items about to be received (``:answered`` NULL: all of them).
 ANSWERED_CHARS = """
 SELECT coalesce(sum(chars), 0) FROM items WHERE batch_id = :batch AND state = 'running'
-AND (CAST(:answered AS TEXT) IS NULL OR id IN (SELECT value FROM json_each(:answered)))
+AND (CAST(:answered AS TEXT) IS NULL OR id IN (@ints(:answered)))
 """
 
 ADD = """
@@ -45,12 +45,14 @@ INSERT INTO ledger (run_id, stage, billed, not_billed, unknown, unknown_chars, i
 SELECT {run}, {stage}, :billed, :not_billed, :unknown, :unknown_chars, :input, :cached, :output, :reasoning,
        :tokened, :cost, :uncosted, :reused {source}
 ON CONFLICT (run_id, stage) DO UPDATE SET
-    billed = billed + excluded.billed, not_billed = not_billed + excluded.not_billed,
-    unknown = unknown + excluded.unknown, unknown_chars = unknown_chars + excluded.unknown_chars,
-    input_tokens = input_tokens + excluded.input_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
-    output_tokens = output_tokens + excluded.output_tokens,
-    reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, tokened = tokened + excluded.tokened,
-    cost = cost + excluded.cost, uncosted = uncosted + excluded.uncosted, reused = reused + excluded.reused
+    billed = ledger.billed + excluded.billed, not_billed = ledger.not_billed + excluded.not_billed,
+    unknown = ledger.unknown + excluded.unknown, unknown_chars = ledger.unknown_chars + excluded.unknown_chars,
+    input_tokens = ledger.input_tokens + excluded.input_tokens,
+    cached_tokens = ledger.cached_tokens + excluded.cached_tokens,
+    output_tokens = ledger.output_tokens + excluded.output_tokens,
+    reasoning_tokens = ledger.reasoning_tokens + excluded.reasoning_tokens, tokened = ledger.tokened + excluded.tokened,
+    cost = ledger.cost + excluded.cost, uncosted = ledger.uncosted + excluded.uncosted,
+    reused = ledger.reused + excluded.reused
 """
 ADD_FOR_BATCH = ADD.format(run="run_id", stage="stage", source="FROM batches WHERE id = :batch")
 ADD_FOR_STAGE = ADD.format(run=":run", stage=":stage", source="")

@@ -42,7 +42,7 @@ class RunStore(Protocol):
 
     #: Where the store is, as a person names it (``--db``).
     @property
-    def path(self) -> Path: ...
+    def path(self) -> Path | str: ...
 
     # Runs
     def add_items(

@@ -32,8 +32,8 @@ WHERE h.queue = :queue
 
 #: The queue run ``?`` names ("": none) and the concurrency its job would make a new queue with.
 RUN_QUEUE = """
-SELECT coalesce(json_extract(job, '$.provider.queue'), '') AS queue,
-    json_extract(job, '$.batch.concurrency') AS concurrency
+SELECT coalesce(@field(job, '$.provider.queue'), '') AS queue,
+    CAST(@field(job, '$.batch.concurrency') AS INTEGER) AS concurrency
 FROM runs WHERE id = ?
 """
 
@@ -143,7 +143,7 @@ class Queues(Commands):
             live = {hold["run_id"] for hold in self.rows(LIVE_HOLDS, {"queue": row["name"]})}
             runs = self.rows("SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting FROM queue_holds h "
                              "JOIN runs ON runs.id = h.run_id WHERE h.queue = ?1 "
-                             "AND json_extract(runs.job, '$.provider.queue') = ?1 ORDER BY h.priority DESC, runs.name",
+                             "AND @field(runs.job, '$.provider.queue') = ?1 ORDER BY h.priority DESC, runs.name",
                              [row["name"]])
             found.append({**row, "runs": [{**run, "live": True} if run["run_id"] in live else
                                           {**run, "held": 0, "waiting": 0, "live": False} for run in runs]})

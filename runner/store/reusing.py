@@ -27,8 +27,8 @@ from .database import Conn
 #: The items chosen (``:ids``) as their work is made of: key, input, and the results of the stages they passed.
 IN_LINE = """
 SELECT items.id, items.grp, items.chars, items.key, inputs.input,
-       (SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)
-FROM json_each(:ids) AS listed JOIN items ON items.id = listed.value JOIN inputs ON inputs.item_id = items.id
+       (SELECT coalesce(@object_agg(stage, @json(result)), '{}') FROM results WHERE item_id = items.id)
+FROM @list_of_ints(:ids, listed) JOIN items ON items.id = listed.value JOIN inputs ON inputs.item_id = items.id
 ORDER BY listed.key
 """
 
@@ -69,7 +69,7 @@ def take(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (run_id, group, BatchState.DONE, len(found), chars, now, now, stage),
     ).fetchone()
-    move(conn, "reuse", where="items.id = found.key", source="FROM json_each(:found) AS found", origin=origin,
+    move(conn, "reuse", where="items.id = found.key", source="FROM @object_by_id(:found, found)", origin=origin,
          values={"batch_id": "batch_id = :batch", "output": "output = found.value", "reused": "reused = reused + 1"},
          params={"batch": batch_id, "found": json.dumps(found), "now": now}, logged_for="batch")
     conn.execute(ledger.ADD_FOR_BATCH, {**ledger.ZERO, "batch": batch_id, "reused": len(found)})

@@ -50,7 +50,7 @@ SELECT items.id, items.key, items.state IN ('queued', 'running', 'received') AS 
     CASE WHEN {STAGED} THEN results.result WHEN items.state = 'completed' THEN items.output END AS result,
     CASE WHEN {REJECTED} THEN items.output END AS rejected,
     CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT input FROM inputs WHERE item_id = items.id) END AS input,
-    CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT json_group_object(stage, json(result)) FROM results
+    CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT @object_agg(stage, @json(result)) FROM results
                                            WHERE item_id = items.id) END AS passed
 FROM items LEFT JOIN results ON {STAGED} AND results.item_id = items.id AND results.stage = :stage
 WHERE items.run_id = :run AND (results.result IS NOT NULL OR {REJECTED}

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 IN_BATCH = "items.batch_id = :batch"
 #: The items of a JSON list ``:ids`` still in batch ``:batch`` (``+batch_id``: no scan of the batch for each).
 LISTED = "items.id = listed.value AND +items.batch_id = :batch"
-LISTED_SOURCE = "FROM json_each(:ids) AS listed"
+LISTED_SOURCE = "FROM @list_of_ints(:ids, listed)"
 
 #: What a give-up adds to the judge's message: the item's tally, as it stands.
 TALLY = (
@@ -84,7 +84,7 @@ def split_batch(conn: Conn, parent: int, ids: list[int], now: float) -> Batch:
     members = json.dumps(ids)
     (batch_id, group, chars, round_, stage) = conn.execute(
         "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at, stage) "
-        "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
+        "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (@ints(?))), "
         "round + 1, id, ?, stage FROM batches WHERE id = ? RETURNING id, grp, chars, round, stage",
         (BatchState.QUEUED, len(ids), members, now, parent),
     ).fetchone()

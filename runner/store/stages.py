@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 SAVE_RESULTS = """
 INSERT INTO results (item_id, stage, result, fingerprint, at, work)
 SELECT items.id, items.stage, items.output, :fingerprint, :now, worked.value
-FROM json_each(:works) AS worked JOIN items ON items.id = worked.key
+FROM @object_by_id(:works, worked) JOIN items ON items.id = worked.key
 WHERE items.batch_id = :batch AND items.state = 'received' AND items.output IS NOT NULL
 ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at,
     work = excluded.work
@@ -56,7 +56,7 @@ ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint
 IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
 #: The items of batch ``:batch`` a settlement completes, each with the work its result answers (``:works``, item id ->
 #: work, null for none; :mod:`runner.reusing`), joined by id: one lookup per item, not a read of the object per item.
-WORKED = "FROM json_each(:works) AS worked"
+WORKED = "FROM @object_by_id(:works, worked)"
 DONE = "items.id = worked.key AND items.batch_id = :batch AND items.output IS NOT NULL"
 
 
@@ -93,15 +93,15 @@ def pass_on(conn: Conn, settlement: Settlement, params: dict[str, Any]) -> None:
 #: never spliced into a JSON path.
 STALE = f"""
 WITH stage (name, fingerprint, place, inside) AS (
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key, json_extract(value, '$[2]')
-    FROM json_each(:stages))
+    SELECT @field(listed.value, '$[0]'), @field(listed.value, '$[1]'), listed.key, @truth(listed.value, '$[2]')
+    FROM @list_of_json(:stages, listed))
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
+    (SELECT @object_agg(stage, @array(@json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage, items.parent_id
 FROM items WHERE run_id = :run AND (
     parent_id IS NULL AND NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage AND NOT stage.inside)
     OR parent_id IS NOT NULL AND state IN ('pending', 'waiting', 'running', 'received')
-    AND NOT EXISTS (SELECT 1 FROM json_each(:names) WHERE value = items.stage)
+    AND NOT EXISTS (SELECT 1 FROM @list_of_texts(:names, listed) WHERE listed.value = items.stage)
     OR state IN ('completed', 'pending', 'waiting', 'failed')
     AND (parent_id IS NULL OR parent_id IN (SELECT id FROM items AS parent WHERE {fanout.REOPENABLE})) AND (
         EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
@@ -121,7 +121,7 @@ INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, it
 SELECT run_id, id, :now, state, state, 'finished', :why, 0, stage FROM items WHERE id = :id
 """
 #: Whether an item is at a stage the job (``:names``) no longer has.
-GONE = "SELECT stage NOT IN (SELECT value FROM json_each(:names)) FROM items WHERE id = :id"
+GONE = "SELECT stage NOT IN (@texts(:names)) FROM items WHERE id = :id"
 NO_STAGE_LEFT = "its stage is no longer in the job, and every stage it needs has its result"
 NOT_NEEDED = "every stage it needs has its result: its stage no longer takes it"
 
@@ -143,7 +143,7 @@ UNLESS_A_PERSONS = ("items.id = :id AND (items.state != 'failed' OR coalesce(ite
 KEEP = "INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 
 #: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
-FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
+FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (@texts(:forget))"
 
 
 class Stale(NamedTuple):

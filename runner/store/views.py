@@ -95,7 +95,8 @@ def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
 
 
 #: A run's stages in its job's order (from the job saved with it; none saved: its one stage, by its items).
-STAGE_ORDER = "SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ?"
+STAGE_ORDER = ("SELECT @field(listed.value, '$.name') AS stage FROM runs, @list_of_json(runs.job, listed, '$.stages') "
+               "WHERE runs.id = ?")
 
 
 def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
@@ -239,7 +240,7 @@ def left_running(store: Store, name: str, *, now: float) -> int:
 
 RUN_COLUMNS = (
     "id, name, job, created_at, updated_at, breaker, breaker_reason, breaker_kind, transport_failures, paused, "
-    "steps, paid_calls, maybe_paid, input_read_at, budget, json_extract(job, '$.budget') AS job_budget"
+    "steps, paid_calls, maybe_paid, input_read_at, budget, @field(job, '$.budget') AS job_budget"
 )
 
 
