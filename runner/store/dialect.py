@@ -13,6 +13,7 @@ for PostgreSQL the placeholders made psycopg's (``%(name)s``; a literal
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -84,6 +85,10 @@ FRAGMENTS: dict[str, dict[str, Callable[..., str]]] = {
 }
 
 
+#: A fragment's name and its opening parenthesis.
+FRAGMENT = re.compile(r"@(\w+)\(")
+
+
 class Dialects(NamedTuple):
     """A migration written for each database (``migrations.UPGRADES`` holds it, or one list for both)."""
 
@@ -148,11 +153,9 @@ def _fragments(sql: str, dialect: str) -> str:
             end = _skip_quoted(sql, i)
             out.append(sql[i:end])
             i = end
-        elif char == "@":
-            paren = sql.index("(", i)
-            name = sql[i + 1:paren]
-            args, i = _arguments(sql, paren)
-            out.append(FRAGMENTS[name][dialect](*(_fragments(arg, dialect) for arg in args)))
+        elif (fragment := FRAGMENT.match(sql, i)) is not None:
+            args, i = _arguments(sql, fragment.end() - 1)
+            out.append(FRAGMENTS[fragment.group(1)][dialect](*(_fragments(arg, dialect) for arg in args)))
         else:
             out.append(char)
             i += 1

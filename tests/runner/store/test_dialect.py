@@ -14,8 +14,9 @@ from runner.store.dialect import POSTGRES, SQLITE, compiled, parameters
 LEFT_FOR_SQLITE = re.compile(r"(?<![:\w]):[A-Za-z_]\w*|\?|(?<![@\w])json(?:_each|_extract|_group_\w+)?\(|@\w+\(")
 
 
-#: The modules of one database's own SQL (a SQLite file's pragmas), and the fragments' texts themselves.
-ONE_DATABASES = {"connection.py", "tidy.py", "dialect.py"}
+#: The modules of one database's own SQL (a SQLite file's pragmas, PostgreSQL's schema), and the fragments' texts.
+ONE_DATABASES = {"connection.py", "tidy.py", "postgres.py", "schema_postgres.py", "schema_postgres_triggers.py",
+                 "dialect.py"}
 
 
 def runtime_texts() -> list[tuple[str, str]]:
