@@ -81,7 +81,7 @@ ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = counts.n + excluded.n
 PASSED = """
 INSERT INTO passes (run_id, stage, passed)
 SELECT :run, stage, :sign * count(*) FROM {table} WHERE item_id IN (@ints(:ids))
-AND NOT inherited GROUP BY stage
+AND inherited = 0 GROUP BY stage
 ON CONFLICT (run_id, stage) DO UPDATE SET passed = passes.passed + excluded.passed
 """
 

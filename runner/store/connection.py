@@ -16,15 +16,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
 from . import schema, tidy
 from .database import Conn, Params
 from .dialect import SQLITE, Compiling, compiled
-
-if TYPE_CHECKING:
-    import sqlite_utils
 
 NO_STORE = "no run store here (runner run or runner demo makes one)"
 #: The oldest SQLite the store's SQL runs on (``IS [NOT] DISTINCT FROM``, 3.39: SQL PostgreSQL takes too).
@@ -95,23 +92,8 @@ class SQLiteFile:
         self.conn = conn
         #: The connection as the verbs use it: each statement in SQLite's dialect.
         self.compiling = Compiling(conn, SQLITE)
-        self._db: sqlite_utils.Database | None = None
         #: Read as the file stood when opened, no -wal or -shm beside it (see ``_connect_reading``).
         self._snapshot = snapshot
-
-    @property
-    def db(self) -> sqlite_utils.Database:
-        """The connection as a sqlite-utils ``Database``, made when first asked for.
-
-        sqlite-utils imports pandas and numpy whenever they are installed (a
-        second or more), so the store's own reads and writes use the
-        connection itself, and a read-only command never loads it.
-        """
-        if self._db is None:
-            import sqlite_utils
-
-            self._db = sqlite_utils.Database(self.conn)
-        return self._db
 
     def _connect_writing(self) -> tuple[sqlite3.Connection, int]:
         """A connection that writes, and the schema version it found."""

@@ -37,6 +37,11 @@ def _rows(elements: str, value: str) -> Callable[..., str]:
     return rows
 
 
+def _true(source: str, path: str) -> str:
+    """PostgreSQL: whether a JSON value at a path is true (``true``, or 1 as SQLite writes it)."""
+    return f"((CAST({source} AS jsonb) #>> {_path(path)}) IN ('true', '1'))"
+
+
 def _each(source: str, alias: str, path: str = "") -> str:
     return f"json_each({source}{', ' + path if path else ''}) AS {alias}"
 
@@ -62,12 +67,12 @@ FRAGMENTS: dict[str, dict[str, Callable[..., str]]] = {
                POSTGRES: lambda x, key: f"(CAST({x} AS jsonb) ->> CAST({key} AS TEXT))"},
     "element": {SQLITE: lambda x, place: f"json_extract({x}, '$[' || {place} || ']')",
                 POSTGRES: lambda x, place: f"(CAST({x} AS jsonb) ->> CAST({place} AS INTEGER))"},
-    # A JSON true or false at a path literal as 1 or 0 (absent: 0).
+    # A JSON true or false (or 1 or 0) at a path literal as 1 or 0 (absent: 0).
     "flag": {SQLITE: lambda x, path: f"coalesce(json_extract({x}, {path}), 0)",
-             POSTGRES: lambda x, path: f"(CASE WHEN CAST({x} AS jsonb) #> {_path(path)} = 'true' THEN 1 ELSE 0 END)"},
-    # A JSON true or false at a path literal as a condition.
+             POSTGRES: lambda x, path: f"(CASE WHEN {_true(x, path)} THEN 1 ELSE 0 END)"},
+    # A JSON true or false (or 1 or 0) at a path literal as a condition.
     "truth": {SQLITE: lambda x, path: f"json_extract({x}, {path})",
-              POSTGRES: lambda x, path: f"(CAST({x} AS jsonb) #> {_path(path)} = 'true')"},
+              POSTGRES: _true},
     # JSON text read as JSON, a JSON list built, and the aggregates that build an object or a list (as text).
     "json": {SQLITE: lambda x: f"json({x})", POSTGRES: lambda x: f"CAST({x} AS jsonb)"},
     "array": {SQLITE: lambda *xs: f"json_array({', '.join(xs)})",
@@ -80,7 +85,7 @@ FRAGMENTS: dict[str, dict[str, Callable[..., str]]] = {
     "claim_lock": {SQLITE: lambda: "", POSTGRES: lambda: "FOR UPDATE SKIP LOCKED"},
     # The names of a table's columns, in their order.
     "columns_of": {SQLITE: lambda table: f"SELECT name FROM pragma_table_info({table})",
-                   POSTGRES: lambda table: "SELECT column_name FROM information_schema.columns WHERE "
+                   POSTGRES: lambda table: "SELECT column_name AS name FROM information_schema.columns WHERE "
                    f"table_schema = current_schema() AND table_name = {table} ORDER BY ordinal_position"},
 }
 
@@ -232,4 +237,6 @@ class Compiling:
 
     def executemany(self, sql: str, params: Iterable[Sequence[Any] | Mapping[str, Any]], /) -> Any:
         statement = compiled(sql, self.dialect)
-        return self.conn.executemany(statement.sql, [parameters(statement, each) for each in params])
+        cursor = self.conn.cursor()
+        cursor.executemany(statement.sql, [parameters(statement, each) for each in params])
+        return cursor

@@ -345,7 +345,8 @@ WHERE items.run_id = :run AND items.key = given.value
 
 #: The highest item id so far, the archive's too: new items are numbered after it (by the one transaction that
 #: adds them), so that an archived item comes back under its own id.
-LAST_ID = "SELECT max(coalesce((SELECT max(id) FROM items), 0), coalesce((SELECT max(id) FROM archived_items), 0))"
+LAST_ID = ("SELECT coalesce(max(last), 0) FROM (SELECT max(id) AS last FROM items "
+           "UNION ALL SELECT max(id) FROM archived_items) AS lasts")
 
 #: A new item (its state is the moves' to change).
 ADD_ITEM = (

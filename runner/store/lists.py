@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 RESULT = "CASE WHEN state = 'completed' THEN output END"
 #: Each passed stage's result, as a JSON object ``{stage: result}``, in the order they were saved.
 STAGES = ("(SELECT coalesce(@object_agg(stage, @json(result)), '{}') FROM "
-          "(SELECT stage, result FROM results WHERE item_id = items.id ORDER BY at))")
+          "(SELECT stage, result FROM results WHERE item_id = items.id ORDER BY at) AS saved)")
 
 
 # What the notebook API reads when a person asks: whole lists, never polled.

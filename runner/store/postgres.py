@@ -74,14 +74,22 @@ class PostgresDatabase:
             raise
 
     def _configure(self, driver: Any, read_only: bool, busy_timeout: float) -> None:
-        """Sums as numbers (PostgreSQL's sum of integers is numeric), the lock's key and wait, read-only views."""
+        """Sums as numbers (PostgreSQL's sum of integers is numeric), flags as the numbers 1 and 0 (as SQLite keeps
+        them), the lock's key and wait, read-only views."""
 
         class Number(driver.adapt.Loader):  # type: ignore[misc]
             def load(self, data: Any) -> int | float:
                 number = Decimal(bytes(data).decode())
                 return int(number) if number == number.to_integral_value() else float(number)
 
+        class Flag(driver.adapt.Dumper):  # type: ignore[misc]
+            oid = driver.adapters.types["int8"].oid
+
+            def dump(self, obj: bool) -> bytes:
+                return b"1" if obj else b"0"
+
         self.conn.adapters.register_loader("numeric", Number)
+        self.conn.adapters.register_dumper(bool, Flag)
         self.compiling = Compiling(self.conn, POSTGRES)
         self._key = self._one("SELECT hashtext('runner store ' || current_schema())")
         self._set_lock_timeout(busy_timeout)

@@ -207,8 +207,8 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Leases, stages.Stages, dec
         # never from every batch the run has formed.
         rows = self.rows(
             "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round, b.stage "
-            "FROM items i CROSS JOIN batches b ON b.id = i.batch_id "
-            "WHERE i.run_id = ? AND i.state = 'running' AND i.hold = 'confirmed' "
+            "FROM items i CROSS JOIN batches b "
+            "WHERE b.id = i.batch_id AND i.run_id = ? AND i.state = 'running' AND i.hold = 'confirmed' "
             "GROUP BY b.id ORDER BY b.id",
             [run_id],
         )

@@ -130,14 +130,15 @@ class ResumedWhileHeld(StepClock):
 
 
 async def test_a_run_resumed_while_the_store_is_busy_waits_for_it_and_goes_on(
-    tmp_path: Path, sim: Simulator, store: Store, busy_seen: Counter[str]
+    tmp_path: Path, sim: Simulator, busy_seen: Counter[str]
 ) -> None:
     """Nothing in flight and no batch formed: the store, busy, is waited for, not taken for items left to a person."""
     job = make_job(tmp_path, sim.base_url, posts(20, groups=2), max_items=5)
-    runs.prepare(store, job, now=1.0)
-    control.pause(store, "test", now=1.0)
-    clock = ResumedWhileHeld(store.path)
-    outcome = await runs.execute(store, job, clock=clock, wait_for_person=True)
+    with Store(tmp_path / "runs.db") as store:  # a SQLite file's own lock
+        runs.prepare(store, job, now=1.0)
+        control.pause(store, "test", now=1.0)
+        clock = ResumedWhileHeld(tmp_path / "runs.db")
+        outcome = await runs.execute(store, job, clock=clock, wait_for_person=True)
     assert clock.holder.given_back.wait(timeout=10 * HOLD_SECONDS) and busy_seen["busy"] > 0
     assert outcome.exit_code == 0 and outcome.stopped_for is None
     assert outcome.status["counts"][ItemState.COMPLETED] == 20

@@ -20,14 +20,20 @@ from runner.errors import StoreError
 from runner.store import Store
 
 
-def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(store: Store) -> None:
-    pragmas = {name: store.database.conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "synchronous", "busy_timeout")}
+# A SQLite file's own settings and version (PostgreSQL's: test_postgres_schema.py).
+
+def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        pragmas = {name: store.database.conn.execute(f"PRAGMA {name}").fetchone()[0]
+                   for name in ("journal_mode", "synchronous", "busy_timeout")}
     assert pragmas == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 10_000}
 
 
-def test_a_new_store_is_at_the_current_schema_version(store: Store) -> None:
-    assert store.database.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
-    assert {"runs", "items", "counts", "batches", "events", "commands", "engines"} <= set(store.database.db.table_names())
+def test_a_new_store_is_at_the_current_schema_version(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        assert store.database.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        tables = {row["name"] for row in store.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"runs", "items", "counts", "batches", "events", "commands", "engines"} <= tables
 
 
 def test_a_store_from_a_newer_runner_is_refused_untouched(tmp_path: Path) -> None:
