@@ -46,6 +46,7 @@ from .compensation import Compensated, OnCancel
 from .engine import Outcome
 from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
+from .location import StoreLocation, located
 from .notebook_controls import Controls
 from .notebook_decisions import Decisions
 from .notebook_items import Items
@@ -122,7 +123,7 @@ class Run(Controls, Decisions, Items):
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
     ) -> None:
-        self.db = Path(db).resolve()
+        self.db = _resolved(located(db))
         self.on_cancel = on_cancel
         kind = provider if isinstance(provider, str) else "openai-chat"
         self.provider: Provider | TaskProvider | None = None if isinstance(provider, str) else _provider(provider)
@@ -398,3 +399,8 @@ def _provider(spec: ProviderSpec) -> Provider | TaskProvider:
     if callable(spec):
         return PythonHandler(spec)
     raise JobError(f"provider must be a kind, an async handler or a (submit, poll) pair, not {spec!r}")
+
+
+def _resolved(location: StoreLocation) -> StoreLocation:
+    """A store's file as an absolute path (the run's files are kept beside it); a database's URL as it is."""
+    return location.resolve() if isinstance(location, Path) else location

@@ -18,6 +18,7 @@ from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
 from .jobs import Job, Stage
+from .location import files_beside
 from .providers import Provider, TaskProvider
 from .providers import lanes
 from .providers.handler import PythonHandler, PythonTasks
@@ -25,7 +26,6 @@ from .providers.anthropic_batch import AnthropicBatch
 from .providers.anthropic_messages import AnthropicMessages
 from .providers.openai_batch import OpenAIBatch
 from .providers.openai_chat import OpenAIChat
-from .store.location import files_beside
 from .store.protocol import RunStore
 
 def prepare(

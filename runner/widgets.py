@@ -31,6 +31,7 @@ import ipywidgets as widgets
 
 from . import control, recovery
 from .errors import RunnerError
+from .location import StoreLocation, located, named
 from .panel_html import (
     COLOURS, breaker_html, cost_html, error, groups_table, held_html, item_html, stacked_bar, where,
 )
@@ -62,7 +63,7 @@ class RunPanel:
         now: Callable[[], float] = time.time,
         live: bool = True,
     ) -> None:
-        self.db = Path(db)
+        self.db = located(db)
         self.name = name
         self.interval = interval
         self._now = now
@@ -222,7 +223,7 @@ class RunPanel:
 
     def _open(self) -> Store | None:
         """The store, read-only; None while it does not exist yet (the run's first start makes it)."""
-        if self._store is None and self.db.exists():
+        if self._store is None and (not isinstance(self.db, Path) or self.db.exists()):
             self._store = Store(self.db, read_only=True)
         return self._store
 
@@ -231,7 +232,7 @@ class RunPanel:
         self.title.value = (
             f"<b style='font-size:1.15em'>{escape(self.name)}</b> · "
             f"<span style='color:#555' title='{escape(where(self.db))}'>"
-            f"{escape(f'no run {self.name!r} yet in {self.db.name}', quote=False)}</span>"
+            f"{escape(f'no run {self.name!r} yet in {_short(self.db)}', quote=False)}</span>"
         )
         for button in (self.pause_button, self.resume_button, self.step_button, self.cancel_button):
             button.disabled = True
@@ -389,3 +390,8 @@ def _models(widget: Any) -> list[Any]:
 def _report(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("the panel stopped refreshing: %r", task.exception())
+
+
+def _short(location: StoreLocation) -> str:
+    """A store as a panel names it in a line: its file's name, or its database's URL without the password."""
+    return location.name if isinstance(location, Path) else named(location)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .location import named
+
 if TYPE_CHECKING:
     from .model import Retried
     from .jobs import Job
@@ -83,7 +85,7 @@ def command(*words: str, db: str | Path) -> str:
     """``runner WORDS``, with ``--db PATH`` unless ``db`` is the default store of the directory it runs in."""
     given = ["runner", *words]
     if Path(db).absolute() != Path(DEFAULT_DB).absolute():
-        given += ["--db", str(db)]
+        given += ["--db", named(db)]
     return shlex.join(given)
 
 
@@ -95,7 +97,7 @@ def resume(name: str, open_queue: str | None, *, db: str | Path) -> str:
 
 def python_go_on(name: str, db: str | Path) -> str:
     """The notebook call that continues a run defined with a Python handler (``runner run`` cannot)."""
-    return f"await runner.notebook.Run.attach({name!r}, db={str(db)!r}, provider=<that handler>).go()"
+    return f"await runner.notebook.Run.attach({name!r}, db={named(db)!r}, provider=<that handler>).go()"
 
 
 def go_on(job: Job, db: str | Path) -> str:

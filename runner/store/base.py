@@ -15,7 +15,7 @@ from typing import Any, Self
 
 from .connection import SQLiteFile
 from .database import Conn, Database, Params
-from .location import is_url
+from ..location import is_url
 
 
 class StoreBase:

@@ -21,7 +21,7 @@ from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdat
 from . import schema, schema_postgres
 from .database import Conn, Params
 from .dialect import POSTGRES, Compiling, compiled, parameters
-from .location import shown
+from ..location import shown
 
 if TYPE_CHECKING:
     import psycopg

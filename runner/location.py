@@ -15,19 +15,34 @@ from urllib.parse import urlsplit
 SCHEMES = ("postgresql://", "postgres://")
 
 
+#: Where a store is: a SQLite file's path, or a PostgreSQL URL (kept whole, password and all, to connect).
+StoreLocation = Path | str
+
+
+def located(given: str | Path) -> StoreLocation:
+    """A location as given (``--db``, ``RUNNER_DB``, ``Run(db=...)``): a URL as it is, else a path."""
+    return given if is_url(given) else Path(given)
+
+
+def named(location: str | Path) -> str:
+    """A location as a person may see it: a path as it is, a URL without its password."""
+    return shown(str(location)) if is_url(location) else str(location)
+
+
 def is_url(location: str | Path) -> bool:
     """Whether ``location`` names a PostgreSQL database (else a SQLite file)."""
     return isinstance(location, str) and location.startswith(SCHEMES)
 
 
-def files_beside(location: str | Path) -> Path:
+def files_beside(location: StoreLocation) -> Path:
     """The folder of the files a run keeps beside its store (a batch's requests): a SQLite file's own folder;
     for a database on a server, the folder the command runs in."""
     return Path.cwd() if is_url(location) else Path(location).parent
 
 
 def shown(url: str) -> str:
-    """The URL as a person may see it: user, host, port and database, never the password or options."""
+    """The URL as a person may see it: user, host, port and database, never the password or options (a URL shown
+    already is shown as it is)."""
     parts = urlsplit(url)
     user = f"{parts.username}@" if parts.username else ""
     host = parts.hostname or "localhost"
