@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import re
 
+import psycopg
 import pytest
 from portable import QUOTED, sqlite_only
+from postgres_server import fresh_schema
 from test_portable_sql import NOT_RUNTIME, STORE, texts
 
+from runner.store import Store
 from runner.store.dialect import POSTGRES, SQLITE, compiled, parameters
 
 #: What PostgreSQL's text must no longer hold once compiled: sqlite3's placeholders, SQLite's JSON functions.
@@ -39,6 +43,37 @@ def test_every_sql_text_of_the_store_compiles_on_both_dialects_and_leaves_postgr
         postgres = QUOTED.sub("''", compiled(text, POSTGRES).sql)
         left += [f"{where}: {found}" for found in LEFT_FOR_SQLITE.findall(postgres)]
     assert left == []
+
+
+#: A whole statement: not a part of one, nor a WITH put before another, nor a text formatted before it runs.
+WHOLE = re.compile(r"\s*(?:SELECT|INSERT|UPDATE|DELETE)\b")
+
+
+def whole_statements() -> list[tuple[str, str]]:
+    """The store's statements written whole as module constants, with where each is."""
+    modules = sorted(path for path in STORE.glob("*.py")
+                     if not NOT_RUNTIME.fullmatch(path.name) and path.name not in ONE_DATABASES)
+    return [(f"{module.name}:{node.lineno}", node.value.value) for module in modules
+            for node in ast.parse(module.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str) and WHOLE.match(node.value.value)
+            and not re.search(r"\{\w*\}", node.value.value.replace("'{}'", ""))]
+
+
+def test_every_whole_statement_of_the_store_is_planned_by_postgresql(pg_server: str) -> None:
+    """EXPLAIN (parsed, typed, planned, never run), each parameter NULL: a syntax error anywhere fails here."""
+    statements = whole_statements()
+    assert len(statements) > 50
+    refused = []
+    with fresh_schema(pg_server) as location, Store(location) as store:
+        conn = store.database.conn
+        for where, text in statements:
+            sql = re.sub(r"%\((\w+)\)s", "NULL", compiled(text, POSTGRES).sql).replace("%%", "%")
+            try:
+                conn.execute(f"EXPLAIN {sql}")
+            except psycopg.Error as exc:
+                refused.append(f"{where}: {str(exc).splitlines()[0]}")
+    assert refused == []
 
 
 @pytest.mark.parametrize(("written", "postgres"), [
