@@ -164,7 +164,7 @@ class Run(Controls, Decisions, Items):
         A handler that names no python stage, or a python stage left without one, raises a JobError here.
         """
         run = cls.__new__(cls)
-        run.db = Path(db).resolve()
+        run.db = _resolved(located(db))
         run.on_cancel = on_cancel
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
         given = {name: _provider(spec) for name, spec in (handlers or {}).items()}
