@@ -24,6 +24,11 @@ def located(given: str | Path) -> StoreLocation:
     return given if is_url(given) else Path(given)
 
 
+def resolved(given: str | Path) -> StoreLocation:
+    """A location as given, a file's path made absolute (the run's files are kept beside it); a URL as it is."""
+    return given if is_url(given) else Path(given).resolve()
+
+
 def named(location: str | Path) -> str:
     """A location as a person may see it: a path as it is, a URL without its password."""
     return shown(str(location)) if is_url(location) else str(location)

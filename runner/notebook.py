@@ -39,14 +39,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import compensation, control, export, jobs, python_stages, records, runs
+from . import compensation, control, export, jobs, location, python_stages, records, runs
 from .background import Background, launch, live
 from .clock import Clock, SystemClock
 from .compensation import Compensated, OnCancel
 from .engine import Outcome
 from .errors import JobError, MissingPackage, RunError
 from .jobs import Job
-from .location import StoreLocation, located
 from .notebook_controls import Controls
 from .notebook_decisions import Decisions
 from .notebook_items import Items
@@ -123,7 +122,7 @@ class Run(Controls, Decisions, Items):
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
     ) -> None:
-        self.db = _resolved(located(db))
+        self.db = location.resolved(db)
         self.on_cancel = on_cancel
         kind = provider if isinstance(provider, str) else "openai-chat"
         self.provider: Provider | TaskProvider | None = None if isinstance(provider, str) else _provider(provider)
@@ -164,7 +163,7 @@ class Run(Controls, Decisions, Items):
         A handler that names no python stage, or a python stage left without one, raises a JobError here.
         """
         run = cls.__new__(cls)
-        run.db = _resolved(located(db))
+        run.db = location.resolved(db)
         run.on_cancel = on_cancel
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
         given = {name: _provider(spec) for name, spec in (handlers or {}).items()}
@@ -399,8 +398,3 @@ def _provider(spec: ProviderSpec) -> Provider | TaskProvider:
     if callable(spec):
         return PythonHandler(spec)
     raise JobError(f"provider must be a kind, an async handler or a (submit, poll) pair, not {spec!r}")
-
-
-def _resolved(location: StoreLocation) -> StoreLocation:
-    """A store's file as an absolute path (the run's files are kept beside it); a database's URL as it is."""
-    return location.resolve() if isinstance(location, Path) else location

@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
+from ..errors import NotARunStore, StoreError, StoreOutdated
 from . import schema, tidy
-from .database import Conn, Params
+from .database import Params
 from .dialect import SQLITE, Compiling, compiled
+from .transactions import Transactions, busy
 
 NO_STORE = "no run store here (runner run or runner demo makes one)"
 #: The oldest SQLite the store's SQL runs on (``IS [NOT] DISTINCT FROM``, 3.39: SQL PostgreSQL takes too).
@@ -47,7 +48,7 @@ NO_SHARED_MEMORY = {
 }
 
 
-class SQLiteFile:
+class SQLiteFile(Transactions):
     """One run store file, a ``Database``: ``SQLiteFile(path)`` opens it to write, creating it unless ``create=False``.
 
     ``SQLiteFile(path, read_only=True)`` opens an existing store for a view (status,
@@ -60,6 +61,7 @@ class SQLiteFile:
 
     dialect = "sqlite"
     integrity_error: type[Exception] = sqlite3.IntegrityError
+    driver_error: type[Exception] = sqlite3.Error
 
     def __init__(
         self, path: str | Path, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0
@@ -237,59 +239,11 @@ class SQLiteFile:
                     self.conn.execute(statement)
             self.conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
 
-    @contextmanager
-    def write(self) -> Iterator[Conn]:
-        """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
+    def _in_transaction(self) -> bool:
+        return bool(self.conn.in_transaction)
 
-        Inside a transaction already open (the engine saves a finished batch,
-        starts the next and forms another in one) it joins that transaction.
-        A write lock that another process held for all of ``busy_timeout``
-        raises StoreBusy before anything is written.
-        """
-        nested = self.conn.in_transaction
-        try:
-            if not nested:
-                self._begin()
-            try:
-                yield self.compiling
-                if not nested:
-                    self.conn.execute("COMMIT")
-            except BaseException:
-                if not nested and self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise _write_failed(self.path, exc) from exc
-
-    @contextmanager
-    def part(self) -> Iterator[None]:
-        """Inside a transaction (``write``) that carries several steps, one step's part (a savepoint).
-
-        A step that fails undoes only its own changes, and the others go on
-        to the commit. A failure that ended the whole transaction (SQLite
-        rolls back on some I/O errors), or a savepoint that cannot be undone
-        or released (the step's writes might be kept with the others'),
-        raises ``GroupLost``: none of the steps is written, and no more may
-        run outside a transaction.
-        """
-        conn = self.conn
-        self._group_statement("SAVEPOINT step")
-        try:
-            yield
-        except BaseException as exc:
-            if not conn.in_transaction:
-                raise GroupLost(f"{self.path}: store write failed; the transaction was rolled back") from exc
-            self._group_statement("ROLLBACK TO step", "RELEASE step")
-            raise
-        self._group_statement("RELEASE step")
-
-    def _group_statement(self, *statements: str) -> None:
-        """A savepoint's statements; one that fails leaves the group's writes unknown, so none is kept."""
-        try:
-            for statement in statements:
-                self.conn.execute(statement)
-        except sqlite3.Error as exc:
-            raise GroupLost(f"{self.path}: store write failed ({exc}); none of the group was written") from exc
+    def _write_failed(self, exc: Exception) -> StoreError:
+        return _write_failed(self.path, exc)
 
     def _begin(self) -> None:
         try:
@@ -297,20 +251,7 @@ class SQLiteFile:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
-            raise StoreBusy(
-                f"{self.path}: the store is busy: another process holds its write lock (adding a large "
-                f"input, say) and did not let go within {self.busy_timeout:g} s; nothing was written"
-            ) from exc
-
-    @contextmanager
-    def waiting_at_most(self, seconds: float) -> Iterator[None]:
-        """Inside the block, a write waits at most ``seconds`` for another process's write lock."""
-        before = self.busy_timeout
-        self._set_busy_timeout(seconds)
-        try:
-            yield
-        finally:
-            self._set_busy_timeout(before)
+            raise busy(self.path, self.busy_timeout) from exc
 
     def _set_busy_timeout(self, seconds: float) -> None:
         self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
@@ -336,7 +277,7 @@ def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _cannot_write(exc: sqlite3.Error) -> bool:
+def _cannot_write(exc: Exception) -> bool:
     """Whether SQLite refused a write for want of room or rights (not for what was written)."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:
@@ -344,7 +285,7 @@ def _cannot_write(exc: sqlite3.Error) -> bool:
     return (code & 0xFF) in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL) or code in NO_SHARED_MEMORY
 
 
-def _write_failed(path: Path, exc: sqlite3.Error) -> StoreError:
+def _write_failed(path: Path, exc: Exception) -> StoreError:
     if _cannot_write(exc):
         return StoreError(f"{path} cannot be written here ({exc}); nothing was written")
     return StoreError(f"{path}: store write failed ({exc})")

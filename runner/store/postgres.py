@@ -12,16 +12,15 @@ StoreBusy, nothing written. Reads take no lock. A store opened read-only
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
-from . import schema, schema_postgres
-from .database import Conn, Params
-from .dialect import POSTGRES, Compiling, compiled, parameters
+from ..errors import NotARunStore, StoreError, StoreOutdated
 from ..location import shown
+from . import schema, schema_postgres
+from .database import Params
+from .dialect import POSTGRES, Compiling, compiled, parameters
+from .transactions import Transactions, busy
 
 if TYPE_CHECKING:
     import psycopg
@@ -42,7 +41,7 @@ def _driver() -> Any:
     return psycopg
 
 
-class PostgresDatabase:
+class PostgresDatabase(Transactions):
     """One run store in a PostgreSQL database (its URL's schema: ``options=-csearch_path=...`` chooses another)."""
 
     dialect = POSTGRES
@@ -53,7 +52,7 @@ class PostgresDatabase:
         self.shown = shown(url)
         #: The error of a row that breaks a unique index.
         self.integrity_error: type[Exception] = driver.IntegrityError
-        self._errors: type[Exception] = driver.Error
+        self.driver_error: type[Exception] = driver.Error
         try:
             self.conn: psycopg.Connection[Any] = driver.connect(url, autocommit=True)
         except driver.Error as exc:
@@ -92,7 +91,7 @@ class PostgresDatabase:
         self.conn.adapters.register_dumper(bool, Flag)
         self.compiling = Compiling(self.conn, POSTGRES)
         self._key = self._one("SELECT hashtext('runner store ' || current_schema())")
-        self._set_lock_timeout(busy_timeout)
+        self._set_busy_timeout(busy_timeout)
         if read_only:
             self.conn.execute("SET default_transaction_read_only = on")
 
@@ -128,23 +127,11 @@ class PostgresDatabase:
                     conn.execute(statement)
             conn.execute("UPDATE store_version SET version = ?", (schema.SCHEMA_VERSION,))
 
-    @contextmanager
-    def write(self) -> Iterator[Conn]:
-        """One write transaction, the store's lock held to its end; inside one open already, a part of it."""
-        nested = self._in_transaction()
-        try:
-            if not nested:
-                self._begin()
-            try:
-                yield self.compiling
-                if not nested:
-                    self.conn.execute("COMMIT")
-            except BaseException:
-                if not nested and self._in_transaction():
-                    self.conn.execute("ROLLBACK")
-                raise
-        except self._errors as exc:
-            raise StoreError(f"{self.shown}: store write failed ({_reason(exc)})") from exc
+    def _write_failed(self, exc: Exception) -> StoreError:
+        return StoreError(f"{self.shown}: store write failed ({_reason(exc)})")
+
+    def _told(self, exc: Exception) -> str:
+        return _reason(exc)
 
     def _in_transaction(self) -> bool:
         return bool(self.conn.info.transaction_status != 0)  # 0: idle
@@ -153,45 +140,13 @@ class PostgresDatabase:
         self.conn.execute("BEGIN")
         try:
             self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-        except self._errors as exc:
+        except self.driver_error as exc:
             self.conn.execute("ROLLBACK")
             if getattr(exc, "sqlstate", None) != "55P03":  # lock_not_available: lock_timeout passed
                 raise
-            raise StoreBusy(
-                f"{self.shown}: the store is busy: another process holds its write lock (adding a large input, "
-                f"say) and did not let go within {self.busy_timeout:g} s; nothing was written"
-            ) from exc
+            raise busy(self.shown, self.busy_timeout) from exc
 
-    @contextmanager
-    def part(self) -> Iterator[None]:
-        """Inside a transaction of several steps, one step's part (a savepoint): a failing step undoes its own."""
-        self._group_statement("SAVEPOINT step")
-        try:
-            yield
-        except BaseException:
-            self._group_statement("ROLLBACK TO SAVEPOINT step", "RELEASE SAVEPOINT step")
-            raise
-        self._group_statement("RELEASE SAVEPOINT step")
-
-    def _group_statement(self, *statements: str) -> None:
-        try:
-            for statement in statements:
-                self.conn.execute(statement)
-        except self._errors as exc:
-            raise GroupLost(f"{self.shown}: store write failed ({_reason(exc)}); none of the group was written") \
-                from exc
-
-    @contextmanager
-    def waiting_at_most(self, seconds: float) -> Iterator[None]:
-        """Inside the block, a write waits at most ``seconds`` for another writer's lock."""
-        before = self.busy_timeout
-        self._set_lock_timeout(seconds)
-        try:
-            yield
-        finally:
-            self._set_lock_timeout(before)
-
-    def _set_lock_timeout(self, seconds: float) -> None:
+    def _set_busy_timeout(self, seconds: float) -> None:
         self.conn.execute(f"SET lock_timeout = {int(seconds * 1000)}")
         self.busy_timeout = seconds
 
@@ -201,7 +156,7 @@ class PostgresDatabase:
             cursor = self.conn.execute(statement.sql, parameters(statement, params))
             names = [column.name for column in cursor.description or ()]
             return [dict(zip(names, row)) for row in cursor]
-        except self._errors as exc:
+        except self.driver_error as exc:
             raise StoreError(f"{self.shown}: store read failed ({_reason(exc)})") from exc
 
     def after_large_write(self) -> None:
@@ -217,7 +172,7 @@ class PostgresDatabase:
         """Give the free space of the store's tables back to the server (``VACUUM``, outside any transaction)."""
         try:
             self.conn.execute("VACUUM")
-        except self._errors as exc:
+        except self.driver_error as exc:
             raise StoreError(f"{self.shown}: the vacuum failed ({_reason(exc)}); the store keeps its size") from exc
 
     def _one(self, sql: str) -> Any:
