@@ -20,7 +20,7 @@ from runner.errors import StoreError
 from runner.store import Store
 
 
-# A SQLite file's own settings and version (PostgreSQL's: test_postgres_schema.py).
+# A SQLite file's own settings and version (PostgreSQL's: test_postgres_database.py).
 
 def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
     with Store(tmp_path / "runs.db") as store:

@@ -1,11 +1,13 @@
-"""PostgreSQL's baseline is SQLite's schema (issue 20): a fresh store of each has the same tables, columns and indexes."""
+"""A store on PostgreSQL (issue 20): the baseline is SQLite's schema, one writer at a time, views that never write."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from postgres_server import fresh_schema
 
+from runner.errors import StoreBusy, StoreError
 from runner.store import Store, schema
 
 SQLITE_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
@@ -38,3 +40,21 @@ def test_a_postgresql_store_opened_again_is_not_made_again_and_keeps_its_rows(pg
             conn.execute("INSERT INTO queues (name, concurrency) VALUES ('shared', 4)")
         with Store(location) as again:
             assert again.rows("SELECT name, concurrency FROM queues") == [{"name": "shared", "concurrency": 4}]
+
+
+def test_a_write_while_another_connection_holds_the_stores_lock_is_busy_and_writes_nothing(pg_server: str) -> None:
+    with fresh_schema(pg_server) as location, Store(location) as store, Store(location) as other:
+        with other.write() as conn:  # holds the store's advisory lock until its commit
+            conn.execute("INSERT INTO queues (name, concurrency) VALUES ('held', 1)")
+            with store.waiting_at_most(0.05), pytest.raises(StoreBusy, match="the store is busy"):
+                with store.write() as mine:
+                    mine.execute("INSERT INTO queues (name, concurrency) VALUES ('mine', 1)")
+        assert store.rows("SELECT name FROM queues") == [{"name": "held"}]
+
+
+def test_a_postgresql_store_opened_for_a_view_cannot_write(pg_server: str) -> None:
+    with fresh_schema(pg_server) as location:
+        Store(location).close()
+        with Store(location, read_only=True) as view, pytest.raises(StoreError, match="read-only transaction"):
+            with view.write() as conn:
+                conn.execute("INSERT INTO queues (name, concurrency) VALUES ('q', 1)")
