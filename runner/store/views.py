@@ -97,7 +97,7 @@ def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
 
 
 #: A run's stages in its job's order (from the job saved with it; none saved: its one stage, by its items).
-STAGE_ORDER = "SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ?"
+STAGE_ORDER = "SELECT @field(value, '$.name') AS stage FROM runs, @list_of_json(job, s, '$.stages') WHERE runs.id = ?"
 
 
 def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
