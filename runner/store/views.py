@@ -131,8 +131,8 @@ def next_due(store: Store, run_id: int, *, skip: Sequence[str] = ()) -> float | 
     """When the earliest waiting item may be tried again (a retry's wait, or a scheduled item's time), but for
     those at the stages ``skip`` names (no call of the engine asking moves them: it need not wait for them).
     One read for each hold, each on its partial index."""
-    others = f"stage NOT IN ({', '.join('?' for _ in skip)})"
-    times = [store.rows(f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND {held} AND {others}",
+    others = f" AND stage NOT IN ({', '.join('?' for _ in skip)})" if skip else ""  # PostgreSQL refuses ``IN ()``
+    times = [store.rows(f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND {held}{others}",
                         [run_id, *skip])[0]["t"]
              for held in (f"state = 'waiting' AND {NOT_HELD}", "hold = 'scheduled'")]
     return min((float(t) for t in times if t is not None), default=None)

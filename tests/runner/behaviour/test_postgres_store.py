@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 from postgres_server import fresh_schema
 from scenes import every_row
-from support import posts, runner_cli, write_jsonl
+from support import ROOT, posts, runner_cli, write_jsonl
 
 from runner.sim import Simulator
 from runner.store import Store
@@ -64,3 +68,22 @@ def test_a_server_that_refuses_the_connection_is_named_without_the_password(tmp_
     refused = runner_cli("status", "--db", f"postgresql://runner:secret@127.0.0.1:{port}/runs", cwd=tmp_path)
     assert (refused.returncode, refused.stdout, refused.stderr) == (
         1, "", f"error: cannot reach the run store at postgresql://runner@127.0.0.1:{port}/runs (connection refused)\n")
+
+
+@pytest.mark.slow
+def test_three_runner_runs_of_one_run_on_a_postgresql_store_finish_it_and_bill_each_item_once(
+    tmp_path: Path, pg_server: str
+) -> None:
+    with fresh_schema(pg_server) as url, Simulator(latency=0.2).start() as sim:
+        write_jsonl(tmp_path / "posts.jsonl", posts(60))
+        (tmp_path / "job.toml").write_text(f'name = "mine"\ninput = "posts.jsonl"\n[batch]\nmax_items = 2\n'
+                                           f'concurrency = 3\n[provider]\nbase_url = "{sim.base_url}"\n')
+        workers = [subprocess.Popen([sys.executable, "-m", "runner", "run", "job.toml"], cwd=tmp_path,
+                                    env={**os.environ, "PYTHONPATH": str(ROOT), "RUNNER_DB": url},
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True) for _ in range(3)]
+        errors = [worker.communicate(timeout=120)[1] for worker in workers]
+        ledger = sim.ledger.snapshot()
+    assert [worker.returncode for worker in workers] == [0, 0, 0], errors
+    assert ledger["billed"] == {f"p{i:03d}": 1 for i in range(60)}
+    assert ledger["max_in_flight"] <= 3
