@@ -135,8 +135,8 @@ def empty_store(path: Path, *, raw: bool) -> None:
     code = (
         "import sys; from runner.store import Store\n"
         "with Store(sys.argv[1]) as store:\n"
-        "    for (name,) in store.conn.execute(\"SELECT name FROM sqlite_master WHERE type = 'trigger'\").fetchall():\n"
-        "        store.conn.execute(f'DROP TRIGGER {name}') if sys.argv[2] == 'raw' else None\n"
+        "    for (name,) in store.database.conn.execute(\"SELECT name FROM sqlite_master WHERE type = 'trigger'\").fetchall():\n"
+        "        store.database.conn.execute(f'DROP TRIGGER {name}') if sys.argv[2] == 'raw' else None\n"
     )
     subprocess.run([sys.executable, "-c", code, str(path), "raw" if raw else "store"], check=True, cwd=ROOT)
 

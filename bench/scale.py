@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import itertools
 import random
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -202,12 +203,14 @@ def sql_profile(path: Path, read: Callable[[Store], object]) -> str:
     """Each statement ``read`` runs, slowest first: its milliseconds on its own and SQLite's plan."""
     with Store(path, create=False) as store:
         statements: list[str] = []
-        store.conn.set_trace_callback(statements.append)
+        conn = store.database.conn
+        assert isinstance(conn, sqlite3.Connection)  # SQLite's own trace and plans
+        conn.set_trace_callback(statements.append)
         read(store)
-        store.conn.set_trace_callback(None)
+        conn.set_trace_callback(None)
         timed = []
         for sql in (sql for sql in dict.fromkeys(statements) if sql.startswith("SELECT")):  # not savepoints
-            plan = "; ".join(row[3] for row in store.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            plan = "; ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
             timed.append((median_ms(functools.partial(store.rows, sql)), " ".join(sql.split()), plan))
     timed.sort(reverse=True)
     return "\n".join(f"{ms:9.3f} ms  {sql[:150]}\n             plan: {plan}" for ms, sql, plan in timed)

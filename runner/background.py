@@ -14,11 +14,11 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Generator
-from pathlib import Path
 from typing import Any
 
 from .engine import Engine, Outcome
 from .errors import RunError
+from .location import StoreLocation, named
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class Background:
     :meth:`stop` asks its engine to start no more batches.
     """
 
-    def __init__(self, name: str, db: Path) -> None:
+    def __init__(self, name: str, db: StoreLocation) -> None:
         self.name = name
         self.db = db
         self.engine: Engine | None = None
@@ -68,7 +68,7 @@ class Background:
             state = f"failed: {self._future.exception()}"
         else:
             state = f"ended, exit code {self._future.result().exit_code}"
-        return f"<Background run {self.name!r} in {self.db}: {state}>"
+        return f"<Background run {self.name!r} in {named(self.db)}: {state}>"
 
     def attach(self, engine: Engine) -> None:
         """Take the engine that runs this run, as it starts (its stop may already be asked)."""
@@ -89,12 +89,12 @@ class Background:
             self._future.set_result(outcome)
 
 
-def live(db: Path, name: str) -> Background | None:
+def live(db: StoreLocation, name: str) -> Background | None:
     """The live background engine of run ``name`` of the store at ``db`` in this process, if any."""
     return LIVE.get((str(db), name))
 
 
-def launch(db: Path, name: str, execute: Callable[[Background], Awaitable[Outcome]]) -> Background:
+def launch(db: StoreLocation, name: str, execute: Callable[[Background], Awaitable[Outcome]]) -> Background:
     """Run ``execute(handle)`` in the background and return its handle at once: on the running loop, else a thread."""
     handle = Background(name, db)
     LIVE[(str(db), name)] = handle

@@ -13,12 +13,24 @@ from typing import Any, TypeVar
 import click
 
 from .errors import RunnerError
+from .location import SCHEMES
 from .words import DEFAULT_DB
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+
+def store_location(value: str) -> str:
+    """``--db``: a PostgreSQL URL as it is, else a file's path (not a folder)."""
+    if value.startswith(SCHEMES):
+        return value
+    return str(click.Path(dir_okay=False).convert(value, None, None))
+
+
 db_option = click.option(
-    "--db", default=DEFAULT_DB, show_default=True, type=click.Path(dir_okay=False), help="The run store."
+    "--db", default=DEFAULT_DB, show_default=True, type=store_location, metavar="PATH|URL", envvar="RUNNER_DB",
+    show_envvar=True,
+    help="The run store: a SQLite file, or a PostgreSQL URL (postgresql://user:password@host:port/dbname).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print data as JSON.")
 wait_option = click.option(

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from . import compensation, control, export, jobs, python_stages, records, runs
+from . import compensation, control, export, jobs, location, python_stages, records, runs
 from .background import Background, launch, live
 from .clock import Clock, SystemClock
 from .compensation import Compensated, OnCancel
@@ -122,7 +122,7 @@ class Run(Controls, Decisions, Items):
         clock: Clock | None = None,
         on_cancel: OnCancel | None = None,
     ) -> None:
-        self.db = Path(db).resolve()
+        self.db = location.resolved(db)
         self.on_cancel = on_cancel
         kind = provider if isinstance(provider, str) else "openai-chat"
         self.provider: Provider | TaskProvider | None = None if isinstance(provider, str) else _provider(provider)
@@ -163,7 +163,7 @@ class Run(Controls, Decisions, Items):
         A handler that names no python stage, or a python stage left without one, raises a JobError here.
         """
         run = cls.__new__(cls)
-        run.db = Path(db).resolve()
+        run.db = location.resolved(db)
         run.on_cancel = on_cancel
         run.provider = None if provider is None or isinstance(provider, str) else _provider(provider)
         given = {name: _provider(spec) for name, spec in (handlers or {}).items()}

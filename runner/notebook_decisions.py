@@ -16,18 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any, Literal, Protocol, overload
 
 from . import deciding
 from .clock import Clock
 from .jobs import Job
+from .location import StoreLocation
 from .store import Store, views
 from .store.decisions import Decided
 
 
 class _Run(Protocol):
-    db: Path
+    db: StoreLocation
     @property
     def name(self) -> str: ...
     @property

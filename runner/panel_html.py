@@ -17,6 +17,7 @@ from pathlib import Path
 from . import budgets
 from .budgets import BudgetView
 from .costs import Cost
+from .location import StoreLocation, named
 from .model import BreakerState
 from .recovery import Case, HeldItem
 from .progress_line import queue, rate_limited, scheduled
@@ -191,8 +192,11 @@ def cost_html(cost: Cost, budget: BudgetView) -> str:
     return f"<span style='color:{colour}'>{text}</span>"
 
 
-def where(path: Path) -> str:
-    """A store's path as a person reads it: relative to the working folder when it is inside it."""
+def where(path: StoreLocation) -> str:
+    """A store's path as a person reads it: relative to the working folder when it is inside it (a database's URL
+    without its password)."""
+    if not isinstance(path, Path):
+        return named(path)
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:

@@ -17,21 +17,32 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobError
+from .location import StoreLocation, named
 
 
-def job_input(items: object, name: str, db: Path, key: str, table: str | None) -> dict[str, Any]:
+def job_input(items: object, name: str, db: StoreLocation, key: str, table: str | None) -> dict[str, Any]:
     """The job's ``input``: a file as given, or records written as JSONL beside the store."""
     if isinstance(items, str | Path):
         return {"path": str(items), **({"table": table} if table else {})}
-    return {"path": str(_written(items, key, db.parent / f"{db.name}.inputs", name)), "format": "jsonl"}
+    folder = _beside(db)
+    return {"path": str(_written(items, key, folder.parent / f"{folder.name}.inputs", name)), "format": "jsonl"}
 
 
-def added_input(items: object, name: str, db: Path, key: str) -> Path:
+def added_input(items: object, name: str, db: StoreLocation, key: str) -> Path:
     """The file of records added to a run (``Run.add``): a file as given, or records written as JSONL beside the
     store, apart from the runs' own inputs (``<db>.inputs/added/<run>.jsonl``)."""
     if isinstance(items, str | Path):
         return Path(items)
-    return _written(items, key, db.parent / f"{db.name}.inputs" / "added", name)
+    folder = _beside(db)
+    return _written(items, key, folder.parent / f"{folder.name}.inputs" / "added", name)
+
+
+def _beside(db: StoreLocation) -> Path:
+    """The store file the records are written beside; a database on a server has none (not built yet)."""
+    if not isinstance(db, Path):
+        raise JobError(f"records given in Python are written beside a SQLite store; {named(db)} is a PostgreSQL "
+                       "database: give the items as a file's path (items='posts.jsonl')")
+    return db
 
 
 def _written(items: object, key: str, folder: Path, name: str) -> Path:

@@ -18,6 +18,7 @@ from .clock import Clock, SystemClock
 from .engine import Engine, Outcome
 from .errors import JobError
 from .jobs import Job, Stage
+from .location import files_beside
 from .providers import Provider, TaskProvider
 from .providers import lanes
 from .providers.handler import PythonHandler, PythonTasks
@@ -54,7 +55,7 @@ def defined_with(job: Job, provider: Provider | TaskProvider | None) -> Job:
     return job.with_provider(kind=jobs.PYTHON, handler=provider.name)
 
 
-def refuse_without_python(job: Job, provider: Provider | TaskProvider | None, db: Path) -> None:
+def refuse_without_python(job: Job, provider: Provider | TaskProvider | None, db: Path | str) -> None:
     """Refuse (a JobError) to go on with a run defined in Python without what the store does not keep: its handler
     (a ``python`` run given no ``provider``), its check (a job read from the store with ``python_check``, given no
     ``check``): it would run without it, saying nothing. The message says the call that goes on."""
@@ -130,7 +131,8 @@ async def execute(
             base_url = stage.provider.base_url
             if base_url not in clients:
                 clients[base_url] = await stack.enter_async_context(lanes.client(base_url, job.batch.concurrency))
-            stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name), store.path.parent)
+            stage_providers[stage.name] = _provider(stage, clients[base_url], keys.get(stage.name),
+                                                 files_beside(store.path))
         engine = Engine(store, job, provider, clock=clock, wait_for_person=wait_for_person,
                         stage_providers={**stage_providers, **handled})
         if started is not None:

@@ -203,7 +203,7 @@ class TimeLeftColumn(ProgressColumn):
         return Text(progress_line.time_left(task.fields.get("left")), style="progress.remaining")
 
 
-def _next_steps(job: Job, outcome: Outcome, db: Path) -> list[str]:
+def _next_steps(job: Job, outcome: Outcome, db: Path | str) -> list[str]:
     """What a person does after a stop, by its cause: what to do, then each command on a line of its own."""
     name, again = job.name, go_on(job, db)
     if outcome.status["needs_confirmation"]:

@@ -32,6 +32,7 @@ import ipywidgets as widgets
 from . import control, recovery
 from .errors import RunnerError
 from .jobs import Job
+from .location import StoreLocation, located, named
 from .panel_html import (
     COLOURS, breaker_html, cost_html, error, groups_table, held_html, item_html, stacked_bar, where,
 )
@@ -50,8 +51,7 @@ class RunPanel:
 
     ``refresh()`` reads the store once; with a running event loop (a
     kernel's) the panel refreshes itself every ``interval`` seconds until
-    :meth:`close`. ``now`` gives the time for the engine's liveness and for
-    commands.
+    :meth:`close`. ``now`` gives the time for liveness and for commands.
     """
 
     def __init__(
@@ -64,7 +64,7 @@ class RunPanel:
         live: bool = True,
         job: Job | None = None,
     ) -> None:
-        self.db = Path(db)
+        self.db = located(db)
         self.name = name
         #: What Revalidate checks against (a notebook run's job); None: the job the run was last given.
         self.job = job
@@ -228,7 +228,7 @@ class RunPanel:
 
     def _open(self) -> Store | None:
         """The store, read-only; None while it does not exist yet (the run's first start makes it)."""
-        if self._store is None and self.db.exists():
+        if self._store is None and (not isinstance(self.db, Path) or self.db.exists()):
             self._store = Store(self.db, read_only=True)
         return self._store
 
@@ -237,7 +237,7 @@ class RunPanel:
         self.title.value = (
             f"<b style='font-size:1.15em'>{escape(self.name)}</b> · "
             f"<span style='color:#555' title='{escape(where(self.db))}'>"
-            f"{escape(f'no run {self.name!r} yet in {self.db.name}', quote=False)}</span>"
+            f"{escape(f'no run {self.name!r} yet in {_short(self.db)}', quote=False)}</span>"
         )
         for button in (self.pause_button, self.resume_button, self.step_button, self.cancel_button):
             button.disabled = True
@@ -393,3 +393,8 @@ def _models(widget: Any) -> list[Any]:
 def _report(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("the panel stopped refreshing: %r", task.exception())
+
+
+def _short(location: StoreLocation) -> str:
+    """A store as a panel names it in a line: its file's name, or its database's URL without the password."""
+    return location.name if isinstance(location, Path) else named(location)

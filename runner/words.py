@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .location import named
 from .plurals import plural as plural
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def command(*words: str, db: str | Path) -> str:
     """``runner WORDS``, with ``--db PATH`` unless ``db`` is the default store of the directory it runs in."""
     given = ["runner", *words]
     if Path(db).absolute() != Path(DEFAULT_DB).absolute():
-        given += ["--db", str(db)]
+        given += ["--db", named(db)]
     return shlex.join(given)
 
 
@@ -116,7 +117,7 @@ def python_go_on(job: Job, db: str | Path, *, handlers: str = "") -> str:
     given = [f"handlers={handlers}"] if handlers else []
     given += ["provider=<that handler>"] if job.provider.kind == PYTHON else []
     given += ["check=<its check>"] if job.checked_in_python else []
-    return f"await runner.notebook.Run.attach({job.name!r}, db={str(db)!r}, {', '.join(given)}).go()"
+    return f"await runner.notebook.Run.attach({job.name!r}, db={named(db)!r}, {', '.join(given)}).go()"
 
 
 def go_on(job: Job, db: str | Path) -> str:

@@ -23,6 +23,15 @@ from unwritable import Folder
 from runner.sim import Simulator
 from runner.store import Store
 
+import postgres_server
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The URL of the PostgreSQL server's database for the session (``postgres_server``): never skipped."""
+    with postgres_server.server() as url:
+        yield url
+
 
 @pytest.fixture
 def sim() -> Iterator[Simulator]:

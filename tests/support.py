@@ -102,13 +102,17 @@ class SharedClock(StepClock):
 
 
 def runner_cli(
-    *args: str, cwd: Path, stdin: int = subprocess.DEVNULL, columns: int | None = None
+    *args: str, cwd: Path, stdin: int = subprocess.DEVNULL, columns: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """The ``runner`` command as a script runs it (no terminal unless ``stdin`` is one), in a process of its own.
 
-    ``columns`` is the width of the terminal it prints for (COLUMNS), as rich and click read it.
+    ``columns`` is the width of the terminal it prints for (COLUMNS), as rich and click read it; ``env``, more
+    variables of its environment (PYTHONPATH: folders before the checkout's).
     """
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"COLUMNS": str(columns)} if columns else {})}
+    more = dict(env or {})
+    path = os.pathsep.join([*filter(None, [more.pop("PYTHONPATH", "")]), str(ROOT)])
+    env = {**os.environ, **more, "PYTHONPATH": path, **({"COLUMNS": str(columns)} if columns else {})}
     return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env=env, stdin=stdin,
                           capture_output=True, text=True)
 

@@ -16,6 +16,8 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import BindingType
 
+from runner.location import located
+
 from .commands import KeyCommands
 from .connection import StoreThread
 from .screens.run import RunScreen
@@ -36,7 +38,7 @@ class RunnerApp(App[None]):
 
     def __init__(self, db: str | Path, run: str | None = None, *, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
-        self.db = Path(db)
+        self.db = located(db)
         self.first_run = run
         self.clock = clock
         self.connection = StoreThread(self.db)

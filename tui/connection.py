@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from runner.errors import StoreError
+from runner.location import located, named
 from runner.store import Store
 
 T = TypeVar("T")
@@ -26,7 +27,7 @@ class StoreThread:
     """Runs calls over a ``Store(path, read_only=True)``, opened on first use, on its own thread."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = located(path)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runner-tui-store")
         self._store: Store | None = None  # touched only on the executor's thread
 
@@ -41,7 +42,7 @@ class StoreThread:
         try:
             future = self._executor.submit(self._write if write else self._read, work)
         except RuntimeError as exc:  # closed: the app is on its way out
-            raise StoreError(f"{self.path}: the TUI closed its connection") from exc
+            raise StoreError(f"{named(self.path)}: the TUI closed its connection") from exc
         return future.result()
 
     def close(self) -> None:

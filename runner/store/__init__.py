@@ -3,8 +3,9 @@
 - ``protocol``: ``RunStore``, the verbs the engine and a person's commands
   use, whatever the backend (imported from there: a light command need not
   define it).
-- ``sqlite``: ``Store``, the SQLite store's verbs (with ``commands`` and ``leases``),
-  each one transaction that decides nothing; ``connection``: the file.
+- ``sqlite``: ``Store``, the store's verbs (with ``commands`` and ``leases``),
+  each one transaction that decides nothing; ``base``: the database they stand on,
+  through the seam of ``database`` (``Database``, ``Conn``); ``connection``: a SQLite file.
 - ``items``: the one writer of item state, by ``runner.model.MOVES``.
 - ``additions``: ``add_items``, a run's items added in chunks.
 - ``schema``: the tables and triggers; ``migrations``: every schema version's change since the first.

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputChanged, RunError
 from . import fanout, items
 from .archive import ARCHIVED_KEYS
-from .connection import SQLiteFile
+from .base import StoreBase
 from .items import move
 from .settling import LISTED_SOURCE
+from .database import Conn
 
 if TYPE_CHECKING:
     from ..inputs import Fingerprint
@@ -49,15 +49,15 @@ if TYPE_CHECKING:
 INSERT_CHUNK = 1_000
 
 #: The items of a JSON list of ids ``:ids``.
-LISTED = "items.id IN (SELECT value FROM json_each(:ids))"
+LISTED = "items.id IN (@ints(:ids))"
 
 #: The run, made or given its job again, marked as being prepared (an input that was read is forgotten); a
 #: person's budget is kept unless the job's ``[budget]`` changed (the file is the newer word).
 PREPARING = """
 INSERT INTO runs (name, job, nonce, created_at, updated_at, preparing) VALUES (:name, :job, :nonce, :now, :now, 1)
 ON CONFLICT (name) DO UPDATE SET job = excluded.job, updated_at = excluded.updated_at, preparing = 1,
-    budget = CASE WHEN json_extract(job, '$.budget') IS NOT DISTINCT FROM json_extract(excluded.job, '$.budget')
-                  THEN budget END,
+    budget = CASE WHEN @field(runs.job, '$.budget') IS NOT DISTINCT FROM @field(excluded.job, '$.budget')
+                  THEN runs.budget END,
     input_path = NULL, input_size = NULL, input_mtime_ns = NULL, input_hash = NULL, input_read_at = NULL
 RETURNING id
 """
@@ -91,7 +91,7 @@ class Preparing:
     fresh: bool | None = None
 
 
-class Additions(SQLiteFile):
+class Additions(StoreBase):
     """The verb that adds a run's items."""
 
     def add_items(
@@ -125,7 +125,7 @@ class Additions(SQLiteFile):
                 try:
                     added += _add_chunk(conn, run_id, chunk, now, fresh=preparing.fresh, first=job.stages[0].name,
                                         at=job.schedule.at, field=bool(job.schedule.field))
-                except sqlite3.IntegrityError as exc:  # a key twice: the input, checked without, changed since
+                except self.database.integrity_error as exc:  # a key twice: the input, checked without, changed since
                     raise InputChanged(job.input.describe()) from exc
             event_id = _count_added(conn, run_id, preparing.event_id, added, now, job.stages[0].name)
             if last:
@@ -148,7 +148,7 @@ class Additions(SQLiteFile):
             new = [row._replace(seq=after + 1 + row.seq) for row in rows if row.key not in known]
             try:
                 added = _add_chunk(conn, run_id, new, now, fresh=True, first=first, at=at)
-            except sqlite3.IntegrityError as exc:  # a key twice: the file, checked without, changed since
+            except self.database.integrity_error as exc:  # a key twice: the file, checked without, changed since
                 raise InputChanged("the file added") from exc
             preparing.event_id = _count_added(conn, run_id, preparing.event_id, added, now, first)
             conn.execute("UPDATE runs SET updated_at = ? WHERE id = ?", (now, run_id))
@@ -161,7 +161,7 @@ class Additions(SQLiteFile):
         return bool(rows and rows[0]["preparing"])
 
 
-def _beat(conn: sqlite3.Connection, lease: tuple[str, str], now: float) -> bool:
+def _beat(conn: Conn, lease: tuple[str, str], now: float) -> bool:
     """Renew the worker's heartbeat in the caller's transaction; False when it is no longer one of the run's."""
     held = conn.execute(
         "UPDATE workers SET heartbeat_at = ? WHERE run = ? AND token = ? RETURNING run", (now, *lease)
@@ -170,7 +170,7 @@ def _beat(conn: sqlite3.Connection, lease: tuple[str, str], now: float) -> bool:
 
 
 def _count_added(
-    conn: sqlite3.Connection, run_id: int, event_id: int | None, added: int, now: float, first: str
+    conn: Conn, run_id: int, event_id: int | None, added: int, now: float, first: str
 ) -> int | None:
     """The prepare's one event, made by its first chunk to add items, moved by each chunk after."""
     if not added:
@@ -192,7 +192,7 @@ def _prepared(run_id: int, seen: Fingerprint | None, now: float) -> dict[str, An
     return {"run": run_id, **dataclasses.asdict(seen), "now": now}
 
 
-def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: str) -> None:
+def _move_changed(conn: Conn, ids: list[int], now: float, first: str) -> None:
     """Move the known items given a new input, each from the state it was in: to pending first, then to failed."""
     listed = {"ids": json.dumps(ids), "now": now, "first": first}
     move(conn, "input_fixed", where=LISTED, values=items.FRESH_BUDGET, params=listed)
@@ -208,7 +208,7 @@ def _move_changed(conn: sqlite3.Connection, ids: list[int], now: float, first: s
 
 
 def _add_chunk(
-    conn: sqlite3.Connection, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str,
+    conn: Conn, run_id: int, rows: list[ItemRow], now: float, *, fresh: bool, first: str,
     at: float | None = None, field: bool = False,
 ) -> int:
     """Add new items, give known ones whose input changed the new one (moving them as the module says); how
@@ -249,7 +249,7 @@ def _add_chunk(
 
 
 def _schedule(
-    conn: sqlite3.Connection, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float, *,
+    conn: Conn, rows: list[tuple[int, ItemRow]], changed: list[tuple[int, ItemRow]], now: float, *,
     field: bool,
 ) -> None:
     """Items whose input names a time ahead wait for it (one scheduled for another time waits for the new one);

@@ -15,19 +15,19 @@ the run's summary: how many of its items the archive holds.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import NamedTuple
 
-from ..errors import RunError, StoreError
-from .connection import SQLiteFile
+from ..errors import RunError
+from .base import StoreBase
+from .database import Conn
 
 #: Each table of an item's own rows, with the column naming its item, in the order they are copied.
 OWN_ROWS = {"items": "id", "inputs": "item_id", "results": "item_id", "decisions": "item_id", "events": "item_id"}
 
 #: The ids of a unit's items given (``:ids``), as a condition on ``{column}``.
-LISTED = "{column} IN (SELECT value FROM json_each(:ids))"
+LISTED = "{column} IN (@ints(:ids))"
 
 #: Up to ``:limit`` units of a run to archive, after the item id ``:after`` (where the chunk before stopped): finished
 #: items that are no sub-item, each whose state has a time (``:completed``, ``:failed``: NULL, not that state) it last
@@ -44,13 +44,13 @@ ORDER BY id LIMIT :limit
 #: parent's unit; or (``ALL_TO_RESTORE``) any, the first in id order (those restored are gone from it).
 KEYS_TO_RESTORE = """
 SELECT DISTINCT coalesce(parent_id, id) AS id FROM archived_items
-WHERE run_id = :run AND key IN (SELECT value FROM json_each(:keys)) ORDER BY 1 LIMIT :limit
+WHERE run_id = :run AND key IN (@texts(:keys)) ORDER BY 1 LIMIT :limit
 """
 ALL_TO_RESTORE = "SELECT id FROM archived_items WHERE run_id = :run AND parent_id IS NULL ORDER BY id LIMIT :limit"
 
 #: The keys given (``:keys``) that ``{table}`` holds for the run (each looked up on its index of keys).
 KEYS_IN = """
-SELECT {table}.key FROM json_each(:keys) AS given CROSS JOIN {table}
+SELECT {table}.key FROM @list_of_texts(:keys, given) CROSS JOIN {table}
 WHERE {table}.run_id = :run AND {table}.key = given.value
 """
 
@@ -58,13 +58,13 @@ WHERE {table}.run_id = :run AND {table}.key = given.value
 ARCHIVED_KEYS = KEYS_IN.format(table="archived_items")
 
 #: The ids of the archived events of the items given (``:ids``) that events written since have taken.
-TAKEN_EVENT_IDS = ("SELECT id FROM archived_events WHERE item_id IN (SELECT value FROM json_each(:ids)) "
+TAKEN_EVENT_IDS = ("SELECT id FROM archived_events WHERE item_id IN (@ints(:ids)) "
                    "AND id IN (SELECT id FROM events)")
 
 #: A unit: the items given (``:ids``) and their sub-items, at any depth, in ``{table}``.
 UNIT = """
 WITH RECURSIVE unit (id) AS (
-    SELECT value FROM json_each(:ids)
+    @ints(:ids)
     UNION SELECT {table}.id FROM {table} JOIN unit ON {table}.parent_id = unit.id
 ) SELECT id FROM unit
 """
@@ -72,35 +72,35 @@ WITH RECURSIVE unit (id) AS (
 #: The counts of the items given (``:ids``, read from ``{table}``) put back (``:sign`` 1) or taken off (-1).
 COUNTS = """
 INSERT INTO counts (run_id, stage, grp, state, n)
-SELECT run_id, stage, grp, state, :sign * count(*) FROM {table} WHERE id IN (SELECT value FROM json_each(:ids))
+SELECT run_id, stage, grp, state, :sign * count(*) FROM {table} WHERE id IN (@ints(:ids))
 GROUP BY run_id, stage, grp, state
-ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n
+ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = counts.n + excluded.n
 """
 
 #: The results passed at each stage of the items given (their own, not a sub-item's inherited ones), put back
 #: (``:sign`` 1) or taken off (-1).
 PASSED = """
 INSERT INTO passes (run_id, stage, passed)
-SELECT :run, stage, :sign * count(*) FROM {table} WHERE item_id IN (SELECT value FROM json_each(:ids))
-AND NOT inherited GROUP BY stage
-ON CONFLICT (run_id, stage) DO UPDATE SET passed = passed + excluded.passed
+SELECT :run, stage, :sign * count(*) FROM {table} WHERE item_id IN (@ints(:ids))
+AND inherited = 0 GROUP BY stage
+ON CONFLICT (run_id, stage) DO UPDATE SET passed = passes.passed + excluded.passed
 """
 
 #: What the ``stage_skipped`` trigger counted when the items' events came back: each item's first skip per stage.
 SKIPS_RECOUNTED = """
 UPDATE passes SET skipped = skipped - (
     SELECT count(DISTINCT item_id) FROM events WHERE kind = 'skipped' AND events.stage = passes.stage
-    AND item_id IN (SELECT value FROM json_each(:ids)))
+    AND item_id IN (@ints(:ids)))
 WHERE run_id = :run
 """
 
 #: How many of the items given (``:ids``) the archive holds, by state.
-BY_STATE = "SELECT state, count(*) FROM archived_items WHERE id IN (SELECT value FROM json_each(:ids)) GROUP BY state"
+BY_STATE = "SELECT state, count(*) FROM archived_items WHERE id IN (@ints(:ids)) GROUP BY state"
 
 #: The run's summary row moved by ``:n`` items (a restore drops it once it counts none).
 SUMMARY = """
 INSERT INTO archives (run_id, items, at) VALUES (:run, :n, :now)
-ON CONFLICT (run_id) DO UPDATE SET items = items + excluded.items, at = excluded.at
+ON CONFLICT (run_id) DO UPDATE SET items = archives.items + excluded.items, at = excluded.at
 """
 
 
@@ -111,7 +111,7 @@ class Chunk(NamedTuple):
     last: int
 
 
-class Archive(SQLiteFile):
+class Archive(StoreBase):
     """The verbs that archive a run's finished items and restore them."""
 
     def archive_chunk(
@@ -188,7 +188,7 @@ class Archive(SQLiteFile):
     def _columns(self) -> dict[str, list[str]]:
         """The columns of each table an item's rows are copied to, read from the schema once per store."""
         tables = [*OWN_ROWS, *(f"archived_{table}" for table in OWN_ROWS)]
-        return {table: [row["name"] for row in self.rows("SELECT name FROM pragma_table_info(?)", [table])]
+        return {table: [row["name"] for row in self.rows("@columns_of(?)", [table])]
                 for table in tables}
 
     def _copy(self, source: str, target: str, column: str, *, renumbered: str = "") -> str:
@@ -198,25 +198,20 @@ class Archive(SQLiteFile):
         names = [name for name in self._columns[target] if not (renumbered == "new" and name == "id")]
         where = LISTED.format(column=column)
         if renumbered:
-            where += f" AND id {'NOT ' if renumbered == 'kept' else ''}IN (SELECT value FROM json_each(:taken))"
+            where += f" AND id {'NOT ' if renumbered == 'kept' else ''}IN (@ints(:taken))"
         listed, in_order = ", ".join(names), " ORDER BY id" if renumbered == "new" else ""
         return f"INSERT INTO {target} ({listed}) SELECT {listed} FROM {source} WHERE {where}{in_order}"
 
     def file_size(self) -> int:
         """The store's bytes on disk: its file and its -wal."""
-        return self.path.stat().st_size + self._wal_bytes()
+        return self.database.size()
 
     def vacuum(self) -> None:
-        """Rewrite the store file without its free pages, and truncate its -wal (no transaction may be open); one
-        that fails (another writer held the store all along, a full disk) is a StoreError, the store as it was."""
-        try:
-            self.conn.execute("VACUUM")
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: the vacuum failed ({exc}); the store keeps its size") from exc
+        """Give the store's free space back (no transaction may be open): see the database's ``vacuum``."""
+        self.database.vacuum()
 
 
-def _unit(conn: sqlite3.Connection, table: str, roots: list[int]) -> list[int]:
+def _unit(conn: Conn, table: str, roots: list[int]) -> list[int]:
     """The ids of the units of ``roots`` in ``table``: each root and its sub-items."""
     if not roots:
         return []

@@ -18,7 +18,7 @@ from .commands import LOG_COMMAND, Commands
 from .ledger import StageLedger, totals
 
 #: The budget that holds for a run, as a column of ``runs``: a person's, else its job's (NULL: none).
-HOLDING = "coalesce(budget, json_extract(job, '$.budget'))"
+HOLDING = "coalesce(budget, @field(job, '$.budget'))"
 #: The budget that holds for run ``?``.
 HOLDS = f"SELECT {HOLDING} AS budget FROM runs WHERE id = ?"
 

@@ -8,31 +8,31 @@ command does to the control row (pause, resume, step) is the rules' to say
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import RunError, StoreError, UnknownStage
+from ..errors import RunError, UnknownStage
 from ..model import BreakerState, FailureKind, Retried
 from ..rules.breaker import Control
 from ..rules.cancelling import BY_A_PERSON, IN_FLIGHT
 from .archive import ARCHIVED_KEYS
-from .connection import SQLiteFile
+from .base import StoreBase
 from . import fanout, items
 from .items import move
+from .database import Conn
 
 #: Items of a run (``:run``), all or those whose key is in ``:keys`` (a JSON list; empty: all), with the sub-items
 #: of a named parent of a fan-out (a parent's cancel, retry or confirmation is its sub-items' too).
 CHOSEN = (
-    "items.run_id = :run AND (:keys = '[]' OR items.key IN (SELECT value FROM json_each(:keys)) "
+    "items.run_id = :run AND (:keys = '[]' OR items.key IN (@texts(:keys)) "
     "OR items.parent_id IN (SELECT named.id FROM items AS named WHERE named.run_id = :run "
-    "AND named.key IN (SELECT value FROM json_each(:keys))))"
+    "AND named.key IN (@texts(:keys))))"
 )
 
 #: The keys in ``:keys`` (a JSON list) that no item of the run ``:run`` has.
 UNKNOWN_KEYS = """
-SELECT value AS key FROM json_each(:keys)
-WHERE value NOT IN (SELECT key FROM items WHERE run_id = :run) ORDER BY key LIMIT 6
+SELECT given.value AS key FROM @list_of_texts(:keys, given)
+WHERE given.value NOT IN (SELECT key FROM items WHERE run_id = :run) ORDER BY key LIMIT 6
 """
 
 #: The failed items a retry takes: of kind ``:kind``, or (none given) any but those a person cancelled,
@@ -47,9 +47,10 @@ AT_STAGE = "(CAST(:stage AS TEXT) IS NULL OR items.stage = :stage)"
 
 #: A run's stages: its job's, in order, then any its items are at that the job no longer has.
 STAGES = """
-SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = :run
+SELECT @field(listed.value, '$.name') AS stage FROM runs, @list_of_json(runs.job, listed, '$.stages')
+WHERE runs.id = :run
 UNION ALL SELECT DISTINCT stage FROM counts WHERE run_id = :run AND n > 0 AND stage NOT IN (
-    SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = :run)
+    SELECT @field(listed.value, '$.name') FROM runs, @list_of_json(runs.job, listed, '$.stages') WHERE runs.id = :run)
 """
 
 #: Items a cancel fails at once: not in flight (pending, queued, waiting, or held for a person's confirmation).
@@ -63,31 +64,29 @@ INSERT INTO commands (run_id, command, args, created_at, done_at, outcome) VALUE
 #: key, input, and the results of the stages it passed (a JSON object).
 UNCOMPENSATED = """
 SELECT items.key, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results
+    (SELECT @object_agg(stage, @json(result)) FROM results WHERE item_id = items.id) AS results
 FROM items
 WHERE items.run_id = ?1 AND items.state = 'failed' AND items.error_kind = 'cancelled' AND NOT EXISTS (
-    SELECT 1 FROM commands, json_each(commands.args, '$.keys') AS given WHERE commands.run_id = ?1
+    SELECT 1 FROM commands, @list_of_texts(commands.args, given, '$.keys') WHERE commands.run_id = ?1
     AND commands.command = 'on_cancel' AND given.value = items.key AND commands.created_at >= items.updated_at)
 ORDER BY items.seq
 """
 
 
-class Commands(SQLiteFile):
+class Commands(StoreBase):
     """The verbs of a person's commands, and the control row the engine reads."""
 
     def control(self, run_id: int) -> Control:
-        """The run's breaker and a person's controls (read by the engine before every start: plain sqlite3)."""
-        try:
-            (breaker, kind, reason, failures, paused, steps), = self.conn.execute(
-                "SELECT breaker, breaker_kind, breaker_reason, transport_failures, paused, steps FROM runs "
-                "WHERE id = ?", (run_id,)
-            ).fetchall()
-        except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: store read failed ({exc})") from exc
-        return Control(BreakerState(breaker), reason, failures, bool(paused), steps,
-                       FailureKind(kind) if kind else None)
+        """The run's breaker and a person's controls (read by the engine before every start)."""
+        (row,) = self.rows(
+            "SELECT breaker, breaker_kind, breaker_reason, transport_failures, paused, steps FROM runs WHERE id = ?",
+            (run_id,),
+        )
+        kind = row["breaker_kind"]
+        return Control(BreakerState(row["breaker"]), row["breaker_reason"], row["transport_failures"],
+                       bool(row["paused"]), row["steps"], FailureKind(kind) if kind else None)
 
-    def write_control(self, conn: sqlite3.Connection, run_id: int, control: Control) -> None:
+    def write_control(self, conn: Conn, run_id: int, control: Control) -> None:
         """Write the breaker and controls inside the caller's transaction."""
         conn.execute(
             "UPDATE runs SET breaker = ?, breaker_kind = ?, breaker_reason = ?, transport_failures = ?, "

@@ -13,16 +13,16 @@ writer.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any
 
-from ..errors import GroupLost, NotARunStore, StoreBusy, StoreError, StoreOutdated
+from ..errors import NotARunStore, StoreError, StoreOutdated
 from . import schema, tidy
-
-if TYPE_CHECKING:
-    import sqlite_utils
+from .database import Params
+from .dialect import SQLITE, Compiling, compiled
+from .transactions import Transactions, busy
 
 NO_STORE = "no run store here (runner run or runner demo makes one)"
 #: The oldest SQLite the store's SQL runs on (``IS [NOT] DISTINCT FROM``, 3.39: SQL PostgreSQL takes too).
@@ -48,16 +48,20 @@ NO_SHARED_MEMORY = {
 }
 
 
-class SQLiteFile:
-    """One run store file; ``SQLiteStore(path)`` opens it for writing, creating it unless ``create=False``.
+class SQLiteFile(Transactions):
+    """One run store file, a ``Database``: ``SQLiteFile(path)`` opens it to write, creating it unless ``create=False``.
 
-    ``SQLiteStore(path, read_only=True)`` opens an existing store for a view (status,
+    ``SQLiteFile(path, read_only=True)`` opens an existing store for a view (status,
     failures, the TUI, the panel): on a connection that cannot write
     (``mode=ro``), so it works on a read-only file or folder, on a full disk
     and while another process holds the write lock (WAL readers wait for no
     writer). It is never created or migrated: a store of an older schema is
     refused with the command that upgrades it.
     """
+
+    dialect = "sqlite"
+    integrity_error: type[Exception] = sqlite3.IntegrityError
+    driver_error: type[Exception] = sqlite3.Error
 
     def __init__(
         self, path: str | Path, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0
@@ -81,25 +85,17 @@ class SQLiteFile:
         tidy.opened(self.path)
         self._closed = False
 
+    @property
+    def location(self) -> Path:
+        """The store's file."""
+        return self.path
+
     def _use(self, conn: sqlite3.Connection, *, snapshot: bool = False) -> None:
         self.conn = conn
-        self._db: sqlite_utils.Database | None = None
+        #: The connection as the verbs use it: each statement in SQLite's dialect.
+        self.compiling = Compiling(conn, SQLITE)
         #: Read as the file stood when opened, no -wal or -shm beside it (see ``_connect_reading``).
         self._snapshot = snapshot
-
-    @property
-    def db(self) -> sqlite_utils.Database:
-        """The connection as a sqlite-utils ``Database``, made when first asked for.
-
-        sqlite-utils imports pandas and numpy whenever they are installed (a
-        second or more), so the store's own reads and writes use the
-        connection itself, and a read-only command never loads it.
-        """
-        if self._db is None:
-            import sqlite_utils
-
-            self._db = sqlite_utils.Database(self.conn)
-        return self._db
 
     def _connect_writing(self) -> tuple[sqlite3.Connection, int]:
         """A connection that writes, and the schema version it found."""
@@ -165,7 +161,20 @@ class SQLiteFile:
         except FileNotFoundError:
             return 0
 
-    def _shrink_wal(self) -> None:
+    def size(self) -> int:
+        """The store's bytes on disk: its file and its -wal."""
+        return self.path.stat().st_size + self._wal_bytes()
+
+    def vacuum(self) -> None:
+        """Rewrite the store file without its free pages, and truncate its -wal (no transaction may be open); one
+        that fails (another writer held the store all along, a full disk) is a StoreError, the store as it was."""
+        try:
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: the vacuum failed ({exc}); the store keeps its size") from exc
+
+    def after_large_write(self) -> None:
         """After a large write, copy the -wal into the store and truncate it, when no reader is mid-read.
 
         SQLite's own checkpoints reuse the -wal but never shrink it: one large
@@ -217,12 +226,6 @@ class SQLiteFile:
             self._closed = True
             tidy.closed(self.path)
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def _migrate(self) -> None:
         with self.write():
             version = self.conn.execute("PRAGMA user_version").fetchone()[0]
@@ -236,59 +239,11 @@ class SQLiteFile:
                     self.conn.execute(statement)
             self.conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; a sqlite3 failure becomes a StoreError and rolls back.
+    def _in_transaction(self) -> bool:
+        return bool(self.conn.in_transaction)
 
-        Inside a transaction already open (the engine saves a finished batch,
-        starts the next and forms another in one) it joins that transaction.
-        A write lock that another process held for all of ``busy_timeout``
-        raises StoreBusy before anything is written.
-        """
-        nested = self.conn.in_transaction
-        try:
-            if not nested:
-                self._begin()
-            try:
-                yield self.conn
-                if not nested:
-                    self.conn.execute("COMMIT")
-            except BaseException:
-                if not nested and self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise _write_failed(self.path, exc) from exc
-
-    @contextmanager
-    def part(self) -> Iterator[None]:
-        """Inside a transaction (``write``) that carries several steps, one step's part (a savepoint).
-
-        A step that fails undoes only its own changes, and the others go on
-        to the commit. A failure that ended the whole transaction (SQLite
-        rolls back on some I/O errors), or a savepoint that cannot be undone
-        or released (the step's writes might be kept with the others'),
-        raises ``GroupLost``: none of the steps is written, and no more may
-        run outside a transaction.
-        """
-        conn = self.conn
-        self._group_statement("SAVEPOINT step")
-        try:
-            yield
-        except BaseException as exc:
-            if not conn.in_transaction:
-                raise GroupLost(f"{self.path}: store write failed; the transaction was rolled back") from exc
-            self._group_statement("ROLLBACK TO step", "RELEASE step")
-            raise
-        self._group_statement("RELEASE step")
-
-    def _group_statement(self, *statements: str) -> None:
-        """A savepoint's statements; one that fails leaves the group's writes unknown, so none is kept."""
-        try:
-            for statement in statements:
-                self.conn.execute(statement)
-        except sqlite3.Error as exc:
-            raise GroupLost(f"{self.path}: store write failed ({exc}); none of the group was written") from exc
+    def _write_failed(self, exc: Exception) -> StoreError:
+        return _write_failed(self.path, exc)
 
     def _begin(self) -> None:
         try:
@@ -296,29 +251,16 @@ class SQLiteFile:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
-            raise StoreBusy(
-                f"{self.path}: the store is busy: another process holds its write lock (adding a large "
-                f"input, say) and did not let go within {self.busy_timeout:g} s; nothing was written"
-            ) from exc
-
-    @contextmanager
-    def waiting_at_most(self, seconds: float) -> Iterator[None]:
-        """Inside the block, a write waits at most ``seconds`` for another process's write lock."""
-        before = self.busy_timeout
-        self._set_busy_timeout(seconds)
-        try:
-            yield
-        finally:
-            self._set_busy_timeout(before)
+            raise busy(self.path, self.busy_timeout) from exc
 
     def _set_busy_timeout(self, seconds: float) -> None:
         self.conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
         self.busy_timeout = seconds
 
-    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
         self._follow_writer()
         try:
-            cursor = self.conn.execute(sql, params)
+            cursor = self.conn.execute(compiled(sql, SQLITE).sql, params)
             names = [column[0] for column in cursor.description]
             return [dict(zip(names, row)) for row in cursor]
         except sqlite3.Error as exc:
@@ -335,7 +277,7 @@ def _closed_on_error(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _cannot_write(exc: sqlite3.Error) -> bool:
+def _cannot_write(exc: Exception) -> bool:
     """Whether SQLite refused a write for want of room or rights (not for what was written)."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:
@@ -343,7 +285,7 @@ def _cannot_write(exc: sqlite3.Error) -> bool:
     return (code & 0xFF) in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL) or code in NO_SHARED_MEMORY
 
 
-def _write_failed(path: Path, exc: sqlite3.Error) -> StoreError:
+def _write_failed(path: Path, exc: Exception) -> StoreError:
     if _cannot_write(exc):
         return StoreError(f"{path} cannot be written here ({exc}); nothing was written")
     return StoreError(f"{path}: store write failed ({exc})")

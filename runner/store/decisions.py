@@ -18,7 +18,6 @@ knows nothing of the job's rules.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
@@ -27,22 +26,23 @@ from ..errors import RunError
 from ..model import FailureKind
 from ..rules.deciding import REJECTED, At, Plan
 from . import items
-from .connection import SQLiteFile
+from .base import StoreBase
 from .items import arrive, move_each
 from .skips import skip
+from .database import Conn
 
 #: Where items stand, with their input and the results of the stages they passed (``{chosen}`` selects them).
 AT = """
 SELECT items.id, items.key, items.stage, items.state, items.hold, items.error_kind,
     (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT coalesce(json_group_object(stage, json(result)), '{{}}') FROM results WHERE item_id = items.id) AS results,
+    (SELECT coalesce(@object_agg(stage, @json(result)), '{{}}') FROM results WHERE item_id = items.id) AS results,
     items.parent_id IS NOT NULL AS sub_item
     {more}
 FROM items {join} WHERE items.run_id = :run AND {chosen} ORDER BY items.seq
 """
 
 #: The items named by ``:keys`` (a JSON list), or (none named) every item waiting for a decision.
-CHOSEN = "(CASE WHEN :keys = '[]' THEN items.hold = 'decide' ELSE items.key IN (SELECT value FROM json_each(:keys)) END)"
+CHOSEN = "(CASE WHEN :keys = '[]' THEN items.hold = 'decide' ELSE items.key IN (@texts(:keys)) END)"
 
 #: Decisions kept for items that now wait at their stage.
 KEPT = {"more": ", decisions.approve, decisions.data",
@@ -85,7 +85,7 @@ class Decided(NamedTuple):
 class Deciding(Protocol):
     """A store that decides (``sqlite.Store``), as :class:`Decisions` uses it."""
 
-    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def write(self) -> AbstractContextManager[Conn]: ...
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]: ...
     def refuse_unknown(self, run_id: int, keys: Sequence[str]) -> None: ...
 
@@ -95,7 +95,7 @@ def _at(row: Mapping[str, Any]) -> At:
               json.loads(row["results"]), bool(row["sub_item"]))
 
 
-class Decisions(SQLiteFile):
+class Decisions(StoreBase):
     """The verbs of a person's decisions."""
 
     def arrive(self, run_id: int, *, now: float) -> None:
@@ -153,7 +153,7 @@ class Decisions(SQLiteFile):
 
 
 def _apply(
-    conn: sqlite3.Connection, run_id: int, decided: Sequence[tuple[int, Plan, str]], fingerprints: Mapping[str, str],
+    conn: Conn, run_id: int, decided: Sequence[tuple[int, Plan, str]], fingerprints: Mapping[str, str],
     now: float,
 ) -> None:
     """Decisions applied to items waiting at their decide stage: each (item id, its plan, the data as JSON)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from .connection import SQLiteFile
+    from .base import StoreBase
 
 #: Warn about results that expire within a day.
 WARN_SECONDS = 24 * 3600
@@ -43,7 +43,7 @@ class Expiring(NamedTuple):
         return self._asdict()
 
 
-def expiring(store: SQLiteFile, run_id: int, *, now: float) -> tuple[Expiring, ...]:
+def expiring(store: StoreBase, run_id: int, *, now: float) -> tuple[Expiring, ...]:
     """The run's saved tasks whose results were not fetched and expire within :data:`WARN_SECONDS` of ``now``."""
     return tuple(Expiring(row["id"], row["upstream_id"], row["stage"], row["grp"], row["size"], row["results_expire"])
                  for row in store.rows(EXPIRING, [run_id, now + WARN_SECONDS]))

@@ -30,16 +30,16 @@ its join, waits there again first).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..model import FailureKind, Settlement, Skip
 from ..rules.fanout import Settled
 from . import items
-from .connection import SQLiteFile
+from .base import StoreBase
 from .items import move
 from .skips import skip
+from .database import Conn
 
 #: A parent of batch ``:batch`` that fans out: waiting at its join, its sub-items yet to settle.
 FANNED = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
@@ -91,22 +91,22 @@ REOPENABLE = ("parent.state IN ('completed', 'failed', 'pending', 'waiting') "
 #: The parents of some sub-items (``:subs``, a JSON list of ids) sent again, not waiting at their join: each with
 #: its join stage (the job's first join after the sub-item's stage) and that join's place among the job's stages.
 TO_REOPEN = f"""
-SELECT parent.id, json_extract(joins.value, '$.name') AS stage, joins.key AS place
-FROM items AS parent JOIN runs ON runs.id = parent.run_id, json_each(runs.job, '$.stages') AS joins
-WHERE parent.id IN (SELECT parent_id FROM items WHERE id IN (SELECT value FROM json_each(:subs))
+SELECT parent.id, @field(joins.value, '$.name') AS stage, joins.key AS place
+FROM items AS parent JOIN runs ON runs.id = parent.run_id, @list_of_json(runs.job, joins, '$.stages')
+WHERE parent.id IN (SELECT parent_id FROM items WHERE id IN (@ints(:subs))
                     AND state NOT IN ('completed', 'failed'))
 AND {REOPENABLE} AND parent.hold != 'join'
-AND joins.key = (SELECT min(later.key) FROM json_each(runs.job, '$.stages') AS later
-                 WHERE json_extract(later.value, '$.kind') = 'join' AND later.key > (
-                     SELECT min(at.key) FROM items AS sub, json_each(runs.job, '$.stages') AS at
-                     WHERE sub.parent_id = parent.id AND sub.id IN (SELECT value FROM json_each(:subs))
-                     AND json_extract(at.value, '$.name') = sub.stage))
+AND joins.key = (SELECT min(later.key) FROM @list_of_json(runs.job, later, '$.stages')
+                 WHERE @field(later.value, '$.kind') = 'join' AND later.key > (
+                     SELECT min(at.key) FROM items AS sub, @list_of_json(runs.job, at, '$.stages')
+                     WHERE sub.parent_id = parent.id AND sub.id IN (@ints(:subs))
+                     AND @field(at.value, '$.name') = sub.stage))
 """
 #: A parent's results from its join on (``:place``), forgotten as it waits there again: they came of the old join.
 FORGET_FROM_JOIN = """
 DELETE FROM results WHERE item_id = :id AND stage IN (
-    SELECT json_extract(later.value, '$.name') FROM items JOIN runs ON runs.id = items.run_id,
-    json_each(runs.job, '$.stages') AS later WHERE items.id = :id AND later.key >= :place)
+    SELECT @field(later.value, '$.name') FROM items JOIN runs ON runs.id = items.run_id,
+    @list_of_json(runs.job, later, '$.stages') WHERE items.id = :id AND later.key >= :place)
 """
 #: Why a parent waits at its join again, in its history after the move's own event.
 REOPENED = """
@@ -120,11 +120,11 @@ SENT_AGAIN = ("a sub-item was sent again: the parent waits at its join again, an
 #: or pending (a person retried the parent). Each with its input, results and sub-items' ends, in order.
 JOINABLE = """
 SELECT items.id, items.stage, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT json_group_object(stage, json(result)) FROM results WHERE item_id = items.id) AS results,
-    (SELECT json_group_array(json_array(sub.key, sub.state, sub.output, sub.error_kind, sub.error))
+    (SELECT @object_agg(stage, @json(result)) FROM results WHERE item_id = items.id) AS results,
+    (SELECT @array_agg(@array(sub.key, sub.state, sub.output, sub.error_kind, sub.error))
      FROM (SELECT * FROM items AS sub WHERE sub.parent_id = items.id ORDER BY sub.id) AS sub) AS subs
 FROM items WHERE run_id = :run AND sub_items_left = 0
-AND (hold = 'join' OR state = 'pending' AND stage IN (SELECT value FROM json_each(:joins)))
+AND (hold = 'join' OR state = 'pending' AND stage IN (@texts(:joins)))
 """
 
 #: How many parents of a run wait for their sub-items.
@@ -139,7 +139,7 @@ ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint
 AT_JOIN = "items.id = :id AND items.stage = :stage AND items.sub_items_left = 0"
 
 
-def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[str, Any]) -> None:
+def fan_out(conn: Conn, settlement: Settlement, params: Mapping[str, Any]) -> None:
     """Each fanned-out item of the settlement waiting at its join, its sub-items (made again) pending."""
     for parent, fan in settlement.fan_out.items():
         moved = move(conn, "fan_out", where=FANNED, returning="id", params={**params, "id": parent, "join": fan.join,
@@ -158,7 +158,7 @@ def fan_out(conn: sqlite3.Connection, settlement: Settlement, params: Mapping[st
         conn.execute(FANNED_OUT, {"parent": parent, "now": params["now"], "n": len(fan.inputs), "first": fan.first})
 
 
-def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float, why: str = REPLACED) -> None:
+def remove_sub_items(conn: Conn, parent: int, now: float, why: str = REPLACED) -> None:
     """A parent's sub-items removed (its fan-out is made again, or its input changed), accounted for."""
     conn.execute(REMOVED, {"parent": parent, "now": now, "why": why})
     conn.execute(items.KEEP_PAID, {"parent": parent})
@@ -166,7 +166,7 @@ def remove_sub_items(conn: sqlite3.Connection, parent: int, now: float, why: str
         conn.execute(statement, {"parent": parent})
 
 
-def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
+def retire_sub_items(conn: Conn, parent: int, now: float) -> None:
     """A parent a re-run sent back to its fan-out or before (or whose fan-out is gone): its sub-items removed now,
     whatever their state, rather than worked (and paid) until its new fan-out replaces them. Those held for a
     person are never sent again; those of an upstream task that may still run are counted as maybe paid (the
@@ -175,7 +175,7 @@ def retire_sub_items(conn: sqlite3.Connection, parent: int, now: float) -> None:
     remove_sub_items(conn, parent, now, RETIRED)
 
 
-def reopen(conn: sqlite3.Connection, subs: Collection[int], now: float) -> int:
+def reopen(conn: Conn, subs: Collection[int], now: float) -> int:
     """The parents of sub-items sent again (``subs``, now unsettled) wait at their join again, in the caller's
     transaction: joined, failed (not by a person) or gone on past it, their results from the join on forgotten
     (the join is made again, so what came after it is done again). Their count of sub-items left is the
@@ -216,7 +216,7 @@ class Joined(NamedTuple):
     skipped: tuple[Skip, ...] = ()
 
 
-class FanOuts(SQLiteFile):
+class FanOuts(StoreBase):
     """The verbs of joins: the parents ready to join, and their joins made."""
 
     def joinable(self, run_id: int, joins: Sequence[str]) -> list[Parent]:

@@ -22,13 +22,13 @@ them: ``add_to_run``), and items added or given a new input.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
 from ..model import MOVES, ItemState, Move
 from . import ledger
+from .database import Conn
 
 #: Items of a batch that moved together; no row when none did.
 LOG_BATCH = """
@@ -38,7 +38,7 @@ SELECT run_id, id, :now, :from_state, :to_state, :moved, stage FROM batches WHER
 
 
 def move(
-    conn: sqlite3.Connection,
+    conn: Conn,
     name: str,
     *,
     where: str,
@@ -73,7 +73,7 @@ def move(
 
 
 def move_each(
-    conn: sqlite3.Connection, name: str, *, where: str, values: Mapping[str, str], params: list[dict[str, Any]]
+    conn: Conn, name: str, *, where: str, values: Mapping[str, str], params: list[dict[str, Any]]
 ) -> None:
     """The move ``name`` (one logged per item) for each of ``params``: one item each, with its own values."""
     the_move = MOVES[name]
@@ -143,7 +143,7 @@ MAYBE_PAID_RUNNING = (
 #: Some items of a batch (``:ids``) may have paid a call with no answer to show.
 MAYBE_PAID = """
 UPDATE items SET maybe_paid = maybe_paid + 1
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
+WHERE id IN (@ints(:ids)) AND batch_id = :batch AND state IN ('running', 'received')
 RETURNING run_id, stage, chars
 """
 
@@ -155,7 +155,7 @@ WHERE id = coalesce(:run, (SELECT run_id FROM batches WHERE id = :batch))
 
 
 def add_to_run(
-    conn: sqlite3.Connection, batch_id: int | None = None, *, run_id: int | None = None, paid_calls: int = 0,
+    conn: Conn, batch_id: int | None = None, *, run_id: int | None = None, paid_calls: int = 0,
     maybe_paid: int = 0,
 ) -> None:
     """Move the run's totals with what its (or its batch's) items just gained, in the caller's transaction."""
@@ -163,7 +163,7 @@ def add_to_run(
         conn.execute(ADD_TO_RUN, {"run": run_id, "batch": batch_id, "paid_calls": paid_calls, "maybe_paid": maybe_paid})
 
 
-def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int] | None = None) -> int:
+def count_maybe_paid(conn: Conn, batch_id: int, ids: Iterable[int] | None = None) -> int:
     """A batch's items still running (or those of ``ids`` running or received) may have paid a call; how many."""
     if ids is None:
         rows = conn.execute(MAYBE_PAID_RUNNING, (batch_id,)).fetchall()
@@ -177,11 +177,11 @@ def count_maybe_paid(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]
 #: Items of a batch (``:ids``) refused before anything ran: one call not billed each.
 NOT_BILLED = """
 UPDATE items SET not_billed = not_billed + 1
-WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id = :batch
+WHERE id IN (@ints(:ids)) AND batch_id = :batch
 """
 
 
-def count_not_billed(conn: sqlite3.Connection, batch_id: int, ids: Iterable[int]) -> None:
+def count_not_billed(conn: Conn, batch_id: int, ids: Iterable[int]) -> None:
     """Items of a batch whose call the upstream refused before running it: a charge not billed each, on the
     ledger too."""
     refused = conn.execute(NOT_BILLED, {"batch": batch_id, "ids": json.dumps(list(ids))}).rowcount
@@ -197,7 +197,7 @@ RETURNING run_id, stage, chars
 """
 
 
-def count_task_lines(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> None:
+def count_task_lines(conn: Conn, where: str, params: Mapping[str, Any]) -> None:
     """Count as maybe paid the items ``where`` selects whose call is a line of an upstream task that may still
     run, their run's totals with them, in the caller's transaction."""
     lines = conn.execute(TASK_LINES.format(where=where), params).fetchall()
@@ -225,13 +225,13 @@ MAYBE_PAID_HELD = """
 UPDATE items SET maybe_paid = maybe_paid + 1
 WHERE run_id = :run AND state = 'running' AND hold = 'none' AND (:cancelled = 0 OR error_kind = 'cancelled')
     AND batch_id IN (SELECT id FROM batches WHERE run_id = :run AND submits = 0
-                     AND (CAST(:batches AS TEXT) IS NULL OR id IN (SELECT value FROM json_each(:batches))))
+                     AND (CAST(:batches AS TEXT) IS NULL OR id IN (@ints(:batches))))
 RETURNING run_id, stage, chars
 """
 
 
 def count_maybe_paid_held(
-    conn: sqlite3.Connection, run_id: int, *, cancelled: bool = False, batches: str | None = None
+    conn: Conn, run_id: int, *, cancelled: bool = False, batches: str | None = None
 ) -> int:
     """Before a recovery holds (or a cancel fails) a dead engine's sent calls (of ``batches``, a JSON list of ids;
     None: every batch of the run): count each as maybe billed."""
@@ -245,15 +245,15 @@ def count_maybe_paid_held(
 
 #: The run's ``decide`` stages, from its saved job.
 DECIDE_STAGES = (
-    "SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages') "
-    "WHERE runs.id = :run AND json_extract(value, '$.kind') = 'decide'"
+    "SELECT @field(listed.value, '$.name') FROM runs, @list_of_json(runs.job, listed, '$.stages') "
+    "WHERE runs.id = :run AND @field(listed.value, '$.kind') = 'decide'"
 )
 
 #: Items of run ``:run`` pending at a decide stage: they wait there for a person.
 ARRIVED = f"items.run_id = :run AND items.state = 'pending' AND items.stage IN ({DECIDE_STAGES})"
 
 
-def arrive(conn: sqlite3.Connection, run_id: int, now: float) -> set[int]:
+def arrive(conn: Conn, run_id: int, now: float) -> set[int]:
     """Items of the run pending at a decide stage (a boundary, a retry, a rewind put them there) wait there for a
     person (state ``waiting``, hold ``decide``), in the caller's transaction; their ids."""
     return {row[0] for row in move(conn, "await_decision", where=ARRIVED, params={"run": run_id, "now": now},
@@ -292,7 +292,7 @@ TASK_TO_CANCEL = ("cancelled by a person; its upstream task is cancelled (the li
                   "when an engine next polls it")
 
 
-def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+def cancel_tasks(conn: Conn, where: str, params: Mapping[str, Any]) -> list[int]:
     """Mark the items of an upstream task that may still run (``where`` narrows them) cancelled, and release them
     to the next engine's poll, which cancels their task upstream (``runner.tasks``); their ids.
 
@@ -306,7 +306,7 @@ def cancel_tasks(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]
     )]
 
 
-def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
+def cancelled_in(conn: Conn, batch_id: int) -> list[int]:
     """The items of a batch that a person cancelled while it was in flight, read in the caller's transaction."""
     return [item_id for (item_id,) in conn.execute(CANCELLED_IN_BATCH, (batch_id,))]
 
@@ -315,14 +315,14 @@ def cancelled_in(conn: sqlite3.Connection, batch_id: int) -> list[int]:
 STAGE_DONE = "cancelled by a person; its batch finished, and its result of the stage before is kept"
 
 
-def cancel_moved_on(conn: sqlite3.Connection, ids: list[int], params: Mapping[str, Any]) -> None:
+def cancel_moved_on(conn: Conn, ids: list[int], params: Mapping[str, Any]) -> None:
     """Fail cancelled items that their batch's answer has just moved on to their next stage, where they stand."""
     if ids:
-        move(conn, "cancel", where="items.id IN (SELECT value FROM json_each(:ids)) AND items.state = 'pending'",
+        move(conn, "cancel", where="items.id IN (@ints(:ids)) AND items.state = 'pending'",
              values=CANCELLED, params={**params, "ids": json.dumps(ids), "message": STAGE_DONE})
 
 
-def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[str, Any]) -> list[int]:
+def fail_left_cancelled(conn: Conn, where: str, params: Mapping[str, Any]) -> list[int]:
     """Fail the cancelled items a stopped engine left (``where`` narrows them); their ids."""
     return [item_id for (item_id,) in move(conn, "cancel", where=f"{where} AND {LEFT_CANCELLED}", values=CANCELLED,
                                            params={**params, "message": ENGINE_GONE}, returning="id")]
@@ -332,10 +332,10 @@ def fail_left_cancelled(conn: sqlite3.Connection, where: str, params: Mapping[st
 #: item ids) are counted, in a row too; any other ends a streak of refusals.
 COUNT_REFUSED = """
 UPDATE items SET
-    refused = refused + CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN 1 ELSE 0 END,
-    refused_streak = CASE WHEN id IN (SELECT value FROM json_each(:refused)) THEN refused_streak + 1 ELSE 0 END
+    refused = refused + CASE WHEN id IN (@ints(:refused)) THEN 1 ELSE 0 END,
+    refused_streak = CASE WHEN id IN (@ints(:refused)) THEN refused_streak + 1 ELSE 0 END
 WHERE batch_id = :batch AND state IN ('running', 'received')
-    AND (refused_streak > 0 OR id IN (SELECT value FROM json_each(:refused)))
+    AND (refused_streak > 0 OR id IN (@ints(:refused)))
 """
 
 # Items added, or given a new input ------------------------------------------
@@ -343,13 +343,14 @@ WHERE batch_id = :batch AND state IN ('running', 'received')
 #: The run's items among some keys (``:keys``, a JSON list): key, id and input fingerprint, each found by its
 #: key (CROSS JOIN keeps that order: never a scan of the run's items for each key).
 KNOWN_KEYS = """
-SELECT items.key, items.id, items.fingerprint FROM json_each(:keys) AS given CROSS JOIN items
+SELECT items.key, items.id, items.fingerprint FROM @list_of_texts(:keys, given) CROSS JOIN items
 WHERE items.run_id = :run AND items.key = given.value
 """
 
 #: The highest item id so far, the archive's too: new items are numbered after it (by the one transaction that
 #: adds them), so that an archived item comes back under its own id.
-LAST_ID = "SELECT max(coalesce((SELECT max(id) FROM items), 0), coalesce((SELECT max(id) FROM archived_items), 0))"
+LAST_ID = ("SELECT coalesce(max(last), 0) FROM (SELECT max(id) AS last FROM items "
+           "UNION ALL SELECT max(id) FROM archived_items) AS lasts")
 
 #: A new item (its state is the moves' to change).
 ADD_ITEM = (
@@ -365,7 +366,7 @@ NEW_INPUT = ("UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, upd
 #: ones that wait for an older time; ``SCHEDULED_AT`` sets it.
 TO_SCHEDULE = ("items.id = listed.value AND (items.state = 'pending' AND items.hold = 'none' "
                "OR items.hold = 'scheduled')")
-SCHEDULED_AT = {"not_before": "not_before = json_extract(:at, '$[' || listed.key || ']')"}
+SCHEDULED_AT = {"not_before": "not_before = @element(:at, listed.key)"}
 
 #: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
 #: (``:old``), given the pipeline's fingerprint (``stages.to_pipeline``).
@@ -390,6 +391,6 @@ FRESH_BUDGET = {"retry_base": "retry_base = attempts - refused", "refused_streak
 #: list; empty: any) in the group ``:group`` (NULL: any).
 PRIORITIZE = """
 UPDATE items SET priority = :to
-WHERE run_id = :run AND (:keys = '[]' OR key IN (SELECT value FROM json_each(:keys)))
+WHERE run_id = :run AND (:keys = '[]' OR key IN (@texts(:keys)))
 AND (CAST(:group AS TEXT) IS NULL OR grp = :group)
 """

@@ -8,12 +8,12 @@ a run up.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from enum import StrEnum
 
 from ..model import Holder
-from .connection import SQLiteFile
+from .base import StoreBase
+from .database import Conn
 
 #: The run's workers, each as a holder with its token.
 WORKERS = "SELECT pid, host, heartbeat_at, token FROM workers WHERE run = :run"
@@ -35,24 +35,24 @@ class Role(StrEnum):
 Chooser = Callable[[str | None, list[Holder]], Role]
 
 
-def holds(conn: sqlite3.Connection, lease: tuple[str, str]) -> bool:
+def holds(conn: Conn, lease: tuple[str, str]) -> bool:
     """Whether the worker ``lease`` (run name, token) is still one of its run's, read in the caller's transaction."""
     return conn.execute("SELECT 1 FROM workers WHERE run = ? AND token = ?", lease).fetchone() is not None
 
 
-def workers_of(conn: sqlite3.Connection, run: str) -> list[Holder]:
+def workers_of(conn: Conn, run: str) -> list[Holder]:
     """The run's workers, alive or not, read in the caller's transaction."""
     return [Holder(*row) for row in conn.execute(WORKERS, {"run": run}).fetchall()]
 
 
-def forget_dead(conn: sqlite3.Connection, run: str, lives: Callable[[Holder], bool]) -> list[str]:
+def forget_dead(conn: Conn, run: str, lives: Callable[[Holder], bool]) -> list[str]:
     """Delete the run's workers ``lives`` says are dead, in the caller's transaction; their tokens."""
     dead = [worker.token for worker in workers_of(conn, run) if not lives(worker)]
     conn.executemany("DELETE FROM workers WHERE token = ?", [(token,) for token in dead])
     return dead
 
 
-class Leases(SQLiteFile):
+class Leases(StoreBase):
     """The verbs of the workers: join, beat, set up, leave; the workers as read."""
 
     def join_run(self, run: str, *, token: str, pid: int, host: str, now: float, choose: Chooser) -> Role:
@@ -97,7 +97,7 @@ class Leases(SQLiteFile):
 
 
 
-def _setup_role(conn: sqlite3.Connection, run: str, token: str, choose: Chooser) -> Role:
+def _setup_role(conn: Conn, run: str, token: str, choose: Chooser) -> Role:
     """What the worker ``token`` does first, as ``choose`` says from the run's setup and workers; the setup taken
     if it is this worker's, in the caller's transaction."""
     row = conn.execute("SELECT token FROM setups WHERE run = ?", (run,)).fetchone()

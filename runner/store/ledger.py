@@ -11,16 +11,16 @@ O(stages) (:func:`totals`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..usage import Usage
+from .database import Conn
 
 if TYPE_CHECKING:
-    from .connection import SQLiteFile
+    from .base import StoreBase
 
 #: The ``receive`` move's ledger fields: each answered item's share of the batch's tokens and cost, input by
 #: its input's size (``:tchars`` the answered items' input), output by its result's (``:olen`` the results'; with
@@ -36,7 +36,7 @@ RECEIVE_VALUES = {
 #: The input characters of a batch's items about to be received (``:answered`` NULL: all of them).
 ANSWERED_CHARS = """
 SELECT coalesce(sum(chars), 0) FROM items WHERE batch_id = :batch AND state = 'running'
-AND (CAST(:answered AS TEXT) IS NULL OR id IN (SELECT value FROM json_each(:answered)))
+AND (CAST(:answered AS TEXT) IS NULL OR id IN (@ints(:answered)))
 """
 
 ADD = """
@@ -45,12 +45,14 @@ INSERT INTO ledger (run_id, stage, billed, not_billed, unknown, unknown_chars, i
 SELECT {run}, {stage}, :billed, :not_billed, :unknown, :unknown_chars, :input, :cached, :output, :reasoning,
        :tokened, :cost, :uncosted, :reused {source}
 ON CONFLICT (run_id, stage) DO UPDATE SET
-    billed = billed + excluded.billed, not_billed = not_billed + excluded.not_billed,
-    unknown = unknown + excluded.unknown, unknown_chars = unknown_chars + excluded.unknown_chars,
-    input_tokens = input_tokens + excluded.input_tokens, cached_tokens = cached_tokens + excluded.cached_tokens,
-    output_tokens = output_tokens + excluded.output_tokens,
-    reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, tokened = tokened + excluded.tokened,
-    cost = cost + excluded.cost, uncosted = uncosted + excluded.uncosted, reused = reused + excluded.reused
+    billed = ledger.billed + excluded.billed, not_billed = ledger.not_billed + excluded.not_billed,
+    unknown = ledger.unknown + excluded.unknown, unknown_chars = ledger.unknown_chars + excluded.unknown_chars,
+    input_tokens = ledger.input_tokens + excluded.input_tokens,
+    cached_tokens = ledger.cached_tokens + excluded.cached_tokens,
+    output_tokens = ledger.output_tokens + excluded.output_tokens,
+    reasoning_tokens = ledger.reasoning_tokens + excluded.reasoning_tokens, tokened = ledger.tokened + excluded.tokened,
+    cost = ledger.cost + excluded.cost, uncosted = ledger.uncosted + excluded.uncosted,
+    reused = ledger.reused + excluded.reused
 """
 ADD_FOR_BATCH = ADD.format(run="run_id", stage="stage", source="FROM batches WHERE id = :batch")
 ADD_FOR_STAGE = ADD.format(run=":run", stage=":stage", source="")
@@ -58,7 +60,7 @@ ZERO = {"billed": 0, "not_billed": 0, "unknown": 0, "unknown_chars": 0, "input":
         "reasoning": 0, "tokened": 0, "cost": 0.0, "uncosted": 0, "reused": 0}
 
 def shares(
-    conn: sqlite3.Connection, params: Mapping[str, Any], outputs: Mapping[int, str], usage: Usage | None,
+    conn: Conn, params: Mapping[str, Any], outputs: Mapping[int, str], usage: Usage | None,
     cost: tuple[float, float] | None,
 ) -> dict[str, Any]:
     """The parameters of :data:`RECEIVE_VALUES` for a batch's answer (``params``: its ``batch`` and ``answered``)."""
@@ -69,7 +71,7 @@ def shares(
 
 
 def add_billed(
-    conn: sqlite3.Connection, batch_id: int, billed: int, usage: Usage | None, cost: tuple[float, float] | None
+    conn: Conn, batch_id: int, billed: int, usage: Usage | None, cost: tuple[float, float] | None
 ) -> None:
     """A batch's answer billed ``billed`` items' calls: its usage and cost on its stage's row."""
     if not billed:
@@ -85,13 +87,13 @@ def add_billed(
                      {"batch": batch_id, "usage": json.dumps(usage.as_dict())})
 
 
-def add_not_billed(conn: sqlite3.Connection, batch_id: int, counted: int) -> None:
+def add_not_billed(conn: Conn, batch_id: int, counted: int) -> None:
     """``counted`` items' calls of a batch the upstream refused before running them: not billed, on its stage's row."""
     if counted:
         conn.execute(ADD_FOR_BATCH, {**ZERO, "batch": batch_id, "not_billed": counted})
 
 
-def add_unknown(conn: sqlite3.Connection, rows: Sequence[tuple[int, str, int]]) -> int:
+def add_unknown(conn: Conn, rows: Sequence[tuple[int, str, int]]) -> int:
     """Items' calls sent with their answer lost (each row: run id, stage, input characters): unknown charges,
     on their stage's row; how many."""
     calls: Counter[tuple[int, str]] = Counter()
@@ -139,7 +141,7 @@ RUNNING = (
 )
 
 
-def totals(store: SQLiteFile, run_id: int) -> list[StageLedger]:
+def totals(store: StoreBase, run_id: int) -> list[StageLedger]:
     """The run's ledger per stage, with what is in flight: O(stages + batches running)."""
     running = {row["stage"]: row for row in store.rows(RUNNING, [run_id])}
     rows = {row["stage"]: row for row in store.rows(TOTALS, [run_id])}

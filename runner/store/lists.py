@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 #: A completed item's result (JSON text): its validated output.
 RESULT = "CASE WHEN state = 'completed' THEN output END"
 #: Each passed stage's result, as a JSON object ``{stage: result}``, in the order they were saved.
-STAGES = ("(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM "
-          "(SELECT stage, result FROM results WHERE item_id = items.id ORDER BY at))")
+STAGES = ("(SELECT coalesce(@object_agg(stage, @json(result)), '{}') FROM "
+          "(SELECT stage, result FROM results WHERE item_id = items.id ORDER BY at) AS saved)")
 
 
 # What the notebook API reads when a person asks: whole lists, never polled.
@@ -51,15 +51,15 @@ ARCHIVED = ("WITH items AS NOT MATERIALIZED (SELECT * FROM archived_items), "
 
 def staged(store: Store, run_id: int) -> bool:
     """Whether the run's job has ``[[stage]]`` tables (its export has a column group per stage)."""
-    (row,) = store.rows("SELECT coalesce(json_extract(job, '$.staged'), 0) AS staged FROM runs WHERE id = ?", [run_id])
+    (row,) = store.rows("SELECT @flag(job, '$.staged') AS staged FROM runs WHERE id = ?", [run_id])
     return bool(row["staged"])
 
 
 def stage_kinds(store: Store, run_id: int) -> list[tuple[str, str]]:
     """The run's stages in order, each (name, kind), read from its saved job (without loading the job)."""
     return [(row["name"], row["kind"]) for row in store.rows(
-        "SELECT json_extract(value, '$.name') AS name, json_extract(value, '$.kind') AS kind "
-        "FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ? ORDER BY CAST(key AS INTEGER)", [run_id])]
+        "SELECT @field(listed.value, '$.name') AS name, @field(listed.value, '$.kind') AS kind "
+        "FROM runs, @list_of_json(runs.job, listed, '$.stages') WHERE runs.id = ? ORDER BY listed.key", [run_id])]
 
 
 def export_page(

@@ -181,7 +181,7 @@ def waiting_decisions(store: Store, run_id: int, *, limit: int) -> list[dict[str
     results of the stages they passed (JSON texts); the partial index of those items keeps it cheap."""
     return store.rows(
         'SELECT key, grp AS "group", stage, (SELECT input FROM inputs WHERE item_id = items.id) AS input, '
-        "(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id) "
+        "(SELECT coalesce(@object_agg(stage, @json(result)), '{}') FROM results WHERE item_id = items.id) "
         "AS results FROM items WHERE run_id = ? AND hold = 'decide' ORDER BY seq LIMIT ?",
         [run_id, limit],
     )

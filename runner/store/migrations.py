@@ -6,12 +6,16 @@ change the schema, add a list of statements here (or in a module of its own,
 as :mod:`.migrations_stages` and :mod:`.migrations_ledger`), under a comment that
 says what the version changes and why, and append it to ``UPGRADES``:
 ``schema.SCHEMA_VERSION`` follows, and a store opened by this runner is
-brought up to it in one transaction. A migration rewrites old columns as new
+brought up to it in one transaction. From version 23 on (PostgreSQL's
+baseline, :mod:`.schema_postgres`) a migration runs on both databases: a list
+of statements both take (BIGINT, DOUBLE PRECISION, TEXT: SQLite reads them as
+its INTEGER, REAL and TEXT), or ``Dialects(sqlite=[...], postgres=[...])``. A migration rewrites old columns as new
 ones; it moves no item from one state to another.
 """
 
 from __future__ import annotations
 
+from .dialect import Dialects
 from .migrations_budget import BUDGET
 from .migrations_ledger import LEDGER, RESULTS_EXPIRE
 from .migrations_stages import DECISIONS, FAN_OUT, PASSES, STAGES
@@ -211,7 +215,7 @@ INPUT_READ = [f"ALTER TABLE runs ADD COLUMN input_{column}" for column in (
 PREPARING = ["ALTER TABLE runs ADD COLUMN preparing INTEGER NOT NULL DEFAULT 0"]
 
 #: In order: ``UPGRADES[n - 1]`` takes a store at version ``n`` to version ``n + 1``.
-UPGRADES: list[list[str]] = [
+UPGRADES: list[list[str] | Dialects] = [
     CONTROLS,
     INTENTS,
     FAILED_INDEX,

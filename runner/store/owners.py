@@ -13,11 +13,11 @@ that the gate holds for all workers of a run together.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 
 from ..model import BatchState, Holder
 from . import items
+from .database import Conn
 from .items import move
 from .leases import Leases, forget_dead, holds
 
@@ -31,7 +31,7 @@ ORPHANED = f"SELECT id FROM batches WHERE run_id = :run AND state IN ('queued', 
 OWN = "SELECT id FROM batches WHERE run_id = :run AND state IN ('queued', 'running') AND owner = :token"
 
 #: The items of the batches taken over (``:batches``, a JSON list of ids).
-TAKEN = "items.batch_id IN (SELECT value FROM json_each(:batches))"
+TAKEN = "items.batch_id IN (@ints(:batches))"
 
 #: Received items of run ``:run`` in a done batch whose owner is no worker now: answers saved by a worker that
 #: stopped before it validated them.
@@ -106,7 +106,7 @@ class Owners(Leases):
         return float(row["quiet_until"])
 
 
-def _take_over(conn: sqlite3.Connection, run_id: int, params: dict[str, object]) -> None:
+def _take_over(conn: Conn, run_id: int, params: dict[str, object]) -> None:
     """Recovery's moves over the items of the batches taken over, and those batches done, in the caller's
     transaction."""
     move(conn, "unqueue", where=TAKEN, params=params)
@@ -119,4 +119,4 @@ def _take_over(conn: sqlite3.Connection, run_id: int, params: dict[str, object])
     items.fail_left_cancelled(conn, TAKEN, params)
     move(conn, "hold", where=TAKEN, params=params)
     conn.execute("UPDATE batches SET state = :done, finished_at = :now, error = 'left by a stopped engine' "
-                 "WHERE id IN (SELECT value FROM json_each(:batches))", {**params, "done": BatchState.DONE})
+                 "WHERE id IN (@ints(:batches))", {**params, "done": BatchState.DONE})

@@ -43,7 +43,8 @@ class RunStore(Protocol):
     """A run store: runs, their items' moves, a person's commands and the lease."""
 
     #: Where the store is, as a person names it (``--db``).
-    path: Path
+    @property
+    def path(self) -> Path | str: ...
 
     # Runs
     def add_items(

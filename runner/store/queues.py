@@ -11,7 +11,6 @@ time are written to the queue by the batch's settlement (:mod:`.settling`).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,7 @@ from ..rules.breaker import Control
 from ..rules.queues import Queue
 from .answers import QueueShare
 from .commands import Commands
+from .database import Conn
 
 #: The holds of the queue ``:queue`` whose engine still holds its run's lease (the token it joined with).
 LIVE_HOLDS = """
@@ -32,8 +32,8 @@ WHERE h.queue = :queue
 
 #: The queue run ``?`` names ("": none) and the concurrency its job would make a new queue with.
 RUN_QUEUE = """
-SELECT coalesce(json_extract(job, '$.provider.queue'), '') AS queue,
-    json_extract(job, '$.batch.concurrency') AS concurrency
+SELECT coalesce(@field(job, '$.provider.queue'), '') AS queue,
+    CAST(@field(job, '$.batch.concurrency') AS INTEGER) AS concurrency
 FROM runs WHERE id = ?
 """
 
@@ -41,14 +41,14 @@ QUEUE_COLUMNS = "name, concurrency, breaker, breaker_kind, breaker_reason, trans
 QUEUE_ROW = f"SELECT {QUEUE_COLUMNS} FROM queues WHERE name = ?"
 
 
-def queue_row(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+def queue_row(conn: Conn, name: str) -> dict[str, Any] | None:
     """The queue's row (:data:`QUEUE_COLUMNS`; None: no queue of that name), read in the caller's transaction."""
     cursor = conn.execute(QUEUE_ROW, (name,))
     row = cursor.fetchone()
     return None if row is None else dict(zip([column[0] for column in cursor.description], row))
 
 
-def queue_of(conn: sqlite3.Connection, run_id: int) -> str | None:
+def queue_of(conn: Conn, run_id: int) -> str | None:
     """The queue the engine holding the run joined (None: none, or the run's hold is an engine's before), read in
     the caller's transaction."""
     row = conn.execute("SELECT h.queue FROM queue_holds h JOIN runs ON runs.id = h.run_id "
@@ -64,13 +64,13 @@ def control_of(row: dict[str, Any]) -> Control:
                    kind=FailureKind(kind) if kind else None)
 
 
-def write_control(conn: sqlite3.Connection, name: str, control: Control) -> None:
+def write_control(conn: Conn, name: str, control: Control) -> None:
     """Write a queue's breaker inside the caller's transaction."""
     conn.execute("UPDATE queues SET breaker = ?, breaker_kind = ?, breaker_reason = ?, transport_failures = ? "
                  "WHERE name = ?", (control.breaker, control.kind, control.reason, control.transport_failures, name))
 
 
-def settled(conn: sqlite3.Connection, name: str, settlement: Settlement) -> None:
+def settled(conn: Conn, name: str, settlement: Settlement) -> None:
     """A batch's breaker move and a 429's quiet time, applied to its run's queue in the settlement's transaction."""
     if settlement.quiet_until:
         conn.execute("UPDATE queues SET quiet_until = ? WHERE name = ? AND quiet_until < ?",
@@ -156,7 +156,7 @@ class Queues(Commands):
             live = {hold["run_id"] for hold in self.rows(LIVE_HOLDS, {"queue": row["name"]})}
             runs = self.rows("SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting FROM queue_holds h "
                              "JOIN runs ON runs.id = h.run_id WHERE h.queue = ?1 "
-                             "AND json_extract(runs.job, '$.provider.queue') = ?1 ORDER BY h.priority DESC, runs.name",
+                             "AND @field(runs.job, '$.provider.queue') = ?1 ORDER BY h.priority DESC, runs.name",
                              [row["name"]])
             found.append({**row, "runs": [{**run, "live": True} if run["run_id"] in live else
                                           {**run, "held": 0, "waiting": 0, "live": False} for run in runs]})

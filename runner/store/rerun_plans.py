@@ -35,8 +35,8 @@ GROUP BY 1, 2, 3
 
 #: The stages of the run ``:run`` that make no call (decide, join): their results were never billed.
 NO_CALL = """
-SELECT json_extract(value, '$.name') FROM runs, json_each(runs.job, '$.stages')
-WHERE runs.id = :run AND json_extract(value, '$.kind') IN ('decide', 'join')
+SELECT @field(listed.value, '$.name') FROM runs, @list_of_json(runs.job, listed, '$.stages')
+WHERE runs.id = :run AND @field(listed.value, '$.kind') IN ('decide', 'join')
 """
 #: Whether an item was answered (billed) at the stage it is at: more paid calls than the stages it passed that
 #: call (each passed once at least; one passed after an invalid answer counts here too: shown as may-repeat).
@@ -56,7 +56,7 @@ GROUP BY 1, 2, 3, 4, 5
 """
 
 #: The input characters of some items (``:ids``, a JSON list).
-CHARS = "SELECT count(*) AS n, coalesce(sum(chars), 0) AS chars FROM items WHERE id IN (SELECT value FROM json_each(:ids))"
+CHARS = "SELECT count(*) AS n, coalesce(sum(chars), 0) AS chars FROM items WHERE id IN (@ints(:ids))"
 
 
 def confirm_plan(store: Store, name: str, *, keys: Sequence[str] = ()) -> RerunPlan:

@@ -15,7 +15,6 @@ result with it (:func:`runner.store.stages.pass_on`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -23,12 +22,13 @@ from ..model import Batch, BatchState, ItemState
 from . import ledger
 from .items import move
 from .tasks import NOTE
+from .database import Conn
 
 #: The items chosen (``:ids``) as their work is made of: key, input, and the results of the stages they passed.
 IN_LINE = """
 SELECT items.id, items.grp, items.chars, items.key, inputs.input,
-       (SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)
-FROM json_each(:ids) AS listed JOIN items ON items.id = listed.value JOIN inputs ON inputs.item_id = items.id
+       (SELECT coalesce(@object_agg(stage, @json(result)), '{}') FROM results WHERE item_id = items.id)
+FROM @list_of_ints(:ids, listed) JOIN items ON items.id = listed.value JOIN inputs ON inputs.item_id = items.id
 ORDER BY listed.key
 """
 
@@ -51,7 +51,7 @@ class Reuser(Protocol):
 
 
 def take(
-    conn: sqlite3.Connection, run_id: int, stage: str, chosen: Sequence[int], origin: ItemState, reuse: Reuser,
+    conn: Conn, run_id: int, stage: str, chosen: Sequence[int], origin: ItemState, reuse: Reuser,
     now: float, owner: str | None,
 ) -> Batch | None:
     """The items ``chosen`` for a batch (one group) whose work has a result that stands, received in a batch of their
@@ -69,7 +69,7 @@ def take(
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (run_id, group, BatchState.DONE, len(found), chars, now, now, stage, owner),
     ).fetchone()
-    move(conn, "reuse", where="items.id = found.key", source="FROM json_each(:found) AS found", origin=origin,
+    move(conn, "reuse", where="items.id = found.key", source="FROM @object_by_id(:found, found)", origin=origin,
          values={"batch_id": "batch_id = :batch", "output": "output = found.value", "reused": "reused = reused + 1"},
          params={"batch": batch_id, "found": json.dumps(found), "now": now}, logged_for="batch")
     conn.execute(ledger.ADD_FOR_BATCH, {**ledger.ZERO, "batch": batch_id, "reused": len(found)})
@@ -78,7 +78,7 @@ def take(
     return Batch(id=int(batch_id), group=group, size=len(found), chars=chars, stage=stage, reused=True)
 
 
-def _found(conn: sqlite3.Connection, reuse: Reuser, work: str) -> str | None:
+def _found(conn: Conn, reuse: Reuser, work: str) -> str | None:
     """The first saved result of ``work`` that passes the stage's check now; None when there is none."""
     for (result,) in conn.execute(FOUND, {"work": work}):
         if reuse.accepts(result):

@@ -25,7 +25,6 @@ checks, and stamps, as the revalidation did.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple, Protocol
@@ -35,6 +34,7 @@ from . import items
 from .items import move
 from .skips import skip
 from .stages import FINISH, FORGET, UNLESS_A_PERSONS
+from .database import Conn
 
 #: Items per transaction: well under a second of the write lock.
 CHUNK = 500
@@ -53,7 +53,7 @@ SELECT items.id, items.key, items.state IN ('queued', 'running', 'received') AS 
     CASE WHEN {STAGED} THEN results.result WHEN items.state = 'completed' THEN items.output END AS result,
     CASE WHEN {REJECTED} THEN items.output END AS rejected,
     CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT input FROM inputs WHERE item_id = items.id) END AS input,
-    CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT json_group_object(stage, json(result)) FROM results
+    CASE WHEN {STAGED} AND {REJECTED} THEN (SELECT @object_agg(stage, @json(result)) FROM results
                                            WHERE item_id = items.id) END AS passed
 FROM items LEFT JOIN results ON {STAGED} AND results.item_id = items.id AND results.stage = :stage
 WHERE items.run_id = :run AND (results.result IS NOT NULL OR {REJECTED}
@@ -117,7 +117,7 @@ class SavedRow(NamedTuple):
 
 
 class Writing(Protocol):
-    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def write(self) -> AbstractContextManager[Conn]: ...
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]: ...
 
 
@@ -159,7 +159,7 @@ class Revalidating:
                         _now_invalid(conn, params, stages, detail, send=what == "again")
 
 
-def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> None:
+def _complete(conn: Conn, params: dict[str, Any], to: Onward) -> None:
     """A failed item whose answer now passes: its stage completed, as at a boundary."""
     if not conn.execute(f"SELECT 1 FROM items WHERE items.id = :id AND {REJECTED}", params).fetchone():
         return
@@ -178,7 +178,7 @@ def _complete(conn: sqlite3.Connection, params: dict[str, Any], to: Onward) -> N
         conn.execute(NOTE, {**params, "why": NOW_VALID})
 
 
-def _now_invalid(conn: sqlite3.Connection, params: dict[str, Any], stages: Sequence[str], why: str, *,
+def _now_invalid(conn: Conn, params: dict[str, Any], stages: Sequence[str], why: str, *,
                  send: bool) -> None:
     """A result now invalid: its item sent back to the stage (``send``: a person agreed to a charge again), or else
     failed there as invalid, its answer kept (a later revalidation may complete it); its results from there on

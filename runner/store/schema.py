@@ -40,11 +40,13 @@ batch's path (``Store.add_items``).
 
 ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` brings a
 store from version ``n`` to ``n + 1``: the first creates the tables below, the
-others are :mod:`runner.store.migrations`' (each with its reasons).
+others are :mod:`runner.store.migrations`' (each with its reasons). A
+PostgreSQL store starts at :mod:`.schema_postgres`' baseline.
 """
 
 from __future__ import annotations
 
+from .dialect import POSTGRES, SQLITE, statements
 from .migrations import UPGRADES
 
 RUNS = """
@@ -199,7 +201,12 @@ TRIGGERS = [
 #: The tables as version 1 created them; :mod:`runner.store.migrations` has every change since.
 CREATE = [RUNS, ITEMS, COUNTS, BATCHES, EVENTS, COMMANDS, ENGINES, *INDEXES, *TRIGGERS]
 
-#: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1``.
-MIGRATIONS: list[list[str]] = [CREATE, *UPGRADES]
+#: ``MIGRATIONS[n]`` takes a store at version ``n`` to version ``n + 1`` (a SQLite file).
+MIGRATIONS: list[list[str]] = [CREATE, *(statements(upgrade, SQLITE) for upgrade in UPGRADES)]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def postgres_migrations(version: int) -> list[list[str]]:
+    """The migrations that take a PostgreSQL store at ``version`` (the baseline or later) to ``SCHEMA_VERSION``."""
+    return [statements(upgrade, POSTGRES) for upgrade in UPGRADES[version - 1:]]

@@ -11,13 +11,13 @@ and the smaller batches a split formed (:func:`split_batch`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Settlement
 from ..rules import cancelling
 from . import items, queues, stages
 from .items import move, move_each
+from .database import Conn
 
 if TYPE_CHECKING:
     from .sqlite import Store
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 IN_BATCH = "items.batch_id = :batch"
 #: The items of a JSON list ``:ids`` still in batch ``:batch`` (``+batch_id``: no scan of the batch for each).
 LISTED = "items.id = listed.value AND +items.batch_id = :batch"
-LISTED_SOURCE = "FROM json_each(:ids) AS listed"
+LISTED_SOURCE = "FROM @list_of_ints(:ids, listed)"
 
 #: What a give-up adds to the judge's message: the item's tally, as it stands.
 TALLY = (
@@ -36,7 +36,7 @@ TALLY = (
 ERROR = {"error_kind": "error_kind = :kind", "error": "error = :message", "retryable": "retryable = :retryable"}
 
 
-def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Settlement, now: float) -> list[Batch]:
+def settle(conn: Conn, store: Store, batch_id: int, settlement: Settlement, now: float) -> list[Batch]:
     """A batch's verdict applied inside the caller's transaction; the batches a split formed.
 
     Each move touches only items still in this batch's hands: an item whose
@@ -83,12 +83,12 @@ def settle(conn: sqlite3.Connection, store: Store, batch_id: int, settlement: Se
     return [split_batch(conn, batch_id, ids, now) for ids in settlement.split if ids]
 
 
-def split_batch(conn: sqlite3.Connection, parent: int, ids: list[int], now: float) -> Batch:
+def split_batch(conn: Conn, parent: int, ids: list[int], now: float) -> Batch:
     """A new queued batch of some of a batch's items, one round of splitting further, that knows its parent."""
     members = json.dumps(ids)
     (batch_id, group, chars, round_, stage) = conn.execute(
         "INSERT INTO batches (run_id, grp, state, size, chars, round, parent_id, created_at, stage, owner) "
-        "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (SELECT value FROM json_each(?))), "
+        "SELECT run_id, grp, ?, ?, (SELECT sum(chars) FROM items WHERE id IN (@ints(?))), "
         "round + 1, id, ?, stage, owner FROM batches WHERE id = ? RETURNING id, grp, chars, round, stage",
         (BatchState.QUEUED, len(ids), members, now, parent),
     ).fetchone()

@@ -13,11 +13,11 @@ the run's log.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model import Skip
+from .database import Conn
 
 #: Why a stage was skipped: its own ``when`` is false; or the fan-out it lies inside was skipped (its ``when``).
 WHEN_FALSE = "its when is false: stage skipped"
@@ -40,7 +40,7 @@ FROM decisions WHERE item_id = :id AND stage = :stage
 FORGET = "DELETE FROM decisions WHERE item_id = :id AND stage = :stage"
 
 
-def skip(conn: sqlite3.Connection, skipped: Iterable[tuple[Mapping[str, Any], Skip]]) -> None:
+def skip(conn: Conn, skipped: Iterable[tuple[Mapping[str, Any], Skip]]) -> None:
     """Each stage an item skips (the item's ``id`` and ``now`` in the mapping beside it): noted with why, and a
     decision kept for it dropped, noted."""
     rows = [{**params, "stage": each.stage, "why": WITH_FAN_OUT.format(each.fan_out) if each.fan_out else WHEN_FALSE}

@@ -14,7 +14,6 @@ Time is passed in (``now``, seconds since the epoch), never read here.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,31 +41,32 @@ INPUT_OF_ITEM = "(SELECT input FROM inputs WHERE item_id = items.id)"
 #: A started item as the engine needs it, in a RETURNING clause (the attempts bound ``:max_attempts``).
 STARTED_ITEM = (
     f"id, key, {INPUT_OF_ITEM}, :max_attempts - (attempts - refused - retry_base), refused_streak, "
-    "(SELECT coalesce(json_group_object(stage, json(result)), '{}') FROM results WHERE item_id = items.id)"
+    "(SELECT coalesce(@object_agg(stage, @json(result)), '{}') FROM results WHERE item_id = items.id)"
 )
 
 
 #: The answered items of a batch (``:answered``, or all when NULL) still running, each with its result in
 #: ``:outputs`` (item id -> output), or none: the answer held none of theirs, and they paid all the same.
 ANSWERED = """
-FROM (SELECT running.id, json_extract(:outputs, '$."' || running.id || '"') AS output FROM items AS running
+FROM (SELECT running.id, @member(:outputs, running.id) AS output FROM items AS running
       WHERE running.batch_id = :batch AND running.state = 'running'
-      AND (CAST(:answered AS TEXT) IS NULL OR running.id IN (SELECT value FROM json_each(:answered)))) AS answer
+      AND (CAST(:answered AS TEXT) IS NULL OR running.id IN (@ints(:answered)))) AS answer
 """
 
 #: Items next in line at one stage (``{stage}``: a condition on it; without, the first stage in the index's order),
 #: due waiting ones first, the highest priority first (the claim index's order; the waits of a back-off read from
-#: their own index, so that the scheduled items, waiting too, are never passed over one by one).
+#: their own index, so that the scheduled items, waiting too, are never passed over one by one). On PostgreSQL the
+#: rows read are locked for the claim (``claim_lock``: another claimer skips them).
 CLAIM_DUE_WAITING = """
-SELECT id, grp, chars, length(key), stage FROM items INDEXED BY items_backing_off
+SELECT id, grp, chars, length(key), stage FROM items @indexed_by(items_backing_off)
 WHERE run_id = :run AND state = 'waiting' AND not_before <= :now AND hold = 'none' {stage}
-ORDER BY stage, priority DESC, grp, seq LIMIT :limit
+ORDER BY stage, priority DESC, grp, seq LIMIT :limit @claim_lock()
 """
 
 CLAIM_PENDING = """
 SELECT id, grp, chars, length(key), stage FROM items
 WHERE run_id = :run AND state = 'pending' {stage}
-ORDER BY stage, priority DESC, grp, seq LIMIT :limit
+ORDER BY stage, priority DESC, grp, seq LIMIT :limit @claim_lock()
 """
 
 #: The batch ``:batch`` is the worker ``:token``'s, still one of run ``:run``'s.
@@ -211,8 +211,8 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Owners, stages.Stages, dec
         # never from every batch the run has formed.
         rows = self.rows(
             "SELECT b.id, b.grp, count(*) AS size, sum(i.chars) AS chars, b.round, b.stage "
-            "FROM items i CROSS JOIN batches b ON b.id = i.batch_id "
-            "WHERE i.run_id = ? AND i.state = 'running' AND i.hold = 'confirmed' "
+            "FROM items i CROSS JOIN batches b "
+            "WHERE b.id = i.batch_id AND i.run_id = ? AND i.state = 'running' AND i.hold = 'confirmed' "
             "GROUP BY b.id ORDER BY b.id",
             [run_id],
         )

@@ -26,16 +26,16 @@ before retires its sub-items in the same transaction.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ..model import Batch, Claim, Settlement
 from . import fanout, items
-from .connection import SQLiteFile
+from .base import StoreBase
 from .items import move, move_each
 from .skips import skip
+from .database import Conn
 
 if TYPE_CHECKING:
     from ..batch_api import RequestsFile
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 SAVE_RESULTS = """
 INSERT INTO results (item_id, stage, result, fingerprint, at, work)
 SELECT items.id, items.stage, items.output, :fingerprint, :now, worked.value
-FROM json_each(:works) AS worked JOIN items ON items.id = worked.key
+FROM @object_by_id(:works, worked) JOIN items ON items.id = worked.key
 WHERE items.batch_id = :batch AND items.state = 'received' AND items.output IS NOT NULL
 ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint = excluded.fingerprint, at = excluded.at,
     work = excluded.work
@@ -56,20 +56,20 @@ ON CONFLICT (item_id, stage) DO UPDATE SET result = excluded.result, fingerprint
 IN_BATCH = "items.id = :id AND items.batch_id = :batch AND items.output IS NOT NULL"
 #: The items of batch ``:batch`` a settlement completes, each with the work its result answers (``:works``, item id ->
 #: work, null for none; :mod:`runner.reusing`), joined by id: one lookup per item, not a read of the object per item.
-WORKED = "FROM json_each(:works) AS worked"
+WORKED = "FROM @object_by_id(:works, worked)"
 DONE = "items.id = worked.key AND items.batch_id = :batch AND items.output IS NOT NULL"
 
 #: The scheduled items of a run whose time came (read on the index of scheduled items).
 SCHEDULED_DUE = "items.run_id = :run AND items.not_before <= :now"
 
 
-def release_due(conn: sqlite3.Connection, run_id: int, now: float) -> None:
+def release_due(conn: Conn, run_id: int, now: float) -> None:
     """The run's scheduled items whose time came, pending (one at a decide stage waits for a person there)."""
     if move(conn, "due", where=SCHEDULED_DUE, params={"run": run_id, "now": now}, returning="items.id"):
         items.arrive(conn, run_id, now)
 
 
-def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, Any]) -> None:
+def pass_on(conn: Conn, settlement: Settlement, params: dict[str, Any]) -> None:
     """The boundary, inside the settlement's transaction: each validated result saved under its stage, the
     items that go on pending at their next stage (the stages they skip noted), the others completed."""
     if settlement.fingerprint:  # a pipeline's (a job of one stage keeps its result as the item's output)
@@ -102,15 +102,15 @@ def pass_on(conn: sqlite3.Connection, settlement: Settlement, params: dict[str, 
 #: never spliced into a JSON path.
 STALE = f"""
 WITH stage (name, fingerprint, place, inside) AS (
-    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), key, json_extract(value, '$[2]')
-    FROM json_each(:stages))
+    SELECT @field(listed.value, '$[0]'), @field(listed.value, '$[1]'), listed.key, @truth(listed.value, '$[2]')
+    FROM @list_of_json(:stages, listed))
 SELECT items.id, (SELECT input FROM inputs WHERE item_id = items.id) AS input,
-    (SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results
+    (SELECT @object_agg(stage, @array(@json(result), fingerprint)) FROM results
      WHERE item_id = items.id) AS saved, items.state, items.error_kind, items.stage, items.parent_id
 FROM items WHERE run_id = :run AND (
     parent_id IS NULL AND NOT EXISTS (SELECT 1 FROM stage WHERE stage.name = items.stage AND NOT stage.inside)
     OR parent_id IS NOT NULL AND state IN ('pending', 'waiting', 'running', 'received')
-    AND NOT EXISTS (SELECT 1 FROM json_each(:names) WHERE value = items.stage)
+    AND NOT EXISTS (SELECT 1 FROM @list_of_texts(:names, listed) WHERE listed.value = items.stage)
     OR state IN ('completed', 'pending', 'waiting', 'failed')
     AND (parent_id IS NULL OR parent_id IN (SELECT id FROM items AS parent WHERE {fanout.REOPENABLE})) AND (
         EXISTS (SELECT 1 FROM results JOIN stage ON stage.name = results.stage
@@ -130,7 +130,7 @@ INSERT INTO events (run_id, item_id, at, from_state, to_state, kind, message, it
 SELECT run_id, id, :now, state, state, 'finished', :why, 0, stage FROM items WHERE id = :id
 """
 #: Whether an item is at a stage the job (``:names``) no longer has.
-GONE = "SELECT stage NOT IN (SELECT value FROM json_each(:names)) FROM items WHERE id = :id"
+GONE = "SELECT stage NOT IN (@texts(:names)) FROM items WHERE id = :id"
 NO_STAGE_LEFT = "its stage is no longer in the job, and every stage it needs has its result"
 NOT_NEEDED = "every stage it needs has its result: its stage no longer takes it"
 
@@ -152,7 +152,7 @@ UNLESS_A_PERSONS = ("items.id = :id AND (items.state != 'failed' OR coalesce(ite
 KEEP = "INSERT INTO results (item_id, stage, result, fingerprint, at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 
 #: An item's results from the stage it goes back to on (``:forget``, a JSON list of stages).
-FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (SELECT value FROM json_each(:forget))"
+FORGET = "DELETE FROM results WHERE item_id = :id AND stage IN (@texts(:forget))"
 
 
 class Stale(NamedTuple):
@@ -171,7 +171,7 @@ class Stale(NamedTuple):
 class Claiming(Protocol):
     """A store that forms batches (``sqlite.Store``), as :meth:`Stages.claim_first` uses it."""
 
-    def write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+    def write(self) -> AbstractContextManager[Conn]: ...
     def claim_batch(
         self, run_id: int, *, max_items: int, max_chars: int, now: float, file: RequestsFile | None = None,
         stage: str | None = None, reuse: Reuser | None = None, released: bool = False, owner: str | None = None,
@@ -265,7 +265,7 @@ class Stages(fanout.FanOuts):
             fanout.reopen(conn, sent_again, now)
 
 
-def _moved(conn: sqlite3.Connection, name: str, params: dict[str, Any], stages: Sequence[str],
+def _moved(conn: Conn, name: str, params: dict[str, Any], stages: Sequence[str],
            retire: Collection[int]) -> None:
     """What follows a re-run's move of one item: its results from its stage on forgotten (not a completion's), its
     sub-items retired when its fan-out no longer stands."""
@@ -275,7 +275,7 @@ def _moved(conn: sqlite3.Connection, name: str, params: dict[str, Any], stages: 
         fanout.retire_sub_items(conn, params["id"], params["now"])
 
 
-def _cancel(conn: sqlite3.Connection, item_id: int, stage: str, stages: Sequence[str], now: float) -> None:
+def _cancel(conn: Conn, item_id: int, stage: str, stages: Sequence[str], now: float) -> None:
     """An item a person cancelled in flight, at a stage gone: failed ``cancelled`` now (a call of an upstream task
     that may still run counted as maybe paid), then at the stage a retry sends it to."""
     params = {"id": item_id, "stage": stage, "now": now, "message": CANCELLED_AT_GONE}

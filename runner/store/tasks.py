@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..model import ItemState
 from . import items
-from .connection import SQLiteFile
+from .base import StoreBase
 
 #: A line in a batch's history about ``:items`` of its items that stay in ``:state``.
 NOTE = """
@@ -26,7 +26,7 @@ FROM items WHERE batch_id = ? AND state = 'running'
 """
 
 
-class Tasks(SQLiteFile):
+class Tasks(StoreBase):
     """The verbs of a submitted batch's task."""
 
     def mark_intent(self, batch_id: int, *, now: float) -> None:

@@ -97,7 +97,7 @@ def counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
 
 
 #: A run's stages in its job's order (from the job saved with it; none saved: its one stage, by its items).
-STAGE_ORDER = "SELECT json_extract(value, '$.name') AS stage FROM runs, json_each(runs.job, '$.stages') WHERE runs.id = ?"
+STAGE_ORDER = "SELECT @field(value, '$.name') AS stage FROM runs, @list_of_json(job, s, '$.stages') WHERE runs.id = ?"
 
 
 def stage_counts(store: Store, run_id: int) -> dict[str, dict[str, int]]:
@@ -131,8 +131,8 @@ def next_due(store: Store, run_id: int, *, skip: Sequence[str] = ()) -> float | 
     """When the earliest waiting item may be tried again (a retry's wait, or a scheduled item's time), but for
     those at the stages ``skip`` names (no call of the engine asking moves them: it need not wait for them).
     One read for each hold, each on its partial index."""
-    others = f"stage NOT IN ({', '.join('?' for _ in skip)})"
-    times = [store.rows(f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND {held} AND {others}",
+    others = f" AND stage NOT IN ({', '.join('?' for _ in skip)})" if skip else ""  # PostgreSQL refuses ``IN ()``
+    times = [store.rows(f"SELECT min(not_before) AS t FROM items WHERE run_id = ? AND {held}{others}",
                         [run_id, *skip])[0]["t"]
              for held in (f"state = 'waiting' AND {NOT_HELD}", "hold = 'scheduled'")]
     return min((float(t) for t in times if t is not None), default=None)

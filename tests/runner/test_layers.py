@@ -22,8 +22,9 @@ def test_no_sql_in_the_core_outside_the_store() -> None:
 
 def test_items_are_written_by_the_store_s_one_writer_alone() -> None:
     writing = {path for path, text in sources("runner", "tui").items() if re.search(r"UPDATE\s+items\b", text)}
-    # The migrations rewrite old columns as new ones; they change no item's state.
-    migrating = {path for path in writing if path.startswith("runner/store/migrations")}
+    # The migrations rewrite old columns as new ones (PostgreSQL's baseline holds their triggers); they change no
+    # item's state.
+    migrating = {path for path in writing if path.startswith(("runner/store/migrations", "runner/store/schema_postgres"))}
     assert writing - migrating == {"runner/store/items.py"}
     for path in migrating:
         migrations = sources("runner/store")[path]

@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header, Static
 
+from runner.location import named
 from runner.store import Store, views
 from runner.store.answers import RunState, Standing
 
@@ -73,7 +74,7 @@ class RunsScreen(StoreScreen[Runs]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(f"Runs in {self.runner.db}", id="runs-title")
+        yield Static(f"Runs in {named(self.runner.db)}", id="runs-title")
         yield RunsTable(id="runs")
         yield Static("", id="runs-empty")
         yield Footer(compact=True)

@@ -37,3 +37,21 @@ def refused_idioms(sql: str) -> list[str]:
     """The idioms PostgreSQL refuses that ``sql`` uses, by name."""
     read = QUOTED.sub("'_'", sql)
     return [idiom for idiom, pattern in IDIOMS.items() if pattern.search(read)]
+
+
+#: SQLite's own SQL that the dialect's fragments (``runner.store.dialect``) stand for, and an upsert's
+#: unqualified column beside ``excluded`` (ambiguous on PostgreSQL).
+SQLITE_ONLY = {
+    "a SQLite JSON function (write a fragment: @ints, @field, @object_agg, ...)":
+        re.compile(r"(?<![@\w])json(?:_each|_extract|_group_object|_group_array|_array|_object)?\s*\("),
+    "a SQLite planner hint (write @indexed_by(name))": re.compile(r"\bINDEXED\s+BY\b"),
+    "a SQLite pragma (write a fragment)": re.compile(r"\bpragma_\w+|\bPRAGMA\b"),
+    "an upsert's column added to unqualified (write table.column)":
+        re.compile(r"(?<![.\w])(\w+)\s*=\s*\1\s*\+\s*excluded\."),
+}
+
+
+def sqlite_only(sql: str) -> list[str]:
+    """The SQL only SQLite takes that ``sql`` (as written in ``runner/store/``) uses, by name."""
+    read = QUOTED.sub("'_'", sql)
+    return [name for name, pattern in SQLITE_ONLY.items() if pattern.search(read)]

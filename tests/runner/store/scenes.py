@@ -5,7 +5,8 @@ never sent, a disk that fails, a store of an older schema, another program's
 database) and reads what follows through :mod:`runner.store.views`. The raw
 tallies that the invariant fixture compares (what the events tell, what the
 items hold, what the counts keep) are here too: they read the tables beneath
-the read model. A second backend gives its own module of the same names.
+the read model, in SQL both backends take; so do the scenes written through
+``store.write()``. Those that reach a SQLite file itself are SQLite's alone.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from runner.store import Store, schema
 
 def engine_row(store: Store, run: str, token: str, *, pid: int, host: str, started_at: float, heartbeat_at: float) -> None:
     """The worker row an engine of ``host`` and ``pid`` writes for ``run``."""
-    store.db.execute(
-        "INSERT INTO workers (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
-        [run, token, pid, host, started_at, heartbeat_at],
-    )
+    with store.write() as conn:
+        conn.execute(
+            "INSERT INTO workers (run, token, pid, host, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)",
+            [run, token, pid, host, started_at, heartbeat_at],
+        )
 
 
 def live_engine(store: Store, run: str, token: str, *, started_at: float, heartbeat_at: float) -> None:
@@ -43,7 +45,8 @@ def engine_elsewhere(store: Store, run: str, token: str) -> None:
 
 def no_engine(store: Store, run: str) -> None:
     """The engine of ``run`` is gone, and its lease row with it."""
-    store.db.execute("DELETE FROM workers WHERE run = ?", [run])
+    with store.write() as conn:
+        conn.execute("DELETE FROM workers WHERE run = ?", [run])
 
 
 @contextmanager
@@ -56,7 +59,8 @@ def dead_engine(store: Store, run: str, token: str = "dead") -> Iterator[tuple[s
 
 def create_never_sent(store: Store, batch_id: int) -> None:
     """A batch whose create was never sent: no time is kept by which it could land upstream."""
-    store.db.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
+    with store.write() as conn:
+        conn.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
 
 
 def received_writes_fail(db: Path) -> None:
@@ -138,6 +142,23 @@ def dump(db: Path) -> list[str]:
     return lines
 
 
+#: Every table of a store at the current schema.
+TABLES = ["runs", "batches", "items", "inputs", "events", "commands", "workers", "setups", "counts", "duplicates",
+          "decisions", "results", "passes", "ledger", "queues", "queue_holds", "archives", "archived_items", "archived_inputs",
+          "archived_results", "archived_decisions", "archived_events"]
+
+
+def every_row(store: Store) -> dict[str, list[str]]:
+    """Every row of every table of the store, as text, in order (either backend): equal, an unchanged store."""
+    return {table: sorted(repr(sorted(row.items())) for row in store.rows(f"SELECT * FROM {table}"))
+            for table in TABLES}
+
+
+def reopened(store: Store, *, read_only: bool = False) -> Store:
+    """Another connection to the same store (another process's, say, or a view's), on either backend."""
+    return Store(getattr(store.database, "url", store.path), read_only=read_only)
+
+
 def an_archived_sub_item(store: Store) -> str:
     """The key of a sub-item in a run's archive."""
     return str(store.rows("SELECT key FROM archived_items WHERE parent_id IS NOT NULL ORDER BY id LIMIT 1")[0]["key"])
@@ -156,16 +177,16 @@ def states_told_by_events(store: Store) -> dict[tuple[int, str, str], int]:
     less every move out of it (at the stage moved from)."""
     return {(r["run_id"], r["stage"], r["state"]): r["n"] for r in store.rows(
         "SELECT run_id, stage, state, sum(n) AS n FROM ("
-        f"SELECT run_id, coalesce(to_stage, stage) AS stage, to_state AS state, items AS n FROM {EVENTS} "
-        f"UNION ALL SELECT run_id, stage, from_state, -items FROM {EVENTS} WHERE from_state IS NOT NULL"
-        ") GROUP BY run_id, stage, state HAVING sum(n) != 0"
+        f"SELECT run_id, coalesce(to_stage, stage) AS stage, to_state AS state, items AS n FROM {EVENTS} AS events "
+        f"UNION ALL SELECT run_id, stage, from_state, -items FROM {EVENTS} AS events WHERE from_state IS NOT NULL"
+        ") AS moves GROUP BY run_id, stage, state HAVING sum(n) != 0"
     )}
 
 
 def states_of_items(store: Store) -> dict[tuple[int, str, str], int]:
     """Items per run, stage and state as the items table holds them."""
     return {(r["run_id"], r["stage"], r["state"]): r["n"] for r in store.rows(
-        f"SELECT run_id, stage, state, count(*) AS n FROM {ITEMS} GROUP BY run_id, stage, state"
+        f"SELECT run_id, stage, state, count(*) AS n FROM {ITEMS} AS items GROUP BY run_id, stage, state"
     )}
 
 
@@ -188,10 +209,10 @@ def passes_of_results(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
     the items that skipped it (from the events: each item once)."""
     counted: dict[tuple[int, str], tuple[int, int]] = {}
     for r in store.rows(f"SELECT items.run_id, results.stage, count(*) AS n FROM {RESULTS} AS results "
-                        f"JOIN {ITEMS} AS items ON items.id = results.item_id WHERE NOT results.inherited "
+                        f"JOIN {ITEMS} AS items ON items.id = results.item_id WHERE results.inherited = 0 "
                         "GROUP BY items.run_id, results.stage"):
         counted[(r["run_id"], r["stage"])] = (r["n"], 0)
-    for r in store.rows(f"SELECT run_id, stage, count(DISTINCT item_id) AS n FROM {EVENTS} WHERE kind = 'skipped' "
+    for r in store.rows(f"SELECT run_id, stage, count(DISTINCT item_id) AS n FROM {EVENTS} AS events WHERE kind = 'skipped' "
                         "GROUP BY run_id, stage"):
         counted[(r["run_id"], r["stage"])] = (counted.get((r["run_id"], r["stage"]), (0, 0))[0], r["n"])
     return counted
@@ -200,7 +221,7 @@ def passes_of_results(store: Store) -> dict[tuple[int, str], tuple[int, int]]:
 def counts_of_items(store: Store) -> dict[tuple[int, str, str, str], int]:
     """Items per run, stage, group and state, counted from the items table."""
     return {(r["run_id"], r["stage"], r["grp"], r["state"]): r["n"] for r in store.rows(
-        f"SELECT run_id, stage, grp, state, count(*) AS n FROM {ITEMS} GROUP BY run_id, stage, grp, state"
+        f"SELECT run_id, stage, grp, state, count(*) AS n FROM {ITEMS} AS items GROUP BY run_id, stage, grp, state"
     )}
 
 

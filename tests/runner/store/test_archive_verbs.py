@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from scenes import dump
+from scenes import every_row
 from support import StepClock, add_all, make_job, posts
 
 from runner import archiving, runs
@@ -31,18 +31,18 @@ async def four_posts(store: Store, tmp_path: Path, *, count: int = 4, at: float 
 
 def test_each_archive_table_has_the_columns_of_its_table(store: Store) -> None:
     for table in OWN:
-        columns = [store.rows("SELECT name FROM pragma_table_info(?)", [name]) for name in (table, f"archived_{table}")]
+        columns = [store.rows("@columns_of(?)", [name]) for name in (table, f"archived_{table}")]
         assert columns[0] == columns[1], table
 
 
 async def test_archive_then_restore_keeps_every_row_and_every_count(store: Store, tmp_path: Path) -> None:
     await four_posts(store, tmp_path)
-    before = dump(store.path)
+    before = every_row(store)
     moved = archiving.archive(store, "test", ages=EVERY, now=START + DAY, chunk=1)
     assert moved == {"completed": 3, "failed": 1}
     assert store.rows("SELECT count(*) AS n FROM items")[0]["n"] == 0
     assert archiving.restore(store, "test", keys=None, now=START + DAY, chunk=1) == 4
-    assert dump(store.path) == before
+    assert every_row(store) == before
 
 
 async def test_status_totals_are_unchanged_by_an_archive_which_it_counts(store: Store, tmp_path: Path) -> None:
@@ -109,11 +109,11 @@ async def test_an_archived_event_whose_id_was_taken_since_comes_back_under_a_new
 async def test_restore_brings_back_the_keys_given_and_refuses_one_not_archived(store: Store, tmp_path: Path) -> None:
     await four_posts(store, tmp_path)
     archiving.archive(store, "test", ages={"completed": "0m"}, now=START + DAY)
-    before = dump(store.path)
+    before = every_row(store)
     with pytest.raises(RunError, match=r"run 'test': 1 of the keys given is not in its archive \('p001': not "
                                         r"archived\); nothing was restored"):
         archiving.restore(store, "test", keys=["p002", "p001"], now=START + DAY)
-    assert dump(store.path) == before
+    assert every_row(store) == before
     assert archiving.restore(store, "test", keys=["p002"], now=START + DAY) == 1
     assert sorted(row["key"] for row in store.rows("SELECT key FROM items")) == ["p001", "p002"]
     assert views.standing(store, "test", now=START + DAY).archived == 2

@@ -18,6 +18,7 @@ from runner.errors import GroupLost, StoreBusy
 from runner.sim import Simulator
 from runner.model import BreakerState, FailureKind, ItemState
 from runner.store import Store
+from runner.store.connection import SQLiteFile
 
 #: How long the other process holds the store's write lock.
 HOLD_SECONDS = 1.5
@@ -57,18 +58,18 @@ def held(tmp_path: Path) -> Iterator[tuple[Simulator, Holder]]:
 
 @pytest.fixture
 def busy_seen(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """How often a write found the store busy (``Store._begin`` raising StoreBusy)."""
+    """How often a write found the store busy (``SQLiteFile._begin`` raising StoreBusy)."""
     seen: Counter[str] = Counter()
-    begin = Store._begin
+    begin = SQLiteFile._begin
 
-    def counted(store: Store) -> None:
+    def counted(database: SQLiteFile) -> None:
         try:
-            begin(store)
+            begin(database)
         except StoreBusy:
             seen["busy"] += 1
             raise
 
-    monkeypatch.setattr(Store, "_begin", counted)
+    monkeypatch.setattr(SQLiteFile, "_begin", counted)
     return seen
 
 
@@ -129,14 +130,15 @@ class ResumedWhileHeld(StepClock):
 
 
 async def test_a_run_resumed_while_the_store_is_busy_waits_for_it_and_goes_on(
-    tmp_path: Path, sim: Simulator, store: Store, busy_seen: Counter[str]
+    tmp_path: Path, sim: Simulator, busy_seen: Counter[str]
 ) -> None:
     """Nothing in flight and no batch formed: the store, busy, is waited for, not taken for items left to a person."""
     job = make_job(tmp_path, sim.base_url, posts(20, groups=2), max_items=5)
-    runs.prepare(store, job, now=1.0)
-    control.pause(store, "test", now=1.0)
-    clock = ResumedWhileHeld(store.path)
-    outcome = await runs.execute(store, job, clock=clock, wait_for_person=True)
+    with Store(tmp_path / "runs.db") as store:  # a SQLite file's own lock
+        runs.prepare(store, job, now=1.0)
+        control.pause(store, "test", now=1.0)
+        clock = ResumedWhileHeld(tmp_path / "runs.db")
+        outcome = await runs.execute(store, job, clock=clock, wait_for_person=True)
     assert clock.holder.given_back.wait(timeout=10 * HOLD_SECONDS) and busy_seen["busy"] > 0
     assert outcome.exit_code == 0 and outcome.stopped_for is None
     assert outcome.status["counts"][ItemState.COMPLETED] == 20
@@ -237,7 +239,7 @@ async def test_steps_asked_together_are_written_in_one_commit_and_a_failed_one_u
 ) -> None:
     line.let_go()
     commits = []
-    line.store.conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    line.store.database.conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
 
     outcomes = await asyncio.gather(line.steps.run(line.step("start")), line.steps.run(line.step("fails", fails=True)),
                                     line.steps.run(line.step("answer")), return_exceptions=True)
@@ -257,10 +259,10 @@ async def test_a_group_whose_savepoint_cannot_be_undone_or_released_is_lost_whol
         refused = action == sqlite3.SQLITE_SAVEPOINT and operation == denied
         return sqlite3.SQLITE_DENY if refused else sqlite3.SQLITE_OK
 
-    line.store.conn.set_authorizer(authorize)
+    line.store.database.conn.set_authorizer(authorize)
     outcomes = await asyncio.gather(line.steps.run(line.step("start")), line.steps.run(line.step("fails", fails=True)),
                                     line.steps.run(line.step("answer")), return_exceptions=True)
-    line.store.conn.set_authorizer(None)
+    line.store.database.conn.set_authorizer(None)
     assert [type(outcome) for outcome in outcomes] == [GroupLost, GroupLost, GroupLost]
     assert line.marks() == []
     first, *others = outcomes

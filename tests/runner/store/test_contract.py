@@ -368,3 +368,11 @@ def test_an_input_read_is_remembered_until_the_input_or_the_job_changes(tmp_path
     add_all(store, job, now=2.0)
     assert store.input_unchanged_since(job, job.input.fingerprint()) == 2.0
     assert store.input_unchanged_since(job, None) is None
+
+
+def test_the_next_due_time_is_the_earliest_waiting_items_unless_its_stage_is_skipped(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    batch, (first, *_) = started(store, run_id)
+    store.settle_batch(batch.id, Settlement(retry={first: (FailureKind.TRANSPORT, "reset")}, not_before=6.0), now=4.0)
+    assert views.next_due(store, run_id) == 6.0
+    assert views.next_due(store, run_id, skip=["openai-chat"]) is None

@@ -7,6 +7,7 @@ import json
 import threading
 from pathlib import Path
 
+from scenes import reopened
 from support import add_all, posts, write_jsonl
 
 from runner import jobs, lease, tables
@@ -91,7 +92,7 @@ def test_the_count_down_of_two_sub_items_settling_at_once_from_two_connections_l
 
     def settle(batch_id: int, item_id: int) -> None:
         try:
-            with Store(tmp_path / "runs.db") as other:
+            with reopened(store) as other:
                 together.wait()
                 other.settle_batch(batch_id, Settlement(completed=[item_id], fingerprint="f"), now=2.0)
         except BaseException as exc:  # noqa: BLE001 (reported by the test's thread)

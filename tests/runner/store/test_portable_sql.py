@@ -22,7 +22,7 @@ from runner.store import Store
 STORE = Path(runner.store.__file__).parent
 
 #: The schema's DDL and its migrations: rewritten for PostgreSQL as a whole, not read here.
-NOT_RUNTIME = re.compile(r"schema\.py|migrations.*\.py")
+NOT_RUNTIME = re.compile(r"schema.*\.py|migrations.*\.py")
 
 
 def texts(module: Path) -> list[tuple[int, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from scenes import reopened
 from support import add_all, make_job, posts
 from test_contract import rule
 
@@ -54,6 +55,6 @@ def test_only_runs_of_a_higher_priority_count_as_ahead_of_a_run_waiting_for_a_sl
 def test_a_sweep_that_finds_every_hold_alive_writes_nothing(tmp_path: Path, store: Store) -> None:
     a = engine_of(store, tmp_path, "a")
     store.hold_in_queue(a, token="a", held=2, waiting=0)
-    with Store(store.path, read_only=True) as reading:  # a write there would fail
+    with reopened(store, read_only=True) as reading:  # a write there would fail
         assert reading.sweep_queue("q", lives=lambda holder: liveness.lives(holder, NOW)) == 0
     assert (queue := store.run_queue(engine_of(store, tmp_path, "b"))) is not None and queue.others == 2

@@ -24,7 +24,7 @@ BY_BATCH = [
     "SELECT run_id, id, 1, state, :state, 1, stage, :stage FROM items WHERE id = :id",
     "INSERT INTO counts (run_id, stage, grp, state, n) SELECT run_id, stage, grp, state, -1 FROM items WHERE id = :id "
     "UNION ALL SELECT run_id, :stage, grp, :state, 1 FROM items WHERE id = :id "
-    "ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = n + excluded.n",
+    "ON CONFLICT (run_id, stage, grp, state) DO UPDATE SET n = counts.n + excluded.n",
     "UPDATE items SET state = :state, stage = :stage WHERE id = :id",
 ]
 

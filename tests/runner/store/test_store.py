@@ -21,14 +21,20 @@ from runner.errors import StoreError
 from runner.store import Store
 
 
-def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(store: Store) -> None:
-    pragmas = {name: store.conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("journal_mode", "synchronous", "busy_timeout")}
+# A SQLite file's own settings and version (PostgreSQL's: test_postgres_database.py).
+
+def test_every_connection_uses_wal_full_sync_and_a_busy_timeout(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        pragmas = {name: store.database.conn.execute(f"PRAGMA {name}").fetchone()[0]
+                   for name in ("journal_mode", "synchronous", "busy_timeout")}
     assert pragmas == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": 10_000}
 
 
-def test_a_new_store_is_at_the_current_schema_version(store: Store) -> None:
-    assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
-    assert {"runs", "items", "counts", "batches", "events", "commands", "workers"} <= set(store.db.table_names())
+def test_a_new_store_is_at_the_current_schema_version(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        assert store.database.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        tables = {row["name"] for row in store.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"runs", "items", "counts", "batches", "events", "commands", "workers"} <= tables
 
 
 def test_a_store_from_a_newer_runner_is_refused_untouched(tmp_path: Path) -> None:
@@ -54,7 +60,7 @@ def test_the_core_passes_mypy_strict() -> None:
 def test_a_store_of_an_older_version_is_migrated_keeping_every_item_and_input(tmp_path: Path) -> None:
     v4_store(tmp_path / "runs.db")
     with Store(tmp_path / "runs.db") as store:
-        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert store.database.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         kept = store.rows("SELECT key, state, input FROM items JOIN inputs ON item_id = items.id ORDER BY key")
         assert kept == [
             {"key": "k0", "state": "completed", "input": '{"id":"k0"}'},
