@@ -5,10 +5,11 @@ same store). The first sets the run up (prepares it, takes over what dead
 workers left, revalidates and rewinds) while any other waits
 (:func:`role`), then joins it with the same job (:func:`same_job`); then each
 forms, starts and saves only its own batches, at most its fair share of the
-run's concurrency at once (:func:`share_left`). Every few seconds each renews its heartbeat and judges the others
-(:mod:`runner.liveness`): the batches of one found dead are recovered by
-recovery's rules (a call that may have been sent is held for a person, never
-sent again on its own), and its saved answers validated.
+run's concurrency at once (:func:`share_left`). Every few seconds each
+renews its heartbeat and judges the others (:mod:`runner.liveness`): the
+batches of one found dead are recovered by recovery's rules (a call that may
+have been sent is held for a person, never sent again on its own), and its
+saved answers validated.
 """
 
 from __future__ import annotations
