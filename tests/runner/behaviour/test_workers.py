@@ -9,11 +9,11 @@ requests in flight at once and bills each item; the SIGKILL trial runs real
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -57,12 +57,9 @@ async def test_three_workers_on_one_run_never_have_more_than_its_concurrency_in_
 
 
 def owners(store: Store) -> dict[str, int]:
-    """How many batches each worker sent (by the token that owns them)."""
-    with sqlite3.connect(store.path) as conn:
-        sent = conn.execute("SELECT owner, count(*) FROM batches WHERE intent_at IS NOT NULL GROUP BY owner")
-        counted = {str(owner): int(count) for owner, count in sent}
-    conn.close()
-    return counted
+    """How many batches each worker started (by the token that owns them)."""
+    return collections.Counter(batch["owner"] for batch in views.batches(store, store.run_id("test"))
+                               if batch["started_at"] is not None)
 
 
 async def test_a_worker_alone_holds_all_of_the_run_concurrency(tmp_path: Path, store: Store) -> None:
