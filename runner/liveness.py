@@ -22,7 +22,12 @@ def this_host() -> str:
 
 def lives(holder: Holder, now: float) -> bool:
     """A fresh heartbeat, from a process that may still live."""
-    return now - holder.heartbeat_at < LEASE_SECONDS and _alive(holder.pid, holder.host)
+    return holder.heartbeat_at > fresh_since(now) and _alive(holder.pid, holder.host)
+
+
+def fresh_since(now: float) -> float:
+    """The time after which a heartbeat is fresh at ``now``: a store counts the live workers by it."""
+    return now - LEASE_SECONDS
 
 
 def _alive(pid: int, host: str) -> bool:

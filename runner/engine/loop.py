@@ -248,8 +248,9 @@ class Engine:
         """
         self._take_resumable()
         in_flight = len(self._in_flight) + self.store.elsewhere(self.run_id, token=self.token)[1]  # all workers'
-        free = gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=in_flight,
-                         quiet_until=self.quiet_until, now=self.clock.now())
+        free = min(gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=in_flight,
+                             quiet_until=self.quiet_until, now=self.clock.now()),
+                   worker.share_left(self, mine=len(self._in_flight)))
         held_up = len(self.formed) < free and not self._form(lookahead=free)
         room = min(free, self.seat.room(mine=in_flight, now=self.clock.now()))
         self.seat.tell(held=self.holding, waiting=max(min(free, len(self.formed)) - room, 0))

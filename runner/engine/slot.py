@@ -12,7 +12,8 @@
 4. judge (:func:`runner.rules.judge.judge`): completed, re-attempted later,
    split or failed, the breaker's move, and whether the run must stop;
 5. save: an answered call's verdict in the commit that starts the slot's
-   next batch (when the gate lets one start now), any other alone.
+   next batch (when the gate and the worker's fair share of the run's
+   concurrency let one start now), any other alone.
 
 A slot is held for all of 1 to 5 (at most ``concurrency`` are), and released
 on success and failure alike.
@@ -90,6 +91,8 @@ class Slot:
         the last slot, set a quiet time or moved the queue's breaker. Asked just before the start is written (its
         commit may carry other slots' starts): a slot the gate lets begin
         counts among those at work from then on, for the next slot asked.
+        A slot beyond this worker's fair share of the run's concurrency (another
+        worker joined) ends here, its place left to the others.
 
         Then the budget: what is spent, in flight (the starts written before
         this one count) and unknown, plus this batch's estimate. A step a
@@ -105,11 +108,12 @@ class Slot:
         now = engine.clock.now()
         # The run's batches in flight: this engine's other slots, and the other workers' batches running (read in
         # the start's transaction: none of theirs can start meanwhile).
-        in_flight = engine.holding - self.begun + engine.store.elsewhere(engine.run_id, token=engine.token)[1]
+        mine = engine.holding - self.begun
+        in_flight = mine + engine.store.elsewhere(engine.run_id, token=engine.token)[1]
         go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
             in_flight=in_flight, quiet_until=engine.quiet_until, now=now,
-        ) and engine.seat.room(mine=in_flight, now=now) > 0
+        ) and engine.seat.room(mine=in_flight, now=now) > 0 and worker.share_left(engine, mine=mine) > 0
         if go and not (step or batch.resume):
             self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job_json, batch)
             if self.over_budget is not None:

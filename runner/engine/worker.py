@@ -3,11 +3,13 @@
 Several engines may work one run (``runner run NAME`` started again, on the
 same store). The first sets the run up (prepares it, takes over what dead
 workers left, revalidates and rewinds) while any other waits
-(:func:`role`), then joins it with the same job (:func:`same_job`); then each forms, starts and saves only its own batches. Every
-few seconds each renews its heartbeat and judges the others
-(:mod:`runner.liveness`): the batches of one found dead are recovered by
-recovery's rules (a call that may have been sent is held for a person, never
-sent again on its own), and its saved answers validated.
+(:func:`role`), then joins it with the same job (:func:`same_job`); then each
+forms, starts and saves only its own batches, at most its fair share of the
+run's concurrency at once (:func:`share_left`). Every few seconds each
+renews its heartbeat and judges the others (:mod:`runner.liveness`): the
+batches of one found dead are recovered by recovery's rules (a call that may
+have been sent is held for a person, never sent again on its own), and its
+saved answers validated.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .. import lease, revalidating
+from .. import lease, liveness, revalidating
 from ..errors import RunError, StoreBusy
+from ..rules import fairshare
 from ..store.leases import Role
 from . import saved, stages
 
@@ -87,3 +90,10 @@ def still_one(engine: Engine) -> bool:
     """Whether the engine is still one of its run's workers (renewing its heartbeat); False once found dead."""
     engine.last_beat = engine.clock.now()
     return lease.beat(engine.store, engine.job.name, token=engine.token, now=engine.last_beat)
+
+
+def share_left(engine: Engine, *, mine: int) -> int:
+    """How many more batches the engine, ``mine`` of its own in flight, may start within its fair share of the run's
+    concurrency, beside the run's workers live now (read in the caller's transaction, when there is one)."""
+    live = engine.store.live_workers(engine.job.name, since=liveness.fresh_since(engine.clock.now()))
+    return fairshare.room(engine.job.batch.concurrency, workers=live, mine=mine)

@@ -10,7 +10,9 @@
 - :mod:`.breaker`: the breaker's transitions, over the ``Control`` row the
   store keeps;
 - :mod:`.estimate`: what a batch will cost before its answer (in flight, an
-  answer lost, the budget).
+  answer lost, the budget);
+- :mod:`.fairshare`: a worker's share of its run's concurrency, beside the
+  run's other live workers.
 
 The engine reads the store, asks these, and has the store write the answer.
 """

@@ -18,6 +18,9 @@ from .database import Conn
 #: The run's workers, each as a holder with its token.
 WORKERS = "SELECT pid, host, heartbeat_at, token FROM workers WHERE run = :run"
 
+#: How many of the run's workers beat after ``:since`` (by the index on the workers' run).
+LIVE_WORKERS = "SELECT count(*) AS live FROM workers WHERE run = :run AND heartbeat_at > :since"
+
 
 class Role(StrEnum):
     """What a worker joining a run does first."""
@@ -94,6 +97,11 @@ class Leases(StoreBase):
     def workers(self, run: str) -> list[Holder]:
         """The run's workers, alive or not, the longest at work first."""
         return [Holder(**row) for row in self.rows(f"{WORKERS} ORDER BY started_at, token", {"run": run})]
+
+    def live_workers(self, run: str, *, since: float) -> int:
+        """How many of the run's workers beat after ``since`` (read in the caller's transaction, when there is one)."""
+        (row,) = self.rows(LIVE_WORKERS, {"run": run, "since": since})
+        return int(row["live"])
 
 
 

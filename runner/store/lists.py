@@ -100,10 +100,11 @@ def items(store: Store, run_id: int) -> list[dict[str, Any]]:
 
 
 def batches(store: Store, run_id: int) -> list[dict[str, Any]]:
-    """Every batch of a run, oldest first: its group, state, size, the batch it was split from, upstream id and answer."""
+    """Every batch of a run, oldest first: its group, state, size, the batch it was split from, upstream id, answer
+    and owner (the token of the worker that formed it)."""
     return store.rows(
         'SELECT id, parent_id, grp AS "group", state, size, round, retries, upstream_id, answer, created_at, '
-        "started_at, lands_by FROM batches WHERE run_id = ? ORDER BY id",
+        "started_at, lands_by, owner FROM batches WHERE run_id = ? ORDER BY id",
         [run_id],
     )
 

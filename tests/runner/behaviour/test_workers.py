@@ -9,6 +9,7 @@ requests in flight at once and bills each item; the SIGKILL trial runs real
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import json
 import os
@@ -53,6 +54,40 @@ async def test_three_workers_on_one_run_never_have_more_than_its_concurrency_in_
     assert ledger["billed"] == {f"p{i:03d}": 1 for i in range(90)}
     assert [outcome.exit_code for outcome in outcomes] == [0] * WORKERS
     assert views.standing(store, "test", now=0.0).counts[ItemState.COMPLETED] == 90
+
+
+def owners(store: Store) -> dict[str, int]:
+    """How many batches each worker started (by the token that owns them)."""
+    return collections.Counter(batch["owner"] for batch in views.batches(store, store.run_id("test"))
+                               if batch["started_at"] is not None)
+
+
+async def test_a_worker_alone_holds_all_of_the_run_concurrency(tmp_path: Path, store: Store) -> None:
+    with Simulator(latency=0.05).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(40), max_items=2, concurrency=4)
+        outcome = await runs.execute(store, job)
+        ledger = sim.ledger.snapshot()
+    assert outcome.exit_code == 0 and ledger["max_in_flight"] == 4
+    assert ledger["billed"] == {f"p{i:03d}": 1 for i in range(40)}
+
+
+async def test_a_worker_holding_all_of_the_concurrency_leaves_a_fair_share_to_one_that_joins(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(latency=0.1).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(120), max_items=2, concurrency=4)
+        first = asyncio.create_task(runs.execute(store, job))
+        deadline = time.monotonic() + PATIENCE
+        while sim.ledger.snapshot()["in_flight"] < 4:  # the first alone has all of C in flight
+            assert time.monotonic() < deadline and not first.done()
+            await asyncio.sleep(0.01)
+        with Store(store.path, create=False) as other:
+            outcomes = [*await asyncio.gather(runs.execute(other, job), first)]
+        ledger = sim.ledger.snapshot()
+    assert ledger["max_in_flight"] == 4
+    assert ledger["billed"] == {f"p{i:03d}": 1 for i in range(120)}
+    assert [outcome.exit_code for outcome in outcomes] == [0, 0]
+    assert len(owners(store)) == 2 and min(owners(store).values()) > 1
 
 
 async def test_a_step_lets_one_batch_run_for_all_the_workers_of_a_paused_run_together(
