@@ -68,9 +68,7 @@ async def test_a_job_file_s_revalidation_of_one_stage_gives_the_run_that_stage_s
 async def test_a_revalidation_against_a_job_file_not_agreed_to_leaves_the_run_s_job_as_it_was(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    await praised_after_a_wide_run(tmp_path, sim, store)
-    wide = store.job("triage").to_json()
-    job(tmp_path, sim.base_url, NARROW)
+    wide = await narrowed_after_a_wide_run(tmp_path, sim, store)
     assert runner_cli("revalidate", "pipeline.toml", cwd=tmp_path).returncode == 1  # a script: asked, not agreed
     assert store.job("triage").to_json() == wide
 
@@ -101,9 +99,7 @@ async def test_a_run_given_a_python_check_is_not_revalidated_against_a_job_witho
 async def test_a_job_file_s_revalidation_is_refused_while_live_workers_run_the_run(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    await praised_after_a_wide_run(tmp_path, sim, store)
-    wide = store.job("triage").to_json()
-    job(tmp_path, sim.base_url, NARROW)
+    wide = await narrowed_after_a_wide_run(tmp_path, sim, store)
     now = time.time()  # the worker's heartbeat as the CLI, which reads the clock, will judge it: fresh
     store.join_run("triage", token="other", pid=os.getpid(), host=liveness.this_host(), now=now,
                    choose=rule("other", now))
@@ -113,3 +109,10 @@ async def test_a_job_file_s_revalidation_is_refused_while_live_workers_run_the_r
         "error: run 'triage' is being run by workers that check against the output schema it has; nothing was "
         "changed: revalidate against the changed one once they end (or stop them)"))
     assert store.job("triage").to_json() == wide and sim.ledger.snapshot()["calls"] == []
+
+
+async def narrowed_after_a_wide_run(tmp_path: Path, sim: Simulator, store: Store) -> str:
+    """A run of the wide job, its job file then narrowed: the run's job (JSON) as it was."""
+    await praised_after_a_wide_run(tmp_path, sim, store)
+    job(tmp_path, sim.base_url, NARROW)
+    return store.job("triage").to_json()
