@@ -1,9 +1,10 @@
 """Shared fixtures: a simulator on loopback, a run store in a temp folder, a step clock.
 
-Whatever a test did with the ``store``, its events must still account for
-every item's state (no code path may change a state without a trace), its
-counts must still agree with its items, and each run's totals of paid and
-maybe-paid calls with its items' sums, and its ledger's charges (billed, unknown, not billed) too.
+Whatever a test did with the ``store``, its invariants must still hold (``backends.store_on``): its events
+account for every item's state (no code path may change a state without a trace), its counts agree with its
+items, and each run's totals of paid and maybe-paid calls with its items' sums, and its ledger's charges too.
+The store suite and the behaviour suite have a ``store`` of each backend (their ``conftest``); elsewhere it is
+a SQLite file.
 """
 
 from __future__ import annotations
@@ -12,11 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scenes import (
-    charges_kept, charges_of_items, counts_kept, counts_of_items, paid_kept, paid_of_items, passes_kept,
-    passes_of_results, states_of_items,
-    states_told_by_events,
-)
+from backends import store_on
 from support import StepClock
 from unwritable import Folder
 
@@ -40,14 +37,9 @@ def sim() -> Iterator[Simulator]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "runs.db") as opened:
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    with store_on("sqlite", request, tmp_path, monkeypatch) as opened:
         yield opened
-        assert states_told_by_events(opened) == states_of_items(opened)
-        assert counts_kept(opened) == counts_of_items(opened)
-        assert paid_kept(opened) == paid_of_items(opened)
-        assert passes_kept(opened) == passes_of_results(opened)
-        assert charges_kept(opened) == charges_of_items(opened)
 
 
 @pytest.fixture

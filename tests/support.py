@@ -253,7 +253,7 @@ class KillAtFirstCall:
         assert process.returncode == -signal.SIGKILL and self.ids, stderr
 
 
-def until(db: Path, name: str, wanted: Callable[[Standing], bool]) -> Standing:
+def until(db: Path | str, name: str, wanted: Callable[[Standing], bool]) -> Standing:
     """Read run ``name`` from the store ``db`` until it stands as ``wanted``; fail after :data:`PATIENCE` seconds."""
     deadline = time.monotonic() + PATIENCE
     while True:

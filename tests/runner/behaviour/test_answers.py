@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scenes import dump
+from scenes import every_row
 from support import StepClock, make_job, posts, run_under_fault
 
 from runner import runs
@@ -105,6 +105,6 @@ async def test_an_upstream_message_holding_the_key_is_saved_and_shown_with_the_k
     job = make_job(tmp_path, upstream.base_url, posts(3))
     job = replace(job, provider=replace(job.provider, api_key_env="RUNNER_TEST_KEY"))
     outcome = await runs.execute(store, job, clock=clock)
-    saved = json.dumps([outcome.stopped_for, outcome.status, dump(store.path)])
+    saved = json.dumps([outcome.stopped_for, outcome.status, every_row(store)])
     assert secret not in saved and secret[-6:] not in saved
     assert "Incorrect API key" in (outcome.status["breaker"]["reason"] or "")

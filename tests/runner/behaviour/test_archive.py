@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from fanouts import fan_job
 from pipelines import pipeline
-from scenes import an_archived_sub_item, dump
+from scenes import an_archived_sub_item, dump, every_row
 from support import StepClock, make_job, posts, runner_cli, write_jsonl
 
 from runner import archiving, runs
@@ -38,22 +38,22 @@ async def test_a_pipelines_items_move_whole_with_their_stages_results_and_skips(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     await runs.execute(store, pipeline(tmp_path, sim.base_url, count=8), clock=StepClock(START))
-    before, tallies = dump(store.path), views.stage_tallies(store, "triage")
+    before, tallies = every_row(store), views.stage_tallies(store, "triage")
     assert archiving.archive(store, "triage", ages=EVERY, now=LATER) == {"completed": 8}
     assert views.stage_tallies(store, "triage") == tallies
     archiving.restore(store, "triage", keys=None, now=LATER)
-    assert dump(store.path) == before
+    assert every_row(store) == before
 
 
 async def test_a_fan_out_moves_as_one_unit_its_sub_items_with_their_parent(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     await runs.execute(store, fan_job(tmp_path, sim.base_url, count=2, chunks=3), clock=StepClock(START))
-    before = dump(store.path)
+    before = every_row(store)
     assert sum(archiving.archive(store, "fan", ages={"completed": "0m"}, now=LATER).values()) == 8
     assert archiving.restore(store, "fan", keys=[an_archived_sub_item(store)], now=LATER) == 4
     assert archiving.restore(store, "fan", keys=None, now=LATER) == 4
-    assert dump(store.path) == before
+    assert every_row(store) == before
 
 
 def job_file(folder: Path, base_url: str, *, count: int, retention: str = "", body: str = "short") -> Path:

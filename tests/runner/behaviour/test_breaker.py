@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from scenes import received_writes_fail
+from scenes import location_of, received_writes_fail, reopened
 from support import StepClock, add_all, make_job, posts
 
 from runner import control, runs
@@ -43,7 +42,7 @@ class Watch:
     however slow the machine.
     """
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path | str) -> None:
         self.db = db
         self.seen: list[tuple[str, int]] = []
         self.sim: Simulator | None = None
@@ -59,8 +58,8 @@ class Watch:
 
 
 @pytest.fixture
-def watched(tmp_path: Path) -> Iterator[tuple[Simulator, Watch]]:
-    watch = Watch(tmp_path / "runs.db")
+def watched(store: Store) -> Iterator[tuple[Simulator, Watch]]:
+    watch = Watch(location_of(store))
     with Simulator(on_request=watch).start() as sim:
         watch.sim = sim
         yield sim, watch
@@ -163,7 +162,7 @@ async def test_a_pause_from_another_connection_stops_new_batches(
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
     def pause_from_elsewhere(ids: list[str]) -> None:
-        with Store(store.path) as other:
+        with reopened(store) as other:
             control.pause(other, "test", now=clock.now())
 
     with Simulator(on_request=pause_from_elsewhere).start() as sim:
@@ -176,7 +175,7 @@ async def test_a_pause_from_another_connection_stops_new_batches(
 class ResumingClock(StepClock):
     """A clock whose third idle wait is when a person resumes the run from elsewhere."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path | str) -> None:
         super().__init__()
         self.db, self.waits = db, 0
 
@@ -191,7 +190,7 @@ class ResumingClock(StepClock):
 async def test_an_engine_waiting_for_a_person_obeys_resume(tmp_path: Path, sim: Simulator, store: Store) -> None:
     runs.prepare(store, job_of(tmp_path, sim), now=1.0)
     control.pause(store, "test", now=1.0)
-    clock = ResumingClock(store.path)
+    clock = ResumingClock(location_of(store))
     outcome = await runs.execute(store, job_of(tmp_path, sim), clock=clock, wait_for_person=True)
     assert call_count(sim) == 8
     assert outcome.exit_code == 0
@@ -214,7 +213,7 @@ async def waiting_run(tmp_path: Path, store: Store, fault: str, *, ctrl_c: CtrlC
     """40 posts, one batch at a time, waiting for a person who resumes on its third idle wait; the first call fails."""
     with Simulator(faults={"rules": [{"fault": fault, "times": 1}]}, on_request=ctrl_c).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=1)
-        return await runs.execute(store, job, clock=ResumingClock(store.path), wait_for_person=True,
+        return await runs.execute(store, job, clock=ResumingClock(location_of(store)), wait_for_person=True,
                                   started=ctrl_c.engines.append if ctrl_c else None)
 
 
@@ -256,7 +255,7 @@ async def test_a_failed_store_write_opens_the_breaker_and_no_batch_starts_after_
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     runs.prepare(store, job_of(tmp_path, sim), now=1.0)
-    received_writes_fail(store.path)
+    received_writes_fail(store)
     job = make_job(tmp_path, sim.base_url, posts(40, groups=4), max_items=5, concurrency=1)
     outcome = await runs.execute(store, job)
     assert call_count(sim) == 1
@@ -317,7 +316,7 @@ async def land_before_new_slots_begin(
     def add_records(keys: list[str]) -> None:
         if keys == [add_on]:
             more = make_job(tmp_path, URL, posts(total), max_items=1, concurrency=concurrency)  # rewrites the input
-            with Store(store.path) as other:
+            with reopened(store) as other:
                 add_all(other, more, now=clock.now())
             added.set()
 
@@ -405,13 +404,7 @@ async def test_a_failed_store_write_stops_a_start_committed_with_it_in_one_group
     """The failure has not reached its slot when the next step asks whether it may start: it is not started."""
     job = make_job(tmp_path, URL, posts(30), max_items=5, concurrency=2, request_retries=0)
     runs.prepare(store, job, now=1.0)
-    with sqlite3.connect(store.path) as conn:
-        conn.execute(
-            "CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items "
-            "WHEN NEW.state = 'received' AND NEW.key = 'p000' "
-            "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END"
-        )
-    conn.close()
+    received_writes_fail(store, key="p000")
     upstream = AnsweredInTurn()
     record_answer = Store.record_answer
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
+from scenes import location_of
 from support import (
     KillAtFirstCall, StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli, write_jsonl,
 )
@@ -55,7 +56,7 @@ def kinds(store: Store) -> dict[str, str]:
 async def test_cancel_with_a_chat_batch_in_flight_lets_it_finish_and_sends_nothing_else(
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
-    hook = cancel_on_first(store.path, clock, "/v1/chat/completions")
+    hook = cancel_on_first(location_of(store), clock, "/v1/chat/completions")
     with Simulator(on_call=hook).start() as sim:
         sim.set_faults({"rules": [{"fault": "invalid_items", "keys": ["p001"]}]})
         job = make_job(tmp_path, sim.base_url, posts(6), max_items=2, concurrency=1, schema={"required": ["label"]})
@@ -72,7 +73,7 @@ async def test_cancel_with_a_chat_batch_in_flight_lets_it_finish_and_sends_nothi
 async def test_cancel_of_some_keys_fails_them_and_the_run_goes_on_with_the_others(
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
-    hook = cancel_on_first(store.path, clock, "/v1/chat/completions", keys=["p003", "p004"])
+    hook = cancel_on_first(location_of(store), clock, "/v1/chat/completions", keys=["p003", "p004"])
     with Simulator(on_call=hook).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(6), max_items=2, concurrency=1)
         outcome = await runs.execute(store, job, clock=clock)
@@ -86,7 +87,7 @@ async def test_cancel_with_an_upstream_batch_in_flight_cancels_it_upstream_and_c
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
     began = clock.now()
-    cancel = cancel_on_first(store.path, clock, "/v1/batches/batch_1")
+    cancel = cancel_on_first(location_of(store), clock, "/v1/batches/batch_1")
 
     def half_way(method: str, path: str) -> None:  # a poll half way through the batch's time brings the cancel
         if clock.now() - began >= 50:
@@ -143,7 +144,7 @@ async def test_cancel_from_the_shell_says_what_it_did_and_how_to_send_the_items_
 async def test_cancel_of_an_item_whose_batch_completes_its_stage_keeps_that_result_and_fails_it_at_the_next(
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
-    hook = cancel_on_first(store.path, clock, "/v1/chat/completions", run="triage")
+    hook = cancel_on_first(location_of(store), clock, "/v1/chat/completions", run="triage")
     with Simulator(on_call=hook).start() as sim:
         job = pipeline(tmp_path, sim.base_url, count=4, stages="classify summarize", max_items=4)
         outcome = await runs.execute(store, job, clock=clock)
@@ -190,7 +191,7 @@ def test_a_cancel_with_no_live_engine_leaves_its_upstream_task_to_the_next_run_w
 async def test_a_batch_all_of_whose_items_are_cancelled_before_its_task_is_created_is_never_created(
     tmp_path: Path, store: Store, clock: StepClock
 ) -> None:
-    cancel = cancel_on_first(store.path, clock, "/v1/files")  # while its input is uploaded
+    cancel = cancel_on_first(location_of(store), clock, "/v1/files")  # while its input is uploaded
     with Simulator(on_call=cancel).start() as sim:
         job = batch_job(tmp_path, sim, posts(4), max_items=4, concurrency=1)
         outcome = await runs.execute(store, job, clock=clock)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from pipelines import calls_by_stage, pipeline
+from scenes import location_of
 from support import StepClock, posts, runner_cli, write_jsonl
 
 from runner import deciding, export, jobs, runs
@@ -184,7 +185,7 @@ class DecidingClock(StepClock):
 async def test_an_engine_waiting_for_a_person_goes_on_with_the_items_a_person_approves(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
-    clock = DecidingClock(store.path)
+    clock = DecidingClock(location_of(store))
     outcome = await runs.execute(store, pipeline(tmp_path, sim.base_url, count=6, stages=REVIEWED), clock=clock,
                                  wait_for_person=True)
     assert clock.decided and outcome.exit_code == 0

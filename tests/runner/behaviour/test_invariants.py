@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from scenes import location_of, reopened
 from support import ROOT, StepClock, events_into, make_job, posts, runner_cli, write_jsonl
 
 from runner import lease, runs
@@ -47,7 +48,7 @@ def start_engine(tmp_path: Path, sim: Simulator, records: list[dict[str, object]
     return subprocess.Popen([sys.executable, "-c", script])
 
 
-def item_rows(db: Path) -> dict[str, tuple[str, int, str | None]]:
+def item_rows(db: Path | str) -> dict[str, tuple[str, int, str | None]]:
     """Each item's state, attempts and output, as another connection reads them now."""
     with Store(db, read_only=True) as store:
         return {r["key"]: (r["state"], r["attempts"], r["output"]) for r in views.items(store, store.run_id("test"))}
@@ -62,7 +63,7 @@ async def test_running_is_committed_before_any_upstream_request(tmp_path: Path, 
     seen: dict[str, tuple[str, int]] = {}
 
     def look_in_the_store(ids: list[str]) -> None:
-        rows = item_rows(store.path)
+        rows = item_rows(location_of(store))
         for key in ids:
             seen[key] = rows[key][:2]
 
@@ -163,7 +164,7 @@ def test_two_connections_settling_one_group_at_once_lose_no_update(tmp_path: Pat
     together = threading.Barrier(2, timeout=30)
 
     def settle(batch_id: int) -> None:
-        with Store(store.path) as own:
+        with reopened(store) as own:
             together.wait()
             done = Settlement(completed=[item.id for item in started[batch_id]])
             own.settle_batch(batch_id, done, now=3.0)
@@ -182,7 +183,7 @@ async def test_an_engine_another_worker_found_dead_starts_nothing_more(tmp_path:
 
     def another_worker_finds_it_dead(ids: list[str]) -> None:
         if not taken.is_set():
-            with Store(store.path) as other:
+            with reopened(store) as other:
                 other.recover(other.run_id("test"), now=time.time(), lives=lambda worker: False)
             taken.set()
 

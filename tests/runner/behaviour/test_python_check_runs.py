@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenes import location_of
 from support import make_job, posts, runner_cli
 
 from runner import runs
@@ -53,7 +54,7 @@ async def test_a_run_given_a_python_check_attached_without_it_is_refused_in_the_
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     await checked_run(tmp_path, sim, store)
-    attached = Run.attach("test", db=tmp_path / "runs.db")
+    attached = Run.attach("test", db=location_of(store))
     with pytest.raises(JobError, match=r"defined with a Python check \(check=\) .* check=<its check>\)\.go\(\)"):
         await attached.go()
     with pytest.raises(JobError, match="defined with a Python check"):
@@ -65,6 +66,6 @@ async def test_a_run_given_a_python_check_attached_with_it_goes_on_checked(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     await checked_run(tmp_path, sim, store)
-    outcome = await Run.attach("test", db=tmp_path / "runs.db", check=refuse_p001).go()
+    outcome = await Run.attach("test", db=location_of(store), check=refuse_p001).go()
     assert outcome.exit_code == 3 and outcome.status["counts"]["completed"] == 3
-    assert [failure["key"] for failure in Run.attach("test", db=tmp_path / "runs.db").failures()] == ["p001"]
+    assert [failure["key"] for failure in Run.attach("test", db=location_of(store)).failures()] == ["p001"]

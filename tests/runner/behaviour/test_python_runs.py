@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from scenes import location_of
 from support import make_job, posts, python_run, runner_cli
 
 from runner import jobs
@@ -61,7 +62,7 @@ async def test_runner_run_on_a_python_run_says_in_one_line_to_go_on_from_python_
 async def test_the_call_the_refusal_names_goes_on_with_the_handler_given(tmp_path: Path, store: Store) -> None:
     await python_run(store, tmp_path)
     assert runner_cli("retry", "test", "--yes", cwd=tmp_path).returncode == 0
-    outcome = await Run.attach("test", db=tmp_path / "runs.db", provider=label_all).go()
+    outcome = await Run.attach("test", db=location_of(store), provider=label_all).go()
     assert (outcome.exit_code, outcome.status["counts"]["completed"]) == (0, 4)
 
 

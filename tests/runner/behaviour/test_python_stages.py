@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from pipelines import CLASSIFY, calls_by_stage, stage
+from scenes import location_of
 from support import posts, runner_cli, write_jsonl
 
 from runner import jobs, runs
@@ -220,5 +221,5 @@ async def test_a_pipeline_made_with_one_handler_for_every_stage_goes_on_with_it_
         return [{"id": item["id"], "label": "bug", "summary": "s"} for item in items]
 
     await runs.execute(store, job, provider=PythonHandler(everything), read_input=True)
-    outcome = await Run.attach("triage", db=tmp_path / "runs.db", provider=everything).go()
+    outcome = await Run.attach("triage", db=location_of(store), provider=everything).go()
     assert (outcome.exit_code, outcome.status["counts"][ItemState.COMPLETED]) == (0, len(KEYS))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from scenes import reopened
 from support import make_job, posts
 
 from runner import runs
@@ -75,7 +76,7 @@ async def test_preparing_a_run_that_a_live_engine_holds_is_refused(tmp_path: Pat
         await asyncio.to_thread(arrived.wait, 30)
         changed = posts(5)
         changed[0]["body"] = "edited while in flight"
-        with Store(store.path) as other, pytest.raises(RunError, match="is being run by another engine"):
+        with reopened(store) as other, pytest.raises(RunError, match="is being run by another engine"):
             runs.prepare(other, make_job(tmp_path, sim.base_url, changed), now=time.time())
         release.set()
         outcome = await engine

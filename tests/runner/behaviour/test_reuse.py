@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import calls_by_stage, pipeline
+from scenes import location_of
 from support import add_all, make_job, posts, runner_cli
 
 from runner import export, jobs, runs
@@ -55,7 +56,7 @@ async def test_reused_items_are_marked_and_say_so_in_their_history(
     assert [row["reused"] for row in export.rows(store, "again")] == [1, 1]
     assert [(event["kind"], event["message"]) for event in views.history(store, run_id) if event["kind"]] == [
         ("reused", "the result of the same work saved in this store, checked again: no call, not billed")]
-    assert "reused 2, not billed" in runner_cli("status", "again", "--db", str(store.path), cwd=tmp_path).stdout
+    assert "reused 2, not billed" in runner_cli("status", "again", "--db", location_of(store), cwd=tmp_path).stdout
 
 
 async def test_a_changed_prompt_does_not_reuse(tmp_path: Path, sim: Simulator, store: Store) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenes import reopened
 from support import KillAtFirstCall, Paced, Requests, StepClock, make_job, posts, write_jsonl
 
 from runner import runs
@@ -35,7 +36,7 @@ def queued(tmp_path: Path, sim: Simulator, name: str, *, count: int = 20, concur
 
 async def both(store: Store, *jobs: Job, clock: StepClock | None = None) -> list[runs.Outcome]:
     """Run the jobs at once, each by an engine with a store connection of its own."""
-    stores = [store, *(Store(store.path, create=False) for _ in jobs[1:])]
+    stores = [store, *(reopened(store) for _ in jobs[1:])]
     try:
         return list(await asyncio.gather(*(runs.execute(s, job, clock=clock) for s, job in zip(stores, jobs))))
     finally:

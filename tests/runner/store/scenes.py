@@ -63,14 +63,20 @@ def create_never_sent(store: Store, batch_id: int) -> None:
         conn.execute("UPDATE batches SET lands_by = NULL WHERE id = ?", [batch_id])
 
 
-def received_writes_fail(db: Path) -> None:
-    """From now on the disk fails every write that would make an item ``received``."""
-    with sqlite3.connect(db) as conn:
-        conn.execute(
-            "CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items WHEN NEW.state = 'received' "
-            "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END"
-        )
-    conn.close()
+def received_writes_fail(store: Store, *, key: str | None = None) -> None:
+    """From now on the disk fails every write that would make an item (of ``key`` alone, if given) ``received``."""
+    when = "NEW.state = 'received'" + ("" if key is None else f" AND NEW.key = '{key}'")
+    if store.dialect == "sqlite":
+        with sqlite3.connect(store.path) as conn:
+            conn.execute(f"CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items WHEN {when} "
+                         "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END")
+        conn.close()
+        return
+    with reopened(store) as other, other.write() as conn:
+        conn.execute("CREATE FUNCTION simulated_disk_failure() RETURNS trigger LANGUAGE plpgsql AS "
+                     "$$ BEGIN RAISE EXCEPTION 'disk I/O error (simulated)'; END $$")
+        conn.execute(f"CREATE TRIGGER simulated_disk_failure BEFORE UPDATE OF state ON items FOR EACH ROW "
+                     f"WHEN ({when}) EXECUTE FUNCTION simulated_disk_failure()")
 
 
 @contextmanager
@@ -154,9 +160,15 @@ def every_row(store: Store) -> dict[str, list[str]]:
             for table in TABLES}
 
 
+def location_of(store: Store) -> str:
+    """Where the store is, to open it again or give it to ``runner --db`` (``store.path`` is how a person is shown
+    it: a PostgreSQL URL without its password)."""
+    return str(getattr(store.database, "url", store.path))
+
+
 def reopened(store: Store, *, read_only: bool = False) -> Store:
     """Another connection to the same store (another process's, say, or a view's), on either backend."""
-    return Store(getattr(store.database, "url", store.path), read_only=read_only)
+    return Store(location_of(store), read_only=read_only)
 
 
 def an_archived_sub_item(store: Store) -> str:
