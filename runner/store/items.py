@@ -366,7 +366,7 @@ NEW_INPUT = ("UPDATE items SET grp = ?, seq = ?, chars = ?, fingerprint = ?, upd
 #: ones that wait for an older time; ``SCHEDULED_AT`` sets it.
 TO_SCHEDULE = ("items.id = listed.value AND (items.state = 'pending' AND items.hold = 'none' "
                "OR items.hold = 'scheduled')")
-SCHEDULED_AT = {"not_before": "not_before = @element(:at, listed.key)"}
+SCHEDULED_AT = {"not_before": "not_before = CAST(@element(:at, listed.key) AS DOUBLE PRECISION)"}
 
 #: An item of a run of one stage given ``[[stage]]`` tables, its input the same under the old job's rule
 #: (``:old``), given the pipeline's fingerprint (``stages.to_pipeline``).
