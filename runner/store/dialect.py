@@ -77,9 +77,13 @@ FRAGMENTS: dict[str, dict[str, Callable[..., str]]] = {
     "json": {SQLITE: lambda x: f"json({x})", POSTGRES: lambda x: f"CAST({x} AS jsonb)"},
     "array": {SQLITE: lambda *xs: f"json_array({', '.join(xs)})",
               POSTGRES: lambda *xs: f"jsonb_build_array({', '.join(xs)})"},
+    # Of no rows, SQLite's aggregates give an empty object or list: PostgreSQL's are made to as well.
     "object_agg": {SQLITE: lambda k, v: f"json_group_object({k}, {v})",
-                   POSTGRES: lambda k, v: f"CAST(jsonb_object_agg({k}, {v}) AS TEXT)"},
-    "array_agg": {SQLITE: lambda v: f"json_group_array({v})", POSTGRES: lambda v: f"CAST(jsonb_agg({v}) AS TEXT)"},
+                   POSTGRES: lambda k, v: f"coalesce(CAST(jsonb_object_agg({k}, {v}) AS TEXT), '{{}}')"},
+    "array_agg": {SQLITE: lambda v: f"json_group_array({v})",
+                  POSTGRES: lambda v: f"coalesce(CAST(jsonb_agg({v}) AS TEXT), '[]')"},
+    # A number's whole part, toward zero (PostgreSQL's CAST to an integer rounds).
+    "whole": {SQLITE: lambda x: f"CAST({x} AS INTEGER)", POSTGRES: lambda x: f"CAST(trunc({x}) AS BIGINT)"},
     # A planner hint SQLite needs (PostgreSQL's planner chooses by itself), and the claim's lock on the rows it reads.
     "indexed_by": {SQLITE: lambda name: f"INDEXED BY {name}", POSTGRES: lambda name: ""},
     "claim_lock": {SQLITE: lambda: "", POSTGRES: lambda: "FOR UPDATE SKIP LOCKED"},

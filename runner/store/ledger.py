@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 SHARE_IN = "items.chars * 1.0 / :tchars"
 SHARE_OUT = f"CASE WHEN :olen > 0 THEN coalesce(length(answer.output), 0) * 1.0 / :olen ELSE {SHARE_IN} END"
 RECEIVE_VALUES = {
-    "tokens_in": f"tokens_in = tokens_in + coalesce(CAST(:tin * {SHARE_IN} AS INTEGER), 0)",
-    "tokens_out": f"tokens_out = tokens_out + coalesce(CAST(:tout * {SHARE_OUT} AS INTEGER), 0)",
+    "tokens_in": f"tokens_in = tokens_in + coalesce(@whole(:tin * {SHARE_IN}), 0)",
+    "tokens_out": f"tokens_out = tokens_out + coalesce(@whole(:tout * {SHARE_OUT}), 0)",
     "cost": f"cost = cost + :cin * {SHARE_IN} + :cout * {SHARE_OUT}",
 }
 

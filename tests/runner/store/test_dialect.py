@@ -101,8 +101,8 @@ def test_a_fragment_is_put_in_as_each_dialect_writes_it_nested_ones_too() -> Non
         "SELECT json_group_object(stage, json_array(json(result), fingerprint)) FROM results "
         "WHERE id IN (SELECT value FROM json_each(:ids))")
     assert compiled(written, POSTGRES).sql == (
-        "SELECT CAST(jsonb_object_agg(stage, jsonb_build_array(CAST(result AS jsonb), fingerprint)) AS TEXT) "
-        "FROM results WHERE id IN (SELECT CAST(value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS jsonb)))")
+        "SELECT coalesce(CAST(jsonb_object_agg(stage, jsonb_build_array(CAST(result AS jsonb), fingerprint)) AS TEXT), "
+        "'{}') FROM results WHERE id IN (SELECT CAST(value AS BIGINT) FROM jsonb_array_elements_text(CAST(%(ids)s AS jsonb)))")
 
 
 def test_a_json_path_reads_as_postgresqls_path_of_keys_and_places() -> None:

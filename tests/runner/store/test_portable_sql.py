@@ -28,11 +28,13 @@ NOT_RUNTIME = re.compile(r"schema.*\.py|migrations.*\.py")
 def texts(module: Path) -> list[tuple[int, str]]:
     """The string literals of ``module`` (an f-string's formatted values read as ``{}``), with their lines."""
     found = []
-    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+    nodes = list(ast.walk(ast.parse(module.read_text(encoding="utf-8"))))
+    parts_of_fstrings = {id(part) for node in nodes if isinstance(node, ast.JoinedStr) for part in node.values}
+    for node in nodes:
         if isinstance(node, ast.JoinedStr):
             parts = [part.value if isinstance(part, ast.Constant) else "{}" for part in node.values]
             found.append((node.lineno, "".join(str(part) for part in parts)))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts_of_fstrings:
             found.append((node.lineno, node.value))
     return found
 
