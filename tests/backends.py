@@ -53,9 +53,11 @@ def store_on(
 ) -> Iterator[Store]:
     """A fresh store on ``backend`` whose invariants are checked once the test is done with it: the events account
     for every item's state, and the counts, passes, paid totals and ledger's charges agree with the items. The
-    ``runner`` processes the test starts use it too (``RUNNER_DB``), as a user's on several machines would."""
+    ``runner`` processes the test starts in ``folder`` use it too: a SQLite store is that folder's ``runs.db``, the
+    default; a PostgreSQL one is given them as ``RUNNER_DB``, as to a user's workers on several machines."""
     with BACKENDS[backend](request, folder) as opened:
-        monkeypatch.setenv("RUNNER_DB", location_of(opened))
+        if opened.dialect != "sqlite":
+            monkeypatch.setenv("RUNNER_DB", location_of(opened))
         yield opened
         assert states_told_by_events(opened) == states_of_items(opened)
         assert counts_kept(opened) == counts_of_items(opened)

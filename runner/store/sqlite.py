@@ -154,7 +154,8 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Owners, stages.Stages, dec
         step: bool = False,
         intent: bool = True,
     ) -> list[StartedItem]:
-        """Mark a queued batch's items running, attempts + 1, before any upstream call.
+        """Mark a queued batch's items running, attempts + 1, before any upstream call; they are sent in the
+        order they were added (their ids': PostgreSQL returns updated rows in no order).
 
         Nothing starts unless the worker ``lease`` (run name, token) owns the
         batch and is still one of the run's. ``step`` spends one of the steps a person allowed while
@@ -177,7 +178,7 @@ class Store(Runs, Tasks, Priorities, Queues, Budgets, Owners, stages.Stages, dec
                     "WHERE id = (SELECT run_id FROM batches WHERE id = ?) AND steps > 0",
                     (batch_id,),
                 )
-        return [StartedItem(*row) for row in rows]
+        return sorted((StartedItem(*row) for row in rows), key=lambda item: item.id)
 
     def count_request_retry(self, batch_id: int) -> None:
         """One more request retry inside the batch's attempt."""

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenes import db_named, location_of
 from support import ROOT, make_job, posts, python_run, runner_cli
 
 from runner import export, runs
@@ -77,10 +78,11 @@ def test_parquet_holds_the_same_columns_and_rows_as_csv(run_db: Path) -> None:
     assert table.column("attempts").to_pylist() == [1, 1, 1, 1]
 
 
-def test_parquet_without_pyarrow_is_one_line_and_exit_1(run_db: Path) -> None:
+def test_parquet_without_pyarrow_is_one_line_and_exit_1(run_db: Path, store: Store) -> None:
     hidden = "import sys; sys.modules['pyarrow'] = None; from runner.cli import main; main()"
     done = subprocess.run(
-        [sys.executable, "-c", hidden, "export", "test", "--format", "parquet", "--out", "t.parquet"],
+        [sys.executable, "-c", hidden, "export", "test", "--format", "parquet", "--out", "t.parquet",
+         "--db", location_of(store)],
         cwd=run_db, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
     )
     assert (done.returncode, done.stderr) == (
@@ -89,14 +91,16 @@ def test_parquet_without_pyarrow_is_one_line_and_exit_1(run_db: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["nope"], "error: no run named 'nope' in runs.db (runs: test)\n"),
+    (["nope"], "error: no run named 'nope' in {db} (runs: test)\n"),
     (["test", "--format", "xlsx"], "error: unknown format 'xlsx': one of jsonl, csv, parquet\n"),
     (["test", "--state", "done"], "error: unknown state 'done': one of all, completed, failed\n"),
     (["test", "--out", "missing/t.csv"], "error: cannot write missing/t.csv: No such file or directory\n"),
 ])
-def test_bad_input_is_one_line_on_stderr_and_exit_1(run_db: Path, args: list[str], message: str) -> None:
+def test_bad_input_is_one_line_on_stderr_and_exit_1(
+    run_db: Path, store: Store, args: list[str], message: str
+) -> None:
     done = runner_cli("export", *args, cwd=run_db)
-    assert (done.returncode, done.stderr, done.stdout) == (1, message, "")
+    assert (done.returncode, done.stderr, done.stdout) == (1, message.format(db=db_named(store)), "")
 
 
 def test_an_export_to_a_pipe_or_device_writes_into_it_and_leaves_it_what_it_was(run_db: Path) -> None:
@@ -112,9 +116,8 @@ def test_an_export_to_a_pipe_or_device_writes_into_it_and_leaves_it_what_it_was(
     assert fifo.is_fifo() and not (run_db / ".rows.fifo.part").exists()
 
 
-def test_the_export_reads_the_store_a_page_at_a_time(run_db: Path) -> None:
-    with Store(run_db / "runs.db", read_only=True) as store:
-        pages = [[row["key"] for row in page] for page in export.pages(store, "test", size=3)]
+def test_the_export_reads_the_store_a_page_at_a_time(run_db: Path, store: Store) -> None:
+    pages = [[row["key"] for row in page] for page in export.pages(store, "test", size=3)]
     assert pages == [["p000", "p001", "p002"], ["p003"]]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scenes import location_of
+from scenes import db_named, location_of
 from support import make_job, posts, runner_cli
 
 from runner import runs
@@ -22,7 +22,9 @@ from runner.notebook import Run
 from runner.sim import Simulator
 from runner.store import Store, views
 
-CALL = "await runner.notebook.Run.attach('test', db='runs.db', check=<its check>).go()"
+def call(store: Store) -> str:
+    """The call that goes on with the run, as the refusals name it."""
+    return f"await runner.notebook.Run.attach('test', db={db_named(store)!r}, check=<its check>).go()"
 
 
 def refuse_p001(result: dict[str, Any]) -> str | None:
@@ -34,7 +36,7 @@ async def checked_run(tmp_path: Path, sim: Simulator, store: Store) -> None:
     job = make_job(tmp_path, sim.base_url, posts(4), max_attempts=1, check=refuse_p001)
     assert (await runs.execute(store, job)).exit_code == 3
     retried = runner_cli("retry", "test", "--yes", cwd=tmp_path)
-    assert retried.stdout.endswith(f"to go on (from Python):\n{CALL}\n"), retried.stdout
+    assert retried.stdout.endswith(f"to go on (from Python):\n{call(store)}\n"), retried.stdout
 
 
 async def test_runner_run_of_a_run_given_a_python_check_is_refused_in_one_line_naming_the_call_with_its_check(
@@ -44,7 +46,7 @@ async def test_runner_run_of_a_run_given_a_python_check_is_refused_in_one_line_n
     before = runner_cli("status", "test", "--json", cwd=tmp_path).stdout
     refused = runner_cli("run", "test", cwd=tmp_path)
     assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", (
-        f"error: run 'test' was defined with a Python check (check=) and is continued from Python: {CALL}\n"))
+        f"error: run 'test' was defined with a Python check (check=) and is continued from Python: {call(store)}\n"))
     assert runner_cli("status", "test", "--json", cwd=tmp_path).stdout == before
     assert json.loads(before)["counts"]["pending"] == 1
     assert views.run_view(store, "test", now=0.0).go_on.endswith(", check=<its check>).go()")  # the TUI's go-on

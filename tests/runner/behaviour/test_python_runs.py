@@ -6,17 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scenes import location_of
+from scenes import db_named, location_of
 from support import make_job, posts, python_run, runner_cli
 
 from runner import jobs
 from runner.notebook import Run
 from runner.store import Store
 
-REFUSAL = (
-    "error: run 'test' was defined with a Python handler (support.label_all_but_p001) and is continued from "
-    "Python: await runner.notebook.Run.attach('test', db='runs.db', provider=<that handler>).go()\n"
-)
+def refusal(store: Store) -> str:
+    return ("error: run 'test' was defined with a Python handler (support.label_all_but_p001) and is continued from "
+            f"Python: await runner.notebook.Run.attach('test', db={db_named(store)!r}, provider=<that handler>).go()\n")
 
 
 async def label_all(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -54,7 +53,7 @@ async def test_runner_run_on_a_python_run_says_in_one_line_to_go_on_from_python_
     assert runner_cli("retry", "test", "--yes", cwd=tmp_path).returncode == 0
     before = runner_cli("status", "test", "--json", cwd=tmp_path).stdout
     refused = runner_cli("run", "test", cwd=tmp_path)
-    assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", REFUSAL)
+    assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", refusal(store))
     assert runner_cli("status", "test", "--json", cwd=tmp_path).stdout == before
     assert json.loads(before)["counts"]["pending"] == 1
 
