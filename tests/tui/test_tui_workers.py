@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from scenes import engine_row, no_engine
@@ -72,3 +73,21 @@ async def test_a_run_of_one_worker_shows_no_workers_table(tmp_path: Path) -> Non
         await settle(pilot)
         assert isinstance(app.screen, RunScreen)
         assert not app.screen.query_one(WorkerTable).display
+
+
+async def test_a_dead_worker_taken_over_leaves_the_workers_table_and_the_event_log_says_what_became_of_its_batch(
+    tmp_path: Path,
+) -> None:
+    db = crew(tmp_path)
+    with Store(db) as store:
+        store.recover(store.run_id("crew"), now=NOW, lives=lease.judged_at(NOW))  # a live worker's beat notices it
+    app = RunnerApp(db, "crew", clock=lambda: NOW)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, RunScreen) and app.screen.view is not None
+        assert [row[0] for row in rows(app.screen.query_one(WorkerTable))] == [HERE, HERE]
+        newest = app.screen.view.log[0]
+    beat = time.strftime("%H:%M:%S", time.localtime(NOW - 40))
+    assert (newest.what, newest.detail) == (
+        "worker found dead", f"elsewhere:4242 stopped beating at {beat}; its 1 batch taken over: 4 items back to "
+                             "pending")
