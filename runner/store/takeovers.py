@@ -44,8 +44,9 @@ def holdings(conn: Conn, batches: str) -> Holdings:
 def tell(conn: Conn, run_id: int, dead: Sequence[Holder], before: Holdings, after: Holdings, *, now: float) -> None:
     """Log, for each worker found ``dead``, what became of the batches it held (``before`` and ``after`` the
     takeover), in the caller's transaction."""
-    conn.executemany(SAID, [(run_id, now, KIND, said(worker, [
-        (before[batch], after[batch]) for batch in before if before[batch]["owner"] == worker.token])) for worker in dead])
+    held = {worker.token: [(was, after[batch]) for batch, was in before.items() if was["owner"] == worker.token]
+            for worker in dead}
+    conn.executemany(SAID, [(run_id, now, KIND, said(worker, held[worker.token])) for worker in dead])
 
 
 def said(worker: Holder, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
