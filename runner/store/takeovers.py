@@ -56,10 +56,10 @@ def said(worker: Holder, batches: Sequence[tuple[Mapping[str, Any], Mapping[str,
     head = f"{worker.host}:{worker.pid} stopped beating at {beat}"
     if not batches:
         return f"{head}; it held no batch"
-    pending = sum(was["items"] - now["items"] for was, now in batches)
-    held = sum(now["held"] for _, now in batches)
-    received = sum(now["received"] for _, now in batches)
-    fates = [said for n, said in ((pending, f"{plural(pending, 'item')} back to pending"),
-                                  (held, f"{held:,} held for confirmation"),
-                                  (received, f"{plural(received, 'answer')} kept to validate")) if n]
+    pending = sum(was["items"] - left["items"] for was, left in batches)
+    held = sum(left["held"] for _, left in batches)
+    received = sum(left["received"] for _, left in batches)
+    fates = [words for n, words in ((pending, f"{plural(pending, 'item')} back to pending"),
+                                    (held, f"{held:,} held for confirmation"),
+                                    (received, f"{plural(received, 'answer')} kept to validate")) if n]
     return f"{head}; its {plural(len(batches), 'batch', 'batches')} taken over: {', '.join(fates) or 'no item in them'}"
