@@ -22,7 +22,8 @@ from .model import BreakerState
 from .recovery import Case, HeldItem
 from .progress_line import queue, rate_limited, scheduled
 from .store.answers import STATES, Decision, ItemView, Standing
-from .words import plural
+from .store.worker_rows import WorkerShown
+from .words import archived, duration, plural, with_workers
 
 #: The red of the panel's errors and warnings.
 ERROR_COLOUR = "#c62828"
@@ -85,6 +86,31 @@ def groups_table(
         rows.append(f"<tr><td colspan='{9 + len(extra)}' style='color:#777'>… {more} more {by}s</td></tr>")
     return (f"<table style='border-collapse:collapse;line-height:1.5;font-variant-numeric:tabular-nums'>"
             f"<tr><th>{by}</th>{head}</tr>{''.join(rows)}</table>")
+
+
+def title_html(name: str, standing: Standing, db: StoreLocation) -> str:
+    """The panel's head: the run's name, its items (and those archived), its engine and its store; under it, a line
+    per worker when several work the run."""
+    engine = f"engine running{with_workers(standing.alive_workers)}" if standing.engine_alive else "no engine running"
+    return " · ".join(part for part in (
+        f"<b style='font-size:1.15em'>{escape(name)}</b>", f"{standing.total} items", archived(standing.archived),
+        engine, f"<span style='color:#777'>{escape(where(db))}</span>") if part) + workers_html(standing.workers)
+
+
+def workers_html(workers: Sequence[WorkerShown]) -> str:
+    """The run's workers when several work it (issue 20), a line each: where it runs, alive or dead (its heartbeat
+    late: a live worker takes its batches over), its last heartbeat, what it holds; nothing for one."""
+    if len(workers) < 2:
+        return ""
+    lines = "".join(
+        f"<div>{escape(worker.host)}:{worker.pid} · "
+        + (f"<b style='color:{COLOURS['completed']}'>alive</b>" if worker.alive else
+           f"<b style='color:{ERROR_COLOUR}'>dead</b>")
+        + f" · beat {duration(worker.heartbeat_age)} ago · holds {plural(worker.batches, 'batch', 'batches')} "
+        f"({plural(worker.items, 'item')})</div>"
+        for worker in workers
+    )
+    return f"<div style='font-size:0.92em;color:#555;line-height:1.45'>{lines}</div>"
 
 
 def item_html(item: ItemView) -> str:

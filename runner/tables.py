@@ -16,7 +16,7 @@ from .columns import shown, table, width
 from .progress_line import queue, rate_limited, scheduled
 from .model import Case, HeldItem
 from .store.answers import STATES, StageTally, Standing
-from .words import few, plural, with_workers
+from .words import few, others_at_work, plural, with_workers
 
 __all__ = ["echo", "failures_table", "held_table", "shown", "stages_table", "status_table", "workers_table"]
 
@@ -90,8 +90,12 @@ def items_of_kind_table(name: str, kind: str, failed: list[dict[str, Any]], *, s
                  numbers={len(columns) - 3}, wraps={len(columns) - 1}, within=width())
 
 
-def status_table(run: Standing) -> list[str]:
-    """Items by group and state, a total, and under it the breaker, a pause, a rate limit, the engine and what is held."""
+def status_table(run: Standing, *, ended_here: bool = False) -> list[str]:
+    """Items by group and state, a total, and under it the breaker, a pause, a rate limit, the engine and what is held.
+
+    ``ended_here``: the table a worker prints as its own run ends (``runner run``): an engine still alive is
+    another worker's.
+    """
     control = run.control
     caption = f"breaker {control.breaker.value}" + (f" ({control.reason})" if control.reason else "")
     if control.paused:
@@ -99,7 +103,8 @@ def status_table(run: Standing) -> list[str]:
     if run.rate_limited_until is not None:
         caption += f" · {rate_limited(run.rate_limited_until, now=run.read_at)}"
     engine = "alive" if run.engine_alive else "died (its lease was left behind)" if run.engine_died else "not running"
-    caption += f" · engine {engine}{with_workers(run.alive_workers)}"
+    workers = others_at_work(run.alive_workers) if ended_here and run.engine_alive else with_workers(run.alive_workers)
+    caption += f" · engine {engine}{workers}"
     if run.held:
         caption += f" · {plural(run.held, 'item')} {'needs' if run.held == 1 else 'need'} confirmation"
     if run.needs_decision:

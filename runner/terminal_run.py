@@ -72,7 +72,7 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
         console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "
                       "to the next stage each needs, or completed if it needs none (a failed one with a fresh budget; "
                       "one a person cancelled or rejected stays failed, its retry sends it there)", soft_wrap=True)
-    tables.echo(tables.status_table(views.standing(store, job.name, now=time.time())))
+    tables.echo(tables.status_table(views.standing(store, job.name, now=time.time()), ended_here=True))
     if outcome.stopped_for:
         # the notebook call that gives python stages their handlers ends the line: unbroken, to be copied
         console.print(f"[yellow]stopped:[/] {escape(outcome.stopped_for)}", soft_wrap=bool(outcome.needs_handler))

@@ -34,14 +34,14 @@ from .errors import RunnerError
 from .jobs import Job
 from .location import StoreLocation, located, named
 from .panel_html import (
-    COLOURS, breaker_html, cost_html, error, groups_table, held_html, item_html, stacked_bar, where,
+    COLOURS, breaker_html, cost_html, error, groups_table, held_html, item_html, stacked_bar, title_html, where,
 )
 from .store import Store, rerun_plans, views
 from .store.answers import STATES, FailuresView, Standing
 from .widgets_budget import BudgetField
 from .widgets_decisions import DecisionsTab
 from .widgets_plan import PlanStep, Revalidate, button as _button
-from .words import archived, plural, retried, with_workers
+from .words import plural, retried
 
 log = logging.getLogger(__name__)
 
@@ -244,10 +244,7 @@ class RunPanel:
 
     def _show_counts(self, standing: Standing) -> None:
         counts, total = standing.counts, standing.total
-        engine = f"engine running{with_workers(standing.alive_workers)}" if standing.engine_alive else "no engine running"
-        self.title.value = " · ".join(part for part in (
-            f"<b style='font-size:1.15em'>{escape(self.name)}</b>", f"{total} items", archived(standing.archived),
-            engine, f"<span style='color:#777'>{escape(where(self.db))}</span>") if part)
+        self.title.value = title_html(self.name, standing, self.db)
         for state in STATES:
             self.numbers[state].value = str(counts[state])
         self.bar.value = stacked_bar(counts, total)

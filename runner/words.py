@@ -34,6 +34,11 @@ def with_workers(alive: int) -> str:
     return f" ({alive:,} workers)" if alive > 1 else ""
 
 
+def others_at_work(alive: int) -> str:
+    """After "engine alive", as a worker's own run ends while others still work the run: who still does."""
+    return ": another worker still runs it" if alive == 1 else f": {alive:,} other workers still run it"
+
+
 def retried(done: Retried, what: str = "failed item", *, of: str = "") -> str:
     """A retry's outcome in words: ``3 failed items{of} pending again``; those that went back to a decide stage
     apart (``1 failed item{of} waiting again for a person's decision``; both: ``3 failed items{of} sent again: 2

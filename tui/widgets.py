@@ -15,6 +15,7 @@ from textual.widgets._footer import FooterKey
 from textual.widgets.data_table import CursorType
 
 from runner.store.answers import STATES, BatchInFlight, LogLine, StageTally
+from runner.store.worker_rows import WorkerShown
 
 from . import format
 
@@ -236,6 +237,25 @@ class BatchTable(Table):
                 Text(format.duration(b.age), justify="right"), b.upstream_id or "", format.count(b.retries),
             ])
             for b in batches
+        ])
+
+
+class WorkerTable(Table):
+    """The run's workers when several work it (issue 20), a row each: where it runs, its last heartbeat, whether it
+    lives, and the batches and items it holds. A dead one (its heartbeat late) holds its batches until a live
+    worker notices and takes them over."""
+
+    COLUMNS = ("worker", "heartbeat", "state", "batches", "items")
+    can_focus = False
+
+    def show(self, workers: Sequence[WorkerShown]) -> None:
+        self.fill(workers, [
+            (str(i), [
+                f"{w.host}:{w.pid}", Text(format.ago(w.heartbeat_age), justify="right"),
+                Text("alive", style="green") if w.alive else Text("dead", style="bold red"),
+                Text(f"{w.batches:,}", justify="right"), Text(f"{w.items:,}", justify="right"),
+            ])
+            for i, w in enumerate(workers)
         ])
 
 

@@ -2,7 +2,7 @@
 
 A batch's move is one event already, one line; items' own events that moved
 together (same batch, time, move and reason) become one line that names the
-first and counts the rest. Commands are merged in by time. Pure: it is given
+first and counts the rest; a worker found dead (:mod:`runner.store.takeovers`), a line of its own. Commands are merged in by time. Pure: it is given
 the rows :func:`runner.store.views.event_tail` and ``command_tail`` read.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 from ..model import ItemState
 from ..words import plural
+from . import takeovers
 from .answers import LogLine, stage_note
 
 Row = dict[str, Any]
@@ -27,6 +28,9 @@ def lines(events: Sequence[Row], commands: Sequence[Row], *, now: float, limit: 
     moved: list[tuple[float, LogLine]] = []
     for group in _together(events)[:limit]:
         first = group[0]
+        if first["kind"] == takeovers.KIND:  # the run's own event: it moved no item
+            moved.append((first["id"], LogLine(now - first["at"], "worker found dead", first["message"], "failed")))
+            continue
         move = f"{first['from_state']} → {first['to_state']}" if first["from_state"] else f"new, {first['to_state']}"
         detail = stage_note(first["kind"], first["stage"], first["to_stage"], first["message"]) or (
             f"{first['kind']}: {first['message']}" if first["kind"] else (first["message"] or ""))

@@ -48,10 +48,10 @@ def workers_of(conn: Conn, run: str) -> list[Holder]:
     return [Holder(*row) for row in conn.execute(WORKERS, {"run": run}).fetchall()]
 
 
-def forget_dead(conn: Conn, run: str, lives: Callable[[Holder], bool]) -> list[str]:
-    """Delete the run's workers ``lives`` says are dead, in the caller's transaction; their tokens."""
-    dead = [worker.token for worker in workers_of(conn, run) if not lives(worker)]
-    conn.executemany("DELETE FROM workers WHERE token = ?", [(token,) for token in dead])
+def forget_dead(conn: Conn, run: str, lives: Callable[[Holder], bool]) -> list[Holder]:
+    """Delete the run's workers ``lives`` says are dead, in the caller's transaction; those workers."""
+    dead = [worker for worker in workers_of(conn, run) if not lives(worker)]
+    conn.executemany("DELETE FROM workers WHERE token = ?", [(worker.token,) for worker in dead])
     return dead
 
 

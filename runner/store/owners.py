@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 
 from ..model import BatchState, Holder
-from . import items
+from . import items, takeovers
 from .database import Conn
 from .items import move
 from .leases import Leases, forget_dead, holds
@@ -61,19 +61,21 @@ class Owners(Leases):
         answer may still come) counted as maybe paid; those a person cancelled in flight fail instead (and so do
         their unsent ones), but for those of an upstream task that may still run: released to be polled (and
         cancelled upstream) at once. ``received`` items keep their output for local validation. With a ``lease``
-        (run name, token), a worker cut short holds its own calls, only while it is still one of the run's.
+        (run name, token), a worker cut short holds its own calls, only while it is still one of the run's. Each
+        worker found dead leaves an event that says what became of its batches (:mod:`runner.store.takeovers`).
         """
         params: dict[str, object] = {"run": run_id, "now": now}
         with self.write() as conn:
             if lease is not None and not holds(conn, lease):
                 return 0
+            dead: list[Holder] = []
             if lease is None and lives is not None:
                 (name,) = conn.execute("SELECT name FROM runs WHERE id = ?", (run_id,)).fetchone()
-                forget_dead(conn, name, lives)
+                dead = forget_dead(conn, name, lives)
             chosen = OWN if lease is not None else ORPHANED
             taken = [batch_id for (batch_id,) in conn.execute(chosen, {**params, "token": lease and lease[1]})]
-            if taken:
-                _take_over(conn, run_id, {**params, "batches": json.dumps(taken)})
+            if taken or dead:
+                _take_over(conn, run_id, {**params, "batches": json.dumps(taken)}, dead, now=now)
         return len(taken)
 
     def release_queued(self, run_id: int, *, lease: tuple[str, str], now: float) -> None:
@@ -106,9 +108,10 @@ class Owners(Leases):
         return float(row["quiet_until"])
 
 
-def _take_over(conn: Conn, run_id: int, params: dict[str, object]) -> None:
+def _take_over(conn: Conn, run_id: int, params: dict[str, object], dead: list[Holder], *, now: float) -> None:
     """Recovery's moves over the items of the batches taken over, and those batches done, in the caller's
-    transaction."""
+    transaction; then an event for each worker found ``dead``: what became of its batches."""
+    before = takeovers.holdings(conn, str(params["batches"]))
     move(conn, "unqueue", where=TAKEN, params=params)
     move(conn, "unsent", params=params, where=(
         f"{TAKEN} AND items.batch_id IN (SELECT id FROM batches WHERE intent_at IS NULL "
@@ -120,3 +123,5 @@ def _take_over(conn: Conn, run_id: int, params: dict[str, object]) -> None:
     move(conn, "hold", where=TAKEN, params=params)
     conn.execute("UPDATE batches SET state = :done, finished_at = :now, error = 'left by a stopped engine' "
                  "WHERE id IN (@ints(:batches))", {**params, "done": BatchState.DONE})
+    after = takeovers.holdings(conn, str(params["batches"]))
+    takeovers.tell(conn, run_id, dead, before, after, now=now)

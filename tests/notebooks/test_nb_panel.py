@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import re
 import threading
 import time
@@ -21,10 +22,10 @@ import pytest
 from click.testing import CliRunner
 from comm import DummyComm
 from support import KillAtFirstCall, commands_given, make_job, posts, python_run, write_jsonl
-from scenes import write_lock_held
+from scenes import engine_row, write_lock_held
 from unwritable import NOW, SMALL_COUNTS, Folder, small_store
 
-from runner import archiving, cli, jobs, runs
+from runner import archiving, cli, jobs, lease, liveness, runs
 from runner.store import views
 from runner.jobs import RetryLimits
 from runner.sim import Simulator
@@ -94,6 +95,45 @@ async def test_the_panel_shows_the_numbers_runner_status_prints(
     assert (panel.pause_button.disabled, panel.resume_button.disabled, panel.step_button.disabled) == (
         False, True, True,
     )
+
+
+def several_workers(tmp_path: Path, store: Store, now: float) -> None:
+    """Run ``test`` of 10 items worked by two workers of this process (the first holding a batch of 4) and, first
+    to join, one on another host whose heartbeat stopped 40 s ago."""
+    run_id = runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(10)), now=now)
+    engine_row(store, "test", "gone", pid=4242, host="elsewhere", started_at=now - 90, heartbeat_at=now - 40)
+    for token in ("first", "second"):
+        lease.join(store, "test", token=token, now=now)
+    store.claim_batch(run_id, max_items=4, max_chars=10**6, now=now, owner="first")
+
+
+def worker_lines(panel: RunPanel) -> list[str]:
+    """The lines under the panel's head, one per worker, as text."""
+    return [re.sub(r"<[^>]+>", "", line) for line in re.findall(r"<div>(.*?)</div>", panel.title.value)]
+
+
+def test_the_panel_shows_a_line_per_worker_with_what_it_holds_when_several_work_the_run(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    now = time.time()
+    several_workers(tmp_path, store, now)
+    here = f"{liveness.this_host()}:{os.getpid()}"
+    assert worker_lines(panel_of(panels, store.path, now=lambda: now)) == [
+        "elsewhere:4242 · dead · beat 40s ago · holds 0 batches (0 items)",
+        f"{here} · alive · beat 0s ago · holds 1 batch (4 items)",
+        f"{here} · alive · beat 0s ago · holds 0 batches (0 items)",
+    ]
+
+
+def test_the_panel_of_a_run_one_worker_works_shows_no_worker_lines(
+    tmp_path: Path, store: Store, panels: list[RunPanel]
+) -> None:
+    now = time.time()
+    several_workers(tmp_path, store, now)
+    for token in ("gone", "second"):
+        store.leave_run("test", token=token)
+    panel = panel_of(panels, store.path, now=lambda: now)
+    assert worker_lines(panel) == [] and "engine running ·" in panel.title.value
 
 
 async def test_the_panel_of_a_run_defined_with_a_python_handler_shows_its_numbers_and_failures(

@@ -1,4 +1,5 @@
-"""One run: its counts as a bar and by group, the breaker, batches in flight, the event log, and its controls."""
+"""One run: its counts as a bar and by group, its workers when several, the breaker, batches in flight, the event log,
+and its controls."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from runner.words import plural
 
 from ..commands import FirstBudget
 from ..run_panel import RunPanel
-from ..widgets import BatchTable, EventLog, GroupTable, KeysFooter, StageTable, StateBar
+from ..widgets import BatchTable, EventLog, GroupTable, KeysFooter, StageTable, StateBar, WorkerTable
 from . import revalidation
 from .base import Read, StoreScreen, unless_obeyed
 from .confirmations import ConfirmationsScreen
@@ -76,6 +77,7 @@ class RunScreen(StoreScreen[RunView]):
             yield StateBar(id="bar")
             yield StageTable(id="stages")
         yield GroupTable(id="groups")
+        yield WorkerTable(id="workers")
         yield Static("batches in flight", id="batches-title", classes="title")
         yield BatchTable(id="batches")
         yield Static("events, newest first", classes="title")
@@ -101,9 +103,17 @@ class RunScreen(StoreScreen[RunView]):
             self.query_one(StageTable).show(view.standing.tallies)
         self.arrange_rows()
         self.query_one(GroupTable).show(view.standing.groups)
+        self.show_workers(view.standing)
         self.query_one(BatchTable).show(view.batches, staged=staged)
         self.query_one(EventLog).show(view.log)
         self.query_one("#batches-title", Static).update(batches_title(view))
+
+    def show_workers(self, run: Standing) -> None:
+        """The workers and what each holds, when several work the run (one is said in the panel's engine line)."""
+        workers = self.query_one(WorkerTable)
+        workers.display = len(run.workers) > 1
+        if workers.display:
+            workers.show(run.workers)
 
     @property
     def staged(self) -> bool:

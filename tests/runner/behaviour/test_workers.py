@@ -132,6 +132,18 @@ def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tm
     assert "engine alive (2 workers)" in text and "run test: 2 workers" in text
 
 
+def test_a_worker_whose_run_ends_while_another_still_runs_it_says_so_in_its_final_table(
+    tmp_path: Path, store: Store, sim: Simulator
+) -> None:
+    runs.prepare(store, make_job(tmp_path, sim.base_url, posts(6)), now=time.time())
+    lease.join(store, "test", token="still at work", now=time.time())  # a worker of this very process: alive
+    store.end_setup("test", token="still at work")
+    ended = runner_cli("run", "test", "--db", str(store.path), cwd=tmp_path)
+    assert ended.returncode == 0, ended.stderr
+    assert "engine alive: another worker still runs it" in ended.stdout
+    assert views.standing(store, "test", now=time.time()).counts[ItemState.COMPLETED] == 6
+
+
 async def test_a_worker_whose_job_differs_from_the_one_its_run_is_worked_with_is_refused_as_it_joins(
     tmp_path: Path, store: Store
 ) -> None:

@@ -6,6 +6,7 @@ did through the verbs themselves and the read model, never through SQL.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -180,6 +181,32 @@ def test_recovery_takes_over_only_the_batches_of_workers_found_dead(tmp_path: Pa
     assert list(states(store, run_id).values())[3:] == ["running"] * 2
     assert [worker.token for worker in store.workers("test")] == ["second"]
     assert store.recover(run_id, now=7.0, lives=lambda worker: worker.token != "engine") == 0
+
+
+def worker_events(store: Store, run_id: int) -> list[tuple[int, str]]:
+    """The run's own events that say a worker was found dead: the items each moved (none), and its words."""
+    return [(row["items"], row["message"]) for row in views.history(store, run_id) if row["kind"] == "worker_dead"]
+
+
+def test_a_worker_found_dead_leaves_one_event_saying_where_it_ran_when_it_last_beat_and_what_its_batches_became(
+    tmp_path: Path, store: Store
+) -> None:
+    _, run_id = prepared(tmp_path, store)
+    started(store, run_id)
+    store.claim_batch(run_id, max_items=3, max_chars=10**6, now=4.0, owner="engine")
+    store.recover(run_id, now=5.0, lives=DEAD)
+    store.recover(run_id, now=6.0, lives=DEAD)  # no worker left to find dead: nothing more to say
+    beat = time.strftime("%H:%M:%S", time.localtime(1.0))
+    assert worker_events(store, run_id) == [
+        (0, f"here:1 stopped beating at {beat}; its 2 batches taken over: 2 items back to pending, "
+            "3 held for confirmation")]
+
+
+def test_a_worker_found_dead_holding_no_batch_leaves_an_event_that_says_so(tmp_path: Path, store: Store) -> None:
+    _, run_id = prepared(tmp_path, store)
+    store.recover(run_id, now=5.0, lives=DEAD)
+    beat = time.strftime("%H:%M:%S", time.localtime(1.0))
+    assert worker_events(store, run_id) == [(0, f"here:1 stopped beating at {beat}; it held no batch")]
 
 
 def test_items_left_running_are_those_neither_held_nor_confirmed_with_no_engine_alive(
