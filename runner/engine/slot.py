@@ -109,11 +109,12 @@ class Slot:
         # The run's batches in flight: this engine's other slots, and the other workers' batches running (read in
         # the start's transaction: none of theirs can start meanwhile).
         mine = engine.holding - self.begun
-        in_flight = mine + engine.store.elsewhere(engine.run_id, token=engine.token)[1]
+        elsewhere = worker.others(engine)
+        in_flight = mine + elsewhere.running
         go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
             in_flight=in_flight, quiet_until=engine.quiet_until, now=now,
-        ) and engine.seat.room(mine=in_flight, now=now) > 0 and worker.share_left(engine, mine=mine) > 0
+        ) and engine.seat.room(mine=in_flight, now=now) > 0 and worker.share_left(engine, elsewhere, mine=mine) > 0
         if go and not (step or batch.resume):
             self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job_json, batch)
             if self.over_budget is not None:

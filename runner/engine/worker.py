@@ -21,6 +21,7 @@ from .. import lease, liveness, revalidating
 from ..errors import RunError, StoreBusy
 from ..rules import fairshare
 from ..store.leases import Role
+from ..store.owners import Elsewhere
 from . import saved, stages
 
 if TYPE_CHECKING:
@@ -92,8 +93,13 @@ def still_one(engine: Engine) -> bool:
     return lease.beat(engine.store, engine.job.name, token=engine.token, now=engine.last_beat)
 
 
-def share_left(engine: Engine, *, mine: int) -> int:
+def others(engine: Engine) -> Elsewhere:
+    """What the run's other workers hold, and how many of its workers live now: one read for one decision (in the
+    caller's transaction, when there is one)."""
+    return engine.store.elsewhere(engine.run_id, token=engine.token, since=liveness.fresh_since(engine.clock.now()))
+
+
+def share_left(engine: Engine, elsewhere: Elsewhere, *, mine: int) -> int:
     """How many more batches the engine, ``mine`` of its own in flight, may start within its fair share of the run's
-    concurrency, beside the run's workers live now (read in the caller's transaction, when there is one)."""
-    live = engine.store.live_workers(engine.job.name, since=liveness.fresh_since(engine.clock.now()))
-    return fairshare.room(engine.job.batch.concurrency, workers=live, mine=mine)
+    concurrency, beside the run's workers live as ``elsewhere`` read them."""
+    return fairshare.room(engine.job.batch.concurrency, workers=elsewhere.live, mine=mine)
