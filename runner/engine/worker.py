@@ -5,7 +5,9 @@ same store). The first sets the run up (prepares it, takes over what dead
 workers left, revalidates and rewinds) while any other waits
 (:func:`role`), then joins it with the same job (:func:`same_job`); then each
 forms, starts and saves only its own batches, at most its fair share of the
-run's concurrency at once (:func:`share_left`). Every few seconds each
+run's concurrency at once (:func:`share_left`), and forms no more ahead of
+their start than that share (:func:`share`): the items beyond it are left
+for the others. Every few seconds each
 renews its heartbeat and judges the others (:mod:`runner.liveness`): the
 batches of one found dead are recovered by recovery's rules (a call that may
 have been sent is held for a person, never sent again on its own), and its
@@ -97,6 +99,12 @@ def others(engine: Engine) -> Elsewhere:
     """What the run's other workers hold, and how many of its workers live now: one read for one decision (in the
     caller's transaction, when there is one)."""
     return engine.store.elsewhere(engine.run_id, token=engine.token, since=liveness.fresh_since(engine.clock.now()))
+
+
+def share(engine: Engine, elsewhere: Elsewhere) -> int:
+    """The engine's fair share of the run's concurrency, beside the run's workers live as ``elsewhere`` read them:
+    at most that many batches in flight, and as many formed ahead of their start."""
+    return fairshare.share(engine.job.batch.concurrency, elsewhere.live)
 
 
 def share_left(engine: Engine, elsewhere: Elsewhere, *, mine: int) -> int:

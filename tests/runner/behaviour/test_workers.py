@@ -24,6 +24,7 @@ import pytest
 from support import PATIENCE, ROOT, Paced, Requests, StepClock, make_job, posts, runner_cli, until, write_jsonl
 
 from runner import control, lease, recovery, runs
+from runner.engine import Engine
 from runner.errors import RunError
 from runner.jobs import Job
 from runner.model import ItemState
@@ -88,6 +89,31 @@ async def test_a_worker_holding_all_of_the_concurrency_leaves_a_fair_share_to_on
     assert ledger["billed"] == {f"p{i:03d}": 1 for i in range(120)}
     assert [outcome.exit_code for outcome in outcomes] == [0, 0]
     assert len(owners(store)) == 2 and min(owners(store).values()) > 1
+
+
+async def test_a_worker_forms_no_more_batches_ahead_than_its_share_once_another_joins(
+    tmp_path: Path, store: Store
+) -> None:
+    engines: list[Engine] = []
+    ahead: list[int] = []  # at each call once the second worker began: batches the first has formed ahead
+
+    def note(ids: list[str]) -> None:
+        if len(engines) == 2 and engines[1].holding:
+            ahead.append(len(engines[0].formed))
+
+    with Simulator(latency=0.1, on_request=note).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(160), max_items=2, concurrency=4)
+        first = asyncio.create_task(runs.execute(store, job, started=engines.append))
+        deadline = time.monotonic() + PATIENCE
+        while sim.ledger.snapshot()["in_flight"] < 4:  # the first alone has all of C in flight, and as many ahead
+            assert time.monotonic() < deadline and not first.done()
+            await asyncio.sleep(0.01)
+        alone = len(engines[0].formed)
+        with Store(store.path, create=False) as other:
+            outcomes = [*await asyncio.gather(runs.execute(other, job, started=engines.append), first)]
+    assert [outcome.exit_code for outcome in outcomes] == [0, 0]
+    assert alone == 4 and len(ahead) > 10
+    assert max(ahead[len(ahead) // 2:]) <= 2  # its share, once the batches it formed alone have started
 
 
 async def test_a_step_lets_one_batch_run_for_all_the_workers_of_a_paused_run_together(
