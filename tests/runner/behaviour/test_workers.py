@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 
 import pytest
+from scenes import engine_row
 from support import PATIENCE, ROOT, Paced, Requests, StepClock, make_job, posts, runner_cli, until, write_jsonl
 
-from runner import control, lease, recovery, runs
+from runner import control, lease, liveness, recovery, runs
 from runner.engine import Engine
 from runner.errors import RunError
 from runner.jobs import Job
@@ -143,6 +144,28 @@ async def test_a_429_one_worker_saw_holds_back_every_worker_of_the_run_until_its
     after = [at for at, _ in requests.seen if at > refused_at]
     assert after and min(after) >= refused_at + 8
     assert [outcome.status["counts"][ItemState.COMPLETED] for outcome in outcomes] == [40] * WORKERS
+
+
+async def test_a_worker_that_joins_before_a_dead_workers_heartbeat_expires_takes_its_batches_over_once_it_does(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = StepClock()
+    died_at = clock.now() - 1  # a worker on another machine beat a second ago, then died
+    requests = Requests(clock)
+    with Simulator(on_request=requests).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(10), max_items=2, concurrency=2)
+        run_id = runs.prepare(store, job, now=died_at)
+        engine_row(store, "test", "dead", pid=999_999, host="elsewhere", started_at=died_at, heartbeat_at=died_at)
+        formed, sent = (store.claim_batch(run_id, max_items=2, max_chars=10**6, now=died_at, owner="dead")
+                        for _ in range(2))
+        assert formed is not None and sent is not None
+        store.start_batch(sent.id, lease=("test", "dead"), max_attempts=3, now=died_at)  # its call may have gone
+        # It joins (the dead one seems alive): no setup, no recovery then.
+        outcome = await asyncio.wait_for(runs.execute(store, job, clock=clock), PATIENCE)
+    first_of_the_formed = min(at for at, ids in requests.seen if {"p000", "p001"} & set(ids))
+    assert died_at + liveness.LEASE_SECONDS <= first_of_the_formed <= died_at + liveness.LEASE_SECONDS + 5
+    assert outcome.exit_code == 4 and {item.key for item in recovery.held(store, "test")} == {"p002", "p003"}
+    assert outcome.status["counts"][ItemState.COMPLETED] == 8 and store.workers("test") == []
 
 
 def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tmp_path: Path, store: Store) -> None:
