@@ -28,7 +28,7 @@ from runner import control, lease, liveness, recovery, runs
 from runner.engine import Engine
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.model import ItemState
+from runner.model import BreakerState, ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
 
@@ -166,6 +166,39 @@ async def test_a_worker_that_joins_before_a_dead_workers_heartbeat_expires_takes
     assert died_at + liveness.LEASE_SECONDS <= first_of_the_formed <= died_at + liveness.LEASE_SECONDS + 5
     assert outcome.exit_code == 4 and {item.key for item in recovery.held(store, "test")} == {"p002", "p003"}
     assert outcome.status["counts"][ItemState.COMPLETED] == 8 and store.workers("test") == []
+
+
+class FirstTwoTogether:
+    """The simulator's hook that holds each of the first two calls until both arrived; the others pass."""
+
+    def __init__(self) -> None:
+        self.both = threading.Barrier(2, timeout=PATIENCE)
+        self.calls = 0
+        self._count = threading.Lock()
+
+    def __call__(self, ids: list[str]) -> None:
+        with self._count:
+            self.calls += 1
+            first_two = self.calls <= 2
+        if first_two:
+            self.both.wait()
+
+
+async def test_the_breaker_counts_transport_failures_in_a_row_across_the_workers_of_a_run(
+    tmp_path: Path, store: Store
+) -> None:
+    """Each of two workers (C = 2: a share of one each) has a call in flight; both fail together, one failure, the
+    run's breaker probing; the one probe of the run, whichever worker sends it, fails: open, for both."""
+    with Simulator(on_request=(hook := FirstTwoTogether()), faults={"rules": [{"fault": "http_500"}]}).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(20), max_items=2, concurrency=2, request_retries=0)
+        with Store(store.path, create=False) as other:
+            clock = Paced()
+            outcomes = await asyncio.gather(*(runs.execute(s, job, clock=clock) for s in (store, other)))
+    assert hook.calls == 3
+    assert [outcome.exit_code for outcome in outcomes] == [4, 4]
+    control = store.control(store.run_id("test"))
+    assert (control.breaker, control.transport_failures) == (BreakerState.OPEN, 2)
+    assert control.reason is not None and control.reason.startswith("2 consecutive transport failures, last: 500")
 
 
 def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tmp_path: Path, store: Store) -> None:
