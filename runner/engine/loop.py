@@ -247,10 +247,11 @@ class Engine:
         allowed. Returns whether forming was held up by a busy store.
         """
         self._take_resumable()
-        in_flight = len(self._in_flight) + self.store.elsewhere(self.run_id, token=self.token)[1]  # all workers'
+        elsewhere = worker.others(self)
+        in_flight = len(self._in_flight) + elsewhere.running  # all workers'
         free = min(gate.gate(control, concurrency=self.job.batch.concurrency, in_flight=in_flight,
                              quiet_until=self.quiet_until, now=self.clock.now()),
-                   worker.share_left(self, mine=len(self._in_flight)))
+                   worker.share_left(self, elsewhere, mine=len(self._in_flight)))
         held_up = len(self.formed) < free and not self._form(lookahead=free)
         room = min(free, self.seat.room(mine=in_flight, now=self.clock.now()))
         self.seat.tell(held=self.holding, waiting=max(min(free, len(self.formed)) - room, 0))
@@ -285,7 +286,7 @@ class Engine:
             self.take_formed([formed] if formed is not None else [])
             self._forming_held_up = False
             return True
-        if due is None and not self.formed and self.store.elsewhere(self.run_id, token=self.token)[0]:
+        if due is None and not self.formed and worker.others(self).held:
             await self.clock.sleep(POLL_SECONDS)  # other workers hold batches: stay, to notice if one dies
             return True
         if due is None and not self.formed:  # only items held for a person, or at a python stage given no handler

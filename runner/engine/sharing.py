@@ -60,7 +60,7 @@ class Seat(Alone):
                          concurrency=job.batch.concurrency)
 
     def joined(self, control: Control) -> tuple[Control, float]:
-        self.queue = self.store.run_queue(self.run_id)
+        self.queue = self.store.run_queue(self.run_id, token=self.token)
         return queues.joined(control, self.queue), 0.0 if self.queue is None else self.queue.quiet_until
 
     def room(self, *, mine: int, now: float) -> int:

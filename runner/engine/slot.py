@@ -51,6 +51,9 @@ class Slot:
         self.begun = False
         #: Why the slot's batch would pass the run's budget: the breaker it opens, once the start is given up.
         self.over_budget: str | None = None
+        #: The worker's fair share of the run's concurrency, as read just before the start: its start forms the next
+        #: batch only while fewer are formed ahead.
+        self.share = engine.job.batch.concurrency
 
     async def run(self, batch: Batch, *, step: bool) -> None:
         """Work ``batch``, then the next in line while there is one and the gate lets it start.
@@ -92,7 +95,8 @@ class Slot:
         commit may carry other slots' starts): a slot the gate lets begin
         counts among those at work from then on, for the next slot asked.
         A slot beyond this worker's fair share of the run's concurrency (another
-        worker joined) ends here, its place left to the others.
+        worker joined) ends here, its place left to the others; the share read
+        here bounds the batches the start forms ahead.
 
         Then the budget: what is spent, in flight (the starts written before
         this one count) and unknown, plus this batch's estimate. A step a
@@ -109,11 +113,13 @@ class Slot:
         # The run's batches in flight: this engine's other slots, and the other workers' batches running (read in
         # the start's transaction: none of theirs can start meanwhile).
         mine = engine.holding - self.begun
-        in_flight = mine + engine.store.elsewhere(engine.run_id, token=engine.token)[1]
+        elsewhere = worker.others(engine)
+        in_flight = mine + elsewhere.running
+        self.share = worker.share(engine, elsewhere)
         go = gate.may_go_on(
             control, step=step, concurrency=engine.job.batch.concurrency,
             in_flight=in_flight, quiet_until=engine.quiet_until, now=now,
-        ) and engine.seat.room(mine=in_flight, now=now) > 0 and worker.share_left(engine, mine=mine) > 0
+        ) and engine.seat.room(mine=in_flight, now=now) > 0 and worker.share_left(engine, elsewhere, mine=mine) > 0
         if go and not (step or batch.resume):
             self.over_budget = budgets.guard(engine.store, engine.run_id, engine.job_json, batch)
             if self.over_budget is not None:
@@ -171,7 +177,7 @@ class Slot:
                 engine.run_id, batch, settled=settled, lease=(engine.job.name, engine.token),
                 max_attempts=work.stage.retry.max_attempts, now=engine.clock.now(), step=step,
                 intent=work.tasks is None,
-                claims=engine.claims if len(engine.formed) < engine.job.batch.concurrency else (),
+                claims=engine.claims if len(engine.formed) < self.share else (),
             ),
             still=lambda: self.may_go_on(batch, step=step),
         )

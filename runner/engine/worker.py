@@ -5,7 +5,9 @@ same store). The first sets the run up (prepares it, takes over what dead
 workers left, revalidates and rewinds) while any other waits
 (:func:`role`), then joins it with the same job (:func:`same_job`); then each
 forms, starts and saves only its own batches, at most its fair share of the
-run's concurrency at once (:func:`share_left`). Every few seconds each
+run's concurrency at once (:func:`share_left`), and forms no more ahead of
+their start than that share (:func:`share`): the items beyond it are left
+for the others. Every few seconds each
 renews its heartbeat and judges the others (:mod:`runner.liveness`): the
 batches of one found dead are recovered by recovery's rules (a call that may
 have been sent is held for a person, never sent again on its own), and its
@@ -21,6 +23,7 @@ from .. import lease, liveness, revalidating
 from ..errors import RunError, StoreBusy
 from ..rules import fairshare
 from ..store.leases import Role
+from ..store.owners import Elsewhere
 from . import saved, stages
 
 if TYPE_CHECKING:
@@ -92,8 +95,19 @@ def still_one(engine: Engine) -> bool:
     return lease.beat(engine.store, engine.job.name, token=engine.token, now=engine.last_beat)
 
 
-def share_left(engine: Engine, *, mine: int) -> int:
+def others(engine: Engine) -> Elsewhere:
+    """What the run's other workers hold, and how many of its workers live now: one read for one decision (in the
+    caller's transaction, when there is one)."""
+    return engine.store.elsewhere(engine.run_id, token=engine.token, since=liveness.fresh_since(engine.clock.now()))
+
+
+def share(engine: Engine, elsewhere: Elsewhere) -> int:
+    """The engine's fair share of the run's concurrency, beside the run's workers live as ``elsewhere`` read them:
+    at most that many batches in flight, and as many formed ahead of their start."""
+    return fairshare.share(engine.job.batch.concurrency, elsewhere.live)
+
+
+def share_left(engine: Engine, elsewhere: Elsewhere, *, mine: int) -> int:
     """How many more batches the engine, ``mine`` of its own in flight, may start within its fair share of the run's
-    concurrency, beside the run's workers live now (read in the caller's transaction, when there is one)."""
-    live = engine.store.live_workers(engine.job.name, since=liveness.fresh_since(engine.clock.now()))
-    return fairshare.room(engine.job.batch.concurrency, workers=live, mine=mine)
+    concurrency, beside the run's workers live as ``elsewhere`` read them."""
+    return fairshare.room(engine.job.batch.concurrency, workers=elsewhere.live, mine=mine)

@@ -18,8 +18,6 @@ from .database import Conn
 #: The run's workers, each as a holder with its token.
 WORKERS = "SELECT pid, host, heartbeat_at, token FROM workers WHERE run = :run"
 
-#: How many of the run's workers beat after ``:since`` (by the index on the workers' run).
-LIVE_WORKERS = "SELECT count(*) AS live FROM workers WHERE run = :run AND heartbeat_at > :since"
 
 
 class Role(StrEnum):
@@ -97,12 +95,6 @@ class Leases(StoreBase):
     def workers(self, run: str) -> list[Holder]:
         """The run's workers, alive or not, the longest at work first."""
         return [Holder(**row) for row in self.rows(f"{WORKERS} ORDER BY started_at, token", {"run": run})]
-
-    def live_workers(self, run: str, *, since: float) -> int:
-        """How many of the run's workers beat after ``since`` (read in the caller's transaction, when there is one)."""
-        (row,) = self.rows(LIVE_WORKERS, {"run": run, "since": since})
-        return int(row["live"])
-
 
 
 def _setup_role(conn: Conn, run: str, token: str, choose: Chooser) -> Role:

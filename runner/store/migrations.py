@@ -24,7 +24,7 @@ from .migrations_shared_queues import SHARED_QUEUES
 from .migrations_archive import ARCHIVE
 from .migrations_reuse import REUSE
 from .migrations_inherited import INHERITED_RESULTS
-from .migrations_workers import WORKERS
+from .migrations_workers import HOLDS_BY_WORKER, WORKERS
 
 # Version 2: the lease is held by run name, taken before the run row exists;
 # a partial index counts the items held for confirmation; a person's controls:
@@ -239,4 +239,5 @@ UPGRADES: list[list[str] | Dialects] = [
     REUSE,
     INHERITED_RESULTS,
     WORKERS,
+    HOLDS_BY_WORKER,
 ]

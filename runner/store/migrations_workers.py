@@ -16,9 +16,17 @@
   run so that every worker holds back together.
 
 Portable DDL only (the PostgreSQL store takes the same statements).
+
+Version 25: ``queue_holds`` keyed by worker, ``(run_id, token)``, no longer
+by run: each worker of a run in a shared queue writes what it holds and has
+waiting in a row of its own, and the queue counts them all (two workers of
+one run no longer overwrite each other's hold). A worker joining the queue
+drops its run's rows left by workers gone from the run.
 """
 
 from __future__ import annotations
+
+from .dialect import Dialects
 
 WORKERS = [
     """
@@ -39,3 +47,25 @@ WORKERS = [
     "ALTER TABLE batches ADD COLUMN owner TEXT",
     "ALTER TABLE runs ADD COLUMN quiet_until DOUBLE PRECISION NOT NULL DEFAULT 0",
 ]
+
+HOLDS_BY_WORKER = Dialects(
+    sqlite=[
+        """
+        CREATE TABLE queue_holds_by_worker (
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            queue TEXT NOT NULL REFERENCES queues(name),
+            token TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            held INTEGER NOT NULL DEFAULT 0,
+            waiting INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (run_id, token)
+        )
+        """,
+        "INSERT INTO queue_holds_by_worker (run_id, queue, token, priority, held, waiting) "
+        "SELECT run_id, queue, token, priority, held, waiting FROM queue_holds",
+        "DROP TABLE queue_holds",
+        "ALTER TABLE queue_holds_by_worker RENAME TO queue_holds",
+        "CREATE INDEX queue_holds_by_queue ON queue_holds (queue)",
+    ],
+    postgres=["ALTER TABLE queue_holds DROP CONSTRAINT queue_holds_pkey, ADD PRIMARY KEY (run_id, token)"],
+)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ..model import BatchState, Holder
 from . import items, takeovers
@@ -37,11 +38,25 @@ TAKEN = "items.batch_id IN (@ints(:batches))"
 #: stopped before it validated them.
 LEFT_RECEIVED = f"batch_id IN (SELECT id FROM batches WHERE run_id = :run AND state = 'done' AND {NO_WORKER})"
 
-#: Batches of run ``:run`` queued or running, and of those running, that other workers than ``:token`` hold.
+#: Batches of run ``:run`` queued or running, and of those running, that other workers than ``:token`` hold; and
+#: how many of the run's workers beat after ``:since`` (by the index on the workers' run), in one read.
 ELSEWHERE = """
-SELECT count(*) AS held, count(*) FILTER (WHERE state = 'running') AS running FROM batches
-WHERE run_id = :run AND state IN ('queued', 'running') AND owner IS DISTINCT FROM :token
+SELECT count(*) AS held, count(*) FILTER (WHERE state = 'running') AS running,
+    (SELECT count(*) FROM workers WHERE run = (SELECT name FROM runs WHERE id = :run) AND heartbeat_at > :since)
+    AS live
+FROM batches WHERE run_id = :run AND state IN ('queued', 'running') AND owner IS DISTINCT FROM :token
 """
+
+
+class Elsewhere(NamedTuple):
+    """What a worker reads of its run's other workers before it forms or starts batches."""
+
+    #: The other workers' batches queued or running.
+    held: int
+    #: Of those, the running ones: in flight.
+    running: int
+    #: How many of the run's workers live (a fresh heartbeat), the one asking among them.
+    live: int
 
 
 class Owners(Leases):
@@ -96,11 +111,11 @@ class Owners(Leases):
                                  f"{NO_WORKER}) RETURNING id", {"batch": batch_id, "token": token}).fetchone()
         return taken is not None
 
-    def elsewhere(self, run_id: int, *, token: str) -> tuple[int, int]:
-        """The run's batches other workers than ``token`` hold: queued or running, and running (read in the caller's
-        transaction, when there is one)."""
-        (row,) = self.rows(ELSEWHERE, {"run": run_id, "token": token})
-        return int(row["held"]), int(row["running"])
+    def elsewhere(self, run_id: int, *, token: str, since: float) -> Elsewhere:
+        """The run's batches other workers than ``token`` hold, and how many of its workers beat after ``since``, in
+        one read (in the caller's transaction, when there is one)."""
+        (row,) = self.rows(ELSEWHERE, {"run": run_id, "token": token, "since": since})
+        return Elsewhere(int(row["held"]), int(row["running"]), int(row["live"]))
 
     def quiet_until(self, run_id: int) -> float:
         """Until when a 429's Retry-After holds back every worker of the run (0: never)."""

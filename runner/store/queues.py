@@ -1,11 +1,12 @@
 """Shared queues as the store keeps them (:mod:`.migrations_shared_queues`): the queue's row, and each run's hold.
 
 An engine joins its run's queue as it starts (the queue made with the run's
-concurrency if new), writes what its run holds and has waiting (``hold_in_queue``)
+concurrency if new), writes what it holds and has waiting (``hold_in_queue``)
 in the transaction of the start that takes a slot, and gives it back as it
-stops. What the others hold counts only while their engine holds its run's
-lease; ``sweep_queue`` drops the holds of engines whose lease is dead, so a
-crashed engine never keeps a slot. A batch's breaker move and a 429's quiet
+stops. Each worker of a run keeps a hold of its own (keyed by run and token):
+the queue counts what all of them hold. A hold counts only while its engine is
+one of its run's workers; ``sweep_queue`` drops the holds of engines whose
+lease is dead, so a crashed engine never keeps a slot. A batch's breaker move and a 429's quiet
 time are written to the queue by the batch's settlement (:mod:`.settling`).
 """
 
@@ -22,7 +23,8 @@ from .answers import QueueShare
 from .commands import Commands
 from .database import Conn
 
-#: The holds of the queue ``:queue`` whose engine still holds its run's lease (the token it joined with).
+#: The holds of the queue ``:queue`` whose engine is still one of its run's workers (the token it joined with), one
+#: per worker.
 LIVE_HOLDS = """
 SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting
 FROM queue_holds h JOIN runs ON runs.id = h.run_id
@@ -86,19 +88,23 @@ class Queues(Commands):
     """The verbs of shared queues: join, hold, sweep, leave; a person's limit and resume; the queues as read."""
 
     def join_queue(self, run_id: int, queue: str, *, token: str, priority: int, concurrency: int) -> None:
-        """The engine ``token`` runs ``run_id`` in ``queue`` (made with ``concurrency`` if new), holding nothing."""
+        """The engine ``token`` runs ``run_id`` in ``queue`` (made with ``concurrency`` if new), holding nothing; the
+        run's holds of workers gone from it are dropped."""
         with self.write() as conn:
             conn.execute("INSERT INTO queues (name, concurrency) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
                          (queue, concurrency))
+            conn.execute("DELETE FROM queue_holds WHERE run_id = ? AND token != ? AND token NOT IN "
+                         "(SELECT token FROM workers)", (run_id, token))
             conn.execute(
-                "INSERT INTO queue_holds (run_id, queue, token, priority) VALUES (?, ?, ?, ?) ON CONFLICT (run_id) "
-                "DO UPDATE SET queue = excluded.queue, token = excluded.token, priority = excluded.priority, "
+                "INSERT INTO queue_holds (run_id, queue, token, priority) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id, token) DO UPDATE SET queue = excluded.queue, priority = excluded.priority, "
                 "held = 0, waiting = 0", (run_id, queue, token, priority))
 
-    def run_queue(self, run_id: int) -> Queue | None:
-        """The run's queue as its engine reads it (None: the run is in none): the row, what the others hold and
-        the batches waiting in runs of a higher priority."""
-        mine = self.rows("SELECT queue, priority FROM queue_holds WHERE run_id = ?", [run_id])
+    def run_queue(self, run_id: int, *, token: str) -> Queue | None:
+        """The run's queue as its engine ``token`` reads it (None: the run is in none): the row, what the other runs
+        hold and the batches waiting in runs of a higher priority (the run's own other workers are counted by its
+        batches, ``elsewhere``)."""
+        mine = self.rows("SELECT queue, priority FROM queue_holds WHERE run_id = ? AND token = ?", [run_id, token])
         if not mine:
             return None
         name, priority = mine[0]["queue"], mine[0]["priority"]
@@ -121,15 +127,15 @@ class Queues(Commands):
             return 0
         with self.write() as conn:
             dead = self._dead_holds(queue, lives)
-            conn.executemany("UPDATE queue_holds SET held = 0, waiting = 0 WHERE run_id = ?", [(i,) for i in dead])
+            conn.executemany("UPDATE queue_holds SET held = 0, waiting = 0 WHERE run_id = ? AND token = ?", dead)
         return len(dead)
 
-    def _dead_holds(self, queue: str, lives: Callable[[Holder], bool]) -> list[int]:
-        """The runs holding or waiting in ``queue`` whose engine's lease is gone or dead."""
-        rows = self.rows("SELECT h.run_id, e.pid, e.host, e.heartbeat_at FROM queue_holds h "
+    def _dead_holds(self, queue: str, lives: Callable[[Holder], bool]) -> list[tuple[int, str]]:
+        """The holds (run, token) holding or waiting in ``queue`` whose engine's lease is gone or dead."""
+        rows = self.rows("SELECT h.run_id, h.token, e.pid, e.host, e.heartbeat_at FROM queue_holds h "
                          "JOIN runs ON runs.id = h.run_id LEFT JOIN workers e ON e.run = runs.name AND e.token = h.token "
                          "WHERE h.queue = ? AND (h.held > 0 OR h.waiting > 0)", [queue])
-        return [row["run_id"] for row in rows
+        return [(row["run_id"], row["token"]) for row in rows
                 if row["pid"] is None or not lives(Holder(row["pid"], row["host"], row["heartbeat_at"]))]
 
     def set_queue(self, name: str, *, concurrency: int) -> None:
@@ -153,12 +159,12 @@ class Queues(Commands):
         (``live``: its engine holds the run now; a run with none holds nothing)."""
         found = []
         for row in self.rows(f"SELECT {QUEUE_COLUMNS} FROM queues ORDER BY name"):
-            live = {hold["run_id"] for hold in self.rows(LIVE_HOLDS, {"queue": row["name"]})}
-            runs = self.rows("SELECT h.run_id, runs.name AS run, h.priority, h.held, h.waiting FROM queue_holds h "
+            live = _by_run(self.rows(LIVE_HOLDS, {"queue": row["name"]}))
+            runs = self.rows("SELECT h.run_id, runs.name AS run, max(h.priority) AS priority FROM queue_holds h "
                              "JOIN runs ON runs.id = h.run_id WHERE h.queue = ?1 "
-                             "AND @field(runs.job, '$.provider.queue') = ?1 ORDER BY h.priority DESC, runs.name",
-                             [row["name"]])
-            found.append({**row, "runs": [{**run, "live": True} if run["run_id"] in live else
+                             "AND @field(runs.job, '$.provider.queue') = ?1 GROUP BY h.run_id, runs.name "
+                             "ORDER BY priority DESC, runs.name", [row["name"]])
+            found.append({**row, "runs": [{**run, **live[run["run_id"]], "live": True} if run["run_id"] in live else
                                           {**run, "held": 0, "waiting": 0, "live": False} for run in runs]})
         return found
 
@@ -171,7 +177,7 @@ class Queues(Commands):
         rows = self.rows(QUEUE_ROW, [run["queue"]])
         row = rows[0] if rows else {"concurrency": run["concurrency"], "breaker": "closed", "breaker_kind": None,
                                     "breaker_reason": None, "transport_failures": 0, "quiet_until": 0.0}
-        holds = {hold["run_id"]: hold for hold in self.rows(LIVE_HOLDS, {"queue": run["queue"]})}
+        holds = _by_run(self.rows(LIVE_HOLDS, {"queue": run["queue"]}))
         mine = holds.get(run_id, {"held": 0, "waiting": 0})
         return QueueShare(run["queue"], row["concurrency"], control_of(row),
                           row["quiet_until"] if row["quiet_until"] > now else None, mine["held"], mine["waiting"],
@@ -180,3 +186,13 @@ class Queues(Commands):
     def _known_queues(self) -> str:
         names = [row["name"] for row in self.rows("SELECT name FROM queues ORDER BY name")]
         return f"; its queues: {', '.join(names)}" if names else " (no run has named a queue yet)"
+
+
+def _by_run(holds: list[dict[str, Any]]) -> dict[int, dict[str, int]]:
+    """Live holds (one per worker) summed by run: what each run's workers hold and have waiting together."""
+    runs: dict[int, dict[str, int]] = {}
+    for hold in holds:
+        run = runs.setdefault(hold["run_id"], {"held": 0, "waiting": 0})
+        run["held"] += hold["held"]
+        run["waiting"] += hold["waiting"]
+    return runs

@@ -52,6 +52,17 @@ async def test_two_runs_sharing_a_queue_never_exceed_its_concurrency_together(tm
     assert [o.status["counts"][ItemState.COMPLETED] for o in outcomes] == [20, 20]
 
 
+async def test_two_workers_of_one_run_and_another_run_sharing_a_queue_never_exceed_its_concurrency_together(
+    tmp_path: Path, store: Store
+) -> None:
+    with Simulator(latency=0.1).start() as sim:
+        store.set_queue(QUEUE, concurrency=3)
+        a, b = (queued(tmp_path, sim, name, count=60, concurrency=3) for name in "ab")
+        outcomes = await both(store, a, a, b)  # on the wall's clock
+        assert sim.ledger.snapshot()["max_in_flight"] == 3  # each run alone may have three in flight
+    assert [o.status["counts"][ItemState.COMPLETED] for o in outcomes] == [60, 60, 60]
+
+
 async def test_a_429_seen_by_one_run_of_a_queue_holds_back_every_run_until_its_retry_after(
     tmp_path: Path, store: Store
 ) -> None:

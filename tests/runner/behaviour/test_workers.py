@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 
 import pytest
-from scenes import location_of, reopened
+from scenes import engine_row, location_of, reopened
 from support import PATIENCE, ROOT, Paced, Requests, StepClock, make_job, posts, runner_cli, until, write_jsonl
 
-from runner import control, lease, recovery, runs
+from runner import control, lease, liveness, recovery, runs
+from runner.engine import Engine
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.model import ItemState
+from runner.model import BreakerState, ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
 
@@ -91,6 +92,31 @@ async def test_a_worker_holding_all_of_the_concurrency_leaves_a_fair_share_to_on
     assert len(owners(store)) == 2 and min(owners(store).values()) > 1
 
 
+async def test_a_worker_forms_no_more_batches_ahead_than_its_share_once_another_joins(
+    tmp_path: Path, store: Store
+) -> None:
+    engines: list[Engine] = []
+    ahead: list[int] = []  # at each call once the second worker began: batches the first has formed ahead
+
+    def note(ids: list[str]) -> None:
+        if len(engines) == 2 and engines[1].holding:
+            ahead.append(len(engines[0].formed))
+
+    with Simulator(latency=0.1, on_request=note).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(160), max_items=2, concurrency=4)
+        first = asyncio.create_task(runs.execute(store, job, started=engines.append))
+        deadline = time.monotonic() + PATIENCE
+        while sim.ledger.snapshot()["in_flight"] < 4:  # the first alone has all of C in flight, and as many ahead
+            assert time.monotonic() < deadline and not first.done()
+            await asyncio.sleep(0.01)
+        alone = len(engines[0].formed)
+        with reopened(store) as other:
+            outcomes = [*await asyncio.gather(runs.execute(other, job, started=engines.append), first)]
+    assert [outcome.exit_code for outcome in outcomes] == [0, 0]
+    assert alone == 4 and len(ahead) > 10
+    assert max(ahead[len(ahead) // 2:]) <= 2  # its share, once the batches it formed alone have started
+
+
 async def test_a_step_lets_one_batch_run_for_all_the_workers_of_a_paused_run_together(
     tmp_path: Path, store: Store
 ) -> None:
@@ -120,6 +146,61 @@ async def test_a_429_one_worker_saw_holds_back_every_worker_of_the_run_until_its
     assert [outcome.status["counts"][ItemState.COMPLETED] for outcome in outcomes] == [40] * WORKERS
 
 
+async def test_a_worker_that_joins_before_a_dead_workers_heartbeat_expires_takes_its_batches_over_once_it_does(
+    tmp_path: Path, store: Store
+) -> None:
+    clock = StepClock()
+    died_at = clock.now() - 1  # a worker on another machine beat a second ago, then died
+    requests = Requests(clock)
+    with Simulator(on_request=requests).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(10), max_items=2, concurrency=2)
+        run_id = runs.prepare(store, job, now=died_at)
+        engine_row(store, "test", "dead", pid=999_999, host="elsewhere", started_at=died_at, heartbeat_at=died_at)
+        formed, sent = (store.claim_batch(run_id, max_items=2, max_chars=10**6, now=died_at, owner="dead")
+                        for _ in range(2))
+        assert formed is not None and sent is not None
+        store.start_batch(sent.id, lease=("test", "dead"), max_attempts=3, now=died_at)  # its call may have gone
+        # It joins (the dead one seems alive): no setup, no recovery then.
+        outcome = await asyncio.wait_for(runs.execute(store, job, clock=clock), PATIENCE)
+    first_of_the_formed = min(at for at, ids in requests.seen if {"p000", "p001"} & set(ids))
+    assert died_at + liveness.LEASE_SECONDS <= first_of_the_formed <= died_at + liveness.LEASE_SECONDS + 5
+    assert outcome.exit_code == 4 and {item.key for item in recovery.held(store, "test")} == {"p002", "p003"}
+    assert outcome.status["counts"][ItemState.COMPLETED] == 8 and store.workers("test") == []
+
+
+class FirstTwoTogether:
+    """The simulator's hook that holds each of the first two calls until both arrived; the others pass."""
+
+    def __init__(self) -> None:
+        self.both = threading.Barrier(2, timeout=PATIENCE)
+        self.calls = 0
+        self._count = threading.Lock()
+
+    def __call__(self, ids: list[str]) -> None:
+        with self._count:
+            self.calls += 1
+            first_two = self.calls <= 2
+        if first_two:
+            self.both.wait()
+
+
+async def test_the_breaker_counts_transport_failures_in_a_row_across_the_workers_of_a_run(
+    tmp_path: Path, store: Store
+) -> None:
+    """Each of two workers (C = 2: a share of one each) has a call in flight; both fail together, one failure, the
+    run's breaker probing; the one probe of the run, whichever worker sends it, fails: open, for both."""
+    with Simulator(on_request=(hook := FirstTwoTogether()), faults={"rules": [{"fault": "http_500"}]}).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(20), max_items=2, concurrency=2, request_retries=0)
+        with reopened(store) as other:
+            clock = Paced()
+            outcomes = await asyncio.gather(*(runs.execute(s, job, clock=clock) for s in (store, other)))
+    assert hook.calls == 3
+    assert [outcome.exit_code for outcome in outcomes] == [4, 4]
+    control = store.control(store.run_id("test"))
+    assert (control.breaker, control.transport_failures) == (BreakerState.OPEN, 2)
+    assert control.reason is not None and control.reason.startswith("2 consecutive transport failures, last: 500")
+
+
 def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tmp_path: Path, store: Store) -> None:
     run_id = runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(10)), now=time.time())
     for token in ("first", "second"):
@@ -138,7 +219,7 @@ def test_a_worker_whose_run_ends_while_another_still_runs_it_says_so_in_its_fina
     runs.prepare(store, make_job(tmp_path, sim.base_url, posts(6)), now=time.time())
     lease.join(store, "test", token="still at work", now=time.time())  # a worker of this very process: alive
     store.end_setup("test", token="still at work")
-    ended = runner_cli("run", "test", "--db", str(store.path), cwd=tmp_path)
+    ended = runner_cli("run", "test", cwd=tmp_path)
     assert ended.returncode == 0, ended.stderr
     assert "engine alive: another worker still runs it" in ended.stdout
     assert views.standing(store, "test", now=time.time()).counts[ItemState.COMPLETED] == 6

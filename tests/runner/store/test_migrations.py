@@ -1,5 +1,5 @@
-"""Migrations keep every store's data: stores of schema 7, 8, 11, 14 and the one before inherited results opened by
-this runner."""
+"""Migrations keep every store's data: stores of schema 7, 8, 11, 14, the one before inherited results and the one
+before holds per worker opened by this runner."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from runner import item_rows, jobs, recovery, runs
 from runner.model import BreakerState, FailureKind
 from runner.sim import Simulator
 from runner.store import Store, schema, views
+from runner.store.leases import Role
 from runner.store.migrations_inherited import INHERITED_RESULTS
+from runner.store.migrations_workers import HOLDS_BY_WORKER
 
 
 def v7_store(path: Path, *, breaker_reason: str) -> None:
@@ -223,3 +225,25 @@ def test_an_old_stores_paid_and_maybe_paid_calls_become_billed_and_unknown_charg
         assert all(c["spent"] is None and c["reason"] for c in cost.values())  # tokens not known: never 0
         assert store.rows("SELECT key FROM items WHERE cost IS NULL ORDER BY run_id, key") == [
             {"key": "k0"}, {"key": "k1"}, {"key": "k0"}]
+
+
+def test_a_runs_hold_in_its_queue_is_kept_as_its_workers_own_once_holds_are_kept_per_worker(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    version = schema.MIGRATIONS.index(HOLDS_BY_WORKER.sqlite)
+    for statements in schema.MIGRATIONS[:version]:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("INSERT INTO runs (name, job, created_at, updated_at) VALUES ('old', '{}', 1, 1)")
+    conn.execute("INSERT INTO workers (token, run, pid, host, started_at, heartbeat_at) "
+                 "VALUES ('worker', 'old', 1, 'there', 1, 1)")
+    conn.execute("INSERT INTO queues (name, concurrency) VALUES ('q', 4)")
+    conn.execute("INSERT INTO queue_holds (run_id, queue, token, held, waiting) VALUES (1, 'q', 'worker', 2, 1)")
+    conn.close()
+    with Store(tmp_path / "runs.db") as store:
+        store.join_run("old", token="another", pid=1, host="there", now=1.0,
+                       choose=lambda setting_up, workers: Role.JOIN)
+        store.join_queue(1, "q", token="another", priority=0, concurrency=4)
+        store.hold_in_queue(1, token="another", held=1, waiting=0)
+        assert store.rows("SELECT token, held, waiting FROM queue_holds ORDER BY token") == [
+            {"token": "another", "held": 1, "waiting": 0}, {"token": "worker", "held": 2, "waiting": 1}]
