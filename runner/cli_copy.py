@@ -19,15 +19,16 @@ from .words import command
               help="The store to copy to (made if new): a SQLite file or a PostgreSQL URL.")
 @plain_errors
 def copy(name: str | None, source: str, destination: str) -> None:
-    """Copy a run whole to another run store: its items, results, events, batches and ledger.
+    """Copy a run whole to another store, SQLite or PostgreSQL.
 
-    Without NAME, every run of the source, each in one transaction. The
+    Every row of the run goes: items, inputs, results, decisions, events,
+    batches, commands, ledger and archive. Without NAME, every run of the source, each in one transaction. The
     source stays as it was; the copy is numbered anew and continues with
     runner run NAME --db DEST (items held for a person stay held). Refused,
     with nothing written, while an engine works the run, or when the
     destination holds a run of that name.
 
-    Example: runner copy --from runs.db --to postgresql://me@db.example/runs demo
+    Example: runner copy --from runs.db --to postgresql://me@host/runs demo
     """
     from . import copying
 
