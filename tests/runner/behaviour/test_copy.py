@@ -10,16 +10,19 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 from fanouts import fan_job
 from postgres_server import fresh_schema
 from scenes import (
-    TABLES, charges_kept, charges_of_items, counts_kept, counts_of_items, dump, live_engine, paid_kept, paid_of_items,
+    TABLES, charges_kept, charges_of_items, counts_kept, counts_of_items, dump, event_writes_fail, live_engine, paid_kept,
+    paid_of_items,
     passes_kept, passes_of_results, run_rows, states_of_items, states_told_by_events, v4_store,
 )
 from support import make_job, posts, runner_cli, write_jsonl
 from test_pipeline_crash import KillAt, run
 
 from runner import archiving, copying, deciding, recovery, runs
+from runner.errors import StoreError
 from runner.location import shown
 from runner.sim import Simulator
 from runner.store import Store, views
@@ -103,6 +106,28 @@ async def test_a_copied_run_goes_on_from_where_it_stood_and_no_item_is_called_ag
     called = [key for call in sim.ledger.snapshot()["calls"] for key in call["ids"]]
     assert outcome.exit_code == 0 and outcome.status["counts"]["completed"] == 12
     assert sorted(called) == ["p000", "p001", "p002"]  # the last stage of each post: nothing before it again
+
+
+async def test_a_copy_that_fails_midway_leaves_nothing_of_the_run_in_the_destination(
+    tmp_path: Path, sim: Simulator
+) -> None:
+    await made(tmp_path / "runs.db", tmp_path, sim)
+    copied(tmp_path / "runs.db", tmp_path / "copy.db", "test")
+    event_writes_fail(tmp_path / "copy.db")  # the items and batches go in, then the first event fails
+    before = dump(tmp_path / "copy.db")
+    with pytest.raises(StoreError, match="disk I/O error"):
+        copied(tmp_path / "runs.db", tmp_path / "copy.db", "fan")
+    assert dump(tmp_path / "copy.db") == before
+
+
+@pytest.mark.slow
+def test_a_run_of_thousands_of_items_goes_to_postgresql_and_back_whole(tmp_path: Path, pg_server: str) -> None:
+    assert runner_cli("demo", "--latency", "0", cwd=tmp_path).returncode == 0
+    with fresh_schema(pg_server) as url:
+        there = runner_cli("copy", "--from", "runs.db", "--to", url, cwd=tmp_path)
+        back = runner_cli("copy", "--from", url, "--to", "back.db", "demo", cwd=tmp_path)
+    assert there.stdout.startswith("run 'demo': 2,400 items, ") and back.stdout.startswith("run 'demo': 2,400 items, ")
+    assert seen(tmp_path / "back.db") == seen(tmp_path / "runs.db")
 
 
 def test_items_an_engine_killed_mid_call_left_in_the_source_are_held_in_the_copy_and_not_called_again(

@@ -297,45 +297,41 @@ def items_of_unknown_cost(store: Store) -> int:
     return int(store.rows("SELECT count(*) AS n FROM items WHERE cost IS NULL")[0]["n"])
 
 
-#: Each column of a run's rows that holds an id, by table, and the space its ids are in (an archive's table: as its
-#: table's); written here apart from ``runner.store.copying``, so that a column it forgets shows.
-ID_COLUMNS = {
-    "runs": {"id": "runs"},
-    "batches": {"id": "batches", "run_id": "runs", "parent_id": "batches"},
-    "items": {"id": "items", "run_id": "runs", "batch_id": "batches", "parent_id": "items"},
-    "inputs": {"item_id": "items"},
-    "results": {"item_id": "items"},
-    "decisions": {"item_id": "items", "run_id": "runs"},
-    "events": {"id": "events", "run_id": "runs", "item_id": "items", "batch_id": "batches"},
-    "commands": {"id": "commands", "run_id": "runs"},
-    "duplicates": {"id": "duplicates", "run_id": "runs", "batch_id": "batches"},
-    "ledger": {"run_id": "runs"},
-    "counts": {"run_id": "runs"},
-    "passes": {"run_id": "runs"},
-    "archives": {"run_id": "runs"},
-}
-#: The tables of a run's items' own rows, with no run id of their own.
+
+#: The tables of a run's rows: those whose rows name the run, and (``OF_ITEMS``) those whose rows name its items.
+RUN_TABLES = ["runs", "batches", "items", "decisions", "events", "commands", "duplicates", "ledger", "counts", "passes",
+              "archives", "archived_items", "archived_decisions", "archived_events"]
 OF_ITEMS = {"inputs": "items", "results": "items", "archived_inputs": "archived_items",
             "archived_results": "archived_items"}
+#: The space of ids a column naming a row is in (``id`` and ``parent_id``: its own table's, an archive's as its table's).
+NAMING = {"run_id": "runs", "item_id": "items", "batch_id": "batches"}
+
+
+def _space(table: str, column: str) -> str | None:
+    return table.removeprefix("archived_") if column in ("id", "parent_id") else NAMING.get(column)
 
 
 def run_rows(store: Store, name: str) -> dict[str, list[str]]:
     """Every row of run ``name`` in every table, as text, each id as its place among the run's ids of its space (an
     item's among the run's items, say): equal in two stores, the same run whatever the ids each store gave it."""
     (run,) = store.rows("SELECT id FROM runs WHERE name = ?", [name])
-    tables = [*ID_COLUMNS, *(f"archived_{table}" for table in ("items", "inputs", "results", "decisions", "events"))]
     rows = {table: store.rows(
         "SELECT * FROM runs WHERE id = :run" if table == "runs"
         else f"SELECT * FROM {table} WHERE item_id IN (SELECT id FROM {OF_ITEMS[table]} WHERE run_id = :run)"
         if table in OF_ITEMS else f"SELECT * FROM {table} WHERE run_id = :run", {"run": run["id"]})
-        for table in tables}
-    places: dict[str, dict[int, int]] = {}
+        for table in [*RUN_TABLES, *OF_ITEMS]}
+    ids: dict[str | None, set[int]] = {}
     for table, kept in rows.items():
-        space = ID_COLUMNS[table.removeprefix("archived_")].get("id")
-        if space:
-            places.setdefault(space, {}).update({row["id"]: 0 for row in kept})
-    places = {space: {id_: place for place, id_ in enumerate(sorted(ids))} for space, ids in places.items()}
+        ids.setdefault(_space(table, "id"), set()).update(row["id"] for row in kept if "id" in row)
+    places = {space: {id_: place for place, id_ in enumerate(sorted(each))} for space, each in ids.items()}
     return {table: sorted(repr(sorted(
-        (column, value if value is None or column not in ID_COLUMNS[table.removeprefix("archived_")]
-         else places[ID_COLUMNS[table.removeprefix("archived_")][column]][value]) for column, value in row.items()))
-        for row in kept) for table, kept in rows.items()}
+        (column, value if value is None or _space(table, column) is None else places[_space(table, column)][value])
+        for column, value in row.items())) for row in kept) for table, kept in rows.items()}
+
+
+def event_writes_fail(db: Path) -> None:
+    """From now on the disk fails every write of an event to the store at ``db``."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TRIGGER simulated_disk_failure BEFORE INSERT ON events "
+                     "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END")
+    conn.close()
