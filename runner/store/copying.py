@@ -80,11 +80,13 @@ SELECT (SELECT coalesce(max(id), 0) FROM batches) AS batches,
 """
 
 #: Up to ``:limit`` of the run's rows of ``{table}`` after the id ``:after``, in id order (``{only}``: a condition).
-BY_ID = "SELECT {columns} FROM {table} WHERE run_id = :run AND id > :after{only} ORDER BY id LIMIT :limit"
+#: ``run_id + 0``: read along the ids, not the index of the run's rows, which SQLite would read whole and sort for
+#: each chunk (a million items: a million chunks' worth of rows).
+BY_ID = "SELECT {columns} FROM {table} WHERE run_id + 0 = :run AND id > :after{only} ORDER BY id LIMIT :limit"
 
 #: The rows of ``{table}`` of the run's items (of ``{items}``) whose id is over ``:after`` and at most ``:last``.
 OF_ITEMS = ("SELECT {columns} FROM {table} WHERE {column} IN "
-            "(SELECT id FROM {items} WHERE run_id = :run AND id > :after AND id <= :last)")
+            "(SELECT id FROM {items} WHERE run_id + 0 = :run AND id > :after AND id <= :last)")
 
 #: The run's rows of a table of its own totals (a few per stage and group).
 OF_RUN = "SELECT {columns} FROM {table} WHERE run_id = :run"
