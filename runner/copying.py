@@ -48,13 +48,13 @@ def copy_runs(
 def chosen(store: Store, name: str | None) -> list[str]:
     """The runs to copy: ``name``, or every run of the store; refused when it holds no such run."""
     names = store.run_names()
-    if name is None and names:
+    if not names:
+        raise RunError(f"{named(store.path)} holds no run; nothing was copied")
+    if name is None:
         return names
-    if name in names:
-        return [name]
-    holds = f"it holds {', '.join(names)}" if names else "it holds no run"
-    wanted = f"no run {name!r}" if name is not None else "no run to copy"
-    raise RunError(f"{wanted} in {named(store.path)}: {holds}")
+    if name not in names:
+        raise RunError(f"no run {name!r} in {named(store.path)}: it holds {', '.join(names)}")
+    return [name]
 
 
 def refuse_engine(store: Store, name: str, *, now: float) -> None:
