@@ -6,7 +6,8 @@ tui), :mod:`runner.cli_steer` is a person's hand (pause, resume, step,
 retry, confirm, cancel, decide), :mod:`runner.cli_queue` orders and feeds a
 run's queue (prioritize, add) and steers the shared queues runs take turns in
 (queue set, list, resume), :mod:`runner.cli_archive` keeps a run's archive
-(archive, restore), :mod:`runner.cli_budget` gives a run a budget. A command imports what only it needs (the store, the
+(archive, restore), :mod:`runner.cli_copy` copies a run to another store, :mod:`runner.cli_budget` gives a
+run a budget. A command imports what only it needs (the store, the
 engine, the simulator, the exporter) inside itself: ``--help`` loads no
 store, and ``status`` and ``failures`` no engine and no rich
 (tests/runner/test_cold_start.py).
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import click
 
-from . import cli_archive, cli_budget, cli_queue, cli_read, cli_run, cli_steer, cli_words
+from . import cli_archive, cli_budget, cli_copy, cli_queue, cli_read, cli_run, cli_steer, cli_words
 
 
 @click.group(cls=cli_words.Commands, context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +34,7 @@ for command in (
     cli_run.demo, cli_run.run, cli_read.status, cli_read.failures, cli_read.export_items, cli_read.tui,
     cli_steer.pause, cli_steer.resume, cli_steer.step, cli_steer.retry, cli_steer.confirm, cli_steer.cancel,
     cli_steer.decide, cli_steer.revalidate, cli_queue.prioritize, cli_queue.add, cli_queue.queue,
-    cli_archive.archive, cli_archive.restore, cli_budget.budget,
+    cli_archive.archive, cli_archive.restore, cli_copy.copy, cli_budget.budget,
     cli_run.sim,
 ):
     main.add_command(command)

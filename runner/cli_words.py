@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 #: The commands in the order a user meets them, as ``runner --help`` lists them.
 ORDER = ("demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry", "confirm", "cancel",
-         "decide", "revalidate", "prioritize", "add", "queue", "budget", "archive", "restore", "sim")
+         "decide", "revalidate", "prioritize", "add", "queue", "budget", "archive", "restore", "copy", "sim")
 
 
 class Commands(click.Group):

@@ -53,3 +53,17 @@ def shown(url: str) -> str:
     host = parts.hostname or "localhost"
     port = f":{parts.port}" if parts.port else ""
     return f"postgresql://{user}{host}{port}{parts.path}"
+
+
+def same_store(one: str | Path, other: str | Path) -> bool:
+    """Whether two locations name one store: one file (however its path is spelt), or one database and schema on
+    one server (whatever password each gives)."""
+    if is_url(one) or is_url(other):
+        return is_url(one) and is_url(other) and _server_place(str(one)) == _server_place(str(other))
+    return Path(one).resolve() == Path(other).resolve()
+
+
+def _server_place(url: str) -> tuple[str, str, int, str, str]:
+    """A URL's user, host, port, database and options (a schema is chosen there), its password left out."""
+    parts = urlsplit(url)
+    return parts.username or "", parts.hostname or "localhost", parts.port or 5432, parts.path, parts.query

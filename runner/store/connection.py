@@ -198,8 +198,9 @@ class SQLiteFile(Transactions):
             )
 
     def _follow_writer(self) -> None:
-        """A snapshot is opened again once a writer wrote (it may write the file itself at a checkpoint)."""
-        if self._snapshot and self._wal_written():
+        """A snapshot is opened again once a writer wrote (it may write the file itself at a checkpoint), between
+        read transactions (``reading``)."""
+        if self._snapshot and not self.conn.in_transaction and self._wal_written():
             stale = self.conn
             self._open_reading()
             stale.close()

@@ -4,9 +4,10 @@ The verbs and the read model are written once, in SQL both backends take
 (``:name`` and ``?`` placeholders; see :mod:`runner.store.dialect`), against
 these protocols: ``Conn`` is what a verb does inside a transaction (the
 connection of a ``write()``), ``Database`` what a store does with its
-database: open a transaction, a part of one, read, wait, close. A SQLite file
-(:class:`runner.store.connection.SQLiteFile`) and a PostgreSQL database
-(:class:`runner.store.postgres.PostgresDatabase`) are the two kinds.
+database: open a transaction, a part of one, a read transaction, read,
+wait, close. A SQLite file (:class:`runner.store.connection.SQLiteFile`)
+and a PostgreSQL database (:class:`runner.store.postgres.PostgresDatabase`)
+are the two kinds.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Database(Protocol):
     conn: Any
     def write(self) -> AbstractContextManager[Conn]: ...
     def part(self) -> AbstractContextManager[None]: ...
+    def reading(self) -> AbstractContextManager[None]: ...
     def rows(self, sql: str, params: Params = ()) -> list[dict[str, Any]]: ...
     def waiting_at_most(self, seconds: float) -> AbstractContextManager[None]: ...
     def after_large_write(self) -> None: ...

@@ -45,6 +45,8 @@ class PostgresDatabase(Transactions):
     """One run store in a PostgreSQL database (its URL's schema: ``options=-csearch_path=...`` chooses another)."""
 
     dialect = POSTGRES
+    #: A snapshot for the whole transaction (PostgreSQL's default takes one per statement).
+    begin_reading = "BEGIN ISOLATION LEVEL REPEATABLE READ"
 
     def __init__(self, url: str, *, create: bool = True, read_only: bool = False, busy_timeout: float = 10.0) -> None:
         driver = _driver()

@@ -3,7 +3,7 @@
 A database kind (``SQLiteFile``, ``PostgresDatabase``) says how it begins a
 write (its lock), whether a transaction is open, how long a write waits for
 another writer's lock, and what a driver's failure means; this module's
-``Transactions`` makes of them the ``write()``, ``part()`` and
+``Transactions`` makes of them the ``write()``, ``part()``, ``reading()`` and
 ``waiting_at_most()`` of the ``Database`` protocol.
 """
 
@@ -46,6 +46,9 @@ class Transactions(ABC):
     def _begin(self) -> None:
         """Begin a write transaction, holding the database's write lock (StoreBusy if it waited too long)."""
 
+    #: The statement that begins a read transaction: every read in it sees the store as the first one did.
+    begin_reading = "BEGIN"
+
     @abstractmethod
     def _set_busy_timeout(self, seconds: float) -> None: ...
 
@@ -80,6 +83,20 @@ class Transactions(ABC):
                 raise
         except self.driver_error as exc:
             raise self._write_failed(exc) from exc
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Inside the block, every read sees the store as the first read did (one read transaction, no lock): a
+        copy of a run read in many chunks is the run at one moment, whatever another writer does meanwhile."""
+        try:
+            self.conn.execute(self.begin_reading)
+        except self.driver_error as exc:
+            raise StoreError(f"{self.location}: store read failed ({self._told(exc)})") from exc
+        try:
+            yield
+        finally:
+            if self._in_transaction():
+                self.conn.execute("ROLLBACK")
 
     @contextmanager
     def part(self) -> Iterator[None]:

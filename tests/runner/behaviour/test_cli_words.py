@@ -17,7 +17,8 @@ from runner.sim import FAULTS, Simulator, validate_plan
 from runner.store import Store
 
 ORDER_A_USER_MEETS = ["demo", "run", "status", "failures", "export", "tui", "pause", "resume", "step", "retry",
-                      "confirm", "cancel", "decide", "revalidate", "prioritize", "add", "queue", "budget", "archive", "restore", "sim"]
+                      "confirm", "cancel", "decide", "revalidate", "prioritize", "add", "queue", "budget", "archive", "restore",
+                      "copy", "sim"]
 
 
 def help_of(*args: str) -> str:

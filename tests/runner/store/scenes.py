@@ -319,3 +319,43 @@ def item_shares(store: Store) -> tuple[int, int]:
 def items_of_unknown_cost(store: Store) -> int:
     """How many items have a billed call of unknown cost."""
     return int(store.rows("SELECT count(*) AS n FROM items WHERE cost IS NULL")[0]["n"])
+
+
+
+#: The tables of a run's rows: those whose rows name the run, and (``OF_ITEMS``) those whose rows name its items.
+RUN_TABLES = ["runs", "batches", "items", "decisions", "events", "commands", "duplicates", "ledger", "counts", "passes",
+              "archives", "archived_items", "archived_decisions", "archived_events"]
+OF_ITEMS = {"inputs": "items", "results": "items", "archived_inputs": "archived_items",
+            "archived_results": "archived_items"}
+#: The space of ids a column naming a row is in (``id`` and ``parent_id``: its own table's, an archive's as its table's).
+NAMING = {"run_id": "runs", "item_id": "items", "batch_id": "batches"}
+
+
+def _space(table: str, column: str) -> str | None:
+    return table.removeprefix("archived_") if column in ("id", "parent_id") else NAMING.get(column)
+
+
+def run_rows(store: Store, name: str) -> dict[str, list[str]]:
+    """Every row of run ``name`` in every table, as text, each id as its place among the run's ids of its space (an
+    item's among the run's items, say): equal in two stores, the same run whatever the ids each store gave it."""
+    (run,) = store.rows("SELECT id FROM runs WHERE name = ?", [name])
+    rows = {table: store.rows(
+        "SELECT * FROM runs WHERE id = :run" if table == "runs"
+        else f"SELECT * FROM {table} WHERE item_id IN (SELECT id FROM {OF_ITEMS[table]} WHERE run_id = :run)"
+        if table in OF_ITEMS else f"SELECT * FROM {table} WHERE run_id = :run", {"run": run["id"]})
+        for table in [*RUN_TABLES, *OF_ITEMS]}
+    ids: dict[str | None, set[int]] = {}
+    for table, kept in rows.items():
+        ids.setdefault(_space(table, "id"), set()).update(row["id"] for row in kept if "id" in row)
+    places = {space: {id_: place for place, id_ in enumerate(sorted(each))} for space, each in ids.items()}
+    return {table: sorted(repr(sorted(
+        (column, value if value is None or _space(table, column) is None else places[_space(table, column)][value])
+        for column, value in row.items())) for row in kept) for table, kept in rows.items()}
+
+
+def event_writes_fail(db: Path) -> None:
+    """From now on the disk fails every write of an event to the store at ``db``."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TRIGGER simulated_disk_failure BEFORE INSERT ON events "
+                     "BEGIN SELECT RAISE(ABORT, 'disk I/O error (simulated)'); END")
+    conn.close()
