@@ -118,11 +118,13 @@ def store_batch(store: Store, run_id: int, held: tuple[str, str], steps: Steps, 
     The only place the benches name the per-batch verbs: re-point it here if they change.
     """
     with steps.timing("queued"):
-        batch = store.claim_batch(run_id, max_items=max_items, max_chars=MAX_CHARS, now=NOW)
+        batch = store.claim_batch(run_id, max_items=max_items, max_chars=MAX_CHARS, now=NOW, owner=held[1])
     if batch is None:
         return 0
     with steps.timing("running"):
         started = store.start_batch(batch.id, lease=held, max_attempts=3, now=NOW)
+    if not started:  # the bench's worker does not own the batch: the other verbs would move nothing
+        raise RuntimeError(f"batch {batch.id} was claimed but none of its items started")
     outputs = {item.id: ANSWER for item in started}
     with steps.timing("received"):
         store.record_answer(batch.id, outputs, raw=raw_answer(item.key for item in started), now=NOW)
