@@ -207,15 +207,13 @@ def postgres() -> Iterator[str]:
 
 @contextmanager
 def schema(url: str) -> Iterator[str]:
-    """A store URL in an empty schema of its own of the database ``url``, dropped at the end."""
+    """A store URL in a new schema of the database ``url`` (its name this process's), dropped at the end."""
     import psycopg
 
     name = f"bench_{os.getpid()}_{next(_schemas)}"
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
         admin.execute(f"CREATE SCHEMA {name}")
-    try:
-        yield f"{url}{'&' if '?' in url else '?'}options={quote(f'-csearch_path={name}')}"
-    finally:
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+        try:
+            yield f"{url}{'&' if '?' in url else '?'}options={quote(f'-csearch_path={name}')}"
+        finally:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")
