@@ -10,7 +10,7 @@ batches of 25 go through the four per-batch verbs (``bench.store.store_batch``:
 claim, start, answer, settle, one commit each); the figures are the medians
 over the last ``CLAIMS`` of the claim (``claim_batch``: forming a batch and
 marking it queued) and of the start (``start_batch``: its items marked
-running). Between the points the run is moved on by the same verbs, 5,000
+running). Between the points the run is moved on by the same verbs, 250
 items to a batch: its items completed, their events and answers kept.
 
 Flat as the run grows: a late or midway claim against the early one of the
@@ -41,8 +41,8 @@ from .store import NOW, TOKEN, Steps, store_batch
 SIZE, QUICK_SIZE = 1_000_000, 100_000
 #: Items added in one transaction (``runs.prepare``'s chunk).
 CHUNK = 5_000
-#: Items to a batch moving the run on between two points.
-FORWARD = 5_000
+#: Items to a batch moving the run on between two points (larger batches settle slower per item: see the README).
+FORWARD = 250
 #: The points sampled: a name and the share of the run's items done before it.
 POINTS = (("early", 0.0), ("midway", 0.5), ("late", 0.95))
 BACKENDS = ("SQLite file", "PostgreSQL")
