@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import os
 import platform
 import sqlite3
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from pyinstrument import Profiler
 
@@ -25,6 +27,10 @@ from runner.jobs import Job
 ROOT = Path(__file__).resolve().parent.parent
 #: Every random choice of the benchmarks starts from this seed.
 SEED = 20261130
+#: Where ``.ci/postgres`` keeps the state of the server the benches start (``RUNNER_PG_STATE``, when not set).
+PG_STATE = "/tmp/pgstate-bench"
+
+_schemas = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -174,3 +180,40 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("BEGIN IMMEDIATE")
     yield
     conn.execute("COMMIT")
+
+
+@contextmanager
+def postgres() -> Iterator[str]:
+    """A PostgreSQL database the benches may make schemas in: ``RUNNER_BENCH_PG``, else a server of their own.
+
+    The server of their own is started by ``.ci/postgres start`` (its state in
+    ``RUNNER_PG_STATE``, else ``PG_STATE``) and stopped at the end. One that
+    cannot start raises, with what ``.ci/postgres`` said.
+    """
+    given = os.environ.get("RUNNER_BENCH_PG")
+    if given:
+        yield given
+        return
+    env = {**os.environ, "RUNNER_PG_STATE": os.environ.get("RUNNER_PG_STATE", PG_STATE)}
+    script = str(ROOT / ".ci" / "postgres")
+    started = subprocess.run([script, "start"], capture_output=True, text=True, env=env)
+    if started.returncode != 0:
+        raise RuntimeError(f".ci/postgres start failed: {started.stderr.strip()[-500:]}")
+    try:
+        yield started.stdout.strip()
+    finally:
+        subprocess.run([script, "stop"], capture_output=True, env=env, check=False)
+
+
+@contextmanager
+def schema(url: str) -> Iterator[str]:
+    """A store URL in a new schema of the database ``url`` (its name this process's), dropped at the end."""
+    import psycopg
+
+    name = f"bench_{os.getpid()}_{next(_schemas)}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+        try:
+            yield f"{url}{'&' if '?' in url else '?'}options={quote(f'-csearch_path={name}')}"
+        finally:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")

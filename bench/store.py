@@ -112,24 +112,26 @@ def through_store(path: Path, rows: list[ItemRow]) -> Steps:
     return steps
 
 
-def store_batch(store: Store, run_id: int, held: tuple[str, str], steps: Steps) -> bool:
-    """One batch through the store's verbs, one commit each, as the engine calls them; False when none is left.
+def store_batch(store: Store, run_id: int, held: tuple[str, str], steps: Steps, *, max_items: int = BATCH) -> int:
+    """One batch through the store's verbs, one commit each, as the engine calls them; its items (0: none left).
 
-    The only place the bench names the per-batch verbs: re-point it here if they change.
+    The only place the benches name the per-batch verbs: re-point it here if they change.
     """
     with steps.timing("queued"):
-        batch = store.claim_batch(run_id, max_items=BATCH, max_chars=MAX_CHARS, now=NOW)
+        batch = store.claim_batch(run_id, max_items=max_items, max_chars=MAX_CHARS, now=NOW, owner=held[1])
     if batch is None:
-        return False
+        return 0
     with steps.timing("running"):
         started = store.start_batch(batch.id, lease=held, max_attempts=3, now=NOW)
+    if not started:  # the bench's worker does not own the batch: the other verbs would move nothing
+        raise RuntimeError(f"batch {batch.id} was claimed but none of its items started")
     outputs = {item.id: ANSWER for item in started}
     with steps.timing("received"):
         store.record_answer(batch.id, outputs, raw=raw_answer(item.key for item in started), now=NOW)
     with steps.timing("completed"):
         done = Settlement(completed=list(outputs), breaker=breaker.after_success)
         store.settle_batch(batch.id, done, now=NOW)
-    return True
+    return len(started)
 
 
 def raw_answer(keys: Iterable[str]) -> str:
