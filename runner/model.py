@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from .rules.breaker import Control
+    from .rules.streaks import Move as StreakMove
 
 
 class ItemState(StrEnum):
@@ -342,6 +343,9 @@ class Settlement:
     breaker: Callable[[Control], Control] | None = None
     #: No batch starts before this time (a 429's Retry-After): kept by the run's shared queue, if it has one.
     quiet_until: float = 0.0
+    #: How this batch moves the run's streaks (``runner.rules.streaks``), in the same transaction: a stop they call for
+    #: opens the breaker there.
+    streak: StreakMove | None = None
 
 
 class Holder(NamedTuple):
