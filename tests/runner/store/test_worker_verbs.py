@@ -76,3 +76,11 @@ def test_the_same_400_twice_in_a_row_of_two_workers_opens_the_runs_breaker(tmp_p
     control = store.control(run_id)
     assert (control.breaker, control.kind, control.reason) == (
         BreakerState.OPEN, FailureKind.BAD_REQUEST, "bad_request: 400 unknown parameter 7 (refused so twice in a row)")
+
+
+def test_a_run_set_up_again_starts_its_streaks_afresh(tmp_path: Path, store: Store) -> None:
+    run_id = two_workers(tmp_path, store, 4)
+    settle_each(store, run_id, [AllInvalid(NO_LABEL), Refused("# unknown parameter #", "400 unknown parameter 7")])
+    assert store.streaks(run_id) == Streaks("# unknown parameter #", 1, NO_LABEL)
+    store.end_setup("test", token="a")
+    assert store.streaks(run_id) == Streaks()
