@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from .rules.breaker import Control
+    from .rules.streaks import Move as StreakMove
 
 
 class ItemState(StrEnum):
@@ -31,13 +32,7 @@ class ItemState(StrEnum):
 
 
 #: States in which an item still needs work from some engine.
-UNFINISHED = (
-    ItemState.PENDING,
-    ItemState.QUEUED,
-    ItemState.WAITING,
-    ItemState.RUNNING,
-    ItemState.RECEIVED,
-)
+UNFINISHED = (ItemState.PENDING, ItemState.QUEUED, ItemState.WAITING, ItemState.RUNNING, ItemState.RECEIVED)
 
 
 class FailureKind(StrEnum):
@@ -342,6 +337,8 @@ class Settlement:
     breaker: Callable[[Control], Control] | None = None
     #: No batch starts before this time (a 429's Retry-After): kept by the run's shared queue, if it has one.
     quiet_until: float = 0.0
+    #: How this batch moves the run's streaks (``runner.rules.streaks``) in the same transaction, opening its breaker.
+    streak: StreakMove | None = None
 
 
 class Holder(NamedTuple):

@@ -37,9 +37,10 @@ from ..errors import StoreBusy, StoreError
 from ..jobs import Job
 from ..providers import Provider, TaskProvider
 from ..rules import gate
-from ..rules.judge import Streaks, Verdict
+from ..rules.judge import Verdict
+from ..rules.streaks import STOPS
 from ..rules.revalidating import StagePlan
-from ..model import Batch, FailureKind, Settlement
+from ..model import Batch, BreakerState, FailureKind, Settlement
 from ..store.leases import Role
 from ..store.protocol import RunStore
 from . import joins, saved, sharing, stages, worker
@@ -101,8 +102,9 @@ class Engine:
         self._forming_held_up = False
         #: Why the run stopped on a store failure, while its open breaker could not be saved yet.
         self._breaker_unsaved: str | None = None
-        #: What the run remembers between verdicts: rate limits in a row, the last refusal.
-        self.streaks = Streaks()
+        #: The worker's calls refused in a row for a rate limit: its back-off's length when the upstream gives no time
+        #: (the quiet time itself is the run's). The run's streaks are on its row (``runner.rules.streaks``).
+        self.rate_limited = 0
         #: What the run sent on as it started: items sent back to a stage, items at a stage gone sent on,
         #: sub-items sent back to a stage inside their fan-out.
         self.rewound = stages.Rewound({}, {}, {})
@@ -187,11 +189,18 @@ class Engine:
         self.stopped_for, self.stop_kind = reason, kind
 
     def heed(self, verdict: Verdict) -> None:
-        """Keep what a verdict says of the run: its streaks, the quiet time a rate limit asked, a stop."""
-        self.streaks = verdict.streaks
+        """Keep what a verdict says of the run: the rate limits in a row, the quiet time a rate limit asked, a stop."""
+        self.rate_limited = verdict.rate_limited
         self.quiet_until = max(self.quiet_until, verdict.quiet_until)
         if verdict.stop is not None:
             self.stop_for_person(verdict.stop.reason, verdict.stop.kind)
+
+    def heed_streaks(self) -> None:
+        """After a save that moved the run's streaks: the stop they called for (this worker's save, or another's),
+        read back from the breaker the store opened, with its reason."""
+        control = self.control()
+        if control.breaker is BreakerState.OPEN and control.kind in STOPS and control.reason is not None:
+            self.stop_for_person(control.reason, control.kind)
 
     async def _work(self) -> None:
         try:

@@ -10,10 +10,14 @@
    poll (:class:`~runner.tasks.TaskDriver`);
 3. receive: the answer committed as ``received`` before anything reads it;
 4. judge (:func:`runner.rules.judge.judge`): completed, re-attempted later,
-   split or failed, the breaker's move, and whether the run must stop;
+   split or failed, the breaker's move, the move of the run's streaks, and
+   whether the run must stop;
 5. save: an answered call's verdict in the commit that starts the slot's
    next batch (when the gate and the worker's fair share of the run's
-   concurrency let one start now), any other alone.
+   concurrency let one start now), any other alone; so is a verdict whose
+   streak may stop the run (:func:`runner.rules.streaks.may_stop`): the store
+   decides the stop from the run's streaks, as all its workers moved them,
+   and the engine heeds it before any start.
 
 A slot is held for all of 1 to 5 (at most ``concurrency`` are), and released
 on success and failure alike.
@@ -29,7 +33,7 @@ from .. import budgets, pricing, protocol, usage
 from . import stages, worker
 from ..errors import StoreError, TaskUnreachable, TransportError, UpstreamError
 from ..providers import Answer, Provider, TaskResult
-from ..rules import charges, gate
+from ..rules import charges, gate, streaks
 from ..rules.judge import Answered, Finished, Lines, NotCreated, Verdict, judge, whole_answer_problem
 from ..model import Batch, BreakerState, FailureKind, Settlement, StartedItem
 
@@ -71,8 +75,12 @@ class Slot:
                 if settlement is None:
                     return
                 settled = (batch, settlement)
-                if not engine.formed:  # (batches a person confirmed are put first in line by every turn)
+                if streaks.may_stop(settlement.streak):  # saved alone: a stop it calls for is heeded before a start
                     await self._save(*settled)
+                    settled = None
+                if not engine.formed:  # (batches a person confirmed are put first in line by every turn)
+                    if settled is not None:
+                        await self._save(*settled)
                     await self._restate_budget(batch)  # the batch just saved stands in for the next
                     return
                 batch, step = engine.formed.popleft(), False
@@ -288,7 +296,7 @@ class Slot:
         engine = self.engine
         work = engine.work(batch.stage)
         verdict = judge(
-            batch.round, items, finished, check=work.check.problem, streaks=engine.streaks,
+            batch.round, items, finished, check=work.check.problem, rate_limited=engine.rate_limited,
             limits=work.stage.retry, now=engine.clock.now(), jitter=engine.rng.random(),
             started_closed=self.started_closed,
         )
@@ -311,6 +319,8 @@ class Slot:
             return split
 
         engine.formed.extend(await engine.steps.run(save))
+        if streaks.may_stop(settlement.streak):
+            engine.heed_streaks()
 
 
 def read_answer(batch_id: int, answer: Answer, items: list[StartedItem]) -> tuple[Answered, dict[int, str]]:
@@ -336,5 +346,5 @@ def settlement_of(verdict: Verdict) -> Settlement:
         completed=list(verdict.completed), retry=dict(verdict.retry), failed=dict(verdict.failed),
         gave_up=dict(verdict.gave_up), split=[list(ids) for ids in verdict.split], maybe_paid=set(verdict.maybe_paid),
         refused=set(verdict.refused), not_before=verdict.not_before, breaker=verdict.breaker,
-        quiet_until=verdict.quiet_until,
+        quiet_until=verdict.quiet_until, streak=verdict.streak,
     )

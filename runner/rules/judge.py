@@ -9,7 +9,7 @@ of these, and :func:`judge` gives its :class:`Verdict`:
 | an answer, some results valid          | those completed; only the invalid or missing re-attempted     |
 | an answer wholly invalid               | split in halves once, then single items; alone, re-attempted  |
 | every result invalid for one reason,   | the run stops for a person (``item_invalid``): the job and    |
-| three answers in a row                 | the model disagree, and every further call would pay for none |
+| three answers of the run in a row      | the model disagree, and every further call would pay for none |
 | transport failure (after its retries)  | re-attempted later; the breaker counts it                     |
 | rate limited (429)                     | re-attempted at the upstream's time, else after a back-off    |
 |                                        | that doubles with each 429 in a row, with jitter; a refusal,  |
@@ -37,9 +37,10 @@ whose refusals in a row reach ``max_refusals``, gives up instead (failed,
 retryable by a person; the store adds its tally of attempts and paid calls
 to the message). The judge never splits an item whose attempts are spent.
 
-Pure: what the run remembers between verdicts (:class:`Streaks`) comes in and
-the new value goes out with the verdict; the time and the jitter (a number
-in [0, 1) the engine drew) are passed in.
+Pure: how the call moves the run's streaks goes out with the verdict, the
+store applying it and deciding the stop (:mod:`runner.rules.streaks`); the
+worker's rate limits in a row come in and their new count goes out; the time
+and the jitter (a number in [0, 1) the engine drew) are passed in.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from ..model import FailureKind
 from . import splitting
 from .bounds import Backoff, bounded
 from .breaker import Control, Open, TransportFailure, after_success
+from .streaks import AllInvalid, Move, Refused, Reset, Stop, stopping
 
 MISSING_LINE = (
     "the finished task has no line for this item: it may have run and been billed; "
@@ -65,10 +67,6 @@ NEVER_CREATED = "the batch was never created upstream: it is sent again, which c
 TRANSIENT = (FailureKind.TRANSPORT, FailureKind.RATE_LIMITED)
 
 Check = Callable[[Any], str | None]
-
-#: Answers in a row whose every result is invalid for the same reason before the run stops for a person.
-INVALID_IN_A_ROW = 3
-
 
 class Started(Protocol):
     """An item of the batch, as it was started (``runner.store.StartedItem``)."""
@@ -84,19 +82,6 @@ class Started(Protocol):
 
     @property
     def refused_streak(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class Streaks:
-    """What the run remembers from one verdict to the next."""
-
-    #: Calls the upstream refused in a row for its rate limit: the back-off, when it gives no time, doubles with each.
-    rate_limited: int = 0
-    #: The gist of the last batch the upstream refused as a bad request, until an answer comes.
-    last_refusal: str | None = None
-    #: Answers in a row whose every result was invalid for the same reason, and that reason.
-    all_invalid: int = 0
-    last_invalid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,20 +114,13 @@ Finished = Answered | Lines | NotCreated | UpstreamError
 
 
 @dataclass(frozen=True)
-class Stop:
-    """Why the run must stop for a person: the failure's kind, and the reason to show."""
-
-    kind: FailureKind
-    reason: str
-
-
-@dataclass(frozen=True)
 class Verdict:
     """What a finished call means for each item, for the breaker and for the run.
 
     The store applies the items' part and the breaker's move in one
-    transaction (as a ``runner.store.Settlement``); the engine keeps
-    ``streaks``, waits out ``quiet_until`` and heeds ``stop``.
+    transaction (as a ``runner.store.Settlement``), with the move of the run's
+    streaks and the stop it calls for; the engine keeps ``rate_limited``,
+    waits out ``quiet_until`` and heeds ``stop``.
     """
 
     #: Items whose result passed the check: completed, with their saved output as the result.
@@ -162,10 +140,14 @@ class Verdict:
     not_before: float = 0.0
     #: How the call moves the breaker.
     breaker: Callable[[Control], Control] | None = None
-    #: The run's streaks after this call.
-    streaks: Streaks = Streaks()
+    #: How the call moves the run's streaks (None: it leaves them as they are).
+    streak: Move | None = None
+    #: The worker's calls the upstream refused in a row for its rate limit, after this call: the back-off, when the
+    #: upstream gives no time, doubles with each.
+    rate_limited: int = 0
     #: No batch of the run starts before this time (0: no quiet asked for).
     quiet_until: float = 0.0
+    #: The run stops for a person, whatever the streaks say (an unknown model, a refused key...).
     stop: Stop | None = None
 
 
@@ -175,7 +157,7 @@ def judge(
     finished: Finished,
     *,
     check: Check,
-    streaks: Streaks,
+    rate_limited: int,
     limits: Backoff,
     now: float,
     jitter: float,
@@ -186,27 +168,27 @@ def judge(
     ``check`` says what is wrong with one result, or None when it is valid; ``started_closed``: the call
     started while the breaker was closed (:func:`runner.rules.breaker.after_transport_failure`).
     """
-    verdict = _by_kind(split_round, items, finished, check, streaks, limits, now, jitter, started_closed)
+    verdict = _by_kind(split_round, items, finished, check, rate_limited, limits, now, jitter, started_closed)
     return bounded(verdict, items, limits)
 
 
-def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, check: Check, streaks: Streaks,
+def _by_kind(split_round: int, items: Sequence[Started], finished: Finished, check: Check, rate_limited: int,
              limits: Backoff, now: float, jitter: float, started_closed: bool) -> Verdict:
     """The verdict before the attempt bound."""
     if isinstance(finished, Answered):
         answered = _answered(split_round, items, finished, check, not_before=now + limits.backoff)
-        return _systematic(answered, streaks)
+        return _systematic(answered)
     if isinstance(finished, Lines):
-        return _lines(items, finished, check, streaks=streaks, not_before=now + limits.backoff)
+        return _lines(items, finished, check, rate_limited=rate_limited, not_before=now + limits.backoff)
     if isinstance(finished, NotCreated):
         return Verdict(retry={item.id: (FailureKind.TRANSPORT, finished.why) for item in items},
-                       not_before=now, streaks=streaks)
+                       not_before=now, rate_limited=rate_limited)
     limits = limits.of(finished.kind)
     not_before = now + (finished.retry_after if finished.retry_after is not None else limits.backoff)
     if isinstance(finished, BadRequest) and not finished.stops_run:
-        return _refused_request(split_round, items, finished, streaks=streaks, not_before=not_before)
-    return _failed(items, finished, streaks=streaks, not_before=not_before, limits=limits, now=now, jitter=jitter,
-                   started_closed=started_closed)
+        return _refused_request(split_round, items, finished, rate_limited=rate_limited, not_before=not_before)
+    return _failed(items, finished, rate_limited=rate_limited, not_before=not_before, limits=limits, now=now,
+                   jitter=jitter, started_closed=started_closed)
 
 
 def judge_saved(
@@ -251,17 +233,19 @@ def _answered(
         elif answer.problem is None:
             why = answer.contradictions.get(item.key, "the answer has no result for this id")
             retry[item.id] = (FailureKind.ITEM_INVALID, why)
-    return Verdict(completed=tuple(completed), retry=retry, split=halves, not_before=not_before, breaker=after_success)
+    return Verdict(completed=tuple(completed), retry=retry, split=halves, not_before=not_before, breaker=after_success,
+                   streak=Reset())
 
 
-def _systematic(verdict: Verdict, streaks: Streaks) -> Verdict:
-    """An answer whose every result is invalid for one reason, as the answers before it: the run stops.
+def _systematic(verdict: Verdict) -> Verdict:
+    """An answer whose every result is invalid for one reason: one more in the run's streak of them.
 
-    The same reason for every result (two or more) of :data:`INVALID_IN_A_ROW`
-    answers in a row says the job and the model disagree (a schema the model does not
-    follow, a check no answer passes): every further call would pay for
-    nothing, so the run stops for a person (breaker open, ``item_invalid``)
-    before every item has paid ``max_attempts`` calls.
+    The same reason for every result (two or more) of
+    :data:`runner.rules.streaks.INVALID_IN_A_ROW` answers in a row says the job
+    and the model disagree (a schema the model does not follow, a check no
+    answer passes): every further call would pay for nothing, so the run
+    stops for a person (breaker open, ``item_invalid``) before every item has
+    paid ``max_attempts`` calls.
     """
     whys = set(verdict.retry.values())
     if verdict.completed or verdict.split or len(whys) != 1 or len(verdict.retry) < 2:  # one item says little
@@ -269,12 +253,7 @@ def _systematic(verdict: Verdict, streaks: Streaks) -> Verdict:
     ((kind, reason),) = whys
     if kind is not FailureKind.ITEM_INVALID:
         return verdict
-    in_a_row = streaks.all_invalid + 1 if streaks.last_invalid == reason else 1
-    verdict = replace(verdict, streaks=Streaks(all_invalid=in_a_row, last_invalid=reason))
-    if in_a_row < INVALID_IN_A_ROW:
-        return verdict
-    return _stopping(verdict, FailureKind.ITEM_INVALID,
-                     f"{reason} (every result of {in_a_row} answers in a row: the job and the model disagree)")
+    return replace(verdict, streak=AllInvalid(reason))
 
 
 def _split_or_retry(
@@ -302,7 +281,7 @@ def _check(
         retry[item_id] = (FailureKind.ITEM_INVALID, problem)
 
 
-def _lines(items: Sequence[Started], lines: Lines, check: Check, *, streaks: Streaks, not_before: float) -> Verdict:
+def _lines(items: Sequence[Started], lines: Lines, check: Check, *, rate_limited: int, not_before: float) -> Verdict:
     """A finished task: its answered lines were billed; each item completes, waits or fails on its own."""
     completed: list[int] = []
     retry: dict[int, tuple[FailureKind, str]] = {}
@@ -325,56 +304,55 @@ def _lines(items: Sequence[Started], lines: Lines, check: Check, *, streaks: Str
             failed[item.id] = (FailureKind.NOT_FOUND, MISSING_LINE, True)
             maybe_paid.add(item.id)
     return Verdict(completed=tuple(completed), retry=retry, failed=failed, maybe_paid=frozenset(maybe_paid),
-                   refused=frozenset(refused), not_before=not_before, breaker=after_success, streaks=streaks)
+                   refused=frozenset(refused), not_before=not_before, breaker=after_success, rate_limited=rate_limited)
 
 
 def _refused_request(
-    split_round: int, items: Sequence[Started], exc: BadRequest, *, streaks: Streaks, not_before: float
+    split_round: int, items: Sequence[Started], exc: BadRequest, *, rate_limited: int, not_before: float
 ) -> Verdict:
     """A 400 (nothing ran, nothing billed): split to find the item refused; only one alone fails.
 
     A refusal that is not about the batch's content (an unknown model, say)
-    fails the batch at once; the same reason for two batches in a row
-    stops the run for a person: every further call would be refused too.
+    fails the batch at once; the same reason for two batches of the run in a
+    row stops it for a person (:func:`runner.rules.streaks.moved`): every
+    further call would be refused too.
     """
     refused = frozenset(item.id for item in items)
     if exc.parts and len(items) > 1:  # too large a file: by size, however often it was split
         return Verdict(split=splitting.parts([item.id for item in items], min(exc.parts, len(items))), refused=refused,
-                       not_before=not_before, streaks=streaks)
+                       not_before=not_before, rate_limited=rate_limited)
     if exc.splittable and splitting.can_split(split_round, items):
         return Verdict(split=splitting.halves_then_singles(split_round, [item.id for item in items]), refused=refused,
-                       not_before=not_before, streaks=streaks)
+                       not_before=not_before, rate_limited=rate_limited)
     failed = {item.id: (FailureKind.BAD_REQUEST, exc.message, not exc.splittable) for item in items}
     if exc.too_long:  # about these items alone: it says nothing of the next call
-        return Verdict(failed=failed, refused=refused, not_before=not_before, streaks=streaks)
-    verdict = Verdict(failed=failed, refused=refused, not_before=not_before,
-                      streaks=replace(streaks, last_refusal=exc.reason))
-    if streaks.last_refusal != exc.reason:
-        return verdict
-    return _stopping(verdict, FailureKind.BAD_REQUEST, f"{exc.message} (refused so twice in a row)")
+        return Verdict(failed=failed, refused=refused, not_before=not_before, rate_limited=rate_limited)
+    return Verdict(failed=failed, refused=refused, not_before=not_before, rate_limited=rate_limited,
+                   streak=Refused(exc.reason, exc.message))
 
 
 def _failed(
-    items: Sequence[Started], exc: UpstreamError, *, streaks: Streaks, not_before: float, limits: Backoff,
+    items: Sequence[Started], exc: UpstreamError, *, rate_limited: int, not_before: float, limits: Backoff,
     now: float, jitter: float, started_closed: bool,
 ) -> Verdict:
     """No usable answer: wait and re-attempt, or fail (and stop the run), by the failure's kind."""
     retry = {item.id: (exc.kind, exc.message) for item in items}
     if exc.kind is FailureKind.TRANSPORT:
-        return Verdict(retry=retry, not_before=not_before, streaks=streaks,
+        return Verdict(retry=retry, not_before=not_before, rate_limited=rate_limited,
                        breaker=TransportFailure(exc.message, started_closed))
     if exc.kind is FailureKind.RATE_LIMITED:
-        streaks = replace(streaks, rate_limited=streaks.rate_limited + 1)
-        until = now + _rate_limit_wait(exc.retry_after, streaks.rate_limited, limits, jitter)
-        return Verdict(retry=retry, refused=frozenset(retry), not_before=until, streaks=streaks, quiet_until=until)
+        rate_limited += 1
+        until = now + _rate_limit_wait(exc.retry_after, rate_limited, limits, jitter)
+        return Verdict(retry=retry, refused=frozenset(retry), not_before=until, rate_limited=rate_limited,
+                       quiet_until=until)
     failed = {item.id: (exc.kind, exc.message, exc.retryable or exc.stops_run) for item in items}
-    verdict = Verdict(failed=failed, not_before=not_before, streaks=streaks)
+    verdict = Verdict(failed=failed, not_before=not_before, rate_limited=rate_limited)
     return _stopping(verdict, exc.kind, exc.message) if exc.stops_run else verdict
 
 
 def _stopping(verdict: Verdict, kind: FailureKind, message: str) -> Verdict:
     """``verdict``, and the run stops for a person: every further call would fail alike; the breaker opens."""
-    stop = Stop(kind, f"{kind.value}: {message}")
+    stop = stopping(kind, message)
     return replace(verdict, breaker=Open(kind, stop.reason), stop=stop)
 
 

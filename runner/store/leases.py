@@ -73,9 +73,12 @@ class Leases(StoreBase):
             return _setup_role(conn, run, token, choose)
 
     def end_setup(self, run: str, *, token: str) -> None:
-        """The run is set up: the workers waiting go on."""
+        """The run is set up: the workers waiting go on, and its streaks start afresh (``runner.rules.streaks``): a
+        run started again counts its answers and refusals in a row from none, as when each worker kept its own."""
         with self.write() as conn:
             conn.execute("DELETE FROM setups WHERE run = ? AND token = ?", (run, token))
+            conn.execute("UPDATE runs SET last_refusal = NULL, all_invalid = 0, last_invalid = NULL WHERE name = ?",
+                         (run,))
 
     def beat(self, run: str, *, token: str, now: float) -> bool:
         """Renew a worker's heartbeat; False when another found it dead and took its batches over."""

@@ -24,7 +24,7 @@ from .migrations_shared_queues import SHARED_QUEUES
 from .migrations_archive import ARCHIVE
 from .migrations_reuse import REUSE
 from .migrations_inherited import INHERITED_RESULTS
-from .migrations_workers import HOLDS_BY_WORKER, WORKERS
+from .migrations_workers import HOLDS_BY_WORKER, STREAKS, WORKERS
 
 # Version 2: the lease is held by run name, taken before the run row exists;
 # a partial index counts the items held for confirmation; a person's controls:
@@ -240,4 +240,5 @@ UPGRADES: list[list[str] | Dialects] = [
     INHERITED_RESULTS,
     WORKERS,
     HOLDS_BY_WORKER,
+    STREAKS,
 ]

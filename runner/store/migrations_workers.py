@@ -22,6 +22,13 @@ by run: each worker of a run in a shared queue writes what it holds and has
 waiting in a row of its own, and the queue counts them all (two workers of
 one run no longer overwrite each other's hold). A worker joining the queue
 drops its run's rows left by workers gone from the run.
+
+Version 26: the run's streaks on its row (``runner.rules.streaks``): the
+gist of the last bad request no batch would pass (``last_refusal``), and the
+answers in a row whose every result was invalid for one reason
+(``all_invalid``, ``last_invalid``). Kept in memory by each worker before,
+they were its own; moved in the settlement's transaction now, they are the
+run's, whichever worker got the answer. A run upgraded starts with none.
 """
 
 from __future__ import annotations
@@ -69,3 +76,9 @@ HOLDS_BY_WORKER = Dialects(
     ],
     postgres=["ALTER TABLE queue_holds DROP CONSTRAINT queue_holds_pkey, ADD PRIMARY KEY (run_id, token)"],
 )
+
+STREAKS = [
+    "ALTER TABLE runs ADD COLUMN last_refusal TEXT",
+    "ALTER TABLE runs ADD COLUMN all_invalid BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE runs ADD COLUMN last_invalid TEXT",
+]

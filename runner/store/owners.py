@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..model import BatchState, Holder
+from ..rules.streaks import Streaks
 from . import items, takeovers
 from .database import Conn
 from .items import move
@@ -121,6 +122,11 @@ class Owners(Leases):
         """Until when a 429's Retry-After holds back every worker of the run (0: never)."""
         (row,) = self.rows("SELECT quiet_until FROM runs WHERE id = ?", [run_id])
         return float(row["quiet_until"])
+
+    def streaks(self, run_id: int) -> Streaks:
+        """What the answers and refusals of all the run's workers said in a row (``runner.rules.streaks``)."""
+        (row,) = self.rows("SELECT last_refusal, all_invalid, last_invalid FROM runs WHERE id = ?", [run_id])
+        return Streaks(row["last_refusal"], int(row["all_invalid"]), row["last_invalid"])
 
 
 def _take_over(conn: Conn, run_id: int, params: dict[str, object], dead: list[Holder], *, now: float) -> None:

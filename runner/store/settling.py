@@ -3,19 +3,22 @@
 The judge decided each item's end (:class:`runner.model.Settlement`);
 :func:`settle` makes it durable: the boundary between stages
 (:func:`runner.store.stages.pass_on`), re-attempts, failures and give-ups
-each by their move, a person's cancel that came meanwhile, the breaker's
-move (and a 429's quiet time: to the run's shared queue, if it has one),
-and the smaller batches a split formed (:func:`split_batch`).
+each by their move, a person's cancel that came meanwhile, the run's
+streaks' move (a stop they call for opens the breaker), the breaker's move
+(and a 429's quiet time: to the run's shared queue, if it has one), and the
+smaller batches a split formed (:func:`split_batch`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..model import Batch, BatchState, Settlement
 from ..rules import cancelling
-from . import items, queues, stages
+from ..rules.breaker import Open
+from . import items, queues, stages, streaks
 from .items import move, move_each
 from .database import Conn
 
@@ -68,6 +71,8 @@ def settle(conn: Conn, store: Store, batch_id: int, settlement: Settlement, now:
               params=[{**params, "id": i, "kind": kind, "message": message, "retryable": 1,
                        "not_before": settlement.not_before} for i, (kind, message) in settlement.gave_up.items()])
     conn.execute("UPDATE batches SET state = ?, finished_at = ? WHERE id = ?", (BatchState.DONE, now, batch_id))
+    if settlement.streak is not None and (stop := streaks.move(conn, batch_id, settlement.streak)) is not None:
+        settlement = replace(settlement, breaker=Open(stop.kind, stop.reason))
     if settlement.breaker is not None or settlement.quiet_until:  # else no breaker, quiet time or queue moves: no read
         (run_id,) = conn.execute("SELECT run_id FROM batches WHERE id = ?", (batch_id,)).fetchone()
         if settlement.quiet_until:  # every worker of the run holds back

@@ -28,7 +28,7 @@ from runner import control, lease, liveness, recovery, runs
 from runner.engine import Engine
 from runner.errors import RunError
 from runner.jobs import Job
-from runner.model import BreakerState, ItemState
+from runner.model import BreakerState, FailureKind, ItemState
 from runner.sim import Simulator
 from runner.store import Store, views
 
@@ -168,20 +168,22 @@ async def test_a_worker_that_joins_before_a_dead_workers_heartbeat_expires_takes
     assert outcome.status["counts"][ItemState.COMPLETED] == 8 and store.workers("test") == []
 
 
-class FirstTwoTogether:
-    """The simulator's hook that holds each of the first two calls until both arrived; the others pass."""
+class InPairs:
+    """The simulator's hook that holds each of the first ``held`` calls (all: None) until another arrived, and lets
+    the two go together; the others pass."""
 
-    def __init__(self) -> None:
-        self.both = threading.Barrier(2, timeout=PATIENCE)
+    def __init__(self, held: int | None = None) -> None:
+        self.pair = threading.Barrier(2, timeout=PATIENCE)
+        self.held = held
         self.calls = 0
         self._count = threading.Lock()
 
     def __call__(self, ids: list[str]) -> None:
         with self._count:
             self.calls += 1
-            first_two = self.calls <= 2
-        if first_two:
-            self.both.wait()
+            paired = self.held is None or self.calls <= self.held
+        if paired:
+            self.pair.wait()
 
 
 async def test_the_breaker_counts_transport_failures_in_a_row_across_the_workers_of_a_run(
@@ -189,7 +191,7 @@ async def test_the_breaker_counts_transport_failures_in_a_row_across_the_workers
 ) -> None:
     """Each of two workers (C = 2: a share of one each) has a call in flight; both fail together, one failure, the
     run's breaker probing; the one probe of the run, whichever worker sends it, fails: open, for both."""
-    with Simulator(on_request=(hook := FirstTwoTogether()), faults={"rules": [{"fault": "http_500"}]}).start() as sim:
+    with Simulator(on_request=(hook := InPairs(held=2)), faults={"rules": [{"fault": "http_500"}]}).start() as sim:
         job = make_job(tmp_path, sim.base_url, posts(20), max_items=2, concurrency=2, request_retries=0)
         with reopened(store) as other:
             clock = Paced()
@@ -199,6 +201,26 @@ async def test_the_breaker_counts_transport_failures_in_a_row_across_the_workers
     control = store.control(store.run_id("test"))
     assert (control.breaker, control.transport_failures) == (BreakerState.OPEN, 2)
     assert control.reason is not None and control.reason.startswith("2 consecutive transport failures, last: 500")
+
+
+async def test_three_answers_of_the_run_in_a_row_every_result_invalid_for_one_reason_stop_it_whichever_workers_got_them(
+    tmp_path: Path, store: Store
+) -> None:
+    """Two workers (C = 2: a call in flight each) get answers whose every result lacks its label, two at a time:
+    the first two are two of the run's streak, and the next two stop it (the second of them in flight already).
+    Counted per worker, each would have stopped at its own third: six calls paid, not four."""
+    with Simulator(on_request=(hook := InPairs())).start() as sim:
+        job = make_job(tmp_path, sim.base_url, posts(20), max_items=2, concurrency=2,
+                       check=lambda result: "result has no label")
+        with reopened(store) as other:
+            clock = Paced()
+            outcomes = await asyncio.gather(*(runs.execute(s, job, clock=clock) for s in (store, other)))
+    assert hook.calls == 4 and sorted(owners(store).values()) == [2, 2]
+    assert [(outcome.exit_code, outcome.stop_kind) for outcome in outcomes] == [(4, FailureKind.ITEM_INVALID)] * 2
+    control = store.control(store.run_id("test"))
+    assert (control.breaker, control.kind) == (BreakerState.OPEN, FailureKind.ITEM_INVALID)
+    assert control.reason == ("item_invalid: result has no label (every result of 4 answers in a row: the job and the "
+                              "model disagree)")
 
 
 def test_status_shows_each_worker_and_what_it_holds_when_several_work_the_run(tmp_path: Path, store: Store) -> None:

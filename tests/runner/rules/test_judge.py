@@ -18,12 +18,12 @@ from runner.rules.judge import (
     Lines,
     NotCreated,
     Stop,
-    Streaks,
     Verdict,
     judge,
     judge_saved,
     whole_answer_problem,
 )
+from runner.rules.streaks import AllInvalid, Move, Refused, Reset
 from runner.jobs import RetryLimits
 from runner.model import BreakerState, FailureKind
 
@@ -53,8 +53,8 @@ def labelled(result: Any) -> str | None:
 
 
 def verdict(finished: Finished, batch: list[Item] | None = None, *, split_round: int = 0,
-            streaks: Streaks = Streaks(), jitter: float = 0.5, limits: Limits = Limits()) -> Verdict:
-    return judge(split_round, items(4) if batch is None else batch, finished, check=labelled, streaks=streaks,
+            rate_limited: int = 0, jitter: float = 0.5, limits: Limits = Limits()) -> Verdict:
+    return judge(split_round, items(4) if batch is None else batch, finished, check=labelled, rate_limited=rate_limited,
                  limits=limits, now=NOW, jitter=jitter)
 
 
@@ -157,8 +157,8 @@ def test_a_400_a_smaller_batch_might_pass_splits_the_batch(
     split_round: int, size: int, split: tuple[tuple[int, ...], ...]
 ) -> None:
     refusal = errors.BadRequest("400 context_length_exceeded", splittable=True)
-    judged = verdict(refusal, items(size), split_round=split_round, streaks=Streaks(last_refusal=refusal.reason))
-    assert (judged.split, judged.failed, judged.retry, judged.stop) == (split, {}, {}, None)
+    judged = verdict(refusal, items(size), split_round=split_round)
+    assert (judged.split, judged.failed, judged.retry, judged.stop, judged.streak) == (split, {}, {}, None, None)
     assert judged.refused == frozenset(range(1, size + 1))
 
 
@@ -167,7 +167,7 @@ def test_a_400_fails_the_item_alone_or_once_it_can_be_split_no_more(split_round:
     refusal = errors.BadRequest("400 context_length_exceeded", splittable=True)
     judged = verdict(refusal, batch, split_round=split_round)
     assert judged.failed == {item.id: (FailureKind.BAD_REQUEST, refusal.message, False) for item in batch}
-    assert (judged.split, judged.stop, judged.streaks) == ((), None, Streaks(last_refusal=refusal.reason))
+    assert (judged.split, judged.stop, judged.streak) == ((), None, Refused(refusal.reason, refusal.message))
 
 
 @pytest.mark.parametrize("split_round, size, parts, split", [
@@ -197,18 +197,10 @@ def test_a_400_no_batch_would_pass_fails_the_batch_at_once_retryable_by_a_person
     assert judged.split == ()
 
 
-@pytest.mark.parametrize("before, stops", [
-    (Streaks(), False),
-    (Streaks(last_refusal="400 another refusal"), False),
-    (Streaks(rate_limited=3, last_refusal="# unknown parameter #"), True),
-])
-def test_the_same_400_twice_in_a_row_stops_the_run(before: Streaks, stops: bool) -> None:
-    refusal = errors.BadRequest("400 unknown parameter 7")
-    judged = verdict(refusal, items(2), streaks=before)
-    assert judged.streaks == Streaks(rate_limited=before.rate_limited, last_refusal="# unknown parameter #")
-    reason = "bad_request: 400 unknown parameter 7 (refused so twice in a row)"
-    assert judged.stop == (Stop(FailureKind.BAD_REQUEST, reason) if stops else None)
-    assert judged.breaker == (Open(FailureKind.BAD_REQUEST, reason) if stops else None)
+def test_a_400_no_batch_would_pass_moves_the_runs_streak_of_refusals_with_its_gist() -> None:
+    judged = verdict(errors.BadRequest("400 unknown parameter 7"), items(2), rate_limited=3)
+    assert judged.streak == Refused("# unknown parameter #", "400 unknown parameter 7")
+    assert (judged.rate_limited, judged.stop, judged.breaker) == (3, None, None)  # the store decides the stop
 
 
 @pytest.mark.parametrize("in_a_row, jitter, wait", [
@@ -218,26 +210,28 @@ def test_the_same_400_twice_in_a_row_stops_the_run(before: Streaks, stops: bool)
 def test_429_back_off_doubles_with_each_in_a_row_jittered_within_half_and_one_and_a_half(
     in_a_row: int, jitter: float, wait: float
 ) -> None:
-    judged = verdict(errors.RateLimited("429"), streaks=Streaks(rate_limited=in_a_row), jitter=jitter)
+    judged = verdict(errors.RateLimited("429"), rate_limited=in_a_row, jitter=jitter)
     assert judged.not_before == judged.quiet_until == pytest.approx(NOW + wait)
-    assert judged.streaks == Streaks(rate_limited=in_a_row + 1)
+    assert (judged.rate_limited, judged.streak) == (in_a_row + 1, None)
 
 
 def test_a_429_waits_the_time_the_upstream_gave_and_no_batch_starts_before_it() -> None:
-    judged = verdict(errors.RateLimited("429", retry_after=30), streaks=Streaks(rate_limited=5), jitter=0.9)
-    assert (judged.not_before, judged.quiet_until, judged.streaks.rate_limited) == (NOW + 30, NOW + 30, 6)
+    judged = verdict(errors.RateLimited("429", retry_after=30), rate_limited=5, jitter=0.9)
+    assert (judged.not_before, judged.quiet_until, judged.rate_limited) == (NOW + 30, NOW + 30, 6)
     assert verdict(errors.TransportError("503", retry_after=7)).not_before == NOW + 7
 
 
-@pytest.mark.parametrize("finished, after", [
-    (Answered({1: GOOD}), Streaks()),
-    (Answered({}, "empty answer"), Streaks()),
-    (Lines({1: GOOD}, answered={"k1"}), Streaks(4, "400 #")),
-    (NotCreated(), Streaks(4, "400 #")),
-    (errors.TransportError("503"), Streaks(4, "400 #")),
+@pytest.mark.parametrize("finished, streak, rate_limited", [
+    (Answered({1: GOOD}), Reset(), 0),
+    (Answered({}, "empty answer"), Reset(), 0),
+    (Lines({1: GOOD}, answered={"k1"}), None, 4),
+    (NotCreated(), None, 4),
+    (errors.TransportError("503"), None, 4),
 ])
-def test_an_answer_ends_the_streaks_and_nothing_else_does(finished: Finished, after: Streaks) -> None:
-    assert verdict(finished, streaks=Streaks(4, "400 #")).streaks == after
+def test_an_answer_ends_the_streaks_and_nothing_else_does(finished: Finished, streak: Move | None,
+                                                            rate_limited: int) -> None:
+    judged = verdict(finished, rate_limited=4)
+    assert (judged.streak, judged.rate_limited) == (streak, rate_limited)
 
 
 def test_a_task_judges_each_line_on_its_own() -> None:
@@ -313,23 +307,14 @@ def test_an_invalid_saved_output_gives_up_when_its_attempts_are_spent() -> None:
 NO_LABEL = Answered({1: {"note": "x"}, 2: {"note": "y"}})
 
 
-@pytest.mark.parametrize("before, answer, stops, after", [
-    (Streaks(), NO_LABEL, False, Streaks(all_invalid=1, last_invalid="result has no label")),
-    (Streaks(all_invalid=1, last_invalid="result has no label"), NO_LABEL, False,
-     Streaks(all_invalid=2, last_invalid="result has no label")),
-    (Streaks(all_invalid=2, last_invalid="result has no label"), NO_LABEL, True,
-     Streaks(all_invalid=3, last_invalid="result has no label")),
-    # Another reason starts the count again; a valid result, or one item alone, ends it.
-    (Streaks(all_invalid=2, last_invalid="another reason"), NO_LABEL, False,
-     Streaks(all_invalid=1, last_invalid="result has no label")),
-    (Streaks(all_invalid=2, last_invalid="result has no label"), Answered({1: {"label": "x"}, 2: {"note": "y"}}),
-     False, Streaks()),
-    (Streaks(all_invalid=2, last_invalid="result has no label"), Answered({1: {"note": "x"}}), False, Streaks()),
+@pytest.mark.parametrize("answer, streak", [
+    (NO_LABEL, AllInvalid("result has no label")),
+    # A valid result, or one item alone, ends the streak.
+    (Answered({1: {"label": "x"}, 2: {"note": "y"}}), Reset()),
+    (Answered({1: {"note": "x"}}), Reset()),
 ])
-def test_every_result_invalid_for_one_reason_three_answers_in_a_row_stops_the_run(
-    before: Streaks, answer: Answered, stops: bool, after: Streaks
+def test_every_result_invalid_for_one_reason_moves_the_runs_streak_of_such_answers(
+    answer: Answered, streak: Move
 ) -> None:
-    judged = verdict(answer, items(len(answer.results)), streaks=before)
-    assert judged.streaks == after
-    reason = "item_invalid: result has no label (every result of 3 answers in a row: the job and the model disagree)"
-    assert judged.stop == (Stop(ITEM_INVALID, reason) if stops else None)
+    judged = verdict(answer, items(len(answer.results)))
+    assert (judged.streak, judged.stop, judged.breaker) == (streak, None, after_success)  # the store decides the stop

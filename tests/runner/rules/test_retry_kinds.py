@@ -15,7 +15,7 @@ from runner import errors
 from runner.job_queue import KindRetry
 from runner.jobs import RetryLimits
 from runner.model import FailureKind
-from runner.rules.judge import Streaks, judge
+from runner.rules.judge import judge
 
 NOW = 1_000.0
 
@@ -29,7 +29,7 @@ class Item:
 
 
 def verdict(error: errors.UpstreamError, item: Item, limits: RetryLimits):  # type: ignore[no-untyped-def]
-    return judge(0, [item], error, check=lambda result: None, streaks=Streaks(), limits=limits, now=NOW, jitter=0.5)
+    return judge(0, [item], error, check=lambda result: None, rate_limited=0, limits=limits, now=NOW, jitter=0.5)
 
 
 #: Three tries in all, two more for a transport failure, one for a 429 in a row.

@@ -166,6 +166,8 @@ async def test_a_pipeline_store_of_schema_14_fills_what_passed_and_skipped_each_
                         for column in ("not_billed", "tokens_in", "tokens_out", "cost")),
                       "DROP TABLE workers", "DROP TABLE setups", "ALTER TABLE batches DROP COLUMN owner",
                       "ALTER TABLE runs DROP COLUMN quiet_until",
+                      *(f"ALTER TABLE runs DROP COLUMN {column}" for column in ("last_refusal", "all_invalid",
+                                                                              "last_invalid")),
                       "CREATE TABLE engines (run TEXT PRIMARY KEY, token TEXT NOT NULL, pid INTEGER NOT NULL, "
                       "host TEXT NOT NULL, started_at REAL NOT NULL, heartbeat_at REAL NOT NULL)",
                       "PRAGMA user_version = 14"):
