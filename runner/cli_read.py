@@ -16,6 +16,7 @@ import click
 
 from .cli_options import db_option, json_option, plain_errors
 from .cli_words import hint
+from .location import named
 from .model import ITEM_FAILURE_KINDS
 from .words import command as spelt, duration, go_on, plural
 
@@ -50,7 +51,7 @@ def status(name: str | None, db: str, as_json: bool) -> None:
             click.echo(json.dumps(statuses[0] if name else statuses, indent=2))
             return
         if not standings:
-            click.echo(f"no runs in {db}")
+            click.echo(f"no runs in {named(db)}")
             return
         for index, standing in enumerate(standings):
             if index:

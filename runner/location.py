@@ -2,17 +2,24 @@
 
 ``--db`` (and ``RUNNER_DB``) takes either; a URL is told by its scheme
 (``postgresql://`` or ``postgres://``). A URL is shown as
-``postgresql://user@host:port/dbname``: the password, and any other secret
-of the connection string, is never printed, logged or saved.
+``postgresql://user@host:port/dbname?options``: the password, and any other
+secret of the connection string, is never printed, logged or saved; its
+options (the schema it chooses, say) are shown, since they say which store.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 #: The schemes of a PostgreSQL URL.
 SCHEMES = ("postgresql://", "postgres://")
+#: The parameters of a URL never shown.
+SECRETS = {"password", "sslpassword"}
+#: The port at the end of a URL's host part (an IPv6 host in brackets), as written.
+PORT = re.compile(r"(?:\]|^[^\[\]]*?):([^:\]]*)$")
 
 
 #: Where a store is: a SQLite file's path, or a PostgreSQL URL (kept whole, password and all, to connect).
@@ -46,13 +53,22 @@ def files_beside(location: StoreLocation) -> Path:
 
 
 def shown(url: str) -> str:
-    """The URL as a person may see it: user, host, port and database, never the password or options (a URL shown
-    already is shown as it is)."""
+    """The URL as a person may see it: user, host, port, database and options, never a password (a URL shown
+    already is shown as it is); a port that is no number is shown as written, for the driver to refuse."""
     parts = urlsplit(url)
     user = f"{parts.username}@" if parts.username else ""
     host = parts.hostname or "localhost"
-    port = f":{parts.port}" if parts.port else ""
-    return f"postgresql://{user}{host}{port}{parts.path}"
+    port = PORT.search(parts.netloc.rpartition("@")[2])
+    options = urlencode([(key, value) for key, value in parse_qsl(parts.query, keep_blank_values=True)
+                         if key not in SECRETS])
+    return (f"postgresql://{user}{f'[{host}]' if ':' in host else host}{f':{port[1]}' if port else ''}{parts.path}"
+            f"{f'?{options}' if options else ''}")
+
+
+def given_by_environment(location: str | Path) -> bool:
+    """Whether ``RUNNER_DB`` names the store ``location``: a command run here finds it with no ``--db``."""
+    from_environment = os.environ.get("RUNNER_DB")
+    return bool(from_environment) and same_store(str(from_environment), location)
 
 
 def same_store(one: str | Path, other: str | Path) -> bool:
@@ -63,7 +79,8 @@ def same_store(one: str | Path, other: str | Path) -> bool:
     return Path(one).resolve() == Path(other).resolve()
 
 
-def _server_place(url: str) -> tuple[str, str, int, str, str]:
+def _server_place(url: str) -> tuple[str, str, str, str, str]:
     """A URL's user, host, port, database and options (a schema is chosen there), its password left out."""
-    parts = urlsplit(url)
-    return parts.username or "", parts.hostname or "localhost", parts.port or 5432, parts.path, parts.query
+    parts = urlsplit(shown(url))
+    port = PORT.search(parts.netloc.rpartition("@")[2])
+    return parts.username or "", parts.hostname or "localhost", port[1] if port else "5432", parts.path, parts.query

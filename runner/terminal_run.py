@@ -35,8 +35,14 @@ from .store.answers import time_left
 from .words import command, go_on, plural, resume
 
 
-#: Why a run stopped after one Ctrl-C.
+#: Why a run stopped after one Ctrl-C, or after a SIGTERM (``kill``, ``timeout``, ``docker stop``): a gentle stop.
 INTERRUPTED = "interrupted by Ctrl-C"
+TERMINATED = "asked to stop by SIGTERM"
+#: What the first of each signal stops the run for, and the words that say so.
+GENTLE_STOPS = {
+    signal.SIGINT: (INTERRUPTED, "Ctrl-C again cuts them short); Ctrl-C needs no resume"),
+    signal.SIGTERM: (TERMINATED, "a second SIGTERM or Ctrl-C cuts them short); it needs no resume"),
+}
 
 
 def waits(asked: bool | None) -> bool:
@@ -116,15 +122,18 @@ async def _run_watched(
         ))
         loop = asyncio.get_running_loop()
 
-        def interrupted() -> None:
-            loop.add_signal_handler(signal.SIGINT, task.cancel)
+        def interrupted(by: signal.Signals) -> None:
+            reason, words = GENTLE_STOPS[by]
+            for each in GENTLE_STOPS:
+                loop.add_signal_handler(each, task.cancel)
             for engine in engines:
-                engine.request_stop(INTERRUPTED)
-            console.print("[yellow]stopping:[/] the batches in flight finish first (Ctrl-C again cuts them short); "
-                          "Ctrl-C needs no resume; to go on later:", soft_wrap=True)
+                engine.request_stop(reason)
+            console.print(f"[yellow]stopping:[/] the batches in flight finish first ({words}; to go on later:",
+                          soft_wrap=True)
             console.print(escape(command("run", job.name, db=store.path)), soft_wrap=True)
 
-        loop.add_signal_handler(signal.SIGINT, interrupted)
+        for each in GENTLE_STOPS:
+            loop.add_signal_handler(each, interrupted, each)
         said, started = "", False
         while not task.done():
             await asyncio.wait({task}, timeout=0.2)
@@ -144,7 +153,8 @@ async def _run_watched(
                 if bar.disable and wait_for_person and not now.moving and now.text != said:
                     console.print(escape(now.text), soft_wrap=True)  # no bar: the log says once why the run waits
                 said = now.text
-    loop.remove_signal_handler(signal.SIGINT)
+    for each in GENTLE_STOPS:
+        loop.remove_signal_handler(each)
     return None if task.cancelled() else task.result()
 
 
@@ -217,7 +227,7 @@ def _next_steps(job: Job, outcome: Outcome, db: Path | str) -> list[str]:
         return []
     kind = outcome.stop_kind
     held_back = outcome.status["paused"] or outcome.status["breaker"]["state"] == "open"
-    if outcome.stopped_for == INTERRUPTED and not held_back:  # a Ctrl-C itself needs no resume
+    if outcome.stopped_for in (INTERRUPTED, TERMINATED) and not held_back:  # a gentle stop itself needs no resume
         return ["to go on:", again]
     if kind is FailureKind.BUDGET:
         return ["give it a larger budget (it goes on from there):", command("budget", name, "--max", "USD", db=db),

@@ -7,13 +7,14 @@ default one, so that the copy reads the store the hint came from.
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .location import named
+from .location import given_by_environment, is_url, named
 from .plurals import plural as plural
 
 if TYPE_CHECKING:
@@ -93,11 +94,19 @@ def unknown(what: str, word: str, known: Iterable[str]) -> str:
 
 
 def command(*words: str, db: str | Path) -> str:
-    """``runner WORDS``, with ``--db PATH`` unless ``db`` is the default store of the directory it runs in."""
+    """``runner WORDS``, with ``--db PATH`` unless a command run here finds the store ``db`` without it: it is the
+    one ``RUNNER_DB`` names, or (``RUNNER_DB`` unset) the directory's default store."""
     given = ["runner", *words]
-    if Path(db).absolute() != Path(DEFAULT_DB).absolute():
+    if not found_here(db):
         given += ["--db", named(db)]
     return shlex.join(given)
+
+
+def found_here(db: str | Path) -> bool:
+    """Whether a command run here finds the store ``db`` with no ``--db``."""
+    if os.environ.get("RUNNER_DB"):
+        return given_by_environment(db)
+    return not is_url(db) and Path(db).absolute() == Path(DEFAULT_DB).absolute()
 
 
 def resume(name: str, open_queue: str | None, *, db: str | Path) -> str:

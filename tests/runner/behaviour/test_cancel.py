@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from scenes import db_option, location_of
+from scenes import location_of
 from support import (
     KillAtFirstCall, StepClock, add_all, batch_job, commands_given, make_job, posts, runner_cli, write_jsonl,
 )
@@ -132,10 +132,10 @@ async def test_cancel_from_the_shell_says_what_it_did_and_how_to_send_the_items_
     retried = runner_cli("retry", "test", cwd=tmp_path)
     shown = runner_cli("status", "test", cwd=tmp_path)
     assert cancelled.stdout == ("3 items of run 'test' cancelled (failed, kind cancelled)\n"
-                                f"to send them again:\nrunner retry test --kind cancelled{db_option(store)}\n")
+                                "to send them again:\nrunner retry test --kind cancelled\n")
     assert again.stdout == "nothing to cancel: run 'test' has no unfinished item\n"
     assert retried.stdout == ("nothing to retry: run 'test' has no failed item\n3 items cancelled by a person are "
-                              f"retried only when named:\nrunner retry test --kind cancelled{db_option(store)}\n")
+                              "retried only when named:\nrunner retry test --kind cancelled\n")
     assert "cancelled by a person (3 items cancelled)" in shown.stdout
     assert runner_cli("retry", "test", "--kind", "cancelled", cwd=tmp_path).returncode == 0
     assert set(by_state(store).values()) == {"pending"}

@@ -244,25 +244,42 @@ def said_stopping(cli: subprocess.Popen[str]) -> str:
     raise AssertionError("the CLI never said it was stopping")
 
 
-def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:
+def gently_stopped(tmp_path: Path, by: signal.Signals) -> tuple[int, str, str, int]:
+    """``runner run`` sent ``by`` once its first call is with the upstream, which then answers it: its exit code,
+    the line it said it was stopping with, the rest of its stderr, and how many calls it made."""
     upstream = HeldCalls(1)
     with Simulator(on_request=upstream).start() as sim:
         cli = interrupted_run(tmp_path, sim)
         assert upstream.arrived.wait(timeout=30)
-        cli.send_signal(signal.SIGINT)
+        cli.send_signal(by)
         stopping = said_stopping(cli)  # an event, not a time: no call is answered before the engine heard it
         upstream.release.set()
         assert cli.stderr is not None
         stderr = cli.stderr.read()
         cli.wait(timeout=60)
         cli.stderr.close()
-        sent = sim.ledger.snapshot()["requests"]
+        return cli.returncode, stopping, stderr, sim.ledger.snapshot()["requests"]
+
+
+def test_ctrl_c_lets_the_calls_in_flight_finish_then_exits_4(tmp_path: Path) -> None:
+    code, stopping, stderr, sent = gently_stopped(tmp_path, signal.SIGINT)
     rows = item_rows(tmp_path / "runs.db")
-    assert cli.returncode == 4, stderr
+    assert code == 4, stderr
     assert stopping == ("stopping: the batches in flight finish first (Ctrl-C again cuts them short); "
                         "Ctrl-C needs no resume; to go on later:\n")
     assert stderr.startswith("runner run test\n"), "the command alone on the line after the stopping line"
     assert "stopped: interrupted by Ctrl-C\nto go on:\nrunner run test\n" in stderr
+    assert {state for state, _, _ in rows.values()} == {ItemState.COMPLETED, ItemState.PENDING}
+    assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent
+
+
+def test_a_sigterm_stops_the_run_as_gently_as_a_ctrl_c_holding_nothing(tmp_path: Path) -> None:
+    code, stopping, stderr, sent = gently_stopped(tmp_path, signal.SIGTERM)  # kill, timeout, docker stop
+    rows = item_rows(tmp_path / "runs.db")
+    assert code == 4, stderr
+    assert stopping == ("stopping: the batches in flight finish first (a second SIGTERM or Ctrl-C cuts them short); "
+                        "it needs no resume; to go on later:\n")
+    assert "stopped: asked to stop by SIGTERM\nto go on:\nrunner run test\n" in stderr
     assert {state for state, _, _ in rows.values()} == {ItemState.COMPLETED, ItemState.PENDING}
     assert sum(state == ItemState.COMPLETED for state, _, _ in rows.values()) == 25 * sent
 

@@ -15,6 +15,7 @@ from postgres_server import fresh_schema
 from scenes import every_row
 from support import ROOT, posts, runner_cli, write_jsonl
 
+from runner.location import shown
 from runner.sim import Simulator
 from runner.store import Store
 
@@ -49,6 +50,14 @@ def test_run_status_failures_and_export_on_a_postgresql_store_and_its_password_i
     said = [result.stdout + result.stderr for result in (ran, status, failures, exported)]
     assert [password in text for text in said] == [False] * 4
     assert [table for table, kept in rows.items() if any(password in row for row in kept)] == []
+
+
+def test_a_postgresql_store_with_no_run_is_named_without_its_password(tmp_path: Path, pg_server: str) -> None:
+    with fresh_schema(pg_server) as url:
+        Store(url).close()
+        said = runner_cli("status", "--db", url, cwd=tmp_path)
+    assert (said.returncode, said.stdout, said.stderr) == (0, f"no runs in {shown(url)}\n", "")
+    assert urlsplit(pg_server).password not in said.stdout
 
 
 def test_a_store_url_without_the_postgres_extra_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from scenes import db_option
 from support import runner_cli
 
 from runner import control, export, runs
@@ -128,5 +127,5 @@ async def test_a_retry_of_one_stage_that_finds_only_cancelled_items_there_names_
     at_classify = runner_cli("retry", "triage", "--stage", "classify", cwd=tmp_path)
     assert at_review.stdout == ("nothing to retry: run 'triage' has no failed item at stage review\n2 items cancelled "
                                 "by a person are retried only when named:\n"
-                                f"runner retry triage --kind cancelled --stage review{db_option(store)}\n")
+                                "runner retry triage --kind cancelled --stage review\n")
     assert at_classify.stdout == "nothing to retry: run 'triage' has no failed item at stage classify\n"

@@ -13,7 +13,6 @@ import dataclasses
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from scenes import db_option
 from support import make_job, posts, runner_cli
 from test_cli_confirm import answered
 
@@ -234,13 +233,13 @@ async def test_runner_run_says_what_its_changed_schema_refuses_and_ends_with_the
     assert ran.returncode == 3, ran.stderr
     assert sim.ledger.snapshot()["requests"] == 0
     said = " ".join(ran.stderr.split())
-    assert (f"stage classify: only its output schema changed; saved outputs checked again with no call: "
+    assert ("stage classify: only its output schema changed; saved outputs checked again with no call: "
             f"{12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items now invalid failed, "
             "not sent again: they were answered") in said
     assert said.endswith(f"{len(praised)} items at stage classify failed as invalid: the changed output schema "
                          "refuses their saved answer; not sent again, as they were answered (it may repeat a charge); "
                          "to see the priced plan and send them: runner retry triage --kind item_invalid --stage "
-                         f"classify{db_option(store)}")
+                         "classify")
 
 
 async def test_revalidate_of_a_job_file_shows_the_plan_against_the_file_s_schema_before_anything_changes(
@@ -258,7 +257,7 @@ async def test_revalidate_of_a_job_file_shows_the_plan_against_the_file_s_schema
     assert states(store) == before
     agreed = runner_cli("revalidate", "pipeline.toml", "--yes", cwd=tmp_path)
     assert agreed.returncode == 0, agreed.stderr
-    assert agreed.stdout.endswith(f"to go on with the job file:\nrunner run pipeline.toml{db_option(store)}\n")
+    assert agreed.stdout.endswith("to go on with the job file:\nrunner run pipeline.toml\n")
     assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
 
 

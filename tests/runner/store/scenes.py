@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import shlex
 import sqlite3
 import subprocess
 import sys
@@ -170,12 +169,6 @@ def location_of(store: Store) -> str:
 def db_named(store: Store) -> str:
     """The test's store as the CLI names it in its folder: ``runs.db``, or its URL without the password."""
     return "runs.db" if store.dialect == "sqlite" else str(store.path)
-
-
-def db_option(store: Store) -> str:
-    """What a command the CLI suggests adds to name the test's store: nothing for ``runs.db`` (the default in the
-    test's folder), else `` --db URL`` (no password)."""
-    return "" if store.dialect == "sqlite" else f" --db {shlex.quote(str(store.path))}"
 
 
 def reopened(store: Store, *, read_only: bool = False) -> Store:
