@@ -25,7 +25,7 @@ from .transactions import Transactions, busy
 if TYPE_CHECKING:
     import psycopg
 
-NO_DRIVER = "PostgreSQL needs the postgres extra: pip install 'runner[postgres]'"
+NO_DRIVER = "PostgreSQL needs the postgres extra (the psycopg driver): pip install -e '.[postgres]' in runner's folder"
 NO_STORE = "no run store here (runner run or runner demo makes one)"
 
 #: The tables of the connection's schema, to tell a run store from another program's database.

@@ -67,7 +67,8 @@ def test_a_store_url_without_the_postgres_extra_is_refused_in_one_line(tmp_path:
     refused = runner_cli("status", "--db", "postgresql://runner:secret@127.0.0.1:5432/runs", cwd=tmp_path,
                          env={"PYTHONPATH": str(missing)})
     assert (refused.returncode, refused.stdout, refused.stderr) == (
-        1, "", "error: PostgreSQL needs the postgres extra: pip install 'runner[postgres]'\n")
+        1, "", "error: PostgreSQL needs the postgres extra (the psycopg driver): pip install -e '.[postgres]' in "
+               "runner's folder\n")
 
 
 def test_a_server_that_refuses_the_connection_is_named_without_the_password(tmp_path: Path) -> None:
