@@ -11,12 +11,11 @@ it moves none (``items`` 0), so the events still account for every item.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..model import Holder
-from ..words import plural
+from ..words import clock, plural
 from .database import Conn
 
 #: The kind of the event that says a worker was found dead and its batches taken over.
@@ -46,14 +45,14 @@ def tell(conn: Conn, run_id: int, dead: Sequence[Holder], before: Holdings, afte
     takeover), in the caller's transaction."""
     held = {worker.token: [(was, after[batch]) for batch, was in before.items() if was["owner"] == worker.token]
             for worker in dead}
-    conn.executemany(SAID, [(run_id, now, KIND, said(worker, held[worker.token])) for worker in dead])
+    conn.executemany(SAID, [(run_id, now, KIND, said(worker, held[worker.token], now=now)) for worker in dead])
 
 
-def said(worker: Holder, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> str:
+def said(worker: Holder, batches: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], *, now: float) -> str:
     """A dead worker's event in words: ``host:pid stopped beating at 14:02:11; its 2 batches taken over: 3 items
-    back to pending, 4 held for confirmation`` (what none became of, unsaid); the time is this machine's."""
-    beat = time.strftime("%H:%M:%S", time.localtime(worker.heartbeat_at))
-    head = f"{worker.host}:{worker.pid} stopped beating at {beat}"
+    back to pending, 4 held for confirmation`` (what none became of, unsaid); the time is this machine's (with
+    its date when not the day of ``now``, the takeover's)."""
+    head = f"{worker.host}:{worker.pid} stopped beating at {clock(worker.heartbeat_at, now=now)}"
     if not batches:
         return f"{head}; it held no batch"
     pending = sum(was["items"] - left["items"] for was, left in batches)
