@@ -30,6 +30,14 @@ def pg_server() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(autouse=True)
+def no_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test prints as to no terminal (nothing wraps) unless it says a width: pytest-xdist's workers are given
+    ``COLUMNS=80``, which tables and captions read, and the tests' ``runner`` processes would inherit."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture
 def sim() -> Iterator[Simulator]:
     with Simulator().start() as simulator:
