@@ -20,7 +20,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from . import item_rows, lease
+from . import item_rows, lease, revalidating
 from .errors import InputChanged, RunError
 from .inputs import Fingerprint
 from .item_rows import ItemRow
@@ -60,18 +60,19 @@ def prepare(
 
     total = item_rows.check(job, every=checked)
     _to_pipeline(store, job, now)
+    given = revalidating.until_revalidated(store.job(job.name) if job.name in store.run_names() else None, job)
     preparing, added = Preparing(), 0
     read = chunks(item_rows.rows(job), chunk_rows)
     chunk = next(read, [])
     for following in read:
         unchanged(job, source)
-        store.add_items(job, chunk, preparing, now=now(), lease=held)
+        store.add_items(given, chunk, preparing, now=now(), lease=held)
         added += len(chunk)
         if adding is not None:
             adding(added, total)
         chunk = following
     unchanged(job, source)
-    store.add_items(job, chunk, preparing, now=now(), lease=held, last=True, source=source)
+    store.add_items(given, chunk, preparing, now=now(), lease=held, last=True, source=source)
     return preparing.run_id
 
 

@@ -134,14 +134,15 @@ def priced(
     return revalidation, rerun_plans.revalidate_plan(store, revalidation.run_id, *revalidation.resent())
 
 
-def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool) -> Plan:
+def apply(store: RunStore, revalidation: Revalidation, *, now: float, again: bool, setting_up: bool = False) -> Plan:
     """Make a revalidation durable; the results now invalid are sent again with ``again`` (a person agreed: they
     may repeat a charge), else failed there as invalid, their answer kept, for a person's retry; the run's job
     takes the schemas checked against (:meth:`Revalidation.run_job`) in the last transaction. Refused while live
-    workers run the run: they would check what it sends again against the schemas they have. Returns the plan
-    as applied."""
+    workers run the run: they would check what it sends again against the schemas they have; not ``setting_up``,
+    by the worker that sets the run up while the others wait for it. Returns the plan as applied."""
     job, done, run_job = revalidation.job, [], revalidation.run_job()
-    refuse_while_worked(store, revalidation, now=now)
+    if not setting_up:
+        refuse_while_worked(store, revalidation, now=now)
     for at, work in enumerate(revalidation.works, 1):
         invalid = work.sorted.again
         store.revalidated(
@@ -192,16 +193,36 @@ def schema_only_changes(was: Job, job: Job) -> list[str]:
     return changed
 
 
+def _revalidated_on_run(was: Job, job: Job) -> list[str]:
+    """The stages a run of ``was`` given ``job`` revalidates as it starts (:func:`after_schema_change`)."""
+    return [] if any(stage.fan_out for stage in job.stages) else schema_only_changes(was, job)
+
+
+def until_revalidated(was: Job | None, job: Job) -> Job:
+    """The job a run of ``was`` is given as its input is read (:mod:`runner.preparing`): ``job``, but each stage
+    whose only change is its output schema keeps the run's schema; the run takes the new one with its revalidation
+    (:func:`after_schema_change`), in that revalidation's last transaction. Given it before, a run stopped between
+    the two (killed; a notebook's ``start``, which reads the input before its engine runs) would find its job
+    unchanged and send every answered item again."""
+    changed = [] if was is None else _revalidated_on_run(was, job)
+    if was is None or not changed:
+        return job
+    stages = tuple(dataclasses.replace(stage, output_schema=was.stage(stage.name).output_schema)
+                   if stage.name in changed else stage for stage in job.stages)
+    return dataclasses.replace(job, output_schema=was.output_schema, stages=stages)
+
+
 def after_schema_change(store: RunStore, run_id: int, was: Job, job: Job, *, now: float) -> dict[str, StagePlan]:
-    """A run started again whose stages changed only their output schema: each revalidated at once, with no
-    person to agree to a charge again: its results now invalid are not sent but failed as invalid, for a person's
-    retry (:func:`refused_lines`). Stage -> what was done."""
-    changed = schema_only_changes(was, job)
-    if not changed or any(stage.fan_out for stage in job.stages):
+    """A run started again whose stages changed only their output schema (``was``: the job the run has): each
+    revalidated at once, with no person to agree to a charge again: its results now invalid are not sent but failed
+    as invalid, for a person's retry (:func:`refused_lines`); the run takes ``job``'s schemas in the same
+    transaction as the last of it. Stage -> what was done."""
+    changed = _revalidated_on_run(was, job)
+    if not changed:
         return {}
     works = tuple(_sorted(store, run_id, job, job.stage(name)) for name in changed)
-    revalidation = Revalidation(job.name, run_id, job, Plan(), works)
-    return {done.stage: done for done in apply(store, revalidation, now=now, again=False).stages}
+    revalidation = Revalidation(job.name, run_id, job, Plan(), works, given=was)
+    return {done.stage: done for done in apply(store, revalidation, now=now, again=False, setting_up=True).stages}
 
 
 def _chosen(job: Job, stage: str | None) -> Sequence[Stage]:

@@ -164,18 +164,17 @@ async def test_revalidate_in_a_script_shows_the_plan_and_changes_nothing_without
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     praised = await praised_after_a_wide_run(tmp_path, sim, store)
-    narrow = job(tmp_path, sim.base_url, NARROW)
-    runs.prepare(store, narrow, now=10.0)  # the run given the narrow schema, its engine not started: no revalidation
+    job(tmp_path, sim.base_url, NARROW)  # the file edited
     before = states(store)
-    asked = runner_cli("revalidate", "triage", cwd=tmp_path)
+    asked = runner_cli("revalidate", "pipeline.toml", cwd=tmp_path)
     assert asked.returncode == 1
     # counted by item over both stages; the results kept cost no call
     assert asked.stdout.startswith(f"plan: 12 items · {12 - len(praised)} charge-safe (est. $0.0000) · "
                                    f"{len(praised)} may be billed again (cost unknown)\n")
     assert f"{len(praised)} items would be sent again: may repeat a charge" in asked.stdout
-    assert "runner revalidate triage" in asked.stderr and "--yes" in asked.stderr
+    assert "runner revalidate pipeline.toml" in asked.stderr and "--yes" in asked.stderr
     assert states(store) == before
-    agreed = runner_cli("revalidate", "triage", "--stage", "classify", "--yes", cwd=tmp_path)
+    agreed = runner_cli("revalidate", "pipeline.toml", "--stage", "classify", "--yes", cwd=tmp_path)
     assert agreed.returncode == 0, agreed.stderr
     assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
 
@@ -184,8 +183,8 @@ async def test_a_revalidation_not_asked_about_says_what_it_did_not_what_it_would
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     praised = await praised_after_a_wide_run(tmp_path, sim, store)
-    runs.prepare(store, job(tmp_path, sim.base_url, NARROW), now=10.0)
-    agreed = runner_cli("revalidate", "triage", "--stage", "classify", "--yes", cwd=tmp_path)
+    job(tmp_path, sim.base_url, NARROW)
+    agreed = runner_cli("revalidate", "pipeline.toml", "--stage", "classify", "--yes", cwd=tmp_path)
     assert agreed.returncode == 0, agreed.stderr
     assert (f"stage classify: {12 - len(praised)} results still valid kept (charge-safe); {len(praised)} items sent "
             "again: may repeat a charge, they were answered") in agreed.stdout.splitlines()
@@ -271,12 +270,27 @@ async def test_revalidate_on_a_terminal_asks_and_a_no_changes_nothing(
     tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     praised = await praised_after_a_wide_run(tmp_path, sim, store)
-    runs.prepare(store, job(tmp_path, sim.base_url, NARROW), now=10.0)
+    job(tmp_path, sim.base_url, NARROW)
     before = states(store)
-    declined = answered("n", "revalidate", "triage", cwd=tmp_path)
+    declined = answered("n", "revalidate", "pipeline.toml", cwd=tmp_path)
     assert (declined.returncode, declined.stderr) == (1, "error: nothing was changed\n")
     assert f"send {len(praised)} items of 'triage' again (may repeat a charge)?" in declined.stdout
     assert states(store) == before
-    agreed = answered("y", "revalidate", "triage", cwd=tmp_path)
+    agreed = answered("y", "revalidate", "pipeline.toml", cwd=tmp_path)
     assert agreed.returncode == 0, agreed.stderr
     assert {key for key, state in states(store).items() if state == ("pending", "classify")} == set(praised)
+
+
+async def test_a_run_stopped_after_reading_its_input_with_a_changed_schema_still_sends_no_answered_item_again(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
+    praised = await praised_after_a_wide_run(tmp_path, sim, store)
+    narrow = job(tmp_path, sim.base_url, NARROW)
+    # What a run killed once its input was read leaves, and what a notebook's start does before its engine runs.
+    runs.prepare(store, narrow, now=10.0)
+    sim.ledger.reset()
+    narrowed = await runs.execute(store, narrow, read_input=False)
+    assert sim.ledger.snapshot()["requests"] == 0
+    assert narrowed.revalidated == {"classify": StagePlan("classify", restamped=12 - len(praised),
+                                                          refused=len(praised))}
+    assert {key for key, state in states(store).items() if state == ("failed", "classify")} == set(praised)
