@@ -15,12 +15,20 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from typing import TYPE_CHECKING
+
 from . import liveness
 from .errors import RunError
 from .liveness import LEASE_SECONDS
 from .model import Holder
 from .store.leases import Role
 from .store.protocol import RunStore
+
+if TYPE_CHECKING:
+    from .jobs import Job
+
+#: Seconds between two looks at whether the worker setting the run up is done.
+SETUP_POLL_SECONDS = 0.5
 
 
 def join(store: RunStore, run: str, *, token: str, now: float) -> Role:
@@ -76,3 +84,22 @@ def alive(store: RunStore, run: str, *, now: float) -> bool:
 def judged_at(now: float) -> Callable[[Holder], bool]:
     """Whether a worker lives, judged at ``now``."""
     return lambda worker: liveness.lives(worker, now)
+
+
+def job_once_made(
+    store: RunStore, run: str, *, now: Callable[[], float], sleep: Callable[[float], object],
+    waiting: Callable[[Holder], object],
+) -> Job:
+    """The job of the run named ``run``. A run not made yet that a live worker joined (reading its input, on this
+    machine or another, before the run has its first items) is waited for, ``waiting`` told of that worker once;
+    with no such worker, refused as no run of that name."""
+    told = False
+    while run not in store.run_names():
+        living = [worker for worker in store.workers(run) if liveness.lives(worker, now())]
+        if not living:
+            break
+        if not told:
+            waiting(living[0])
+            told = True
+        sleep(SETUP_POLL_SECONDS)
+    return store.job(run)

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 #: Seconds between two heartbeats of a worker.
 HEARTBEAT_SECONDS = 2.0
-#: Seconds between two looks at whether the worker setting the run up is done.
-SETUP_POLL_SECONDS = 0.5
 TAKEN_OVER = "another worker found this one dead (its heartbeat was late) and took its batches over"
 
 
@@ -40,7 +38,7 @@ async def role(engine: Engine, joined: Role) -> Role:
     """Wait while another live worker sets the run up (``joined``: as the engine joined); then set it up, or join
     the workers at work."""
     while joined is Role.WAIT:
-        await engine.clock.sleep(SETUP_POLL_SECONDS)
+        await engine.clock.sleep(lease.SETUP_POLL_SECONDS)
         beat(engine)
         joined = lease.set_up(engine.store, engine.job.name, token=engine.token, now=engine.clock.now())
     return joined

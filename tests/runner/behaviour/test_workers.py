@@ -24,7 +24,7 @@ import pytest
 from scenes import engine_row, location_of, reopened
 from support import PATIENCE, ROOT, Paced, Requests, StepClock, make_job, posts, runner_cli, until, write_jsonl
 
-from runner import control, lease, liveness, recovery, runs
+from runner import control, lease, liveness, preparing, recovery, runs
 from runner.engine import Engine
 from runner.errors import RunError
 from runner.jobs import Job
@@ -245,6 +245,27 @@ def test_a_worker_whose_run_ends_while_another_still_runs_it_says_so_in_its_fina
     assert ended.returncode == 0, ended.stderr
     assert "engine alive: another worker still runs it" in ended.stdout
     assert views.standing(store, "test", now=time.time()).counts[ItemState.COMPLETED] == 6
+
+
+def test_a_worker_started_by_name_while_another_reads_the_input_waits_for_the_run_and_joins_it(
+    tmp_path: Path, store: Store, sim: Simulator
+) -> None:
+    lease.join(store, "test", token="reading", now=time.time())  # a worker of this very process, reading its input
+    second = runner_process("run", "test", "--no-wait", cwd=tmp_path)
+    assert second.stderr is not None
+    assert second.stderr.readline().startswith(f"run 'test' is being set up by another worker (pid {os.getpid()} ")
+    preparing.prepare(store, make_job(tmp_path, sim.base_url, posts(6)), lease_token="reading", now=time.time)
+    store.end_setup("test", token="reading")
+    lease.release(store, "test", token="reading")
+    _, said = second.communicate(timeout=PATIENCE)
+    assert second.returncode == 0, said
+    assert sim.ledger.snapshot()["billed"] == {f"p{i:03d}": 1 for i in range(6)}
+
+
+def test_a_run_by_name_that_no_worker_is_setting_up_is_refused_at_once(tmp_path: Path, store: Store) -> None:
+    refused = runner_cli("run", "test", cwd=tmp_path)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: no run named 'test' in ")
+    assert refused.stderr.endswith(" (runs: none)\n") and refused.stderr.count("\n") == 1
 
 
 async def test_a_worker_whose_job_differs_from_the_one_its_run_is_worked_with_is_refused_as_it_joins(
