@@ -19,16 +19,18 @@ from tui.widgets import WorkerTable
 HERE = f"{liveness.this_host()}:{os.getpid()}"
 
 
-def crew(folder: Path, *, dead: bool = True) -> Path:
-    """Run ``crew`` of 24 items in batches of 4: two workers of this process at work, holding two batches and one;
-    and (``dead``) one on another host whose heartbeat stopped 40 s ago, holding one batch."""
+def crew(folder: Path, *, dead: bool = True, groups: int = 1, third: bool = False) -> Path:
+    """Run ``crew`` of 24 items in ``groups`` groups, in batches of 4: two workers of this process at work, holding
+    two batches and one (and a ``third``, one); and (``dead``) one on another host whose heartbeat stopped 40 s
+    ago, holding one batch."""
     db = folder / "runs.db"
     with Store(db) as store:
-        hand = Hand(store, job(folder, "crew", 24, groups=1, max_items=4, concurrency=4), NOW - 100)
+        hand = Hand(store, job(folder, "crew", 24, groups=groups, max_items=4, concurrency=4), NOW - 100)
         no_engine(store, "crew")
-        for token in ("first", "second"):
+        live = ["first", "second", *(["third"] if third else [])]
+        for token in live:
             lease.join(store, "crew", token=token, now=NOW - 1)
-        holders = ["first", "first", "second"]
+        holders = ["first", *live]
         if dead:
             engine_row(store, "crew", "gone", pid=4242, host="elsewhere", started_at=NOW - 90, heartbeat_at=NOW - 40)
             holders.append("gone")
@@ -42,16 +44,18 @@ def rows(table: WorkerTable) -> list[list[str]]:
     return [[str(cell).strip() for cell in table.get_row_at(i)] for i in range(table.row_count)]
 
 
-async def test_the_run_screen_lists_each_of_several_workers_and_what_it_holds_within_80x24(tmp_path: Path) -> None:
-    app = RunnerApp(crew(tmp_path), "crew", clock=lambda: NOW)
+async def test_the_run_screen_lists_each_of_several_workers_and_what_it_holds_in_sight_at_80x24(tmp_path: Path) -> None:
+    # A year by month: the groups fill what the panel leaves of the screen.
+    app = RunnerApp(crew(tmp_path, groups=12, third=True), "crew", clock=lambda: NOW)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, RunScreen)
         table = app.screen.query_one(WorkerTable)
         assert table.display and whole_width(table)
+        assert table.region.height == table.row_count + 1 and table.region.bottom <= 24 - 1  # above the keys' line
         assert [(row[0], row[3], row[4]) for row in rows(table)] == [
-            ("elsewhere:4242", "1", "4"), (HERE, "2", "8"), (HERE, "1", "4")]
-        assert any("engine alive (2 workers)" in line for line in shown(app.screen.query_one("#run-panel")))
+            ("elsewhere:4242", "1", "2"), (HERE, "2", "4"), (HERE, "1", "2"), (HERE, "1", "2")]  # a group's 2 items
+        assert any("engine alive (3 workers)" in line for line in shown(app.screen.query_one("#run-panel")))
 
 
 async def test_a_worker_whose_heartbeat_stopped_is_shown_dead_with_what_it_still_holds(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""One run: its counts as a bar and by group, its workers when several, the breaker, batches in flight, the event log,
+"""One run: its counts as a bar, its workers when several, its counts by group, the breaker, batches in flight, the event log,
 and its controls."""
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ class RunScreen(StoreScreen[RunView]):
             yield RunPanel(id="run-panel")
             yield StateBar(id="bar")
             yield StageTable(id="stages")
-        yield GroupTable(id="groups")
         yield WorkerTable(id="workers")
+        yield GroupTable(id="groups")
         yield Static("batches in flight", id="batches-title", classes="title")
         yield BatchTable(id="batches")
         yield Static("events, newest first", classes="title")
