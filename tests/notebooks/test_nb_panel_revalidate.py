@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scenes import given_unchecked
 from support import label_all_but_p001, posts, python_run
 
 from runner import notebook, runs
@@ -24,9 +25,9 @@ BEFORE = {"p000": "completed", "p001": "failed", "p002": "completed", "p003": "c
 @pytest.fixture
 async def panel(tmp_path: Path, store: Store) -> AsyncIterator[RunPanel]:
     """The panel of the run ``test`` of four posts (p001 failed as invalid, its answer kept), then given
-    :data:`ONLY_BUGS`, not run since."""
+    :data:`ONLY_BUGS` unchecked, as a runner before the revalidation at each start left it."""
     await python_run(store, tmp_path)
-    runs.prepare(store, dataclasses.replace(store.job("test"), output_schema=ONLY_BUGS), now=10.0)
+    given_unchecked(store, dataclasses.replace(store.job("test"), output_schema=ONLY_BUGS))
     made = RunPanel(store.path, "test", live=False, now=lambda: 20.0)
     yield made
     made.close()

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from runner.jobs import Job
 from runner.store import Store, schema
 
 def engine_row(store: Store, run: str, token: str, *, pid: int, host: str, started_at: float, heartbeat_at: float) -> None:
@@ -55,6 +56,13 @@ def dead_engine(store: Store, run: str, token: str = "dead") -> Iterator[tuple[s
     engine_elsewhere(store, run, token)
     yield run, token
     no_engine(store, run)
+
+
+def given_unchecked(store: Store, job: Job) -> None:
+    """The run ``job.name`` given ``job`` with none of its saved outputs checked against its output schema: what a
+    runner before the revalidation at each start left (reading the input gave the run a changed schema at once)."""
+    with store.write() as conn:
+        conn.execute("UPDATE runs SET job = ? WHERE name = ?", [job.to_json(), job.name])
 
 
 def create_never_sent(store: Store, batch_id: int) -> None:
