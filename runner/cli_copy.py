@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 
 from .cli_options import plain_errors, store_location
 from .cli_words import hint
+from .errors import RunError
+from .plurals import plural
 from .words import command
 
 
@@ -31,8 +34,20 @@ def copy(name: str | None, source: str, destination: str) -> None:
     Example: runner copy --from runs.db --to postgresql://me@host/runs demo
     """
     from . import copying
+    from .location import is_url
+    from .store.connection import remove_if_no_run
 
-    for run in copying.copy_runs(source, destination, name=name, clock=time.time):
-        click.echo(copying.said(run, source, destination))
+    new = not is_url(destination) and not Path(destination).exists()
+    copied = 0
+    try:
+        for run in copying.copy_runs(source, destination, name=name, clock=time.time):
+            click.echo(copying.said(run, source, destination))
+            copied += 1
+    except KeyboardInterrupt:
+        raise RunError(f"stopped by Ctrl-C: {plural(copied, 'run')} copied; the one being copied was not (a run is "
+                       "copied whole or not at all)") from None
+    finally:
+        if new and Path(destination).exists():  # a store file the copy made and left empty goes with it
+            remove_if_no_run(destination)
     hint("the source keeps what was copied as it was; go on with the copy:",
          command("run", name or "NAME", db=destination))

@@ -293,10 +293,12 @@ def _write_failed(path: Path, exc: Exception) -> StoreError:
 
 
 def remove_if_no_run(path: str | Path) -> None:
-    """Remove a store file (and its -wal and -shm) that holds no run: one a bad input made, and left empty."""
+    """Remove a store file (and its -wal and -shm) that holds no run: one a bad input or a copy cut short made."""
     conn = sqlite3.connect(f"file:{Path(path).absolute()}?mode=ro", uri=True)
     try:
         holds_a_run = conn.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is not None
+    except sqlite3.OperationalError:  # no runs table: its making was cut short
+        holds_a_run = False
     finally:
         conn.close()
     if not holds_a_run:

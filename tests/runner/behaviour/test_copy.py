@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,7 +21,7 @@ from scenes import (
     paid_of_items,
     passes_kept, passes_of_results, run_rows, states_of_items, states_told_by_events, v4_store,
 )
-from support import make_job, posts, runner_cli, write_jsonl
+from support import PATIENCE, ROOT, make_job, posts, runner_cli, write_jsonl
 from test_pipeline_crash import KillAt, run
 
 from runner import archiving, copying, deciding, recovery, runs
@@ -118,6 +121,24 @@ async def test_a_copy_that_fails_midway_leaves_nothing_of_the_run_in_the_destina
     with pytest.raises(StoreError, match="disk I/O error"):
         copied(tmp_path / "runs.db", tmp_path / "copy.db", "fan")
     assert dump(tmp_path / "copy.db") == before
+
+
+@pytest.mark.slow
+def test_a_copy_stopped_by_ctrl_c_says_so_in_one_line_and_leaves_no_new_store_file(tmp_path: Path) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(20_000)), now=1.0)
+    cut = subprocess.Popen([sys.executable, "-m", "runner", "copy", "--from", "runs.db", "--to", "copy.db"],
+                                cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + PATIENCE
+    while not (tmp_path / "copy.db").exists():  # the copy has begun: its store is made
+        assert time.monotonic() < deadline and cut.poll() is None, "the copy never made its store"
+        threading.Event().wait(0.01)
+    cut.send_signal(signal.SIGINT)
+    out, err = cut.communicate(timeout=PATIENCE)
+    assert (cut.returncode, out, err) == (1, "", "error: stopped by Ctrl-C: 0 runs copied; the one being copied "
+                                               "was not (a run is copied whole or not at all)\n")
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("copy")) == []
 
 
 @pytest.mark.slow
