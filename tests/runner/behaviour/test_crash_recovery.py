@@ -1,4 +1,5 @@
-"""Crash recovery: engines really SIGKILLed at seeded random moments, restarted, confirmed where asked.
+"""Crash recovery: engines really SIGKILLed at seeded random moments, restarted, confirmed where asked (the calls'
+trial on a PostgreSQL store too).
 
 Checked against the simulator's ledger: no item is lost, none is billed twice
 unless a person confirmed a plan that said it might be, and every item ends
@@ -15,9 +16,12 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from postgres_server import fresh_schema
 from support import ROOT, posts, until, write_jsonl
 
 from runner import recovery
@@ -79,11 +83,12 @@ def _kill_quietly(pid: int) -> None:
         pass
 
 
-def run_engine(folder: Path, killer: Killer, *, kill: bool) -> int:
-    engine = subprocess.Popen(
-        [sys.executable, "-m", "runner", "run", "job.toml"], cwd=folder,
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+def run_engine(folder: Path, killer: Killer, *, kill: bool, db: Path | str | None = None) -> int:
+    """``runner run job.toml`` in ``folder``, on the store ``db`` (a URL, given as ``RUNNER_DB``; None: the folder's
+    ``runs.db``), killed as ``killer`` chooses when ``kill``: its exit code."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"RUNNER_DB": str(db)} if db is not None else {})}
+    engine = subprocess.Popen([sys.executable, "-m", "runner", "run", "job.toml"], cwd=folder, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     if kill:
         killer.arm(engine.pid)
     _, stderr = engine.communicate(timeout=120)
@@ -92,7 +97,7 @@ def run_engine(folder: Path, killer: Killer, *, kill: bool) -> int:
     return engine.returncode
 
 
-def confirm_held(db: Path, totals: Counter[str], confirmed: Counter[str]) -> None:
+def confirm_held(db: Path | str, totals: Counter[str], confirmed: Counter[str]) -> None:
     """A person confirms every item held in run ``crash``: each case counted, and each item that may charge twice."""
     with Store(db) as store:
         held = recovery.held(store, "crash")
@@ -101,7 +106,7 @@ def confirm_held(db: Path, totals: Counter[str], confirmed: Counter[str]) -> Non
         recovery.confirm(store, "crash", now=0)
 
 
-def states_of(db: Path) -> set[str]:
+def states_of(db: Path | str) -> set[str]:
     with Store(db) as store:
         counts = views.status(store, "crash", now=0)["counts"]
     return {state for state, n in counts.items() if n}
@@ -124,9 +129,24 @@ max_backoff = 0.2
 """
 
 
+@contextmanager
+def trial_store(backend: str, folder: Path, request: pytest.FixtureRequest) -> Iterator[Path | str]:
+    """A trial's store: the folder's ``runs.db``, or a fresh PostgreSQL schema's URL."""
+    if backend == "sqlite":
+        yield folder / "runs.db"
+        return
+    with fresh_schema(request.getfixturevalue("pg_server")) as url:
+        yield url
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["openai-chat", "openai-batch", "anthropic-messages", "anthropic-batch"])
-def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize(("kind", "backend"), [
+    ("openai-chat", "sqlite"), ("openai-batch", "sqlite"), ("anthropic-messages", "sqlite"), ("anthropic-batch", "sqlite"),
+    ("openai-chat", "postgres"),
+])
+def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(
+    tmp_path: Path, kind: str, backend: str, request: pytest.FixtureRequest
+) -> None:
     rng = random.Random(20261130)
     seen_at_kill: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -134,29 +154,31 @@ def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(tmp_path: P
     for trial in range(TRIALS):
         folder = tmp_path / f"trial-{trial}"
         folder.mkdir()
-        write_jsonl(folder / "posts.jsonl", posts(ITEMS, groups=4))
-        calls = kind in ("openai-chat", "anthropic-messages")
-        killer = Killer(rng, span=8 if calls else 24)
-        hooks = {"on_request": killer} if calls else {"on_call": killer.on_call}
-        confirmed: Counter[str] = Counter()
-        # Some creates take a while upstream, and land after an engine killed during them.
-        slow = {"seed": trial, "rules": [{"fault": "create_slow", "seconds": 0.3, "rate": 0.5}]}
-        with Simulator(latency=0.005, jitter=0.01, seed=trial, batch_seconds=0.05, faults=slow, **hooks).start() as sim:
-            (folder / "job.toml").write_text(JOB.format(kind=kind, base_url=sim.base_url))
-            for attempt in range(8):
-                code = run_engine(folder, killer, kill=attempt < 2)
-                if code == -signal.SIGKILL:
-                    totals["kills"] += 1
-                    seen_at_kill.update(states_of(folder / "runs.db"))
-                    continue
-                if code == 0:
-                    break
-                confirm_held(folder / "runs.db", totals, confirmed)
-            billed = sim.ledger.snapshot()["billed"]
-        landed += killer.landed
-        assert code == 0, f"trial {trial} did not finish"
-        with Store(folder / "runs.db") as store:
-            assert views.status(store, "crash", now=0)["counts"][ItemState.COMPLETED] == ITEMS
+        with trial_store(backend, folder, request) as db:
+            write_jsonl(folder / "posts.jsonl", posts(ITEMS, groups=4))
+            calls = kind in ("openai-chat", "anthropic-messages")
+            killer = Killer(rng, span=8 if calls else 24)
+            hooks = {"on_request": killer} if calls else {"on_call": killer.on_call}
+            confirmed: Counter[str] = Counter()
+            # Some creates take a while upstream, and land after an engine killed during them.
+            slow = {"seed": trial, "rules": [{"fault": "create_slow", "seconds": 0.3, "rate": 0.5}]}
+            with Simulator(latency=0.005, jitter=0.01, seed=trial, batch_seconds=0.05, faults=slow,
+                           **hooks).start() as sim:
+                (folder / "job.toml").write_text(JOB.format(kind=kind, base_url=sim.base_url))
+                for attempt in range(8):
+                    code = run_engine(folder, killer, kill=attempt < 2, db=db)
+                    if code == -signal.SIGKILL:
+                        totals["kills"] += 1
+                        seen_at_kill.update(states_of(db))
+                        continue
+                    if code == 0:
+                        break
+                    confirm_held(db, totals, confirmed)
+                billed = sim.ledger.snapshot()["billed"]
+            landed += killer.landed
+            assert code == 0, f"trial {trial} did not finish"
+            with Store(db) as store:
+                assert views.status(store, "crash", now=0)["counts"][ItemState.COMPLETED] == ITEMS
         assert set(billed) == {f"p{i:03d}" for i in range(ITEMS)}
         twice = {key: n for key, n in billed.items() if n > 1}
         assert all(n <= 1 + confirmed[key] for key, n in twice.items()), (trial, twice, confirmed)
