@@ -1,5 +1,5 @@
-"""One run: its counts as a bar, its workers when several, its counts by group, the breaker, batches in flight, the event log,
-and its controls."""
+"""One run: its counts as a bar, its workers when several, its counts by group, the breaker, batches in flight, the
+event log, and its controls."""
 
 from __future__ import annotations
 

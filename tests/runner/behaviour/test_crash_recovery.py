@@ -141,8 +141,8 @@ def trial_store(backend: str, folder: Path, request: pytest.FixtureRequest) -> I
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "backend"), [
-    ("openai-chat", "sqlite"), ("openai-batch", "sqlite"), ("anthropic-messages", "sqlite"), ("anthropic-batch", "sqlite"),
-    ("openai-chat", "postgres"),
+    ("openai-chat", "sqlite"), ("openai-batch", "sqlite"), ("anthropic-messages", "sqlite"),
+    ("anthropic-batch", "sqlite"), ("openai-chat", "postgres"),
 ])
 def test_killed_engines_never_lose_an_item_nor_pay_twice_unannounced(
     tmp_path: Path, kind: str, backend: str, request: pytest.FixtureRequest
