@@ -150,7 +150,9 @@ async def test_a_requests_file_is_written_to_disk_and_sent_from_there_and_a_wait
             tracemalloc.stop()
     assert outcome.status["counts"][ItemState.FAILED] == 2_000
     assert size > 2_500_000 and size < upstream.received < size + 1_000  # the whole file went, with its form
-    assert upstream.waiting is not None and upstream.waiting - before < size // 3, upstream.waiting - before  # keys and counts, no text
+    # Keys and counts, no text (the texts alone are 0.7 of the file); a fresh process's first run also makes its
+    # caches (about a third of the file for 2,000 items): half the file tells the two apart with room on each side.
+    assert upstream.waiting is not None and upstream.waiting - before < size // 2, upstream.waiting - before
     assert peak < size * 3 // 2, peak  # the texts as read from the store (0.7 of the file): never the file in memory
 
 
