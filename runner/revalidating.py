@@ -307,10 +307,11 @@ def nothing_line(name: str) -> str:
     return f"nothing to revalidate: no saved output of run {name!r} changes"
 
 
-def revalidated_line(done: StagePlan) -> str:
-    """What a run's revalidation of a stage whose only change was its output schema did, as it started."""
-    return f"stage {done.stage}: only its output schema changed; saved outputs checked again with no call: " + _parts(
-        done, will=False)
+def revalidated_line(done: StagePlan, *, staged: bool) -> str:
+    """What a run's revalidation of a stage whose only change was its output schema did, as it started (a job of
+    one stage, ``staged`` False, has no stage of its own to name)."""
+    changed = f"stage {done.stage}: only its output schema changed" if staged else "only the output schema changed"
+    return f"{changed}; saved outputs checked again with no call: {_parts(done, will=False)}"
 
 
 def _parts(each: StagePlan, *, will: bool) -> str:

@@ -73,7 +73,7 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
                       "sent again from it, the results of the stages before it kept; their "
                       f"{plural(parents, 'parent')} wait at the join again, then go through the stages after it "
                       "again", soft_wrap=True)
-    _tell_revalidated(console, outcome.revalidated, told)
+    _tell_revalidated(console, outcome.revalidated, told, staged=job.staged)
     for stage, count in outcome.gone.items():
         console.print(f"stage {escape(stage)} is no longer in the job: {plural(count, 'item')} left at it sent on "
                       "to the next stage each needs, or completed if it needs none (a failed one with a fresh budget; "
@@ -92,13 +92,13 @@ def run_in_terminal(store: Store, job: Job, *, read_input: bool, wait_for_person
     return outcome
 
 
-def _tell_revalidated(console: Console, revalidated: Mapping[str, StagePlan], told: set[str]) -> None:
+def _tell_revalidated(console: Console, revalidated: Mapping[str, StagePlan], told: set[str], *, staged: bool) -> None:
     """Say what the run revalidated of each stage whose only change was its output schema (once a stage): what
     completed or was kept with no call, and what failed as invalid, not sent again (it would repeat a charge)."""
     for stage, done in revalidated.items():
         if stage not in told:
             told.add(stage)
-            console.print(escape(revalidated_line(done)), soft_wrap=True)
+            console.print(escape(revalidated_line(done, staged=staged)), soft_wrap=True)
 
 
 async def _run_watched(
@@ -139,7 +139,7 @@ async def _run_watched(
             await asyncio.wait({task}, timeout=0.2)
             started = started or job.name in store.run_names()  # asked until the run is there, then no more
             for engine in engines:  # as the run starts, before any call: what revalidating did
-                _tell_revalidated(console, engine.revalidated, told)
+                _tell_revalidated(console, engine.revalidated, told, staged=job.staged)
             if started:
                 at = time.time()
                 standing, run_id = views.standing(store, job.name, now=at), store.run_id(job.name)

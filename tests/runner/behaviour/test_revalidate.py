@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 
 from pipelines import calls_by_stage, pipeline
-from support import make_job, posts, runner_cli
+from support import ROOT, make_job, posts, runner_cli
 from test_cli_confirm import answered
 
 from runner import export, jobs, revalidating, runs
@@ -239,6 +239,18 @@ async def test_runner_run_says_what_its_changed_schema_refuses_and_ends_with_the
                          "refuses their saved answer; not sent again, as they were answered (it may repeat a charge); "
                          "to see the priced plan and send them: runner retry triage --kind item_invalid --stage "
                          "classify")
+
+
+def test_a_job_of_one_stage_says_its_output_schema_changed_naming_no_stage(tmp_path: Path, sim: Simulator) -> None:
+    records = (ROOT / "sample_data" / "posts.jsonl").read_text().splitlines()[:40]
+    (tmp_path / "posts.jsonl").write_text("\n".join(records) + "\n")
+    sample = (ROOT / "sample_data" / "job.toml").read_text().replace("http://127.0.0.1:8765/v1", sim.base_url)
+    (tmp_path / "job.toml").write_text(sample)
+    assert runner_cli("run", "job.toml", "--no-wait", cwd=tmp_path).returncode == 0
+    (tmp_path / "job.toml").write_text(sample.replace('"question", ', ""))  # a label the answers use, refused now
+    said = " ".join(runner_cli("run", "job.toml", "--no-wait", cwd=tmp_path).stderr.split())
+    assert "only the output schema changed; saved outputs checked again with no call: " in said
+    assert "stage" not in said
 
 
 async def test_revalidate_of_a_job_file_shows_the_plan_against_the_file_s_schema_before_anything_changes(
