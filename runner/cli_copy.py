@@ -38,16 +38,17 @@ def copy(name: str | None, source: str, destination: str) -> None:
     from .store.connection import remove_if_no_run
 
     new = not is_url(destination) and not Path(destination).exists()
-    copied = 0
+    copied: list[str] = []
     try:
         for run in copying.copy_runs(source, destination, name=name, clock=time.time):
             click.echo(copying.said(run, source, destination))
-            copied += 1
-    except KeyboardInterrupt:
-        raise RunError(f"stopped by Ctrl-C: {plural(copied, 'run')} copied; the one being copied was not (a run is "
-                       "copied whole or not at all)") from None
-    finally:
-        if new and Path(destination).exists():  # a store file the copy made and left empty goes with it
+            copied.append(run.run)
+    except BaseException as exc:
+        if new and Path(destination).exists():  # a store file the copy made and left with no run goes with it
             remove_if_no_run(destination)
+        if isinstance(exc, KeyboardInterrupt):
+            raise RunError(f"stopped by Ctrl-C: {plural(len(copied), 'run')} copied; the one being copied was not "
+                           "(a run is copied whole or not at all)") from None
+        raise
     hint("the source keeps what was copied as it was; go on with the copy:",
-         command("run", name or "NAME", db=destination))
+         command("run", copied[0] if len(copied) == 1 else "NAME", db=destination))

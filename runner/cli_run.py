@@ -127,7 +127,7 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
         store = Store(db, create=False)
         job = lease.job_once_made(store, job_or_name, now=time.time, sleep=time.sleep, waiting=lambda worker: (
             click.echo(f"run {job_or_name!r} is being set up by another worker (pid {worker.pid} on {worker.host}, "
-                       "reading its input); this one joins it once its first items are added", err=True)))
+                       "reading its input); this one joins it once the run is set up", err=True)))
         if job.provider.demo:  # its simulator stopped with the demo: every call would fail
             raise JobError(f"run {job.name!r} is runner demo's: its simulator stops with the demo; "
                            f"go on with: {words.go_on(job, db)}")

@@ -196,7 +196,7 @@ def line(cost: Cost) -> str:
     tokens = cost.tokens
     parts = [f"cost unknown: {'; '.join(cost.reasons)}" if cost.reasons else f"cost: {money(cost.spent)} spent"]
     if cost.unknown_calls:
-        lost = f"{plural(cost.unknown_calls, 'item')} sent, answer lost"  # each item's own call, as charges count
+        lost = f"calls of {plural(cost.unknown_calls, 'item')} whose answer was lost"  # each item's, as charges count
         parts.append(f"{money(cost.unknown)} may have been billed ({lost})" if cost.unknown is not None
                      else f"{lost}, may have been billed")
     if cost.in_flight is None or cost.in_flight:

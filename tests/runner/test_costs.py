@@ -76,11 +76,11 @@ def test_a_run_whose_job_is_not_saved_has_an_unknown_cost(saved: str) -> None:
     (costs.Cost(), "cost: $0.0000 spent · tokens 0 in / 0 out"),
     (costs.Cost(spent=1.5, tokens=Usage(1_000, 200, 50)), "cost: $1.5000 spent · tokens 1,000 in (200 cached) / 50 out"),
     (costs.Cost(spent=1.0, unknown=0.25, unknown_calls=3, in_flight=0.5),
-     "cost: $1.0000 spent · $0.2500 may have been billed (3 items sent, answer lost) · $0.5000 in flight · "
-     "tokens 0 in / 0 out · estimates: tokens as characters / 4"),
+     "cost: $1.0000 spent · $0.2500 may have been billed (calls of 3 items whose answer was lost) · "
+     "$0.5000 in flight · tokens 0 in / 0 out · estimates: tokens as characters / 4"),
     (costs.Cost(spent=0.0, unknown=None, in_flight=None, unknown_calls=2, reasons=("no price for m ([provider] price)",)),
-     "cost unknown: no price for m ([provider] price) · 2 items sent, answer lost, may have been billed · "
-     "calls in flight · tokens 0 in / 0 out · estimates: tokens as characters / 4"),
+     "cost unknown: no price for m ([provider] price) · calls of 2 items whose answer was lost, may have been "
+     "billed · calls in flight · tokens 0 in / 0 out · estimates: tokens as characters / 4"),
 ])
 def test_the_cost_line_has_no_nested_parentheses_and_shows_cached_input_only_when_some_was(
     cost: costs.Cost, shown: str

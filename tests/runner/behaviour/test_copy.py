@@ -123,6 +123,17 @@ async def test_a_copy_that_fails_midway_leaves_nothing_of_the_run_in_the_destina
     assert dump(tmp_path / "copy.db") == before
 
 
+def test_a_copy_into_a_new_file_leaves_that_file_alone_and_ends_with_the_command_that_goes_on_with_its_run(
+    tmp_path: Path
+) -> None:
+    with Store(tmp_path / "runs.db") as store:
+        runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
+    done = runner_cli("copy", "--from", "runs.db", "--to", "copy.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "runner run test --db copy.db"
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("copy")) == ["copy.db"]
+
+
 @pytest.mark.slow
 def test_a_copy_stopped_by_ctrl_c_says_so_in_one_line_and_leaves_no_new_store_file(tmp_path: Path) -> None:
     with Store(tmp_path / "runs.db") as store:
