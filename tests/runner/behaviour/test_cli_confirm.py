@@ -1,4 +1,4 @@
-"""`runner confirm` as a person and a script meet it: what each case does, a question, and --yes."""
+"""`runner confirm` as a person and a script meet it: what each case does, a question, and --yes; on each backend."""
 
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ from runner.sim import Simulator
 from runner.store import Store
 
 
-def held_run(tmp_path: Path) -> None:
+def held_run(store: Store, tmp_path: Path) -> None:
     """The run ``test`` of five posts whose first three an engine sent before it died: held for a person."""
-    with Store(tmp_path / "runs.db") as store:
-        run_id = runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5)), now=1.0)
-        lease.acquire(store, "test", token="dead", now=1.0)
-        batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0, owner="dead")
-        assert batch is not None
-        store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=3.0)
-        lease.release(store, "test", token="dead")
-        store.recover(run_id, now=5.0)
+    run_id = runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(5)), now=1.0)
+    lease.acquire(store, "test", token="dead", now=1.0)
+    batch = store.claim_batch(run_id, max_items=3, max_chars=10**6, now=2.0, owner="dead")
+    assert batch is not None
+    store.start_batch(batch.id, lease=("test", "dead"), max_attempts=3, now=3.0)
+    lease.release(store, "test", token="dead")
+    store.recover(run_id, now=5.0)
 
 
 def answered(answer: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -43,8 +42,8 @@ def held(tmp_path: Path) -> int:
     return int(json.loads(status.stdout)["needs_confirmation"])
 
 
-def test_confirm_shows_what_each_case_does_and_releases_only_after_a_yes(tmp_path: Path) -> None:
-    held_run(tmp_path)
+def test_confirm_shows_what_each_case_does_and_releases_only_after_a_yes(tmp_path: Path, store: Store) -> None:
+    held_run(store, tmp_path)
     confirmed = answered("y", "confirm", "test", "--all", cwd=tmp_path)
     assert confirmed.returncode == 0, confirmed.stderr
     assert confirmed.stdout == (
@@ -58,20 +57,21 @@ def test_confirm_shows_what_each_case_does_and_releases_only_after_a_yes(tmp_pat
     assert held(tmp_path) == 0
 
 
-def test_confirm_answered_no_or_enter_releases_nothing_and_exits_1(tmp_path: Path) -> None:
-    held_run(tmp_path)
+def test_confirm_answered_no_or_enter_releases_nothing_and_exits_1(tmp_path: Path, store: Store) -> None:
+    held_run(store, tmp_path)
     declined = answered("n", "confirm", "test", "p001", cwd=tmp_path)
     entered = answered("", "confirm", "test", "--all", cwd=tmp_path)
     assert (declined.returncode, entered.returncode) == (1, 1)
     assert declined.stderr == entered.stderr == "error: nothing was released\n"
     assert "release 1 held item of 'test'? [y/N]" in declined.stdout
     assert held(tmp_path) == 3
-    with Store(tmp_path / "runs.db") as store:
-        assert commands_given(store) == []
+    assert commands_given(store) == []
 
 
-def test_confirm_without_a_terminal_refuses_on_one_line_naming_yes_and_changes_nothing(tmp_path: Path) -> None:
-    held_run(tmp_path)
+def test_confirm_without_a_terminal_refuses_on_one_line_naming_yes_and_changes_nothing(
+    tmp_path: Path, store: Store
+) -> None:
+    held_run(store, tmp_path)
     refused = runner_cli("confirm", "test", "--all", cwd=tmp_path)
     assert (refused.returncode, refused.stdout) == (1, "plan: 3 items · 0 charge-safe · 3 may be billed again "
                                                        "(cost unknown)\n")
@@ -80,8 +80,8 @@ def test_confirm_without_a_terminal_refuses_on_one_line_naming_yes_and_changes_n
     assert held(tmp_path) == 3
 
 
-def test_confirm_yes_releases_at_once_and_says_what_each_case_does(tmp_path: Path) -> None:
-    held_run(tmp_path)
+def test_confirm_yes_releases_at_once_and_says_what_each_case_does(tmp_path: Path, store: Store) -> None:
+    held_run(store, tmp_path)
     confirmed = runner_cli("confirm", "test", "p000", "p002", "--yes", cwd=tmp_path)
     assert confirmed.returncode == 0, confirmed.stderr
     assert confirmed.stdout == (
@@ -92,8 +92,8 @@ def test_confirm_yes_releases_at_once_and_says_what_each_case_does(tmp_path: Pat
     assert held(tmp_path) == 1
 
 
-def test_confirm_names_a_key_the_run_does_not_have_before_asking(tmp_path: Path) -> None:
-    held_run(tmp_path)
+def test_confirm_names_a_key_the_run_does_not_have_before_asking(tmp_path: Path, store: Store) -> None:
+    held_run(store, tmp_path)
     refused = answered("y", "confirm", "test", "p001", "p404", cwd=tmp_path)
     assert (refused.returncode, refused.stdout) == (1, "")
     assert refused.stderr == "error: run 'test' has no item 'p404': nothing was changed\n"
@@ -101,7 +101,7 @@ def test_confirm_names_a_key_the_run_does_not_have_before_asking(tmp_path: Path)
 
 
 def test_confirm_after_a_killed_engine_says_its_items_were_left_running_and_the_next_run_holds_them(
-        tmp_path: Path) -> None:
+        tmp_path: Path, store: Store) -> None:
     write_jsonl(tmp_path / "posts.jsonl", posts(10))
     with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
         (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[batch]\nmax_items = 5\n'
