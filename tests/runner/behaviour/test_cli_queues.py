@@ -1,4 +1,5 @@
-"""``runner queue`` and the queue in ``runner status``: a person sets a shared queue's limit and resumes its breaker."""
+"""``runner queue`` and the queue in ``runner status``: a person sets a shared queue's limit and resumes its breaker;
+on each backend."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ def queued_job(folder: Path, name: str, base_url: str) -> None:
         f'queue = "openai-main"\n[retry]\nrequest_retries = 0\n', encoding="utf-8")
 
 
-def test_a_queue_breaker_one_run_opened_stops_the_other_until_a_person_resumes_the_queue(tmp_path: Path) -> None:
+def test_a_queue_breaker_one_run_opened_stops_the_other_until_a_person_resumes_the_queue(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator(faults={"rules": [{"fault": "http_503"}]}).start() as sim:
         for name in ("a", "b"):
             queued_job(tmp_path, name, sim.base_url)
@@ -43,7 +46,7 @@ def test_a_queue_breaker_one_run_opened_stops_the_other_until_a_person_resumes_t
     assert finished.returncode == 0, finished.stderr
 
 
-def test_a_run_stopped_by_its_queues_open_breaker_is_told_to_resume_the_queue(tmp_path: Path) -> None:
+def test_a_run_stopped_by_its_queues_open_breaker_is_told_to_resume_the_queue(tmp_path: Path, store: Store) -> None:
     with Simulator(faults={"rules": [{"fault": "http_503"}]}).start() as sim:
         queued_job(tmp_path, "a", sim.base_url)
         stopped = runner_cli("run", "a.toml", cwd=tmp_path)
@@ -54,12 +57,12 @@ def test_a_run_stopped_by_its_queues_open_breaker_is_told_to_resume_the_queue(tm
     assert "breaker open (queue 'openai-main'" in status.stdout
 
 
-def test_a_person_sets_a_queues_limit_and_the_list_shows_it_with_each_run_it_holds(tmp_path: Path) -> None:
-    with Store(tmp_path / "runs.db") as store:
-        runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
+def test_a_person_sets_a_queues_limit_and_the_list_shows_it_with_each_run_it_holds(
+    tmp_path: Path, store: Store
+) -> None:
+    runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
     queued_job(tmp_path, "a", "http://127.0.0.1:9/v1")
-    with Store(tmp_path / "runs.db") as store:
-        runs.prepare(store, jobs.load(tmp_path / "a.toml"), now=1.0)
+    runs.prepare(store, jobs.load(tmp_path / "a.toml"), now=1.0)
     made = runner_cli("queue", "set", "openai-main", "--concurrency", "8", cwd=tmp_path)
     listed = json.loads(runner_cli("queue", "list", "--json", cwd=tmp_path).stdout)
     alone = json.loads(runner_cli("status", "test", "--json", cwd=tmp_path).stdout)
@@ -72,10 +75,9 @@ def test_a_person_sets_a_queues_limit_and_the_list_shows_it_with_each_run_it_hol
 
 
 def test_a_queue_command_on_a_queue_the_store_lacks_or_a_limit_below_one_is_refused_in_one_line(
-    tmp_path: Path
+    tmp_path: Path, store: Store
 ) -> None:
-    with Store(tmp_path / "runs.db") as store:
-        store.set_queue("openai-main", concurrency=2)
+    store.set_queue("openai-main", concurrency=2)
     unknown = runner_cli("queue", "resume", "anthropic", cwd=tmp_path)
     zero = runner_cli("queue", "set", "openai-main", "--concurrency", "0", cwd=tmp_path)
     closed = runner_cli("queue", "resume", "openai-main", cwd=tmp_path)
