@@ -1,6 +1,7 @@
 """The job file run again through the real command: an unchanged input is not read again, a missing one makes no store.
 
-And what ``status --json`` and ``failures --json`` say of a run's money and a person's hand.
+And what ``status --json`` and ``failures --json`` say of a run's money and a person's hand. On each backend, but
+for what a bad input leaves in the folder (no store file).
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ def job_file(folder: Path, base_url: str, *, count: int = 30, more: str = "") ->
     return job
 
 
-def input_read_at(folder: Path) -> float | None:
+def input_read_at(store: Store) -> float | None:
     """When the store says the run's input was last read."""
-    with Store(folder / "runs.db", read_only=True) as store:
-        (run,) = views.runs(store)
+    (run,) = views.runs(store)
     return run["input_read_at"]
 
 
@@ -44,23 +44,27 @@ def status(folder: Path) -> dict[str, Any]:
     return dict(json.loads(result.stdout))
 
 
-def test_running_the_job_file_again_on_an_unchanged_input_does_not_read_it_and_says_so(tmp_path: Path) -> None:
+def test_running_the_job_file_again_on_an_unchanged_input_does_not_read_it_and_says_so(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator().start() as sim:
         job_file(tmp_path, sim.base_url)
         first = runner_cli("run", "job.toml", cwd=tmp_path)
-        read = input_read_at(tmp_path)
+        read = input_read_at(store)
         again = runner_cli("run", "job.toml", cwd=tmp_path)
     assert (first.returncode, again.returncode) == (0, 0), first.stderr + again.stderr
     assert not UNCHANGED.search(first.stderr) and UNCHANGED.search(again.stderr)
-    assert input_read_at(tmp_path) == read is not None
+    assert input_read_at(store) == read is not None
     assert status(tmp_path)["counts"]["completed"] == 30
 
 
-def test_an_edit_that_keeps_the_inputs_size_and_mtime_is_still_read(tmp_path: Path) -> None:
+def test_an_edit_that_keeps_the_inputs_size_and_mtime_is_still_read(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator().start() as sim:
         job_file(tmp_path, sim.base_url)
         first = runner_cli("run", "job.toml", cwd=tmp_path)
-        read = input_read_at(tmp_path)
+        read = input_read_at(store)
         posts = tmp_path / "posts.jsonl"
         before = posts.stat()
         posts.write_text(posts.read_text().replace("hello 0", "HELLO 0"))
@@ -69,11 +73,13 @@ def test_an_edit_that_keeps_the_inputs_size_and_mtime_is_still_read(tmp_path: Pa
         failed = json.loads(runner_cli("failures", "mine", "--json", cwd=tmp_path).stdout)
     assert first.returncode == 0, first.stderr
     assert again.returncode == 3 and not UNCHANGED.search(again.stderr), again.stderr
-    assert (read_again := input_read_at(tmp_path)) is not None and read is not None and read_again > read
+    assert (read_again := input_read_at(store)) is not None and read is not None and read_again > read
     assert [(f["key"], f["kind"]) for f in failed] == [("p0", "input_changed")]
 
 
-def test_an_input_of_another_size_is_read_again_and_its_new_items_run(tmp_path: Path) -> None:
+def test_an_input_of_another_size_is_read_again_and_its_new_items_run(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator().start() as sim:
         job_file(tmp_path, sim.base_url)
         first = runner_cli("run", "job.toml", cwd=tmp_path)
@@ -107,7 +113,9 @@ def test_a_job_whose_input_is_bad_is_one_line_exit_1_and_leaves_no_new_store(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["job.toml", "posts.jsonl"]
 
 
-def test_status_and_failures_json_count_the_calls_paid_and_maybe_paid_and_a_persons_hand(tmp_path: Path) -> None:
+def test_status_and_failures_json_count_the_calls_paid_and_maybe_paid_and_a_persons_hand(
+    tmp_path: Path, store: Store
+) -> None:
     faults = {"rules": [{"fault": "billed_then_dropped", "times": 1}, {"fault": "invalid_items", "keys": ["p3"]}]}
     schema = '[output.schema]\ntype = "object"\nrequired = ["label"]\n[retry]\nmax_attempts = 2\nbackoff = 0.01\n'
     with Simulator(faults=faults).start() as sim:
