@@ -181,7 +181,7 @@ def job_file(folder: Path, base_url: str, budget: str) -> Path:
 
 
 def test_runner_run_stops_at_the_budget_with_the_figures_and_runner_budget_lets_it_go_on(
-    tmp_path: Path, sim: Simulator
+    tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     job_file(tmp_path, sim.base_url, "max_cost = 1000")
     stopped = runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
@@ -201,7 +201,7 @@ def test_runner_run_stops_at_the_budget_with_the_figures_and_runner_budget_lets_
 
 
 def test_a_budget_below_what_the_run_committed_is_kept_and_said_to_stop_the_run_before_its_next_batch(
-    tmp_path: Path, sim: Simulator
+    tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     job_file(tmp_path, sim.base_url, "max_cost = 1000")
     runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
@@ -215,7 +215,7 @@ def test_a_budget_below_what_the_run_committed_is_kept_and_said_to_stop_the_run_
 
 
 def test_runner_budget_none_removes_the_budget_the_job_file_s_too_and_the_run_goes_on(
-    tmp_path: Path, sim: Simulator
+    tmp_path: Path, sim: Simulator, store: Store
 ) -> None:
     job_file(tmp_path, sim.base_url, "max_cost = 1000")
     runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
@@ -232,7 +232,7 @@ def test_runner_budget_none_removes_the_budget_the_job_file_s_too_and_the_run_go
 
 @pytest.mark.parametrize("given", ["nan", "inf"])
 def test_runner_budget_refuses_a_limit_that_is_not_a_finite_number_as_the_job_file_does(
-    tmp_path: Path, sim: Simulator, given: str
+    tmp_path: Path, sim: Simulator, store: Store, given: str
 ) -> None:
     job_file(tmp_path, sim.base_url, "max_cost = 1000")
     runner_cli("run", "job.toml", cwd=tmp_path, columns=300)
@@ -263,7 +263,9 @@ def test_a_cost_budget_for_a_model_with_no_price_is_refused_at_load(tmp_path: Pa
     assert "max_cost needs a price, and sim-model has none" in refused.stderr
 
 
-def test_runner_budget_on_an_unknown_run_is_one_line_and_exit_1(tmp_path: Path, sim: Simulator) -> None:
+def test_runner_budget_on_an_unknown_run_is_one_line_and_exit_1(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
     job_file(tmp_path, sim.base_url, "max_cost = 1000")
     assert runner_cli("run", "job.toml", cwd=tmp_path).returncode == 4
     refused = runner_cli("budget", "nope", "--max", "5", cwd=tmp_path)
