@@ -3,7 +3,7 @@
 Real processes throughout: ``runner run`` on a pseudo-terminal (or none)
 against the simulator on loopback, steered by ``runner pause``, ``resume``
 and ``confirm`` run as other processes, the store read by a connection of
-the test's own.
+the test's own; on each backend.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from scenes import location_of
 from support import PATIENCE, ROOT, KillAtFirstCall, posts, runner_cli, until, write_jsonl
 
 from runner.model import ItemState
@@ -102,18 +103,19 @@ def job_file(folder: Path, sim: Simulator, count: int, **retry: float) -> None:
                                      f'[provider]\nbase_url = "{sim.base_url}"\n[retry]\nbackoff = 0.01\n{limits}')
 
 
-def standing(folder: Path) -> Standing:
-    with Store(folder / "runs.db", read_only=True) as store:
-        return views.standing(store, "test", now=time.time())
+def standing(store: Store) -> Standing:
+    return views.standing(store, "test", now=time.time())
 
 
-def test_a_run_in_a_terminal_paused_from_another_process_waits_then_goes_on_after_resume(tmp_path: Path) -> None:
+def test_a_run_in_a_terminal_paused_from_another_process_waits_then_goes_on_after_resume(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
         job_file(tmp_path, sim, 60)
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
         terminal.wait_for("test: paused by a person")
         terminal.wait_for("to go on: runner resume test (or r in runner tui); Ctrl-C to leave")
-        paused = until(tmp_path / "runs.db", "test", lambda now: now.counts[ItemState.RUNNING] == 0)
+        paused = until(location_of(store), "test", lambda now: now.counts[ItemState.RUNNING] == 0)
         alive = terminal.process.poll() is None
         resumed = runner_cli("resume", "test", cwd=tmp_path)
         code = terminal.wait()
@@ -121,10 +123,10 @@ def test_a_run_in_a_terminal_paused_from_another_process_waits_then_goes_on_afte
     assert paused.counts[ItemState.COMPLETED] <= 10, "no batch started after the pause (two were in flight at most)"
     assert resumed.returncode == 0, resumed.stderr
     assert code == 0, terminal.shown()[-3000:]
-    assert standing(tmp_path).counts[ItemState.COMPLETED] == 60
+    assert standing(store).counts[ItemState.COMPLETED] == 60
 
 
-def test_a_ctrl_c_while_paused_says_that_going_on_needs_a_resume(tmp_path: Path) -> None:
+def test_a_ctrl_c_while_paused_says_that_going_on_needs_a_resume(tmp_path: Path, store: Store) -> None:
     with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
         job_file(tmp_path, sim, 60)
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
@@ -135,32 +137,32 @@ def test_a_ctrl_c_while_paused_says_that_going_on_needs_a_resume(tmp_path: Path)
     assert "to go on:\r\nrunner resume test\r\nrunner run test" in terminal.shown()
 
 
-def test_a_run_without_a_terminal_paused_from_another_process_exits_4(tmp_path: Path) -> None:
+def test_a_run_without_a_terminal_paused_from_another_process_exits_4(tmp_path: Path, store: Store) -> None:
     with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
         job_file(tmp_path, sim, 60)
         script = runner_cli("run", "job.toml", cwd=tmp_path)
     assert script.returncode == 4, script.stderr
     assert "stopped: paused by a person" in script.stderr
-    assert standing(tmp_path).counts[ItemState.COMPLETED] <= 10
+    assert standing(store).counts[ItemState.COMPLETED] <= 10
 
 
-def test_no_wait_in_a_terminal_exits_4_at_a_pause(tmp_path: Path) -> None:
+def test_no_wait_in_a_terminal_exits_4_at_a_pause(tmp_path: Path, store: Store) -> None:
     with Simulator(on_request=PauseAtFirstCall(tmp_path)).start() as sim:
         job_file(tmp_path, sim, 60)
         terminal = Terminal("run", "job.toml", "--no-wait", cwd=tmp_path)
         code = terminal.wait()
     assert code == 4, terminal.shown()[-3000:]
     assert "stopped: paused by a person" in terminal.shown()
-    assert standing(tmp_path).counts[ItemState.COMPLETED] <= 10
+    assert standing(store).counts[ItemState.COMPLETED] <= 10
 
 
-def test_a_run_in_a_terminal_waits_while_its_breaker_is_open_and_says_why(tmp_path: Path) -> None:
+def test_a_run_in_a_terminal_waits_while_its_breaker_is_open_and_says_why(tmp_path: Path, store: Store) -> None:
     with Simulator(faults={"rules": [{"fault": "http_503", "rate": 1.0}]}).start() as sim:
         job_file(tmp_path, sim, 20, request_retries=0)
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
         terminal.wait_for("test: breaker open (transport)")  # its kind: the whole reason and the bar pass 120 columns
         terminal.wait_for("runner step test lets one batch run, runner resume test goes on; Ctrl-C to leave")
-        held = until(tmp_path / "runs.db", "test", lambda now: now.counts[ItemState.RUNNING] == 0)
+        held = until(location_of(store), "test", lambda now: now.counts[ItemState.RUNNING] == 0)
         alive = terminal.process.poll() is None
         sim.set_faults(None)
         resumed = runner_cli("resume", "test", cwd=tmp_path)
@@ -168,10 +170,10 @@ def test_a_run_in_a_terminal_waits_while_its_breaker_is_open_and_says_why(tmp_pa
     assert (alive, held.control.breaker.value, held.counts[ItemState.FAILED]) == (True, "open", 0)
     assert resumed.returncode == 0, resumed.stderr
     assert code == 0, terminal.shown()[-3000:]
-    assert standing(tmp_path).counts[ItemState.COMPLETED] == 20
+    assert standing(store).counts[ItemState.COMPLETED] == 20
 
 
-def test_a_run_in_a_terminal_labels_its_time_left(tmp_path: Path) -> None:
+def test_a_run_in_a_terminal_labels_its_time_left(tmp_path: Path, store: Store) -> None:
     with Simulator(latency=0.5, jitter=0.0).start() as sim:
         job_file(tmp_path, sim, 100)
         terminal = Terminal("run", "job.toml", cwd=tmp_path)
@@ -208,7 +210,9 @@ class Log:
         return self.text()
 
 
-def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms_them(tmp_path: Path) -> None:
+def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms_them(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator(on_request=(crash := KillAtFirstCall())).start() as sim:
         job_file(tmp_path, sim, 10)
         crash.run("run", "job.toml", cwd=tmp_path)
@@ -218,7 +222,7 @@ def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms
                                    text=True)
         log = Log(waiting, "test: waiting for a confirmation")
         assert log.told.wait(timeout=PATIENCE), log.text()  # it says why it waits: confirming then is seen
-        held = standing(tmp_path)
+        held = standing(store)
         alive = waiting.poll() is None
         confirmed = runner_cli("confirm", "test", "--all", "--yes", cwd=tmp_path)
         waiting.wait(timeout=PATIENCE)
@@ -229,10 +233,12 @@ def test_with_wait_a_run_waits_for_its_held_items_until_another_process_confirms
     assert waiting.returncode == 0, stderr
     said = f"test: waiting for a confirmation of {held.held} items — to go on: runner confirm test --all "
     assert stderr.count(said + "(or c in runner tui); Ctrl-C to leave\n") == 1, "said once, in the log"
-    assert standing(tmp_path).counts[ItemState.COMPLETED] == 10
+    assert standing(store).counts[ItemState.COMPLETED] == 10
 
 
-def test_a_batch_api_run_in_a_terminal_says_how_many_batches_the_upstream_holds_while_it_waits(tmp_path: Path) -> None:
+def test_a_batch_api_run_in_a_terminal_says_how_many_batches_the_upstream_holds_while_it_waits(
+    tmp_path: Path, store: Store
+) -> None:
     with Simulator(batch_seconds=3600.0).start() as sim:  # the batches end only when the test moves its clock
         job_file(tmp_path, sim, 10)
         text = (tmp_path / "job.toml").read_text()
@@ -242,4 +248,4 @@ def test_a_batch_api_run_in_a_terminal_says_how_many_batches_the_upstream_holds_
         sim.advance(3600.0)
         code = terminal.wait()
     assert code == 0, terminal.shown()[-3000:]
-    assert standing(tmp_path).counts[ItemState.COMPLETED] == 10
+    assert standing(store).counts[ItemState.COMPLETED] == 10
