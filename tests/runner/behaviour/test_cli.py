@@ -46,7 +46,7 @@ def test_a_second_demo_on_a_finished_run_says_no_call_was_made_and_still_shows_t
     assert json.loads(runner_cli("status", "demo", "--json", cwd=tmp_path).stdout)["paid_calls"] == paid == 2400
 
 
-def test_run_takes_a_job_file_then_continues_the_run_by_name(tmp_path: Path) -> None:
+def test_run_takes_a_job_file_then_continues_the_run_by_name(tmp_path: Path, store: Store) -> None:
     (tmp_path / "posts.jsonl").write_text(
         "".join(json.dumps({"id": f"p{i}", "body": "hello"}) + "\n" for i in range(30))
     )
@@ -67,7 +67,7 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
     assert f"Example: runner {command}" in result.output
 
 
-def test_a_sick_upstream_stops_the_run_for_a_person_who_resumes_it(tmp_path: Path) -> None:
+def test_a_sick_upstream_stops_the_run_for_a_person_who_resumes_it(tmp_path: Path, store: Store) -> None:
     (tmp_path / "posts.jsonl").write_text(
         "".join(json.dumps({"id": f"p{i}", "month": f"m{i % 4}", "body": "hello"}) + "\n" for i in range(40))
     )
@@ -92,28 +92,24 @@ def test_a_sick_upstream_stops_the_run_for_a_person_who_resumes_it(tmp_path: Pat
     assert done["counts"]["completed"] == 40 and done["breaker"] == {"state": "closed", "reason": None}
 
 
-def test_resume_on_a_run_neither_paused_nor_open_changes_nothing_and_says_so(tmp_path: Path) -> None:
-    with Store(tmp_path / "runs.db") as store:
-        runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
+def test_resume_on_a_run_neither_paused_nor_open_changes_nothing_and_says_so(tmp_path: Path, store: Store) -> None:
+    runs.prepare(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), now=1.0)
     resumed = runner_cli("resume", "test", cwd=tmp_path)
     status = json.loads(runner_cli("status", "test", "--json", cwd=tmp_path).stdout)
     assert (resumed.returncode, resumed.stdout) == (1, "")
     assert resumed.stderr == "error: run 'test' is neither paused nor open (breaker closed): nothing to resume\n"
     assert status["breaker"] == {"state": "closed", "reason": None}
-    with Store(tmp_path / "runs.db") as store:
-        assert commands_given(store) == []
+    assert commands_given(store) == []
 
 
-async def test_retry_names_the_keys_it_does_not_know_exits_1_and_changes_nothing(tmp_path: Path) -> None:
-    with Store(tmp_path / "runs.db") as store:
-        await python_run(store, tmp_path)
+async def test_retry_names_the_keys_it_does_not_know_exits_1_and_changes_nothing(tmp_path: Path, store: Store) -> None:
+    await python_run(store, tmp_path)
     retried = runner_cli("retry", "test", "p001", "p404", "p405", cwd=tmp_path)
     failed = json.loads(runner_cli("failures", "test", "--json", cwd=tmp_path).stdout)
     assert (retried.returncode, retried.stdout) == (1, "")
     assert retried.stderr == "error: run 'test' has no items 'p404', 'p405': nothing was changed\n"
     assert [item["key"] for item in failed] == ["p001"]
-    with Store(tmp_path / "runs.db") as store:
-        assert commands_given(store) == []
+    assert commands_given(store) == []
 
 
 def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
@@ -147,14 +143,13 @@ def test_step_pause_and_failures_from_the_command_line(tmp_path: Path) -> None:
     assert "breaker closed · paused" in " ".join(after.stdout.split())
 
 
-async def test_an_upstream_message_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
+async def test_an_upstream_message_that_looks_like_markup_is_printed_as_it_is(tmp_path: Path, store: Store) -> None:
     said = "Bad key [/bold] see [link=x]docs[/link] [red]"
 
     async def refuse(payloads: list[dict[str, object]]) -> str:
         raise AuthError(said)
 
-    with Store(tmp_path / "runs.db") as store:
-        await runs.execute(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), provider=PythonHandler(refuse))
+    await runs.execute(store, make_job(tmp_path, "http://127.0.0.1:9/v1", posts(3)), provider=PythonHandler(refuse))
     status = runner_cli("status", "test", cwd=tmp_path)
     failures = runner_cli("failures", "test", cwd=tmp_path)
     assert (status.returncode, failures.returncode) == (0, 0), status.stderr + failures.stderr
@@ -190,7 +185,7 @@ def test_the_readmes_status_cost_line_is_the_one_runner_status_prints_for_the_de
     assert quoted and all(line in shown for line in quoted), (quoted, shown[-3:])
 
 
-def test_runner_run_ends_with_the_runs_cost_line_as_status_shows_it(tmp_path: Path) -> None:
+def test_runner_run_ends_with_the_runs_cost_line_as_status_shows_it(tmp_path: Path, store: Store) -> None:
     with Simulator().start() as sim:
         write_jsonl(tmp_path / "posts.jsonl", posts(3))
         (tmp_path / "job.toml").write_text(f'name = "test"\ninput = "posts.jsonl"\n[provider]\nbase_url = '
