@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-
 from typing import TYPE_CHECKING
 
 from . import liveness
