@@ -28,6 +28,12 @@ def help_of(*args: str) -> str:
     return result.output
 
 
+def held_in_file(folder: Path) -> None:
+    """:func:`test_cli_confirm.held_run` in the folder's ``runs.db``: these tests are of a file's name in the hints."""
+    with Store(folder / "runs.db") as store:
+        held_run(store, folder)
+
+
 def test_help_lists_the_commands_in_the_order_a_user_meets_them_each_summary_whole(tmp_path: Path) -> None:
     shown = runner_cli("-h", cwd=tmp_path)
     listed = shown.stdout.split("Commands:\n")[1].splitlines()
@@ -64,7 +70,7 @@ def test_an_empty_store_says_it_holds_no_runs_and_names_itself_but_json_is_an_em
 
 
 def test_a_run_without_failures_says_so_and_retry_and_confirm_say_there_is_nothing(tmp_path: Path) -> None:
-    held_run(tmp_path)
+    held_in_file(tmp_path)
     failures = runner_cli("failures", "test", cwd=tmp_path)
     retried = runner_cli("retry", "test", cwd=tmp_path)
     of_kind = runner_cli("retry", "test", "--kind", "auth", cwd=tmp_path)
@@ -79,7 +85,7 @@ def test_a_run_without_failures_says_so_and_retry_and_confirm_say_there_is_nothi
 
 
 def test_confirm_on_another_store_names_it_in_the_command_that_goes_on(tmp_path: Path) -> None:
-    held_run(tmp_path)
+    held_in_file(tmp_path)
     (tmp_path / "runs.db").rename(tmp_path / "held.db")
     confirmed = runner_cli("confirm", "test", "p001", "--yes", "--db", "held.db", cwd=tmp_path)
     unasked = runner_cli("confirm", "test", "--all", "--db", "held.db", cwd=tmp_path)
@@ -128,7 +134,7 @@ def test_a_run_on_another_store_ends_with_hints_whose_commands_read_that_store(t
 
 
 def test_a_hint_is_never_wrapped_mid_command_in_a_narrow_terminal(tmp_path: Path) -> None:
-    held_run(tmp_path)
+    held_in_file(tmp_path)
     (tmp_path / "runs.db").rename(tmp_path / "a-store-with-a-rather-long-name-indeed.db")
     shown = runner_cli("status", "test", "--db", "a-store-with-a-rather-long-name-indeed.db", cwd=tmp_path,
                        columns=40)
