@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from fanouts import fan_job
 from pipelines import pipeline
-from scenes import an_archived_sub_item, dump, every_row
+from scenes import an_archived_sub_item, dump, every_row, location_of
 from support import StepClock, make_job, posts, runner_cli, write_jsonl
 
 from runner import archiving, runs
@@ -64,7 +64,9 @@ def job_file(folder: Path, base_url: str, *, count: int, retention: str = "", bo
     return folder / "job.toml"
 
 
-def test_a_jobs_retention_archives_at_the_end_of_a_run_and_says_what(tmp_path: Path, sim: Simulator) -> None:
+def test_a_jobs_retention_archives_at_the_end_of_a_run_and_says_what(
+    tmp_path: Path, sim: Simulator, store: Store
+) -> None:
     job_file(tmp_path, sim.base_url, count=5, retention='completed = "0m"\nfailed = "90d"\n')
     ran = runner_cli("run", "job.toml", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
@@ -76,10 +78,10 @@ def test_a_jobs_retention_archives_at_the_end_of_a_run_and_says_what(tmp_path: P
     assert shown[-2:] == ["5 items archived (counted above); bring them back:", "runner restore mine --all"]
 
 
-def test_archive_with_no_flags_applies_the_jobs_retention(tmp_path: Path, sim: Simulator) -> None:
+def test_archive_with_no_flags_applies_the_jobs_retention(tmp_path: Path, sim: Simulator, store: Store) -> None:
     job_file(tmp_path, sim.base_url, count=2, retention='completed = "30d"\n')
     assert runner_cli("run", "job.toml", cwd=tmp_path).returncode == 0
-    said = CliRunner().invoke(main, ["archive", "mine", "--db", str(tmp_path / "runs.db")])
+    said = CliRunner().invoke(main, ["archive", "mine", "--db", location_of(store)])
     assert (said.exit_code, said.stdout) == (0, "nothing to archive in run 'mine' ([retention]: completed older "
                                                 "than 30d)\n")
 
@@ -114,10 +116,10 @@ def test_the_vacuum_hint_is_a_command_that_works_on_a_job_without_retention(tmp_
     assert vacuumed.stdout.splitlines()[-1].startswith("store file ")
 
 
-def test_export_of_the_archive_has_the_rows_an_export_had(tmp_path: Path, sim: Simulator) -> None:
+def test_export_of_the_archive_has_the_rows_an_export_had(tmp_path: Path, sim: Simulator, store: Store) -> None:
     job_file(tmp_path, sim.base_url, count=4)
     assert runner_cli("run", "job.toml", cwd=tmp_path).returncode == 0
-    db = str(tmp_path / "runs.db")
+    db = location_of(store)
     exported = CliRunner().invoke(main, ["export", "mine", "--format", "csv", "--db", db]).stdout
     CliRunner().invoke(main, ["archive", "mine", "--older", "0m", "--db", db])
     assert CliRunner().invoke(main, ["export", "mine", "--format", "csv", "--db", db]).stdout.count("\n") == 1
