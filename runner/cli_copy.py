@@ -34,10 +34,10 @@ def copy(name: str | None, source: str, destination: str) -> None:
     Example: runner copy --from runs.db --to postgresql://me@host/runs demo
     """
     from . import copying
-    from .location import is_url
+    from .location import is_new_file
     from .store.connection import remove_if_no_run
 
-    new = not is_url(destination) and not Path(destination).exists()
+    new = is_new_file(destination)
     copied: list[str] = []
     try:
         for run in copying.copy_runs(source, destination, name=name, clock=time.time):

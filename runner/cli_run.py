@@ -97,7 +97,7 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
     """
     from . import jobs, lease
     from .store import Store, views
-    from .location import is_url
+    from .location import is_new_file
     from .store.connection import remove_if_no_run
     from .terminal_run import run_in_terminal, waits
 
@@ -109,7 +109,7 @@ def run(job_or_name: str, db: str, wait: bool | None, at: str | None) -> None:
             when = parse_time(at, "--at", now=time.time())
             job = dataclasses.replace(job, schedule=dataclasses.replace(job.schedule, at=when))
         job.input.require()  # before the store is opened: a missing input leaves no new store behind
-        new = not is_url(db) and not Path(db).exists()
+        new = is_new_file(db)
         try:
             with Store(db) as store:
                 read_at = store.input_unchanged_since(job, job.input.fingerprint())

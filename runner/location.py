@@ -46,6 +46,11 @@ def is_url(location: str | Path) -> bool:
     return isinstance(location, str) and location.startswith(SCHEMES)
 
 
+def is_new_file(location: str | Path) -> bool:
+    """Whether ``location`` names a SQLite file not made yet: one a command that fails midway should not leave."""
+    return not is_url(location) and not Path(location).exists()
+
+
 def files_beside(location: StoreLocation) -> Path:
     """The folder of the files a run keeps beside its store (a batch's requests): a SQLite file's own folder;
     for a database on a server, the folder the command runs in."""

@@ -204,8 +204,7 @@ def until_revalidated(was: Job | None, job: Job) -> Job:
     (:func:`after_schema_change`), in that revalidation's last transaction. Given it before, a run stopped between
     the two (killed; a notebook's ``start``, which reads the input before its engine runs) would find its job
     unchanged and send every answered item again."""
-    changed = [] if was is None else _revalidated_on_run(was, job)
-    if was is None or not changed:
+    if was is None or not (changed := _revalidated_on_run(was, job)):
         return job
     stages = tuple(dataclasses.replace(stage, output_schema=was.stage(stage.name).output_schema)
                    if stage.name in changed else stage for stage in job.stages)
